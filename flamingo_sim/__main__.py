@@ -1,0 +1,3 @@
+from flamingo_sim.cli import main
+
+raise SystemExit(main())

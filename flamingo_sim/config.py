@@ -1,0 +1,214 @@
+"""Typed configuration: frozen dataclasses, loaded from YAML and validated once, at the edge.
+
+Every config section is a frozen dataclass. :func:`from_mapping` builds one from plain data
+(what YAML gives), checking every key and type and naming the file and the dotted key in any
+error. Unknown keys are errors (a typo must not silently fall back to a default).
+
+Dataclasses may validate cross-field rules in ``__post_init__`` by raising ``ValueError``;
+the loader turns that into a :class:`~flamingo_sim.errors.ConfigError` that names the file
+and the section.
+
+Overrides (``--set fl.rounds=20``) are applied to the raw mapping *before* validation, so
+they get exactly the same checks as the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from pathlib import Path
+from typing import Any, Literal, Mapping, TypeVar, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from flamingo_sim.errors import ConfigError
+
+T = TypeVar("T")
+
+__all__ = ["from_mapping", "load_yaml", "load_config", "apply_overrides", "to_mapping"]
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML file whose top level is a mapping; errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    return data
+
+
+def load_config(cls: type[T], path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> T:
+    """Load ``path`` as ``cls``, after applying ``key=value`` overrides."""
+    data = load_yaml(path)
+    data = apply_overrides(data, overrides, source=str(path))
+    return from_mapping(cls, data, source=str(path))
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...], source: str = "--set") -> dict[str, Any]:
+    """Return a copy of ``data`` with each ``dotted.key=value`` applied (value parsed as YAML)."""
+    import copy
+
+    out = copy.deepcopy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, for example fl.rounds=20")
+        key, _, raw = item.partition("=")
+        key = key.strip()
+        if not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"--set {item!r}: empty key")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        parts = key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {item!r}: {'.'.join(parts[: i + 1])} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def from_mapping(cls: type[T], data: Any, source: str = "<config>", path: str = "") -> T:
+    """Build dataclass ``cls`` from ``data``, validating keys and types recursively."""
+    return _convert(cls, data, source, path)
+
+
+def to_mapping(obj: Any) -> Any:
+    """The inverse of :func:`from_mapping`: plain dicts/lists, ready for YAML or JSON."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_mapping(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_mapping(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_mapping(v) for k, v in obj.items()}
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _where(source: str, path: str) -> str:
+    return f"{source}: {path}" if path else source
+
+
+def _type_name(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    origin = get_origin(tp)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in get_args(tp))
+    if origin in (list, tuple):
+        args = get_args(tp)
+        return f"a list of {_type_name(args[0])}" if args else "a list"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping (section)"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(tp: Any, value: Any, source: str, path: str) -> Any:
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _convert_dataclass(tp, value, source, path)
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(arg, value, source, path)
+            except ConfigError as exc:
+                errors.append(exc)
+        if len(errors) == 1:
+            raise errors[0]
+        raise ConfigError(f"{_where(source, path)}: expected {_type_name(tp)}, got {value!r}")
+    if origin is Literal:
+        if value in get_args(tp):
+            return value
+        raise ConfigError(f"{_where(source, path)}: expected one of {_type_name(tp)}, got {value!r}")
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{_where(source, path)}: expected {_type_name(tp)}, got {value!r}")
+        (item_tp, *_rest) = get_args(tp) or (Any,)
+        items = [_convert(item_tp, v, source, f"{path}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{_where(source, path)}: expected a mapping, got {value!r}")
+        key_tp, val_tp = get_args(tp) or (Any, Any)
+        return {
+            _convert(key_tp, k, source, f"{path}.{k}"): _convert(val_tp, v, source, f"{path}.{k}")
+            for k, v in value.items()
+        }
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{_where(source, path)}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"{_where(source, path)}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{_where(source, path)}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{_where(source, path)}: expected a string, got {value!r}")
+    if tp is Path:
+        if isinstance(value, (str, Path)):
+            return Path(value)
+        raise ConfigError(f"{_where(source, path)}: expected a path, got {value!r}")
+    raise TypeError(f"config type {tp!r} at {path} is not supported")  # a programming error
+
+
+def _convert_dataclass(cls: Any, value: Any, source: str, path: str) -> Any:
+    if isinstance(value, cls):
+        return value
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{_where(source, path)}: expected a mapping (section), got {value!r}")
+    hints = get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [k for k in value if k not in fields]
+    if unknown:
+        known = ", ".join(sorted(fields))
+        key = f"{path}.{unknown[0]}" if path else str(unknown[0])
+        raise ConfigError(f"{source}: unknown key {key!r} (known here: {known})")
+    kwargs = {}
+    for name, field in fields.items():
+        sub = f"{path}.{name}" if path else name
+        if name in value:
+            kwargs[name] = _convert(hints[name], value[name], source, sub)
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{source}: missing required key {sub!r}")
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:
+        raise ConfigError(f"{_where(source, path)}: {exc}") from None
+

@@ -1,0 +1,1 @@
+"""Devices: SoCs and execution choices, profiles, battery and energy accounting, runtime policies."""

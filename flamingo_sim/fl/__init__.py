@@ -1,0 +1,1 @@
+"""Federated learning: data, models, batched local training, the round loop, selection, aggregation, metrics."""
