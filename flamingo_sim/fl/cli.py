@@ -1,4 +1,4 @@
-"""Commands of this subpackage (filled in by its issue)."""
+"""``flamingo-sim run``: run an experiment YAML (baseline vs Flamingo by default)."""
 
 from __future__ import annotations
 
@@ -6,4 +6,22 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this subpackage's commands to the ``flamingo-sim`` parser."""
+    p = sub.add_parser(
+        "run",
+        help="run an FL experiment: policies compared on time to accuracy, energy and dropout",
+        description="Run a trace-driven FL experiment and write metrics.parquet and summary.json into a run directory.",
+    )
+    p.add_argument("experiment", help="experiment YAML, e.g. experiments/openimage_mobilenet.yaml")
+    p.add_argument("--out", help="run directory (default: runs/<name>-<timestamp>)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key by its dotted path, e.g. --set fl.rounds=20 (repeatable)")
+    p.add_argument("--seeds", type=int, help="run N seeds, starting from the config's first seed")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from flamingo_sim.fl.run import run_experiment
+
+    run_experiment(args.experiment, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds, resume=args.resume)
+    return 0

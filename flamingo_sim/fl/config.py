@@ -1,0 +1,158 @@
+"""The experiment config: one YAML file per experiment, validated once by :mod:`flamingo_sim.config`.
+
+A shipped example is ``experiments/openimage_mobilenet.yaml``; every key is documented on the
+dataclass fields below. Paths in the file are resolved relative to the current directory
+first, then to the experiment file's directory and the project root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+from flamingo_sim.config import load_config
+from flamingo_sim.errors import ConfigError
+
+#: The paper's five phones with an equal share each (override ``phones.mix`` in the YAML).
+DEFAULT_PHONE_MIX = {
+    "galaxy_tab_s6": 0.2,
+    "oneplus_8": 0.2,
+    "pixel_3": 0.2,
+    "galaxy_s10e": 0.2,
+    "mi_10": 0.2,
+}
+
+
+@dataclass(frozen=True)
+class TracesConfig:
+    path: Path = Path("traces/synthetic")  # a prep-traces output directory
+    min_pct: float = 10.0  # below this effective battery level a client goes offline
+    reentry_pct: float = 20.0  # ...and comes back once charging lifts it above this
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_pct < self.reentry_pct <= 100:
+            raise ValueError(f"need 0 <= min_pct < reentry_pct <= 100, got {self.min_pct} and {self.reentry_pct}")
+
+
+@dataclass(frozen=True)
+class PhonesConfig:
+    mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PHONE_MIX))  # phone -> share of clients
+    profiles_dir: Path = Path("profiles")
+
+    def __post_init__(self) -> None:
+        if not self.mix:
+            raise ValueError("mix: name at least one phone")
+        if any(share < 0 for share in self.mix.values()) or sum(self.mix.values()) <= 0:
+            raise ValueError(f"mix: shares must be >= 0 and sum to > 0, got {self.mix}")
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """The generated non-IID task used when the real data is absent (LEAF Synthetic(alpha, beta))."""
+
+    n_clients: int = 14477
+    n_classes: int = 10
+    n_features: int = 60
+    alpha: float = 1.0
+    beta: float = 1.0
+    mean_samples: float = 115.5  # OpenImage: 1,672,231 samples / 14,477 clients
+    model: str = "mlp"
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    name: Literal["openimage", "google_speech", "synthetic"] = "openimage"
+    root: Optional[Path] = None  # FedScale-layout dataset directory; absent -> fallback
+    fallback: Literal["proxy", "error"] = "proxy"
+    image_size: int = 64
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    model_size_mb: float = 14.0  # one model transfer (MobileNetV2: 3.5 M float32 parameters)
+    bandwidth_mbps: float = 20.0  # median client bandwidth; per-client values are log-normal
+    bandwidth_sigma: float = 0.5
+
+
+@dataclass(frozen=True)
+class FLConfig:
+    participants_per_round: int = 100  # K: the updates aggregated each round
+    overcommit: float = 1.3  # select ceil(K x overcommit), keep the K fastest
+    local_steps: int = 20
+    batch_size: int = 16
+    lr: float = 0.05
+    rounds: int = 100
+    horizon_h: Optional[float] = None  # stop at this virtual time too (whichever comes first)
+    eval_every: int = 5
+    selection: str = "uniform"  # or "pkg.module:Selector"
+    deadline_s: Optional[float] = None  # drop clients that finish later than this after round start
+    train_mode: Literal["auto", "batched", "sequential"] = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("participants_per_round", "local_steps", "batch_size", "rounds", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.overcommit < 1:
+            raise ValueError(f"overcommit must be >= 1, got {self.overcommit}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str
+    description: str = ""
+    model: str = "mobilenet_v2"  # the DNN whose device profiles price every local step
+    traces: TracesConfig = field(default_factory=TracesConfig)
+    phones: PhonesConfig = field(default_factory=PhonesConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    fl: FLConfig = field(default_factory=FLConfig)
+    # a number in [0, 1], "highest" (highest reached by any policy), or "highest_common"
+    # (highest reached by every policy, so that every policy has a time to target)
+    target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
+    policies: list[str] = field(default_factory=lambda: ["baseline", "flamingo"])  # names or "pkg.mod:Class"
+    policy_params: dict[str, dict[str, Union[float, int, bool, str]]] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    checkpoint_every: int = 10  # rounds between checkpoints (and metrics.parquet rewrites)
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if isinstance(self.target_accuracy, float) and not 0 < self.target_accuracy <= 1:
+            raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
+        if not self.policies:
+            raise ValueError("policies: name at least one policy")
+        if len(set(self.policies)) != len(self.policies):
+            raise ValueError(f"policies: each policy once, got {self.policies}")
+        if not self.seeds:
+            raise ValueError("seeds: give at least one seed")
+
+
+def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Load and validate an experiment YAML, with ``--set`` overrides applied first."""
+    return load_config(ExperimentConfig, path, overrides)
+
+
+def resolve_path(value: Path, experiment_path: str | Path | None) -> Path:
+    """Find a path named in a config: as given, beside the experiment, or in the project root."""
+    if value.is_absolute() or value.exists():
+        return value
+    candidates = []
+    if experiment_path is not None:
+        exp_dir = Path(experiment_path).resolve().parent
+        candidates += [exp_dir / value, exp_dir.parent / value]
+    candidates.append(Path(__file__).resolve().parents[2] / value)
+    for cand in candidates:
+        if cand.exists():
+            return cand
+    return value
+
+
+def require_path(value: Path, experiment_path: str | Path | None, key: str, what: str) -> Path:
+    path = resolve_path(value, experiment_path)
+    if not path.exists():
+        raise ConfigError(f"{experiment_path}: {key}: {what} {str(value)!r} not found")
+    return path

@@ -1,0 +1,268 @@
+"""The round loop: one policy, one seed, trace-driven, with real training.
+
+Each round (numbered steps match the code):
+1. who is online: the energy budget (which follows the client's battery trace, minus what
+   training drew) is above the threshold;
+2. select ``ceil(K x overcommit)`` of them (uniform by default; randomness from
+   (seed, "selection", round));
+3. each selected client's policy accepts or declines and prices its task (duration, energy,
+   execution choices, interference with the owner), plus model download/upload time;
+4. settle the round (:func:`flamingo_sim.fl.rounds.settle_round`): drop who declines, runs out
+   of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
+5. train the kept clients for real and aggregate with FedAvg weighted by samples;
+6. advance the clock and every client's battery along its trace, training energy included;
+7. evaluate every ``eval_every`` rounds, and record the round's metrics.
+
+All state lives in :class:`Simulation` and round-trips through ``state_dict`` so that a resumed
+run continues exactly where a checkpoint left off.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from flamingo_sim.devices.budget import EnergyBudget
+from flamingo_sim.devices.policies import TaskRequest
+from flamingo_sim.fl.aggregate import fedavg
+from flamingo_sim.fl.config import ExperimentConfig
+from flamingo_sim.fl.population import Population
+from flamingo_sim.fl.rounds import DROP_REASONS, REASONS, settle_round
+from flamingo_sim.fl.selection import Selector
+from flamingo_sim.fl.training import evaluate, train_cohort
+from flamingo_sim.rng import rng
+
+#: How far ahead (in trace slots) a task may look at whether the owner uses the phone.
+USAGE_SLOTS = 12
+#: Temperature assumed where the traces carry none (degC).
+DEFAULT_TEMPERATURE_C = 30.0
+
+
+@dataclass
+class Components:
+    """What a simulation is made of; built once per (experiment, seed) by :mod:`flamingo_sim.fl.run`."""
+
+    cfg: ExperimentConfig
+    traces: Any  # flamingo_sim.traces.store.ClientTraces
+    population: Population
+    profiles: Any  # flamingo_sim.devices.profiles.ProfileSet, phones in population order
+    dataset: Any  # flamingo_sim.fl.data.FederatedDataset
+    model: torch.nn.Module
+    test_data: tuple[torch.Tensor, torch.Tensor]
+    choice_labels: tuple[str, ...]
+
+
+class Simulation:
+    """One policy's federated job over one seed."""
+
+    def __init__(self, parts: Components, policy: Any, policy_name: str, seed: int, selector: Selector) -> None:
+        self.parts = parts
+        self.cfg = parts.cfg
+        self.policy = policy
+        self.policy_name = policy_name
+        self.seed = seed
+        self.selector = selector
+        pop = parts.population
+        capacity_j = parts.profiles.capacity_j[pop.phone_idx]
+        level0 = self._trace_level(0.0)
+        tcfg = self.cfg.traces
+        # The effective budget (training drains it) and a twin that only follows the trace,
+        # to tell clients lost to training from clients whose own use took them offline.
+        self.budget = EnergyBudget(capacity_j, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_pct)
+        self.trace_budget = EnergyBudget(capacity_j, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_pct)
+        self.budget.reset(level0)
+        self.trace_budget.reset(level0)
+        self.policy.init(pop.n_clients, pop.phone_idx, parts.profiles)
+        self.round = 0
+        self.clock_s = 0.0
+        self.energy_cum_j = 0.0
+        self.ever_lost = np.zeros(pop.n_clients, dtype=bool)
+        self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
+
+    # -- trace lookups -------------------------------------------------------------------------
+    def _trace_level(self, t_s: float) -> np.ndarray:
+        return self.parts.traces.level_at(t_s)[self.parts.population.trace_client]
+
+    def _trace_state(self, t_s: float) -> np.ndarray:
+        return self.parts.traces.state_at(t_s)[self.parts.population.trace_client]
+
+    def _extra(self, name: str, t_s: float, idx: np.ndarray, default: float) -> np.ndarray:
+        values = self.parts.traces.extra_at(name, t_s)
+        if values is None:
+            return np.full(len(idx), default, dtype=np.float64)
+        return values[self.parts.population.trace_client[idx]].astype(np.float64)
+
+    def _in_use(self, t_s: float, idx: np.ndarray) -> np.ndarray:
+        step = self.parts.traces.step_s
+        slots = [self._extra("screen_on_frac", t_s + j * step, idx, 0.0) > 0.5 for j in range(USAGE_SLOTS)]
+        return np.stack(slots, axis=1)
+
+    # -- one round -----------------------------------------------------------------------------
+    def step(self) -> dict[str, Any]:
+        cfg, pop = self.cfg, self.parts.population
+        self.round += 1
+        t0 = self.clock_s
+
+        # 1. who is online
+        online = np.flatnonzero(self.budget.online)
+        # 2. selection
+        k = cfg.fl.participants_per_round
+        n_select = min(len(online), math.ceil(k * cfg.fl.overcommit))
+        chosen = self.selector.select(online, n_select, rng(self.seed, "selection", self.round))
+
+        # 3. price every selected client's task under its policy
+        request = TaskRequest(
+            client_idx=chosen,
+            phone_idx=pop.phone_idx[chosen],
+            n_steps=cfg.fl.local_steps,
+            start_s=t0,
+            battery_pct=self.budget.level_pct[chosen],
+            charging=self._trace_state(t0)[chosen] > 0,
+            temperature_c=self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C),
+            in_use=self._in_use(t0, chosen),
+            slot_s=float(self.parts.traces.step_s),
+        )
+        outcome = self.policy.run_tasks(request)
+        comm_s = pop.comm_s(cfg.network.model_size_mb, chosen)
+        duration_s = outcome.duration_s + comm_s
+
+        # 4. settle: who counts, how long the round lasts, what it cost
+        finish_online = self._online_at_finish(chosen, t0, duration_s)
+        spare_j = self.budget.spare_j[chosen] - self._trace_drain_j(chosen, t0, duration_s)
+        settled = settle_round(
+            k=k,
+            accepted=outcome.accepted,
+            duration_s=duration_s,
+            energy_j=outcome.energy_j,
+            spare_energy_j=spare_j,
+            online_at_finish=finish_online,
+            interrupted=getattr(outcome, "interrupted", None),
+            deadline_s=cfg.fl.deadline_s,
+        )
+        kept = chosen[settled.kept]
+
+        # 5. real training of the kept clients, FedAvg weighted by samples
+        train_loss = float("nan")
+        if len(kept):
+            ids = [int(c) for c in kept]
+            datas = [self.parts.dataset.client_data(c) for c in ids]
+            result = train_cohort(
+                self.parts.model,
+                self.params,
+                datas,
+                ids,
+                n_steps=cfg.fl.local_steps,
+                batch_size=cfg.fl.batch_size,
+                lr=cfg.fl.lr,
+                seed=self.seed,
+                round_idx=self.round,
+                mode=cfg.fl.train_mode,
+            )
+            weights = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
+            self.params = fedavg(result.params, weights)
+            train_loss = float(result.losses.mean())
+
+        # 6. advance the clock and every battery along its trace
+        self.clock_s = t0 + settled.duration_s
+        drawn_j = np.zeros(pop.n_clients)
+        drawn_j[chosen] = settled.energy_spent_j
+        self._advance_budgets(t0, self.clock_s, drawn_j)
+        lost_now = self.trace_budget.online & ~self.budget.online
+        self.ever_lost |= lost_now
+        energy_j = float(settled.energy_spent_j.sum())
+        self.energy_cum_j += energy_j
+
+        # 7. evaluate and record
+        accuracy = loss = float("nan")
+        if self.round % cfg.fl.eval_every == 0 or self.round == 1 or self.is_done():
+            accuracy, loss = self.evaluate()
+        counts = outcome.steps_by_choice[settled.kept].sum(axis=0) if len(kept) else None
+        row: dict[str, Any] = {
+            "policy": self.policy_name,
+            "seed": self.seed,
+            "round": self.round,
+            "time_s": self.clock_s,
+            "duration_s": settled.duration_s,
+            "accuracy": accuracy,
+            "loss": loss,
+            "train_loss": train_loss,
+            "n_online": len(online),
+            "n_selected": len(chosen),
+            "n_kept": len(kept),
+            **{f"dropped_{r}": settled.count(REASONS.index(r)) for r in DROP_REASONS},
+            "energy_j": energy_j,
+            "energy_cum_j": self.energy_cum_j,
+            "interference_s": float(np.sum(outcome.interference_s[settled.kept])) if len(kept) else 0.0,
+            "clients_lost": int(lost_now.sum()),
+            "clients_lost_cum": int(self.ever_lost.sum()),
+        }
+        for j, label in enumerate(self.parts.choice_labels):
+            row[f"steps_{label}"] = int(counts[j]) if counts is not None else 0
+        return row
+
+    def _online_at_finish(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:
+        """Whether each client's trace alone keeps it above the threshold until it finishes."""
+        levels = np.array([self._trace_level(t0 + d)[c] for c, d in zip(idx, duration_s)]) if len(idx) else np.zeros(0)
+        floor = self.cfg.traces.min_pct
+        return (levels >= floor) | ~np.isfinite(duration_s)
+
+    def _trace_drain_j(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:
+        """Energy the owner's own use drains from each client while its task runs (>= 0)."""
+        if not len(idx):
+            return np.zeros(0)
+        start = self._trace_level(t0)[idx]
+        end = np.array([self._trace_level(t0 + d)[c] for c, d in zip(idx, duration_s)])
+        cap = self.parts.profiles.capacity_j[self.parts.population.phone_idx[idx]]
+        return np.maximum(start - end, 0.0) / 100.0 * cap
+
+    def _advance_budgets(self, t0: float, t1: float, drawn_j: np.ndarray) -> None:
+        """Step both budgets through every trace grid tick in (t0, t1]; training energy first."""
+        step = self.parts.traces.step_s
+        level = self._trace_level(t0)
+        self.budget.advance(level, level, self._trace_state(t0), drawn_j)
+        first = math.floor(t0 / step) + 1
+        last = math.floor(t1 / step)
+        for tick in range(first, last + 1):
+            t = tick * step
+            now = self._trace_level(t)
+            state = self._trace_state(t)
+            self.budget.advance(level, now, state, None)
+            self.trace_budget.advance(level, now, state, None)
+            level = now
+
+    def evaluate(self) -> tuple[float, float]:
+        x, y = self.parts.test_data
+        return evaluate(self.parts.model, self.params, x, y)
+
+    def is_done(self) -> bool:
+        fl = self.cfg.fl
+        if self.round >= fl.rounds:
+            return True
+        return fl.horizon_h is not None and self.clock_s >= fl.horizon_h * 3600.0
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "clock_s": self.clock_s,
+            "energy_cum_j": self.energy_cum_j,
+            "ever_lost": self.ever_lost.copy(),
+            "params": {k: v.clone() for k, v in self.params.items()},
+            "budget": self.budget.state_dict(),
+            "trace_budget": self.trace_budget.state_dict(),
+            "policy": self.policy.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.round = int(state["round"])
+        self.clock_s = float(state["clock_s"])
+        self.energy_cum_j = float(state["energy_cum_j"])
+        self.ever_lost = np.asarray(state["ever_lost"]).copy()
+        self.params = {k: v.clone() for k, v in state["params"].items()}
+        self.budget.load_state_dict(state["budget"])
+        self.trace_budget.load_state_dict(state["trace_budget"])
+        self.policy.load_state_dict(state["policy"])

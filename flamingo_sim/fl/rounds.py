@@ -1,0 +1,102 @@
+"""The rules of one round, as a pure function of the selected clients' priced tasks.
+
+FedScale's round model with Flamingo's energy budget: over-commit, let each client's policy
+accept or decline and price its task, drop those who decline, whose own training would drain
+their battery below the offline threshold before they finish, or whose trace takes them offline
+before they finish; keep the K fastest of the rest (and only those within the deadline, if one
+is set); the round lasts until the last kept client finishes.
+
+Energy actually spent per client: the full task energy for a kept or trace-interrupted client;
+what was available above the floor for an exhausted one (it trained until the battery hit the
+threshold); for a client cut as too slow, the share of its task done by the end of the round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Outcome codes of a selected client, in ``RoundSettlement.reason``.
+KEPT, DECLINED, UNAVAILABLE, BATTERY_EXHAUSTED, INTERRUPTED, TOO_SLOW = range(6)
+REASONS = ("kept", "declined", "unavailable", "battery_exhausted", "interrupted", "too_slow")
+DROP_REASONS = REASONS[1:]
+
+#: A round in which nobody finishes still costs this much virtual time (the coordinator waits).
+EMPTY_ROUND_S = 60.0
+
+
+@dataclass(frozen=True)
+class RoundSettlement:
+    reason: np.ndarray  # int8 (k,) one of the codes above
+    energy_spent_j: np.ndarray  # float (k,)
+    duration_s: float  # virtual time the round took
+    kept: np.ndarray  # int64 indices (into the selected clients) of the kept ones, fastest first
+
+    def count(self, code: int) -> int:
+        return int(np.count_nonzero(self.reason == code))
+
+
+def settle_round(
+    *,
+    k: int,
+    accepted: np.ndarray,
+    duration_s: np.ndarray,
+    energy_j: np.ndarray,
+    spare_energy_j: np.ndarray,
+    online_at_finish: np.ndarray,
+    interrupted: np.ndarray | None = None,
+    deadline_s: float | None = None,
+) -> RoundSettlement:
+    """Decide who of the selected clients counts this round.
+
+    Parameters are arrays over the selected clients: ``accepted`` by their policy; the task's
+    ``duration_s`` (compute plus communication) and ``energy_j``; ``spare_energy_j``, the energy
+    each has above the offline threshold at the round's start; ``online_at_finish``, whether
+    its trace alone (no training) still has it online when it would finish; ``interrupted``,
+    whether the policy gave up mid-task. ``k`` is the number of updates to keep.
+    """
+    n = len(accepted)
+    accepted = np.asarray(accepted, dtype=bool)
+    duration_s = np.asarray(duration_s, dtype=np.float64)
+    energy_j = np.asarray(energy_j, dtype=np.float64)
+    spare = np.maximum(np.asarray(spare_energy_j, dtype=np.float64), 0.0)
+    interrupted = np.zeros(n, dtype=bool) if interrupted is None else np.asarray(interrupted, dtype=bool)
+
+    reason = np.full(n, KEPT, dtype=np.int8)
+    reason[~accepted] = DECLINED
+    live = reason == KEPT
+    exhausted = live & (energy_j > spare)
+    reason[exhausted] = BATTERY_EXHAUSTED
+    live &= ~exhausted
+    gone = live & ~np.asarray(online_at_finish, dtype=bool)
+    reason[gone] = UNAVAILABLE
+    live &= ~gone
+    stopped = live & interrupted
+    reason[stopped] = INTERRUPTED
+    live &= ~stopped
+    if deadline_s is not None:
+        late = live & (duration_s > deadline_s)
+        reason[late] = TOO_SLOW
+        live &= ~late
+
+    candidates = np.flatnonzero(live)
+    order = candidates[np.argsort(duration_s[candidates], kind="stable")]
+    kept, slow = order[:k], order[k:]
+    reason[slow] = TOO_SLOW
+
+    if len(kept):
+        round_s = float(duration_s[kept[-1]])
+    elif deadline_s is not None:
+        round_s = float(deadline_s)
+    else:
+        tried = duration_s[accepted]
+        round_s = float(tried.max()) if len(tried) else EMPTY_ROUND_S
+    round_s = max(round_s, 1e-9)
+
+    spent = np.where(reason == DECLINED, 0.0, energy_j)
+    spent = np.where(reason == BATTERY_EXHAUSTED, spare, spent)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        done = np.clip(np.where(duration_s > 0, round_s / duration_s, 1.0), 0.0, 1.0)
+    spent = np.where(reason == TOO_SLOW, energy_j * done, spent)
+    return RoundSettlement(reason=reason, energy_spent_j=spent, duration_s=round_s, kept=kept)
