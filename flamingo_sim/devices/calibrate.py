@@ -48,7 +48,9 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from flamingo_sim.devices.profiles import MODELS, ChoiceProfile, Profile, prune, save_profile
+import yaml
+
+from flamingo_sim.devices.profiles import MODELS, ChoiceProfile, Profile, profile_path, save_profile
 from flamingo_sim.devices.soc import Choice, Phone, load_phones, state_space
 
 __all__ = ["DnnModel", "DNN_MODELS", "TABLE1", "model_choice", "calibrate_profile", "calibrate_all", "main"]
@@ -166,12 +168,24 @@ def calibrate_profile(phone: Phone, model: str) -> tuple[Profile, float, float]:
     return _round(_profile(phone, dnn, kappa, sigma, notes)), kappa, sigma
 
 
+def _is_measured(path: Path) -> bool:
+    try:
+        return path.is_file() and (yaml.safe_load(path.read_text()) or {}).get("provenance") == "measured"
+    except yaml.YAMLError:
+        return False
+
+
 def calibrate_all(profiles_dir: str | Path, models: tuple[str, ...] = MODELS) -> list[Path]:
-    """Regenerate ``<profiles_dir>/<phone>/<model>.yaml`` for every phone in phones.yaml."""
+    """Regenerate ``<profiles_dir>/<phone>/<model>.yaml`` for every phone in phones.yaml.
+
+    A file whose provenance is ``measured`` is never overwritten.
+    """
     phones = load_phones(profiles_dir)
     out = []
     for name in sorted(phones):
         for model in models:
+            if _is_measured(profile_path(profiles_dir, name, model)):
+                continue
             prof, _, _ = calibrate_profile(phones[name], model)
             out.append(save_profile(profiles_dir, prof))
     return out
@@ -188,6 +202,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())
-
-# Keep `prune` importable from here for readers of the model.
-_ = prune

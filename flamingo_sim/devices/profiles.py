@@ -38,7 +38,7 @@ import numpy as np
 import yaml
 
 from flamingo_sim.config import from_mapping, load_yaml
-from flamingo_sim.devices.soc import Choice, Phone, state_space
+from flamingo_sim.devices.soc import Phone, state_space
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.io import atomic_path
 
@@ -232,7 +232,7 @@ def save_profile(profiles_dir: str | Path, profile: Profile) -> Path:
     return path
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProfileSet:
     """Profiles of several phones for one DNN model, as padded arrays for vectorised pricing.
 

@@ -109,7 +109,7 @@ class SocSpec:
     big: tuple[int, ...]
     prime: int | None = None
     uncore_power_w: float = 0.6
-    core_types: dict[str, CoreTypeModel] = field(default_factory=dict)
+    core_types: dict[str, CoreTypeModel] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         CoreLayout(self.low_power, self.big, self.prime)  # validates

@@ -128,3 +128,16 @@ def test_profile_set_arrays(profiles_dir):
     # fancy indexing prices a cohort
     cohort = np.array([1, 0, 1])
     assert np.allclose(ps.latency_s[cohort, 0], [mi.best.step_latency_s, pixel.best.step_latency_s, mi.best.step_latency_s])
+
+
+def test_calibration_keeps_measured_profiles(profiles_dir, tmp_path):
+    from flamingo_sim.devices.profiles import save_profile
+
+    shutil.copy(profiles_dir / "phones.yaml", tmp_path / "phones.yaml")
+    phones = load_phones(tmp_path)
+    chs = tuple(_cp(c.label, 1.0 + i, 2.0) for i, c in enumerate(phones["pixel_3"].state_space()))
+    save_profile(tmp_path, Profile(phones["pixel_3"], "resnet34", "measured", 16, chs))
+    written = calibrate_all(tmp_path)
+    assert len(written) == 14 and tmp_path / "pixel_3" / "resnet34.yaml" not in written
+    assert load_profile(tmp_path, "pixel_3", "resnet34").provenance == "measured"
+    assert hash(phones["pixel_3"]) == hash(load_phones(tmp_path)["pixel_3"])
