@@ -1,1 +1,36 @@
-"""Devices: SoCs and execution choices, profiles, battery and energy accounting, runtime policies."""
+"""Devices: SoCs and execution choices, profiles, battery and energy accounting, runtime policies.
+
+Public API (see each module's docstring for the models):
+
+- :mod:`.soc`: :class:`Phone`, :class:`CoreLayout`, :class:`Choice`, :func:`state_space`,
+  :func:`load_phones`.
+- :mod:`.profiles`: :class:`Profile`, :class:`ChoiceProfile`, :func:`prune`,
+  :func:`load_profile`, :func:`save_profile`, :class:`ProfileSet`.
+- :mod:`.calibrate`: the physical model behind the shipped ``calibrated`` profiles.
+- :mod:`.battery`: :class:`Battery`, :func:`energy_from_readings`, :class:`EnergyBudget`.
+- :mod:`.execution`: :class:`InterferenceModel`, :func:`run_ladder` (control loop, vectorised).
+- :mod:`.policies`: :class:`Policy` protocol, :class:`TaskRequest`, :class:`TaskOutcome`,
+  :class:`PolicyConfig`, :class:`BaselinePolicy`, :class:`FlamingoPolicy`, :func:`make_policy`.
+"""
+
+from flamingo_sim.devices.battery import Battery, EnergyBudget, discharge_intervals, energy_from_readings
+from flamingo_sim.devices.execution import InterferenceModel, run_ladder
+from flamingo_sim.devices.policies import (
+    BaselinePolicy,
+    FlamingoPolicy,
+    Policy,
+    PolicyConfig,
+    TaskOutcome,
+    TaskRequest,
+    make_policy,
+)
+from flamingo_sim.devices.profiles import BASELINE_LABEL, MODELS, ChoiceProfile, Profile, ProfileSet, load_profile, prune, save_profile
+from flamingo_sim.devices.soc import Choice, CoreLayout, Phone, load_phones, state_space
+
+__all__ = [
+    "Battery", "EnergyBudget", "discharge_intervals", "energy_from_readings",
+    "InterferenceModel", "run_ladder",
+    "BaselinePolicy", "FlamingoPolicy", "Policy", "PolicyConfig", "TaskOutcome", "TaskRequest", "make_policy",
+    "BASELINE_LABEL", "MODELS", "ChoiceProfile", "Profile", "ProfileSet", "load_profile", "prune", "save_profile",
+    "Choice", "CoreLayout", "Phone", "load_phones", "state_space",
+]

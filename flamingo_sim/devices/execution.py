@@ -1,0 +1,175 @@
+"""Executing training tasks: interference model and the control loop, vectorised over tasks.
+
+A *task* is ``n_steps`` local steps run by one client from time 0 (the request's ``start_s``).
+It runs on a ladder of execution choices (position 0 = largest footprint = fastest), with a
+profiled latency and power for each rung. The owner's use of the phone is given per slot of
+``slot_s`` seconds (``in_use[i, s]`` for ``[s*slot_s, (s+1)*slot_s)``; beyond the last slot the
+last value persists).
+
+Interference model (:class:`InterferenceModel`): while the owner uses the phone, the foreground
+app holds ``foreground_cores`` (default ``(6, 7)``: the two highest-capacity big cores, where
+Android's scheduler places the top app's 1-2 busy threads; core 7 is the Prime core on
+SD855/865). A training step whose choice shares at least one core with it runs
+``shared_core_slowdown`` times (default 2x) its profiled latency: the thread on a shared core
+gets half of the core and a multi-threaded step is as slow as its slowest thread. Its power stays
+the profiled power (the other threads spin at the barrier), so the step's energy grows by the
+same factor. The step's whole duration counts as *interference* (time training shared a big core
+with the foreground app, the user-experience measure). A step's conditions are those at its
+start.
+
+Control loop (SPEC section 3; only on "controlled" tasks). After each step, with ``L`` its
+measured latency and ``P`` the profiled latency of the current rung::
+
+    if L > factor * P:                      # interference detected (factor 1.1)
+        rung = min(rung + 1, last); mark = now
+    elif now - mark >= probe_s and rung > 0: # probe upward (120 s)
+        rung = rung - 1                      # mark unchanged, as in the SPEC's pseudo-code
+
+``mark`` starts at the task's start, and each task starts at rung 0. So after 2 minutes without
+detected interference the loop climbs one rung per step until it hits interference again.
+
+:func:`run_ladder` computes this exactly but event by event: within a stretch where the slot,
+the rung and the probe deadline do not change, all steps are equal, so it advances every task
+by a whole stretch per iteration (vectorised over tasks); the number of iterations is the
+largest number of events of one task, not the number of steps. :func:`run_ladder_reference` is
+the plain per-step loop it is tested and benchmarked against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["InterferenceModel", "LadderResult", "run_ladder", "run_ladder_reference"]
+
+_EPS = 1e-9  # relative tolerance for "a step starts exactly on a slot boundary / deadline"
+
+
+@dataclass(frozen=True)
+class InterferenceModel:
+    """Which cores the foreground app holds while the phone is in use, and the slowdown."""
+
+    foreground_cores: tuple[int, ...] = (6, 7)
+    shared_core_slowdown: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.shared_core_slowdown < 1.0:
+            raise ValueError(f"shared_core_slowdown must be >= 1, got {self.shared_core_slowdown}")
+
+    def shares(self, cores: tuple[int, ...]) -> bool:
+        return bool(set(cores) & set(self.foreground_cores))
+
+
+@dataclass
+class LadderResult:
+    """Per task: ``duration_s``, ``energy_j``, ``interference_s``, ``steps`` per rung ``(k, C)``."""
+
+    duration_s: np.ndarray
+    energy_j: np.ndarray
+    interference_s: np.ndarray
+    steps: np.ndarray
+    final_rung: np.ndarray
+
+
+def _check(latency_s, power_w, shared, n_rungs, n_steps, in_use, controlled):
+    lat = np.asarray(latency_s, dtype=float)
+    k, c = lat.shape
+    pw = np.asarray(power_w, dtype=float)
+    sh = np.asarray(shared, dtype=bool)
+    nr = np.asarray(n_rungs, dtype=np.int64)
+    ns = np.asarray(n_steps, dtype=np.int64)
+    use = np.asarray(in_use, dtype=bool)
+    ctl = np.broadcast_to(np.asarray(controlled, dtype=bool), (k,))
+    if pw.shape != (k, c) or sh.shape != (k, c) or nr.shape != (k,) or ns.shape != (k,):
+        raise ValueError("latency_s, power_w, shared must be (k, C); n_rungs, n_steps (k,)")
+    if use.ndim != 2 or use.shape[0] != k or use.shape[1] < 1:
+        raise ValueError("in_use must be (k, n_slots) with n_slots >= 1")
+    if np.any(nr < 1) or np.any(nr > c) or np.any(ns < 0):
+        raise ValueError("n_rungs must be in [1, C] and n_steps >= 0")
+    return lat, pw, sh, nr, ns, use, ctl
+
+
+def run_ladder(latency_s, power_w, shared, n_rungs, n_steps, in_use, slot_s: float, controlled,
+               interference: InterferenceModel = InterferenceModel(), factor: float = 1.1,
+               probe_s: float = 120.0) -> LadderResult:
+    """Run ``k`` tasks on their rung ladders (module docstring), event by event, vectorised.
+
+    ``latency_s``/``power_w``/``shared`` are ``(k, C)`` (rungs beyond ``n_rungs[i]`` ignored;
+    ``shared``: the rung's cores overlap the foreground app's); ``controlled`` (k,) bool selects
+    the control loop, otherwise a task stays on rung 0.
+    """
+    lat, pw, sh, nr, ns, use, ctl = _check(latency_s, power_w, shared, n_rungs, n_steps, in_use, controlled)
+    k, c = lat.shape
+    n_slots = use.shape[1]
+    slow = float(interference.shared_core_slowdown)
+    detects = slow > factor
+    t = np.zeros(k)
+    mark = np.zeros(k)
+    left = ns.copy()
+    rung = np.zeros(k, dtype=np.int64)
+    energy = np.zeros(k)
+    inter = np.zeros(k)
+    steps = np.zeros((k, c), dtype=np.int64)
+    idx = np.flatnonzero(left > 0)
+    while idx.size:
+        ti, ri, mi = t[idx], rung[idx], mark[idx]
+        slot = np.minimum(np.floor(ti / slot_s + _EPS).astype(np.int64), n_slots - 1)
+        s_now = use[idx, slot] & sh[idx, ri]
+        step = lat[idx, ri] * np.where(s_now, slow, 1.0)
+        ci = ctl[idx]
+        detect = ci & s_now & detects
+        # Steps that start before the next slot boundary (the last slot lasts for ever).
+        to_bound = np.where(slot >= n_slots - 1, np.inf, (slot + 1 - _EPS) * slot_s - ti)
+        n_slot = np.maximum(np.ceil(to_bound / step), 1.0)
+        # Steps until the one after which now - mark >= probe_s.
+        can_probe = ci & ~detect & (ri > 0)
+        n_probe = np.where(can_probe, np.maximum(np.ceil((mi + probe_s * (1 - _EPS) - ti) / step), 1.0), np.inf)
+        n = np.minimum(np.minimum(left[idx].astype(float), n_slot), n_probe)
+        n = np.where(detect, 1.0, n).astype(np.int64)
+        dur = n * step
+        t[idx] = ti + dur
+        left[idx] -= n
+        energy[idx] += dur * pw[idx, ri]
+        inter[idx] += np.where(s_now, dur, 0.0)
+        np.add.at(steps, (idx, ri), n)
+        up = can_probe & (n == n_probe)
+        rung[idx] = np.where(detect, np.minimum(ri + 1, nr[idx] - 1), np.where(up, ri - 1, ri))
+        mark[idx] = np.where(detect, t[idx], mi)
+        idx = idx[left[idx] > 0]
+    return LadderResult(t, energy, inter, steps, rung)
+
+
+def run_ladder_reference(latency_s, power_w, shared, n_rungs, n_steps, in_use, slot_s: float, controlled,
+                         interference: InterferenceModel = InterferenceModel(), factor: float = 1.1,
+                         probe_s: float = 120.0) -> LadderResult:
+    """The same as :func:`run_ladder`, one step at a time in plain Python (for tests/benchmarks)."""
+    lat, pw, sh, nr, ns, use, ctl = _check(latency_s, power_w, shared, n_rungs, n_steps, in_use, controlled)
+    k, c = lat.shape
+    n_slots = use.shape[1]
+    slow = float(interference.shared_core_slowdown)
+    out_t, out_e, out_i = np.zeros(k), np.zeros(k), np.zeros(k)
+    steps = np.zeros((k, c), dtype=np.int64)
+    final = np.zeros(k, dtype=np.int64)
+    lat_l, pw_l, sh_l, use_l = lat.tolist(), pw.tolist(), sh.tolist(), use.tolist()
+    for i in range(k):
+        t = mark = energy = inter = 0.0
+        r = 0
+        row_use, row_lat, row_pw, row_sh = use_l[i], lat_l[i], pw_l[i], sh_l[i]
+        for _ in range(int(ns[i])):
+            slot = min(int(t / slot_s + _EPS), n_slots - 1)
+            shared_now = row_use[slot] and row_sh[r]
+            step = row_lat[r] * (slow if shared_now else 1.0)
+            t += step
+            energy += step * row_pw[r]
+            if shared_now:
+                inter += step
+            steps[i, r] += 1
+            if ctl[i]:
+                if step > factor * row_lat[r]:
+                    r = min(r + 1, int(nr[i]) - 1)
+                    mark = t
+                elif t - mark >= probe_s * (1 - _EPS) and r > 0:
+                    r -= 1
+        out_t[i], out_e[i], out_i[i], final[i] = t, energy, inter, r
+    return LadderResult(out_t, out_e, out_i, steps, final)

@@ -1,0 +1,336 @@
+"""How a device trains when asked: the policy protocol, the PyTorch baseline and Flamingo.
+
+The engine calls, once per round, for the cohort of ``k`` participants::
+
+    policy.init(n_clients, phone_idx_per_client, profile_set)          # once per run
+    outcome = policy.run_tasks(TaskRequest(...))                       # per round
+    state = policy.state_dict(); policy.load_state_dict(state)         # checkpoint / resume
+
+A policy is any object with those methods (:class:`Policy`, a ``typing.Protocol``); load one
+by name or import path with :func:`make_policy` (``"baseline"``, ``"flamingo"`` or
+``"package.module:ClassName"``, constructed as ``cls(config)`` with a :class:`PolicyConfig`).
+Per-client state lives in arrays sized ``n_clients`` created by ``init``.
+
+Policies price tasks with :func:`flamingo_sim.devices.execution.run_ladder` (interference
+model and control loop documented there).
+
+**Baseline** (PyTorch default): accepts every request, always runs ``4567`` (as many threads as
+big cores), no monitoring, no control loop: it suffers interference whenever the owner uses
+the phone.
+
+**Flamingo** (SPEC section 3), per request, in this order:
+
+1. Monitoring: battery above ``max_temperature_c`` (35 degC) -> decline ``'too_hot'``.
+2. Exploring (the client has no full profile of its device model yet):
+   - idle (owner not using the phone at the request's start) and unplugged -> accept and run
+     the whole task on the next unexplored choice of the state space, in state-space order,
+     without the control loop (work-conserving: its steps count for training); the choice
+     counts as explored afterwards. When all are explored the client has its profile and, with
+     ``share_profiles``, the coordinator's table gets the device model's profile so that every
+     later client of that model skips exploration.
+   - in use -> decline ``'in_use_exploring'`` (SPEC: requests in use are accepted only after
+     exploration; a measurement under interference would be wrong).
+   - idle and charging -> accept and run on ``4567`` without monitoring (the runtime has no
+     profile yet to run its control loop against, and the battery cannot be used to measure
+     energy while charging, so no exploration progress is made).
+3. Profiled: in use, unplugged and battery below ``min_battery_pct`` -> decline
+   ``'low_battery_in_use'``; otherwise accept and run the control loop over the device
+   model's viable choices starting from the largest (fastest).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from flamingo_sim.devices.execution import InterferenceModel, run_ladder
+from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.errors import ConfigError
+
+__all__ = [
+    "PolicyConfig",
+    "TaskRequest",
+    "TaskOutcome",
+    "Policy",
+    "BaselinePolicy",
+    "FlamingoPolicy",
+    "make_policy",
+    "DECLINE_REASONS",
+]
+
+DECLINE_REASONS = ("too_hot", "in_use_exploring", "low_battery_in_use")
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Parameters of the shipped policies (a section of the experiment config)."""
+
+    max_temperature_c: float = 35.0
+    min_battery_pct: float = 30.0
+    interference_factor: float = 1.1
+    probe_s: float = 120.0
+    share_profiles: bool = True
+    interference: InterferenceModel = field(default_factory=InterferenceModel)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_battery_pct <= 100:
+            raise ValueError(f"min_battery_pct must be in [0, 100], got {self.min_battery_pct}")
+        if self.interference_factor < 1.0:
+            raise ValueError(f"interference_factor must be >= 1, got {self.interference_factor}")
+        if self.probe_s <= 0:
+            raise ValueError(f"probe_s must be positive, got {self.probe_s}")
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """One round's training requests for ``k`` clients (arrays of length ``k``).
+
+    ``in_use[i, s]``: the owner uses the phone during ``[start_s + s*slot_s, start_s + (s+1)*slot_s)``
+    (beyond the last slot the last value persists).
+    """
+
+    client_idx: np.ndarray
+    phone_idx: np.ndarray
+    n_steps: int
+    start_s: float
+    battery_pct: np.ndarray
+    charging: np.ndarray
+    temperature_c: np.ndarray
+    in_use: np.ndarray
+    slot_s: float
+
+    def __post_init__(self) -> None:
+        k = len(np.asarray(self.client_idx))
+        for name in ("phone_idx", "battery_pct", "charging", "temperature_c"):
+            if np.asarray(getattr(self, name)).shape != (k,):
+                raise ValueError(f"TaskRequest.{name} must have shape ({k},)")
+        use = np.asarray(self.in_use)
+        if use.ndim != 2 or use.shape[0] != k or use.shape[1] < 1:
+            raise ValueError(f"TaskRequest.in_use must have shape ({k}, n_slots >= 1)")
+        if self.n_steps < 0 or self.slot_s <= 0:
+            raise ValueError("TaskRequest needs n_steps >= 0 and slot_s > 0")
+
+    @property
+    def k(self) -> int:
+        return len(np.asarray(self.client_idx))
+
+
+@dataclass
+class TaskOutcome:
+    """What each of the ``k`` clients did with its request.
+
+    ``decline_reason``: '' if accepted; ``mode``: 'declined', 'baseline', 'explore',
+    'default' (4567 while exploring and charging) or 'control'. ``steps_by_choice[i, l]``
+    counts steps on label ``labels[l]`` (the profile set's global labels).
+    """
+
+    accepted: np.ndarray
+    decline_reason: np.ndarray
+    duration_s: np.ndarray
+    energy_j: np.ndarray
+    interference_s: np.ndarray
+    steps_by_choice: np.ndarray
+    labels: tuple[str, ...]
+    mode: np.ndarray
+
+    def choice_mix(self) -> dict[str, int]:
+        """Total steps per choice label over the cohort (labels with no steps omitted)."""
+        tot = self.steps_by_choice.sum(axis=0)
+        return {lab: int(n) for lab, n in zip(self.labels, tot) if n}
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """The device-side training policy the engine calls (see the module docstring)."""
+
+    name: str
+
+    def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
+        """Create per-client state for ``n_clients`` clients whose phones are rows of ``profile_set``."""
+
+    def run_tasks(self, request: TaskRequest) -> TaskOutcome:
+        """Decide and price one round's requests."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume (numpy arrays and plain values)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+
+class _PolicyBase:
+    name = "base"
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config or PolicyConfig()
+        self.profile_set: ProfileSet | None = None
+        self.client_phone = np.zeros(0, dtype=np.int64)
+
+    def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
+        phone_idx = np.asarray(phone_idx, dtype=np.int64)
+        if phone_idx.shape != (n_clients,):
+            raise ValueError(f"phone_idx must have shape ({n_clients},)")
+        if n_clients and (phone_idx.min() < 0 or phone_idx.max() >= profile_set.n_phones):
+            raise ValueError("phone_idx out of range of the profile set")
+        self.profile_set = profile_set
+        self.client_phone = phone_idx.copy()
+        fg = self.config.interference
+        self._label_shared = np.array([fg.shares(c) for c in profile_set.label_cores], dtype=bool)
+
+    def _ready(self, req: TaskRequest) -> ProfileSet:
+        if self.profile_set is None:
+            raise RuntimeError(f"{type(self).__name__}.init must be called before run_tasks")
+        ci, pi = np.asarray(req.client_idx), np.asarray(req.phone_idx)
+        if np.any(self.client_phone[ci] != pi):
+            raise ValueError("request phone_idx disagrees with the phones given to init")
+        return self.profile_set
+
+    def _price(self, req: TaskRequest, lat, pw, label, n_rungs, controlled, run) -> tuple:
+        """Run the selected tasks (mask ``run``) on their ladders; returns full-size arrays."""
+        ps = self.profile_set
+        k = req.k
+        dur, en, inter = np.zeros(k), np.zeros(k), np.zeros(k)
+        counts = np.zeros((k, ps.n_labels), dtype=np.int64)
+        sel = np.flatnonzero(run)
+        if sel.size:
+            cfg = self.config
+            lab = label[sel]
+            res = run_ladder(lat[sel], pw[sel], self._label_shared[np.maximum(lab, 0)] & (lab >= 0), n_rungs[sel],
+                             np.full(sel.size, req.n_steps), np.asarray(req.in_use, dtype=bool)[sel], req.slot_s,
+                             controlled[sel], cfg.interference, cfg.interference_factor, cfg.probe_s)
+            dur[sel], en[sel], inter[sel] = res.duration_s, res.energy_j, res.interference_s
+            rows = np.repeat(sel, lab.shape[1])
+            ok = lab.ravel() >= 0
+            np.add.at(counts, (rows[ok], lab.ravel()[ok]), res.steps.ravel()[ok])
+        return dur, en, inter, counts
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "client_phone": self.client_phone.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("name") != self.name:
+            raise ValueError(f"state is for policy {state.get('name')!r}, not {self.name!r}")
+        if self.profile_set is None:
+            raise RuntimeError("call init before load_state_dict")
+        self.client_phone = np.asarray(state["client_phone"], dtype=np.int64).copy()
+
+
+class BaselinePolicy(_PolicyBase):
+    """PyTorch's default: always ``4567``, every request accepted, no control loop."""
+
+    name = "baseline"
+
+    def run_tasks(self, request: TaskRequest) -> TaskOutcome:
+        ps = self._ready(request)
+        k = request.k
+        ph = np.asarray(request.phone_idx, dtype=np.int64)
+        run = np.ones(k, dtype=bool)
+        dur, en, inter, counts = self._price(
+            request, ps.baseline_latency_s[ph][:, None], ps.baseline_power_w[ph][:, None],
+            ps.baseline_label_idx[ph][:, None], np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool), run)
+        return TaskOutcome(run, np.full(k, "", dtype=object), dur, en, inter, counts, ps.labels,
+                           np.full(k, "baseline", dtype=object))
+
+
+class FlamingoPolicy(_PolicyBase):
+    """Flamingo's runtime: monitoring, exploration, profile sharing, control loop (module docstring)."""
+
+    name = "flamingo"
+
+    def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
+        super().init(n_clients, phone_idx, profile_set)
+        self.explored = np.zeros(n_clients, dtype=np.int64)  # state-space choices explored so far
+        self.shared_table = np.zeros(profile_set.n_phones, dtype=bool)  # coordinator has the profile
+
+    def profiled(self, client_idx: np.ndarray) -> np.ndarray:
+        """Whether each client has its device model's profile (own or shared)."""
+        ps = self.profile_set
+        ph = self.client_phone[client_idx]
+        own = self.explored[client_idx] >= ps.n_space[ph]
+        return own | (self.config.share_profiles & self.shared_table[ph])
+
+    def run_tasks(self, request: TaskRequest) -> TaskOutcome:
+        ps = self._ready(request)
+        cfg = self.config
+        k = request.k
+        ci = np.asarray(request.client_idx, dtype=np.int64)
+        ph = np.asarray(request.phone_idx, dtype=np.int64)
+        use0 = np.asarray(request.in_use, dtype=bool)[:, 0]
+        charging = np.asarray(request.charging, dtype=bool)
+        hot = np.asarray(request.temperature_c, dtype=float) > cfg.max_temperature_c
+        profiled = self.profiled(ci)
+        low = ~charging & (np.asarray(request.battery_pct, dtype=float) < cfg.min_battery_pct)
+
+        reason = np.full(k, "", dtype=object)
+        reason[~hot & ~profiled & use0] = "in_use_exploring"
+        reason[~hot & profiled & use0 & low] = "low_battery_in_use"
+        reason[hot] = "too_hot"
+        accepted = reason == ""
+        explore = accepted & ~profiled & ~charging
+        default = accepted & ~profiled & charging
+        control = accepted & profiled
+
+        # One ladder per task: viable choices for control, one rung otherwise.
+        width = ps.latency_s.shape[1]
+        lat = np.full((k, width), np.nan)
+        pw = np.full((k, width), np.nan)
+        lab = np.full((k, width), -1, dtype=np.int64)
+        n_rungs = np.ones(k, dtype=np.int64)
+        lat[control], pw[control], lab[control] = ps.latency_s[ph[control]], ps.power_w[ph[control]], ps.label_idx[ph[control]]
+        n_rungs[control] = ps.n_viable[ph[control]]
+        pos = np.minimum(self.explored[ci], ps.n_space[ph] - 1)
+        lat[explore, 0] = ps.space_latency_s[ph[explore], pos[explore]]
+        pw[explore, 0] = ps.space_power_w[ph[explore], pos[explore]]
+        lab[explore, 0] = ps.space_label_idx[ph[explore], pos[explore]]
+        lat[default, 0] = ps.baseline_latency_s[ph[default]]
+        pw[default, 0] = ps.baseline_power_w[ph[default]]
+        lab[default, 0] = ps.baseline_label_idx[ph[default]]
+        dur, en, inter, counts = self._price(request, lat, pw, lab, n_rungs, control, accepted)
+
+        # Exploration progress and the coordinator's table.
+        ex = ci[explore]
+        self.explored[ex] += 1
+        done = ex[self.explored[ex] >= ps.n_space[self.client_phone[ex]]]
+        if cfg.share_profiles and done.size:
+            self.shared_table[self.client_phone[done]] = True
+
+        mode = np.full(k, "declined", dtype=object)
+        mode[explore], mode[default], mode[control] = "explore", "default", "control"
+        return TaskOutcome(accepted, reason, dur, en, inter, counts, ps.labels, mode)
+
+    def state_dict(self) -> dict[str, Any]:
+        out = super().state_dict()
+        out.update(explored=self.explored.copy(), shared_table=self.shared_table.copy())
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        explored = np.asarray(state["explored"], dtype=np.int64)
+        if explored.shape != self.explored.shape:
+            raise ValueError(f"state is for {explored.shape[0]} clients, this policy has {self.explored.shape[0]}")
+        self.explored = explored.copy()
+        self.shared_table = np.asarray(state["shared_table"], dtype=bool).copy()
+
+
+_BUILTIN = {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy}
+
+
+def make_policy(spec: str, config: PolicyConfig | None = None) -> Policy:
+    """A policy by name (``baseline``, ``flamingo``) or import path ``package.module:ClassName``."""
+    if spec in _BUILTIN:
+        return _BUILTIN[spec](config)
+    if ":" not in spec:
+        raise ConfigError(f"policy {spec!r}: expected one of {', '.join(_BUILTIN)} or an import path 'package.module:ClassName'")
+    mod_name, _, cls_name = spec.partition(":")
+    try:
+        cls = getattr(importlib.import_module(mod_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"policy {spec!r}: cannot import ({exc})") from None
+    policy = cls(config)
+    missing = [m for m in ("init", "run_tasks", "state_dict", "load_state_dict") if not callable(getattr(policy, m, None))]
+    if missing:
+        raise ConfigError(f"policy {spec!r}: lacks {', '.join(missing)} (see flamingo_sim.devices.policies.Policy)")
+    return policy

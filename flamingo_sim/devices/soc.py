@@ -1,0 +1,248 @@
+"""SoCs, phones and execution choices.
+
+A phone's SoC has heterogeneous CPU cores: low-power cores, big ("low-latency") cores and, on
+some SoCs, one Prime core among the big ones that clocks higher. An *execution choice* is the
+set of cores the training process is pinned to, with one thread per core.
+
+Phones and SoCs are described in ``profiles/phones.yaml`` (see :func:`load_phones`); a user
+adds a phone there, not in code.
+
+State space (SPEC section 3): homogeneous cores are interchangeable and mixing low-power with
+big cores never helps, so the choices are the prefixes of the low-power cores
+(``0, 01, 012, 0123``) and of the big cores (``4, 45, 456, 4567``); with a Prime core the
+big prefixes are taken over the non-Prime big cores, each with and without the Prime core
+(``4, 45, 456, 7, 47, 457, 4567``): 8 choices without a Prime core, 11 with one.
+
+Order (largest compute footprint first), from the paper's three rules:
+
+1. more cores of one type beat fewer;
+2. any set of big cores beats any set of low-power cores;
+3. with a Prime core, sets using it beat same-size sets without it.
+
+So the sort key is ``(uses big cores, number of cores, uses the Prime core)``, descending.
+Pixel 3 (SD845): ``4567, 456, 45, 4, 0123, 012, 01, 0``; SD855/SD865:
+``4567, 457, 456, 47, 45, 7, 4, 0123, 012, 01, 0``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flamingo_sim.config import from_mapping, load_yaml
+from flamingo_sim.errors import ConfigError
+
+__all__ = [
+    "CoreLayout",
+    "CoreTypeModel",
+    "SocSpec",
+    "Phone",
+    "Choice",
+    "state_space",
+    "load_phones",
+    "PHONES_FILE",
+    "MAH_TO_COULOMB",
+]
+
+#: Name of the phone/SoC catalogue inside a profiles directory.
+PHONES_FILE = "phones.yaml"
+#: 1 mAh = 3.6 C.
+MAH_TO_COULOMB = 3.6
+
+
+@dataclass(frozen=True)
+class CoreLayout:
+    """Core ids by type. ``prime`` (if not None) must be one of ``big``."""
+
+    low_power: tuple[int, ...]
+    big: tuple[int, ...]
+    prime: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.low_power and not self.big:
+            raise ValueError("a core layout needs at least one core")
+        ids = list(self.low_power) + list(self.big)
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"core ids must be distinct, got low_power={list(self.low_power)} big={list(self.big)}")
+        if any(i < 0 for i in ids):
+            raise ValueError("core ids must be non-negative")
+        if self.prime is not None and self.prime not in self.big:
+            raise ValueError(f"prime core {self.prime} must be one of the big cores {list(self.big)}")
+
+    @property
+    def n_cores(self) -> int:
+        return len(self.low_power) + len(self.big)
+
+    def core_type(self, core: int) -> str:
+        """``'low_power'``, ``'big'`` or ``'prime'``."""
+        if core == self.prime:
+            return "prime"
+        if core in self.big:
+            return "big"
+        if core in self.low_power:
+            return "low_power"
+        raise ValueError(f"core {core} is not in this layout")
+
+
+@dataclass(frozen=True)
+class CoreTypeModel:
+    """Per-core-type parameters of the calibration model (see :mod:`.calibrate`).
+
+    ``speed``: sustained training throughput of one core relative to a Cortex-A76 at 2.42 GHz.
+    ``power_w``: power of one fully busy core of this type (dynamic, at its training frequency).
+    """
+
+    speed: float
+    power_w: float
+
+    def __post_init__(self) -> None:
+        if not self.speed > 0 or not self.power_w > 0:
+            raise ValueError("speed and power_w must be positive")
+
+
+@dataclass(frozen=True)
+class SocSpec:
+    """One SoC: its core layout and the per-core-type model used to calibrate profiles."""
+
+    name: str
+    low_power: tuple[int, ...]
+    big: tuple[int, ...]
+    prime: int | None = None
+    uncore_power_w: float = 0.6
+    core_types: dict[str, CoreTypeModel] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        CoreLayout(self.low_power, self.big, self.prime)  # validates
+        needed = {"low_power", "big"} | ({"prime"} if self.prime is not None else set())
+        missing = needed - set(self.core_types) if self.core_types else set()
+        if missing:
+            raise ValueError(f"core_types lacks {sorted(missing)}")
+        if self.uncore_power_w < 0:
+            raise ValueError("uncore_power_w must be >= 0")
+
+    @property
+    def layout(self) -> CoreLayout:
+        return CoreLayout(self.low_power, self.big, self.prime)
+
+
+@dataclass(frozen=True)
+class Phone:
+    """A device model: name, SoC and battery. ``capacity_j`` = mAh x 3.6 x nominal voltage."""
+
+    name: str
+    display_name: str
+    soc: SocSpec
+    capacity_mah: float
+    voltage_v: float = 3.85
+
+    def __post_init__(self) -> None:
+        if not self.capacity_mah > 0:
+            raise ValueError(f"capacity_mah must be positive, got {self.capacity_mah}")
+        if not self.voltage_v > 0:
+            raise ValueError(f"voltage_v must be positive, got {self.voltage_v}")
+
+    @property
+    def layout(self) -> CoreLayout:
+        return self.soc.layout
+
+    @property
+    def capacity_j(self) -> float:
+        return self.capacity_mah * MAH_TO_COULOMB * self.voltage_v
+
+    def state_space(self) -> list["Choice"]:
+        return state_space(self.layout)
+
+
+@dataclass(frozen=True, order=False)
+class Choice:
+    """An execution choice: the cores training is pinned to (one thread per core)."""
+
+    cores: tuple[int, ...]
+    uses_big: bool
+    uses_prime: bool
+
+    @property
+    def label(self) -> str:
+        """The paper's name, e.g. ``"4567"`` (core ids concatenated, ascending)."""
+        return "".join(str(c) for c in self.cores)
+
+    @property
+    def n_threads(self) -> int:
+        return len(self.cores)
+
+    def sort_key(self) -> tuple[bool, int, bool]:
+        """Larger is a larger compute footprint (rules 2, 1, 3)."""
+        return (self.uses_big, len(self.cores), self.uses_prime)
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def _choice(cores: list[int], layout: CoreLayout) -> Choice:
+    cs = tuple(sorted(cores))
+    return Choice(cs, uses_big=any(c in layout.big for c in cs), uses_prime=layout.prime in cs)
+
+
+def state_space(layout: CoreLayout) -> list[Choice]:
+    """All execution choices of ``layout``, ordered by the paper's three rules (largest first)."""
+    low = sorted(layout.low_power)
+    plain_big = sorted(c for c in layout.big if c != layout.prime)
+    out = [_choice(low[:n], layout) for n in range(1, len(low) + 1)]
+    out += [_choice(plain_big[:n], layout) for n in range(1, len(plain_big) + 1)]
+    if layout.prime is not None:
+        out += [_choice(plain_big[:n] + [layout.prime], layout) for n in range(0, len(plain_big) + 1)]
+    # Python's sort is stable; the key is total over this set, so the order is unique.
+    return sorted(out, key=Choice.sort_key, reverse=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalogue file
+
+
+@dataclass(frozen=True)
+class _SocEntry:
+    low_power: list[int]
+    big: list[int]
+    prime: int | None = None
+    uncore_power_w: float = 0.6
+    core_types: dict[str, CoreTypeModel] = field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class _PhoneEntry:
+    soc: str
+    capacity_mah: float
+    display_name: str = ""
+    voltage_v: float = 3.85
+
+
+@dataclass(frozen=True)
+class _PhonesFile:
+    socs: dict[str, _SocEntry]
+    phones: dict[str, _PhoneEntry]
+
+
+def load_phones(profiles_dir: str | Path) -> dict[str, Phone]:
+    """Read ``<profiles_dir>/phones.yaml``: SoCs and phones, keyed by phone name.
+
+    Errors (unknown keys, an unknown SoC, a bad layout) raise :class:`ConfigError` naming the
+    file and the key.
+    """
+    path = Path(profiles_dir) / PHONES_FILE
+    data = from_mapping(_PhonesFile, load_yaml(path), source=str(path))
+    socs: dict[str, SocSpec] = {}
+    for name, e in data.socs.items():
+        try:
+            socs[name] = SocSpec(name, tuple(e.low_power), tuple(e.big), e.prime, e.uncore_power_w, dict(e.core_types))
+        except ValueError as exc:
+            raise ConfigError(f"{path}: socs.{name}: {exc}") from None
+    phones: dict[str, Phone] = {}
+    for name, p in data.phones.items():
+        if p.soc not in socs:
+            raise ConfigError(f"{path}: phones.{name}.soc: unknown SoC {p.soc!r} (known: {', '.join(sorted(socs))})")
+        try:
+            phones[name] = Phone(name, p.display_name or name, socs[p.soc], p.capacity_mah, p.voltage_v)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: phones.{name}: {exc}") from None
+    return phones

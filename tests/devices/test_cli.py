@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flamingo_sim.cli import main
+
+
+def test_profiles_json(profiles_dir, capsys):
+    assert main(["profiles", "--json", "--profiles-dir", str(profiles_dir)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data) == 15
+    rec = next(r for r in data if r["phone"] == "pixel_3" and r["model"] == "shufflenet_v2_x2")
+    assert {"phone", "model", "choices", "speedup", "energy_efficiency"} <= set(rec)
+    assert [c["cores"] for c in rec["choices"]] == [[4, 5], [4], [0, 1], [0]]
+    assert set(rec["choices"][0]) >= {"cores", "step_latency_s", "power_w", "step_energy_j"}
+    assert rec["speedup"] == pytest.approx(1.8, rel=0.05)
+
+
+def test_profiles_table_and_error(profiles_dir, tmp_path, capsys):
+    assert main(["profiles", "--profiles-dir", str(profiles_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "pixel_3 / resnet34 (calibrated): speedup 1.00x, energy efficiency 1.00x" in out
+    assert main(["profiles", "--profiles-dir", str(tmp_path)]) == 2
+    assert "phones.yaml: config file not found" in capsys.readouterr().err

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flamingo_sim.config import from_mapping
+from flamingo_sim.devices.policies import (
+    BaselinePolicy, FlamingoPolicy, Policy, PolicyConfig, TaskRequest, make_policy)
+from flamingo_sim.devices.profiles import ProfileSet, load_profile
+from flamingo_sim.errors import ConfigError
+
+PHONES = ["pixel_3", "mi_10"]
+
+
+@pytest.fixture(scope="module")
+def ps(profiles_dir):
+    return ProfileSet.load(profiles_dir, PHONES, "mobilenet_v2")
+
+
+def req(clients, phones, n_steps=10, *, battery=80.0, charging=False, temp=30.0, in_use=None, slot_s=60.0):
+    k = len(clients)
+    use = np.zeros((k, 1), bool) if in_use is None else np.broadcast_to(np.asarray(in_use, bool), (k, np.asarray(in_use).shape[-1]))
+    return TaskRequest(np.asarray(clients), np.asarray(phones), n_steps, 0.0, np.full(k, battery, float),
+                       np.full(k, charging), np.full(k, temp, float), use, slot_s)
+
+
+def test_baseline_always_4567(ps, profiles_dir):
+    pol = BaselinePolicy()
+    pol.init(2, np.array([0, 1]), ps)
+    out = pol.run_tasks(req([0, 1], [0, 1], 10, temp=50.0, in_use=[[True]]))
+    mi = load_profile(profiles_dir, "mi_10", "mobilenet_v2").baseline
+    assert out.accepted.all() and out.choice_mix() == {"4567": 20}
+    # 4567 shares cores 6,7 with the foreground app: every step is 2x slower.
+    assert out.duration_s[1] == pytest.approx(10 * 2 * mi.step_latency_s)
+    assert out.energy_j[1] == pytest.approx(10 * 2 * mi.step_energy_j)
+    assert out.interference_s[1] == pytest.approx(out.duration_s[1])
+    assert isinstance(pol, Policy)
+
+
+def test_flamingo_explores_in_state_space_order_then_controls(ps):
+    pol = FlamingoPolicy(PolicyConfig(share_profiles=False))
+    pol.init(1, np.array([0]), ps)
+    seen = []
+    for _ in range(8):
+        out = pol.run_tasks(req([0], [0], 5))
+        assert out.mode[0] == "explore"
+        (lab,) = [lab for lab, n in out.choice_mix().items()]
+        seen.append(lab)
+    assert seen == ["4567", "456", "45", "4", "0123", "012", "01", "0"]
+    assert pol.run_tasks(req([0], [0], 5)).mode[0] == "control"
+
+
+def test_flamingo_decisions(ps):
+    pol = FlamingoPolicy()
+    pol.init(3, np.array([0, 0, 1]), ps)
+    assert pol.run_tasks(req([0], [0], temp=36.0)).decline_reason[0] == "too_hot"
+    assert pol.run_tasks(req([0], [0], in_use=[[True]])).decline_reason[0] == "in_use_exploring"
+    out = pol.run_tasks(req([0], [0], charging=True))  # exploring but charging: 4567, no progress
+    assert out.mode[0] == "default" and out.choice_mix() == {"4567": 10}
+    assert pol.explored[0] == 0
+    for _ in range(8):
+        pol.run_tasks(req([0], [0], 1))
+    # Sharing: client 1 (same model) gets the profile from the coordinator; client 2 (mi_10) does not.
+    out = pol.run_tasks(req([1, 2], [0, 1], 1))
+    assert list(out.mode) == ["control", "explore"]
+    out = pol.run_tasks(req([0, 1], [0, 0], 1, battery=20.0, in_use=[[True]]))
+    assert list(out.decline_reason) == ["low_battery_in_use"] * 2
+    out = pol.run_tasks(req([0], [0], 1, battery=20.0, in_use=[[True]], charging=True))
+    assert out.accepted[0] and out.mode[0] == "control"
+
+
+def test_flamingo_gives_cores_back_under_interference(ps, profiles_dir):
+    pol = FlamingoPolicy()
+    pol.init(1, np.array([1]), ps)
+    pol.shared_table[1] = True  # the coordinator already holds the Mi 10 profile
+    prof = load_profile(profiles_dir, "mi_10", "mobilenet_v2")
+    assert [c.label for c in prof.choices] == ["7", "4", "0"]
+    out = pol.run_tasks(req([0], [1], 5, in_use=[[True]]))
+    # "7" is held by the foreground app: one 2x step, detected, then "4" (free) for 4 steps
+    t7, t4 = prof.choices[0].step_latency_s, prof.choices[1].step_latency_s
+    assert out.choice_mix() == {"7": 1, "4": 4}
+    assert out.duration_s[0] == pytest.approx(2 * t7 + 4 * t4)
+    assert out.interference_s[0] == pytest.approx(2 * t7)
+    base = BaselinePolicy()
+    base.init(1, np.array([1]), ps)
+    b = base.run_tasks(req([0], [1], 5, in_use=[[True]]))
+    assert b.duration_s[0] / out.duration_s[0] > 10 and b.energy_j[0] > 5 * out.energy_j[0]
+
+
+def test_state_dict_resume_gives_the_same_outcomes(ps):
+    gen = np.random.default_rng(5)
+    n = 50
+    phone = gen.integers(0, 2, n)
+    rounds = []
+    for _ in range(30):
+        cl = gen.choice(n, 10, replace=False)
+        rounds.append(TaskRequest(cl, phone[cl], 20, 0.0, gen.uniform(0, 100, 10), gen.random(10) < 0.3,
+                                  gen.uniform(25, 40, 10), gen.random((10, 4)) < 0.4, 30.0))
+    a = FlamingoPolicy()
+    a.init(n, phone, ps)
+    outs = []
+    for i, r in enumerate(rounds):
+        if i == 15:
+            snap = a.state_dict()
+        outs.append(a.run_tasks(r))
+    b = FlamingoPolicy()
+    b.init(n, phone, ps)
+    b.load_state_dict(snap)
+    for r, o in zip(rounds[15:], outs[15:]):
+        o2 = b.run_tasks(r)
+        assert np.array_equal(o.steps_by_choice, o2.steps_by_choice) and np.allclose(o.duration_s, o2.duration_s)
+        assert list(o.decline_reason) == list(o2.decline_reason)
+
+
+def test_make_policy_and_config():
+    cfg = from_mapping(PolicyConfig, {"min_battery_pct": 40, "interference": {"foreground_cores": [7], "shared_core_slowdown": 3}})
+    assert cfg.interference.foreground_cores == (7,) and cfg.interference.shared_core_slowdown == 3.0
+    assert isinstance(make_policy("flamingo", cfg), FlamingoPolicy)
+    assert isinstance(make_policy("flamingo_sim.devices.policies:BaselinePolicy"), BaselinePolicy)
+    with pytest.raises(ConfigError, match="cannot import"):
+        make_policy("no_such_module:Thing")
+    with pytest.raises(ConfigError, match="expected one of baseline, flamingo"):
+        make_policy("greedy")
+    with pytest.raises(ConfigError, match="unknown key 'probe_secs'"):
+        from_mapping(PolicyConfig, {"probe_secs": 3}, source="exp.yaml")
