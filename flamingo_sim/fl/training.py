@@ -141,7 +141,12 @@ def train_cohort(
         raise ValueError(f"mode must be 'auto', 'batched' or 'sequential', got {mode!r}")
     device = _model_device(model)
     state = model_state(model)
-    state.update({name: value.detach().to(device) for name, value in global_params.items()})
+    for name, value in global_params.items():
+        if name not in state:
+            raise ValueError(f"global_params has {name!r}, which the model does not have (model keys: {', '.join(state)})")
+        if value.shape != state[name].shape:
+            raise ValueError(f"global_params[{name!r}] has shape {tuple(value.shape)}, the model expects {tuple(state[name].shape)}")
+        state[name] = value.detach().to(device=device, dtype=state[name].dtype)
     indices = [
         minibatch_indices(int(x.shape[0]), n_steps, batch_size, seed, round_idx, int(cid))
         for cid, (x, _) in zip(client_ids, client_datas)

@@ -150,3 +150,12 @@ def test_fedavg_on_synthetic_improves_accuracy():
     acc, loss = evaluate(model, state, xt, yt)
     assert acc > acc0 + 0.15, (acc0, acc)
     assert loss < loss0 - 0.3, (loss0, loss)
+
+
+def test_global_params_must_match_the_model():
+    model = build_model("logreg", (2,), 2)
+    data = [(torch.zeros(4, 2), torch.zeros(4, dtype=torch.int64))]
+    with pytest.raises(ValueError, match="'fc.weight', which the model does not have"):
+        train_cohort(model, {"fc.weight": torch.zeros(2, 2)}, data, [0], 1, 2, 0.1, 0, 0)
+    with pytest.raises(ValueError, match=r"has shape \(3, 2\), the model expects \(2, 2\)"):
+        train_cohort(model, {"1.weight": torch.zeros(3, 2)}, data, [0], 1, 2, 0.1, 0, 0)
