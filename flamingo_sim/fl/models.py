@@ -1,0 +1,80 @@
+"""Models by name: small proxies for synthetic data and the paper's torchvision networks.
+
+The proxies ("logreg", "mlp") have no BatchNorm, dropout or buffers, so a whole cohort can be
+trained at once with ``torch.func.vmap`` (see :mod:`flamingo_sim.fl.training`). The
+torchvision models ("mobilenet_v2", "shufflenet_v2_x2_0", "resnet34") are built untrained
+(``weights=None``) with ``num_classes`` outputs; they contain BatchNorm and train one client
+at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import nn
+
+from flamingo_sim.errors import FlamingoError
+from flamingo_sim.rng import derive_seed
+
+__all__ = ["build_model", "MODEL_NAMES", "MLP_HIDDEN_UNITS"]
+
+MLP_HIDDEN_UNITS = 128
+
+
+def _flat_features(input_shape: tuple[int, ...]) -> int:
+    return int(math.prod(input_shape))
+
+
+def _logreg(input_shape: tuple[int, ...], n_classes: int) -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(_flat_features(input_shape), n_classes))
+
+
+def _mlp(input_shape: tuple[int, ...], n_classes: int) -> nn.Module:
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(_flat_features(input_shape), MLP_HIDDEN_UNITS),
+        nn.ReLU(),
+        nn.Linear(MLP_HIDDEN_UNITS, n_classes),
+    )
+
+
+def _torchvision(arch: str) -> Callable[[tuple[int, ...], int], nn.Module]:
+    def build(input_shape: tuple[int, ...], n_classes: int) -> nn.Module:
+        if len(input_shape) != 3 or input_shape[0] != 3:
+            raise FlamingoError(f"model {arch!r} needs RGB images, input shape (3, H, W); got {tuple(input_shape)}")
+        import torchvision.models as tvm
+
+        return getattr(tvm, arch)(weights=None, num_classes=n_classes)
+
+    return build
+
+
+_BUILDERS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
+    "logreg": _logreg,
+    "mlp": _mlp,
+    "mobilenet_v2": _torchvision("mobilenet_v2"),
+    "shufflenet_v2_x2_0": _torchvision("shufflenet_v2_x2_0"),
+    "resnet34": _torchvision("resnet34"),
+}
+
+MODEL_NAMES: tuple[str, ...] = tuple(_BUILDERS)
+
+
+def build_model(name: str, input_shape: tuple[int, ...], n_classes: int, seed: int | None = None) -> nn.Module:
+    """A freshly initialised model ``name`` for inputs of ``input_shape`` and ``n_classes`` classes.
+
+    With ``seed``, the initial weights depend only on ``(seed, "model-init", name)``; torch's
+    global generator is left as it was. Without it, torch's global generator is used.
+    """
+    if name not in _BUILDERS:
+        raise FlamingoError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+    if n_classes < 1:
+        raise FlamingoError(f"model {name!r}: n_classes must be >= 1, got {n_classes}")
+    shape = tuple(int(d) for d in input_shape)
+    if seed is None:
+        return _BUILDERS[name](shape, int(n_classes))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(seed, "model-init", name))
+        return _BUILDERS[name](shape, int(n_classes))
