@@ -25,9 +25,12 @@ the phone.
    - idle (owner not using the phone at the request's start) and unplugged -> accept and run
      the whole task on the next unexplored choice of the state space, in state-space order,
      without the control loop (work-conserving: its steps count for training); the choice
-     counts as explored afterwards. When all are explored the client has its profile and, with
-     ``share_profiles``, the coordinator's table gets the device model's profile so that every
-     later client of that model skips exploration.
+     counts as explored afterwards. With ``share_profiles`` exploration is collective per device
+     model: the coordinator hands each exploring client the model's next unexplored choice
+     (several clients of one model in one round take consecutive choices; one that finds none
+     left runs ``4567`` like a charging client), and once every choice of the model has been
+     measured the coordinator's table holds its profile and every client of that model skips
+     exploration. Without sharing, each client walks the whole state space itself.
    - in use -> decline ``'in_use_exploring'`` (SPEC: requests in use are accepted only after
      exploration; a measurement under interference would be wrong).
    - idle and charging -> accept and run on ``4567`` without monitoring (the runtime has no
@@ -40,7 +43,6 @@ the phone.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -49,6 +51,7 @@ import numpy as np
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.plugins import load_object
 
 __all__ = [
     "PolicyConfig",
@@ -242,7 +245,8 @@ class FlamingoPolicy(_PolicyBase):
 
     def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
         super().init(n_clients, phone_idx, profile_set)
-        self.explored = np.zeros(n_clients, dtype=np.int64)  # state-space choices explored so far
+        self.explored = np.zeros(n_clients, dtype=np.int64)  # state-space choices this client explored
+        self.model_explored = np.zeros(profile_set.n_phones, dtype=np.int64)  # coordinator: per device model
         self.shared_table = np.zeros(profile_set.n_phones, dtype=bool)  # coordinator has the profile
 
     def profiled(self, client_idx: np.ndarray) -> np.ndarray:
@@ -270,7 +274,18 @@ class FlamingoPolicy(_PolicyBase):
         reason[hot] = "too_hot"
         accepted = reason == ""
         explore = accepted & ~profiled & ~charging
-        default = accepted & ~profiled & charging
+        if cfg.share_profiles:
+            # Collective exploration: consecutive unexplored choices of the device model.
+            rank = np.zeros(k, dtype=np.int64)
+            for p in np.unique(ph[explore]):
+                mine = explore & (ph == p)
+                rank[mine] = np.arange(np.count_nonzero(mine))
+            pos = self.model_explored[ph] + rank
+            explore &= pos < ps.n_space[ph]
+        else:
+            pos = self.explored[ci]
+        pos = np.minimum(pos, ps.n_space[ph] - 1)
+        default = accepted & ~profiled & ~explore
         control = accepted & profiled
 
         # One ladder per task: viable choices for control, one rung otherwise.
@@ -281,7 +296,6 @@ class FlamingoPolicy(_PolicyBase):
         n_rungs = np.ones(k, dtype=np.int64)
         lat[control], pw[control], lab[control] = ps.latency_s[ph[control]], ps.power_w[ph[control]], ps.label_idx[ph[control]]
         n_rungs[control] = ps.n_viable[ph[control]]
-        pos = np.minimum(self.explored[ci], ps.n_space[ph] - 1)
         lat[explore, 0] = ps.space_latency_s[ph[explore], pos[explore]]
         pw[explore, 0] = ps.space_power_w[ph[explore], pos[explore]]
         lab[explore, 0] = ps.space_label_idx[ph[explore], pos[explore]]
@@ -293,9 +307,9 @@ class FlamingoPolicy(_PolicyBase):
         # Exploration progress and the coordinator's table.
         ex = ci[explore]
         self.explored[ex] += 1
-        done = ex[self.explored[ex] >= ps.n_space[self.client_phone[ex]]]
-        if cfg.share_profiles and done.size:
-            self.shared_table[self.client_phone[done]] = True
+        if cfg.share_profiles:
+            np.add.at(self.model_explored, ph[explore], 1)
+            self.shared_table |= self.model_explored >= ps.n_space
 
         mode = np.full(k, "declined", dtype=object)
         mode[explore], mode[default], mode[control] = "explore", "default", "control"
@@ -303,7 +317,7 @@ class FlamingoPolicy(_PolicyBase):
 
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()
-        out.update(explored=self.explored.copy(), shared_table=self.shared_table.copy())
+        out.update(explored=self.explored.copy(), model_explored=self.model_explored.copy(), shared_table=self.shared_table.copy())
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -312,6 +326,7 @@ class FlamingoPolicy(_PolicyBase):
         if explored.shape != self.explored.shape:
             raise ValueError(f"state is for {explored.shape[0]} clients, this policy has {self.explored.shape[0]}")
         self.explored = explored.copy()
+        self.model_explored = np.asarray(state["model_explored"], dtype=np.int64).copy()
         self.shared_table = np.asarray(state["shared_table"], dtype=bool).copy()
 
 
@@ -322,13 +337,7 @@ def make_policy(spec: str, config: PolicyConfig | None = None) -> Policy:
     """A policy by name (``baseline``, ``flamingo``) or import path ``package.module:ClassName``."""
     if spec in _BUILTIN:
         return _BUILTIN[spec](config)
-    if ":" not in spec:
-        raise ConfigError(f"policy {spec!r}: expected one of {', '.join(_BUILTIN)} or an import path 'package.module:ClassName'")
-    mod_name, _, cls_name = spec.partition(":")
-    try:
-        cls = getattr(importlib.import_module(mod_name), cls_name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"policy {spec!r}: cannot import ({exc})") from None
+    cls = load_object(spec, "policies", kind="policy", known=_BUILTIN)
     policy = cls(config)
     missing = [m for m in ("init", "run_tasks", "state_dict", "load_state_dict") if not callable(getattr(policy, m, None))]
     if missing:

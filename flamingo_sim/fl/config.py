@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal, Optional, Union
 
 from flamingo_sim.config import load_config
+from flamingo_sim.devices.policies import PolicyConfig
 from flamingo_sim.errors import ConfigError
 
 #: The paper's five phones with an equal share each (override ``phones.mix`` in the YAML).
@@ -65,7 +66,9 @@ class DataConfig:
     name: Literal["openimage", "google_speech", "synthetic"] = "openimage"
     root: Optional[Path] = None  # FedScale-layout dataset directory; absent -> fallback
     fallback: Literal["proxy", "error"] = "proxy"
-    image_size: int = 64
+    image_size: int = 64  # real images are resized to image_size x image_size
+    max_clients: Optional[int] = None  # use only the first N clients of the real data
+    max_test_samples: Optional[int] = 2000
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
 
 
@@ -114,7 +117,7 @@ class ExperimentConfig:
     # (highest reached by every policy, so that every policy has a time to target)
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
     policies: list[str] = field(default_factory=lambda: ["baseline", "flamingo"])  # names or "pkg.mod:Class"
-    policy_params: dict[str, dict[str, Union[float, int, bool, str]]] = field(default_factory=dict)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # parameters every policy is built with
     seeds: list[int] = field(default_factory=lambda: [0])
     checkpoint_every: int = 10  # rounds between checkpoints (and metrics.parquet rewrites)
 

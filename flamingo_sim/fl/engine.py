@@ -67,7 +67,8 @@ class Simulation:
         self.seed = seed
         self.selector = selector
         pop = parts.population
-        capacity_j = parts.profiles.capacity_j[pop.phone_idx]
+        capacity_j = np.array([prof.phone.capacity_j for prof in parts.profiles.profiles])[pop.phone_idx]
+        self.capacity_j = capacity_j
         level0 = self._trace_level(0.0)
         tcfg = self.cfg.traces
         # The effective budget (training drains it) and a twin that only follows the trace,
@@ -89,6 +90,14 @@ class Simulation:
 
     def _trace_state(self, t_s: float) -> np.ndarray:
         return self.parts.traces.state_at(t_s)[self.parts.population.trace_client]
+
+    def _levels_at(self, idx: np.ndarray, times_s: np.ndarray) -> np.ndarray:
+        """Trace level of clients ``idx`` each at its own time ``times_s`` (one fancy index)."""
+        tr = self.parts.traces
+        tc = self.parts.population.trace_client[idx]
+        dev = tr.client_device[tc]
+        steps = (np.floor(times_s).astype(np.int64) + tr.shift_s[tc]) // tr.step_s
+        return tr.level_pct[dev, steps % tr.device_length[dev]].astype(np.float64)
 
     def _extra(self, name: str, t_s: float, idx: np.ndarray, default: float) -> np.ndarray:
         values = self.parts.traces.extra_at(name, t_s)
@@ -132,7 +141,8 @@ class Simulation:
 
         # 4. settle: who counts, how long the round lasts, what it cost
         finish_online = self._online_at_finish(chosen, t0, duration_s)
-        spare_j = self.budget.spare_j[chosen] - self._trace_drain_j(chosen, t0, duration_s)
+        floor_j = self.cfg.traces.min_pct / 100.0 * self.capacity_j[chosen]
+        spare_j = self.budget.available_j[chosen] - floor_j - self._trace_drain_j(chosen, t0, duration_s)
         settled = settle_round(
             k=k,
             accepted=outcome.accepted,
@@ -206,18 +216,13 @@ class Simulation:
 
     def _online_at_finish(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:
         """Whether each client's trace alone keeps it above the threshold until it finishes."""
-        levels = np.array([self._trace_level(t0 + d)[c] for c, d in zip(idx, duration_s)]) if len(idx) else np.zeros(0)
-        floor = self.cfg.traces.min_pct
-        return (levels >= floor) | ~np.isfinite(duration_s)
+        return self._levels_at(idx, t0 + duration_s) >= self.cfg.traces.min_pct
 
     def _trace_drain_j(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:
         """Energy the owner's own use drains from each client while its task runs (>= 0)."""
-        if not len(idx):
-            return np.zeros(0)
-        start = self._trace_level(t0)[idx]
-        end = np.array([self._trace_level(t0 + d)[c] for c, d in zip(idx, duration_s)])
-        cap = self.parts.profiles.capacity_j[self.parts.population.phone_idx[idx]]
-        return np.maximum(start - end, 0.0) / 100.0 * cap
+        start = self._levels_at(idx, np.full(len(idx), t0))
+        end = self._levels_at(idx, t0 + duration_s)
+        return np.maximum(start - end, 0.0) / 100.0 * self.capacity_j[idx]
 
     def _advance_budgets(self, t0: float, t1: float, drawn_j: np.ndarray) -> None:
         """Step both budgets through every trace grid tick in (t0, t1]; training energy first."""
@@ -230,8 +235,8 @@ class Simulation:
             t = tick * step
             now = self._trace_level(t)
             state = self._trace_state(t)
-            self.budget.advance(level, now, state, None)
-            self.trace_budget.advance(level, now, state, None)
+            self.budget.advance(level, now, state, 0.0)
+            self.trace_budget.advance(level, now, state, 0.0)
             level = now
 
     def evaluate(self) -> tuple[float, float]:

@@ -123,3 +123,22 @@ def test_make_policy_and_config():
         make_policy("greedy")
     with pytest.raises(ConfigError, match="unknown key 'probe_secs'"):
         from_mapping(PolicyConfig, {"probe_secs": 3}, source="exp.yaml")
+
+
+def test_shared_exploration_is_collective_per_device_model(ps):
+    # Three Pixel 3 clients in one round take the model's first three choices; the next round's
+    # explorers continue from the fourth; once all 8 are measured every Pixel 3 client controls.
+    pol = FlamingoPolicy()
+    pol.init(6, np.array([0, 0, 0, 0, 0, 0]), ps)
+    out = pol.run_tasks(req([0, 1, 2], [0, 0, 0], 1))
+    assert list(out.mode) == ["explore"] * 3
+    mix = [[lab for lab, n in zip(out.labels, row) if n] for row in out.steps_by_choice]
+    assert mix == [["4567"], ["456"], ["45"]]
+    assert pol.model_explored[0] == 3 and not pol.shared_table[0]
+    out = pol.run_tasks(req([3, 4, 5, 0, 1, 2], [0] * 6, 1))
+    mix = [[lab for lab, n in zip(out.labels, row) if n] for row in out.steps_by_choice]
+    # five choices left (4, 0123, 012, 01, 0): the sixth explorer finds none and runs 4567
+    assert mix == [["4"], ["0123"], ["012"], ["01"], ["0"], ["4567"]]
+    assert list(out.mode) == ["explore"] * 5 + ["default"]
+    assert pol.shared_table[0]
+    assert pol.run_tasks(req([5], [0], 1)).mode[0] == "control"

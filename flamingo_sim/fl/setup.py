@@ -1,0 +1,107 @@
+"""Building a simulation's parts from an experiment config: traces, phones, data, model.
+
+Every lookup that can fail on user input (a missing trace set, an unknown phone or DNN model,
+a dataset that is not there) raises a :class:`~flamingo_sim.errors.ConfigError` naming the
+experiment file and the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from flamingo_sim.devices.policies import Policy
+from flamingo_sim.devices.policies import make_policy as _make_policy
+from flamingo_sim.errors import ConfigError, InputDataError
+from flamingo_sim.fl.config import ExperimentConfig, require_path, resolve_path
+from flamingo_sim.fl.engine import Components
+from flamingo_sim.fl.population import build_population
+
+#: Profile model name -> torchvision architecture trained on real data.
+ARCHITECTURES = {"mobilenet_v2": "mobilenet_v2", "shufflenet_v2_x2": "shufflenet_v2_x2_0", "resnet34": "resnet34"}
+
+
+def make_policy(name: str, cfg: ExperimentConfig) -> Policy:
+    """A fresh policy instance for one run, configured by the experiment's ``policy`` section."""
+    return _make_policy(name, cfg.policy)
+
+
+def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> Components:
+    """Load traces, profiles and data; assign traces, phones and bandwidths to clients."""
+    from flamingo_sim.devices.profiles import ProfileSet
+    from flamingo_sim.devices.soc import load_phones
+    from flamingo_sim.fl.models import build_model
+    from flamingo_sim.rng import derive_seed
+    from flamingo_sim.traces.store import load_client_traces
+
+    src = str(experiment_path)
+    traces_dir = require_path(cfg.traces.path, experiment_path, "traces.path", "trace set")
+    try:
+        traces = load_client_traces(traces_dir)
+    except InputDataError as exc:
+        raise ConfigError(f"{src}: traces.path: {exc}") from None
+
+    profiles_dir = require_path(cfg.phones.profiles_dir, experiment_path, "phones.profiles_dir", "profiles directory")
+    catalogue = load_phones(profiles_dir)
+    unknown = [p for p in cfg.phones.mix if p not in catalogue]
+    if unknown:
+        raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
+    phones = [p for p, share in cfg.phones.mix.items() if share > 0]
+    missing = [p for p in phones if not (profiles_dir / p / f"{cfg.model}.yaml").is_file()]
+    if missing:
+        have = sorted({f.stem for f in profiles_dir.glob("*/*.yaml")})
+        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} (profiled models: {', '.join(have)})")
+    profiles = ProfileSet.load(profiles_dir, phones, cfg.model)
+
+    dataset, model_name = _dataset(cfg, experiment_path, seed, log)
+    log(f"data: {dataset.description}")
+    model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"))
+    population = build_population(
+        n_clients=dataset.n_clients,
+        n_trace_clients=traces.n_clients,
+        phone_mix={p: cfg.phones.mix[p] for p in phones},
+        bandwidth_mbps=cfg.network.bandwidth_mbps,
+        bandwidth_sigma=cfg.network.bandwidth_sigma,
+        seed=seed,
+    )
+    return Components(
+        cfg=cfg,
+        traces=traces,
+        population=population,
+        profiles=profiles,
+        dataset=dataset,
+        model=model,
+        test_data=dataset.test_data(),
+        choice_labels=tuple(profiles.labels),
+    )
+
+
+def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> tuple[Any, str]:
+    """The real dataset if present, else the proxy (said loudly); returns (dataset, model name)."""
+    from flamingo_sim.fl.data import FedScaleImageDataset, SyntheticFederated
+
+    data = cfg.data
+    src = str(experiment_path)
+    reason = "data.root is not set"
+    if data.root is not None:
+        root = resolve_path(data.root, experiment_path)
+        if root.exists():
+            if data.name != "openimage":
+                raise ConfigError(f"{src}: data.name: reading real {data.name!r} data is not supported yet (only 'openimage'); set data.root: null to run the proxy")
+            if cfg.model not in ARCHITECTURES:
+                raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
+            try:
+                ds = FedScaleImageDataset(root, "train", data.image_size, max_clients=data.max_clients, max_test_samples=data.max_test_samples)
+            except InputDataError as exc:
+                raise ConfigError(f"{src}: data.root: {exc}") from None
+            return ds, ARCHITECTURES[cfg.model]
+        reason = f"data.root {str(data.root)!r} does not exist"
+    if data.fallback == "error":
+        raise ConfigError(f"{src}: data: the real {data.name} data is not available ({reason}) and data.fallback is 'error'")
+    px = data.proxy
+    log(f"WARNING: the real {data.name} data is not available ({reason}); using the generated proxy task (data.fallback: proxy)")
+    ds = SyntheticFederated(
+        n_clients=px.n_clients, n_classes=px.n_classes, n_features=px.n_features,
+        alpha=px.alpha, beta=px.beta, seed=seed, mean_samples=px.mean_samples,
+    )
+    return ds, px.model
