@@ -93,6 +93,8 @@ def prep_traces(
     for f, table in progress(src.scan(REQUIRED), desc="pass 1/2 (select)", unit="chunk"):
         c = cleaner.clean(table, f)
         parts.append(pack_keys(c["device_id"], c["ts_s"], min_s))
+    # Reader counters of the samples in pass 1 (pass 2 re-reads the same rows).
+    shifted_rows, header_lines = src.stats.shifted_rows, src.stats.repeated_header_lines
     keys = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     del parts
     n_valid = int(keys.size)
@@ -102,7 +104,7 @@ def prep_traces(
     del keys
     masks = evaluate(stats, opts.criteria)
     drops = {r: int(cleaner.drops.get(r, 0)) for r in DROP_REASONS}
-    drops["shifted_row"] = src.stats.shifted_rows
+    drops["shifted_row"] = shifted_rows
     if n_valid == 0:
         worst = ", ".join(f"{k} {v}" for k, v in sorted(drops.items(), key=lambda kv: -kv[1]) if v)
         raise InputDataError(f"{src.path}: no valid rows ({cleaner.rows_in} read; dropped: {worst or 'none'})")
@@ -141,10 +143,10 @@ def prep_traces(
             "max_shifted_frac": opts.max_shifted_frac,
         },
         "rows": {
-            "read": cleaner.rows_in + src.stats.shifted_rows,
+            "read": cleaner.rows_in + shifted_rows,
             "valid": n_valid,
             "unique": n_valid - n_dup,
-            "repeated_header_lines": src.stats.repeated_header_lines,
+            "repeated_header_lines": header_lines,
         },
         "drops": drops,
         "devices": {

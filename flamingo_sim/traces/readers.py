@@ -167,11 +167,9 @@ class Source:
         import pyarrow.csv as pacsv
 
         names, delim, quoted = _csv_header(f)
-        shifted = [0, 0]  # count, first line number
+        shifted = [0]
 
         def on_invalid(row: "pacsv.InvalidRow") -> str:
-            if shifted[0] == 0:
-                shifted[1] = (row.number or 0)
             shifted[0] += 1
             return "skip"
 
@@ -209,10 +207,22 @@ class Source:
         total = n_rows + shifted[0]
         if shifted[0] and shifted[0] > self.max_shifted_frac * total:
             raise InputDataError(
-                f"{f}: line {shifted[1]}: wrong number of fields ({shifted[0]} of {total} rows shifted, "
+                f"{f}: {_first_bad_line(f, delim, quoted, len(names))}: wrong number of fields ({shifted[0]} of {total} rows shifted, "
                 f"more than --max-shifted-frac {self.max_shifted_frac}); expected {len(names)} "
                 f"'{delim}'-separated fields as in the header"
             )
+
+
+def _first_bad_line(f: Path, delim: str, quoted: bool, n_fields: int) -> str:
+    """``line N`` of the first row whose field count differs from the header's (error path only)."""
+    import csv
+
+    with open(f, newline="", encoding="utf-8", errors="replace") as fh:
+        rows = csv.reader(fh, delimiter=delim, quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE, escapechar="\\")
+        for row in rows:
+            if row and len(row) != n_fields:
+                return f"line {rows.line_num}"
+    return "a row"
 
 
 def _csv_header(f: Path) -> tuple[list[str], str, bool]:
