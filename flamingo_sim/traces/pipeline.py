@@ -1,0 +1,237 @@
+"""``prep-traces``: GreenHub dump -> selected, resampled, shifted client traces.
+
+Two passes keep memory bounded by the dump's (device, time) pairs, never its full width:
+
+1. stream ``device_id, timestamp, battery_level`` chunk by chunk, clean (counting drops),
+   pack each valid row into one int64 key, sort and deduplicate all keys, compute per-device
+   statistics and select devices;
+2. stream again, keep only the selected devices' rows (with the extras columns), clean,
+   sort, deduplicate (keeping the first reading in input order), resample each device onto the
+   10-minute grid, make the time-zone shifts, and write the trace set atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flamingo_sim.errors import InputDataError
+from flamingo_sim.io import progress
+from flamingo_sim.traces.clean import DROP_REASONS, MIN_DATE, Cleaner, clean_extras
+from flamingo_sim.traces.readers import OPTIONAL, REQUIRED, Source
+from flamingo_sim.traces.resample import resample_device
+from flamingo_sim.traces.select import Criteria, choose, device_stats, evaluate, pack_keys, sort_dedup
+from flamingo_sim.traces.store import STEP_S, DeviceSeries, write_trace_set
+
+__all__ = ["PrepOptions", "prep_traces", "default_out_dir"]
+
+
+@dataclass(frozen=True)
+class PrepOptions:
+    """Everything ``prep-traces`` can be told (defaults: the paper's)."""
+
+    criteria: Criteria = field(default_factory=Criteria)
+    n_devices: int = 100
+    rule: str = "first"
+    seed: int = 0
+    n_shifts: int = 24
+    min_date: str = MIN_DATE
+    max_date: str | None = None  # None: today (UTC) at the time of the run
+    level_scale: str = "auto"
+    max_shifted_frac: float = 0.01
+    state_eps: float = 1e-4
+    format: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_devices < 1:
+            raise InputDataError(f"--devices {self.n_devices}: expected at least 1")
+        if not 1 <= self.n_shifts <= 24 * 7:
+            raise InputDataError(f"--shifts {self.n_shifts}: expected 1..168 one-hour shifts")
+
+
+def _date_s(text: str, flag: str) -> int:
+    try:
+        d = dt.datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        raise InputDataError(f"{flag} {text}: expected a date YYYY-MM-DD") from None
+    return int(d.timestamp())
+
+
+def default_out_dir(input_path: str | Path) -> Path:
+    """``traces/<input name>/`` (the file name without suffix, or the directory name)."""
+    p = Path(input_path)
+    name = p.stem if p.is_file() or p.suffix else p.name
+    return Path("traces") / (name or "greenhub")
+
+
+def prep_traces(
+    input_path: str | Path, out_dir: str | Path | None = None, opts: PrepOptions | None = None, *, input_label: str | None = None
+) -> dict[str, Any]:
+    """Run the pipeline; write the trace set into ``out_dir`` (default :func:`default_out_dir`); return the report.
+
+    ``input_label`` replaces the input path recorded in ``report.json`` (for reproducible outputs).
+    """
+    opts = opts or PrepOptions()
+    src = Source.open(input_path, opts.format, opts.max_shifted_frac)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(input_path)
+    min_s = _date_s(opts.min_date, "--min-date")
+    if opts.max_date is None:
+        max_date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+    else:
+        max_date = opts.max_date
+    max_s = _date_s(max_date, "--max-date") + 86399
+    if max_s <= min_s:
+        raise InputDataError(f"--max-date {max_date}: must be after --min-date {opts.min_date}")
+    cleaner = Cleaner(min_s=min_s, max_s=max_s, level_scale=opts.level_scale)
+
+    # Pass 1: keys of all valid rows.
+    parts: list[np.ndarray] = []
+    for f, table in progress(src.scan(REQUIRED), desc="pass 1/2 (select)", unit="chunk"):
+        c = cleaner.clean(table, f)
+        parts.append(pack_keys(c["device_id"], c["ts_s"], min_s))
+    # Reader counters of the samples in pass 1 (pass 2 re-reads the same rows).
+    shifted_rows, header_lines = src.stats.shifted_rows, src.stats.repeated_header_lines
+    keys = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    del parts
+    n_valid = int(keys.size)
+    keys, n_dup = sort_dedup(keys)
+    cleaner.drops["duplicate"] += n_dup
+    stats = device_stats(keys, min_s, opts.criteria.long_gap_h * 3600)
+    del keys
+    masks = evaluate(stats, opts.criteria)
+    drops = {r: int(cleaner.drops.get(r, 0)) for r in DROP_REASONS}
+    drops["shifted_row"] = shifted_rows
+    if n_valid == 0:
+        worst = ", ".join(f"{k} {v}" for k, v in sorted(drops.items(), key=lambda kv: -kv[1]) if v)
+        raise InputDataError(f"{src.path}: no valid rows ({cleaner.rows_in} read; dropped: {worst or 'none'})")
+    selected = choose(stats, masks["all"], opts.n_devices, opts.rule, opts.seed)
+    if selected.size == 0:
+        per = ", ".join(f"{k} {int(m.sum())}" for k, m in masks.items() if k != "all")
+        raise InputDataError(
+            f"{src.path}: every device filtered out: 0 of {stats.device_id.size} devices pass all criteria "
+            f"(passing each: {per}); relax the thresholds (see --help)"
+        )
+
+    # Pass 2: the selected devices' rows, with extras.
+    series, extras_present = _resample_selected(src, cleaner, selected, opts)
+    warnings: list[str] = []
+    if selected.size < opts.n_devices:
+        warnings.append(f"only {selected.size} devices pass all criteria; {opts.n_devices} requested")
+    report: dict[str, Any] = {
+        "input": {
+            "path": input_label if input_label is not None else str(src.path),
+            "format": src.format,
+            "n_files": len(src.files),
+            "files": [f.name for f in src.files][:500],
+            "detail_files": [f.name for f in src.detail_files],
+            "level_scale": cleaner.level_scale,
+        },
+        "parameters": {
+            **opts.criteria.as_dict(),
+            "n_devices": opts.n_devices,
+            "rule": opts.rule,
+            "seed": opts.seed,
+            "n_shifts": opts.n_shifts,
+            "min_date": opts.min_date,
+            "max_date": max_date,
+            "step_s": STEP_S,
+            "state_eps": opts.state_eps,
+            "max_shifted_frac": opts.max_shifted_frac,
+        },
+        "rows": {
+            "read": cleaner.rows_in + shifted_rows,
+            "valid": n_valid,
+            "unique": n_valid - n_dup,
+            "repeated_header_lines": header_lines,
+        },
+        "drops": drops,
+        "devices": {
+            "seen": int(stats.device_id.size),
+            "passing": {k: int(m.sum()) for k, m in masks.items() if k != "all"},
+            "passing_all": int(masks["all"].sum()),
+            "selected": int(selected.size),
+        },
+        "selected_device_ids": [int(d) for d in selected],
+        "n_clients": int(selected.size * opts.n_shifts),
+        "n_shifts": opts.n_shifts,
+        "extras": extras_present,
+        "grid_steps_per_device": {str(s.device_id): len(s) for s in series},
+        "warnings": warnings,
+    }
+    write_trace_set(out, series, opts.n_shifts, report)
+    return {**report, "output": str(out)}
+
+
+def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts: PrepOptions) -> tuple[list[DeviceSeries], list[str]]:
+    import pyarrow as pa
+
+    from flamingo_sim.traces.clean import _numeric
+
+    want = list(REQUIRED) + list(OPTIONAL) + (["id"] if src.detail_files else [])
+    chunks: list[dict[str, np.ndarray]] = []
+    for f, table in progress(src.scan(want), desc="pass 2/2 (resample)", unit="chunk"):
+        dev, _ = _numeric(table.column("device_id"), "device_id", f)
+        mask = np.isin(dev, selected)
+        if not mask.any():
+            continue
+        sub = table.filter(pa.array(mask))
+        chunks.append(cleaner.clean(sub, f, count=False, extras=True))
+    cols = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]} if chunks else {}
+    if src.detail_files and "sample_id" in cols:
+        _join_details(src, cols)
+    extra_names = [k for k in ("screen_on", "temperature_c", "voltage_v", "charging") if k in cols and not np.isnan(cols[k]).all()]
+    order = np.lexsort((cols["ts_s"], cols["device_id"]))  # stable: first reading wins on ties
+    for k in list(cols):
+        cols[k] = cols[k][order]
+    dev, ts = cols["device_id"], cols["ts_s"]
+    first = np.r_[True, (dev[1:] != dev[:-1]) | (ts[1:] != ts[:-1])]
+    for k in list(cols):
+        cols[k] = cols[k][first]
+    dev = cols["device_id"]
+    starts = np.flatnonzero(np.r_[True, dev[1:] != dev[:-1]])
+    bounds = np.r_[starts, dev.size]
+    series = []
+    for i in range(starts.size):
+        s = slice(bounds[i], bounds[i + 1])
+        series.append(
+            resample_device(
+                int(dev[bounds[i]]),
+                cols["ts_s"][s],
+                cols["level_pct"][s],
+                {k: cols[k][s] for k in extra_names},
+                state_eps=opts.state_eps,
+            )
+        )
+    return series, [{"screen_on": "screen_on_frac"}.get(k, k) for k in extra_names]
+
+
+def _join_details(src: Source, cols: dict[str, np.ndarray]) -> None:
+    """Fill temperature/voltage/charger of the kept rows from battery_details (by sample_id)."""
+    import pyarrow as pa
+
+    from flamingo_sim.traces.clean import _numeric
+
+    sid = cols["sample_id"]
+    order = np.argsort(sid, kind="stable")
+    sorted_sid = sid[order]
+    n = sid.size
+    joined = {k: np.full(n, np.nan) for k in ("temperature_c", "voltage_v", "charging")}
+    for f, table in src.scan_details(["temperature", "voltage", "charger"]):
+        d_sid, _ = _numeric(table.column("sample_id"), "sample_id", f)
+        mask = np.isin(d_sid, sorted_sid)
+        if not mask.any():
+            continue
+        sub = table.filter(pa.array(mask))
+        ex = clean_extras(sub, np.ones(sub.num_rows, dtype=bool), f)
+        pos = order[np.searchsorted(sorted_sid, d_sid[mask])]
+        for k, v in ex.items():
+            joined[k][pos] = v
+    for k, v in joined.items():
+        if k in cols:
+            cols[k] = np.where(np.isnan(cols[k]), v, cols[k])
+        elif not np.isnan(v).all():
+            cols[k] = v

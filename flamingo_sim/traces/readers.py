@@ -1,0 +1,262 @@
+"""Readers for every GreenHub layout in circulation (see ``docs``/GREENHUB.md).
+
+A :class:`Source` detects the layout of an input path and streams its samples chunk by chunk
+as pyarrow Tables holding only the requested columns, under canonical names:
+
+==================  =====================================================================
+layout (``format``)  files
+==================  =====================================================================
+``parquet``         one Kaggle-style parquet file (typed, 38 columns)
+``parquet-parts``   a directory with ``samples/part-*.parquet`` (or ``part-*.parquet``)
+``csv-pages``       Aug-2020 ``samples.query.N.csv`` pages: ``;``, header on every page,
+                    ``NULL``
+``csv-tables``      weekly per-table dumps: ``samples.csv`` (+ ``battery_details.csv``
+                    keyed by ``sample_id`` for voltage/temperature/charger); ``;`` or ``,``,
+                    quoted or not, ``NULL`` or ``\\N``, header lines possibly repeated
+``csv``             one samples CSV file of any of the dialects above
+==================  =====================================================================
+
+CSV dialect (delimiter, quoting) is sniffed from the header line of each file. Every CSV column
+is read as a string and typed later (:mod:`flamingo_sim.traces.clean`), so nothing is lost to
+type inference; rows with the wrong field count (a ``;`` inside a text field) are skipped and
+counted per file; repeated header lines are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
+from flamingo_sim.errors import InputDataError
+
+__all__ = ["Source", "FORMATS", "detect_format", "REQUIRED", "OPTIONAL"]
+
+FORMATS = ("parquet", "parquet-parts", "csv-pages", "csv-tables", "csv")
+#: Columns every layout must have (canonical names).
+REQUIRED = ("device_id", "timestamp", "battery_level")
+#: Columns carried into extras where present (samples or battery_details).
+OPTIONAL = ("screen_on", "temperature", "voltage", "charger")
+_DETAIL_COLUMNS = ("temperature", "voltage", "charger")
+_NULLS = ["NULL", "\\N", "N", ""]  # ``\N`` reads as ``N`` once the backslash escape is applied
+_CSV_BLOCK = 16 << 20
+
+
+def _natural_key(p: Path) -> list[object]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)]
+
+
+def detect_format(path: Path) -> str:
+    """The layout of ``path`` (a file or directory); raises InputDataError if none fits."""
+    if not path.exists():
+        raise InputDataError(f"{path}: not found; expected a GreenHub parquet file, parts directory or CSV dump")
+    if path.is_file():
+        suffix = path.suffix.lower()
+        if suffix == ".parquet":
+            return "parquet"
+        if suffix in (".csv", ".txt"):
+            return "csv"
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+        if head == b"PAR1":
+            return "parquet"
+        raise InputDataError(f"{path}: unknown file type; expected .parquet or .csv (use --format)")
+    if list((path / "samples").glob("part-*.parquet")) or list(path.glob("part-*.parquet")):
+        return "parquet-parts"
+    if list(path.glob("samples.query.*.csv")):
+        return "csv-pages"
+    if (path / "samples.csv").is_file():
+        return "csv-tables"
+    raise InputDataError(
+        f"{path}: no GreenHub layout found; expected samples/part-*.parquet, samples.query.N.csv or samples.csv"
+    )
+
+
+@dataclass
+class ReadStats:
+    """What the reader skipped, per reason and per file."""
+
+    shifted_rows: int = 0
+    repeated_header_lines: int = 0
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Source:
+    """An input dump: its layout, sample files and (per-table dumps) battery_details files."""
+
+    path: Path
+    format: str
+    files: list[Path]
+    detail_files: list[Path]
+    max_shifted_frac: float = 0.01
+    stats: ReadStats = field(default_factory=ReadStats)
+
+    @classmethod
+    def open(cls, path: str | Path, fmt: str | None = None, max_shifted_frac: float = 0.01) -> "Source":
+        """Detect (or check ``fmt``) the layout of ``path`` and list its files."""
+        path = Path(path)
+        if fmt is not None and fmt not in FORMATS:
+            raise InputDataError(f"--format {fmt}: unknown; expected one of {', '.join(FORMATS)}")
+        detected = detect_format(path) if fmt is None else fmt
+        if not path.exists():
+            raise InputDataError(f"{path}: not found")
+        details: list[Path] = []
+        if detected in ("parquet", "csv"):
+            if not path.is_file():
+                raise InputDataError(f"{path}: --format {detected} expects a file, got a directory")
+            files = [path]
+        elif detected == "parquet-parts":
+            base = path / "samples" if (path / "samples").is_dir() else path
+            files = sorted(base.glob("part-*.parquet"), key=_natural_key)
+        elif detected == "csv-pages":
+            files = sorted(path.glob("samples.query.*.csv"), key=_natural_key)
+        else:
+            files = [path / "samples.csv"] if (path / "samples.csv").is_file() else []
+            details = [path / "battery_details.csv"] if (path / "battery_details.csv").is_file() else []
+        if not files:
+            raise InputDataError(f"{path}: no sample files for --format {detected}")
+        src = cls(path=path, format=detected, files=files, detail_files=details, max_shifted_frac=max_shifted_frac)
+        src.stats.files = [str(f) for f in files]
+        return src
+
+    @property
+    def is_csv(self) -> bool:
+        return self.format.startswith("csv")
+
+    def available(self) -> set[str]:
+        """Canonical columns present in the first sample file (plus battery_details columns)."""
+        cols = set(self._columns(self.files[0]))
+        for f in self.detail_files:
+            cols |= set(_DETAIL_COLUMNS) & set(_csv_header(f)[0])
+        return cols
+
+    def _columns(self, f: Path) -> list[str]:
+        if self.is_csv:
+            return _csv_header(f)[0]
+        return list(_parquet_file(f).schema_arrow.names)
+
+    def scan(self, columns: Sequence[str]) -> Iterator[tuple[Path, pa.Table]]:
+        """Yield ``(file, table)`` chunks of the sample files with the present ``columns``."""
+        for f in self.files:
+            present = self._columns(f)
+            missing = [c for c in REQUIRED if c not in present]
+            if missing:
+                raise InputDataError(
+                    f"{f}: missing required column(s) {', '.join(missing)}; expected {', '.join(REQUIRED)}"
+                )
+            want = [c for c in columns if c in present]
+            if self.is_csv:
+                yield from ((f, t) for t in self._scan_csv(f, want))
+            else:
+                yield from ((f, t) for t in _scan_parquet(f, want))
+
+    def scan_details(self, columns: Sequence[str]) -> Iterator[tuple[Path, pa.Table]]:
+        """Yield battery_details chunks (``sample_id`` plus the present ``columns``)."""
+        for f in self.detail_files:
+            present = _csv_header(f)[0]
+            if "sample_id" not in present:
+                raise InputDataError(f"{f}: missing required column sample_id; expected sample_id, voltage, temperature")
+            want = ["sample_id"] + [c for c in columns if c in present]
+            yield from ((f, t) for t in self._scan_csv(f, want))
+
+    def _scan_csv(self, f: Path, want: list[str]) -> Iterator[pa.Table]:
+        import pyarrow.csv as pacsv
+
+        names, delim, quoted = _csv_header(f)
+        shifted = [0]
+
+        def on_invalid(row: "pacsv.InvalidRow") -> str:
+            shifted[0] += 1
+            return "skip"
+
+        reader = pacsv.open_csv(
+            f,
+            read_options=pacsv.ReadOptions(block_size=_CSV_BLOCK, use_threads=True),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delim, quote_char='"' if quoted else False, escape_char="\\", invalid_row_handler=on_invalid
+            ),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=want,
+                column_types={c: pa.string() for c in want},
+                null_values=_NULLS,
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
+            ),
+        )
+        n_rows = 0
+        header_key = want[0]
+        try:
+            for batch in reader:
+                table = pa.Table.from_batches([batch])
+                import pyarrow.compute as pc
+
+                is_header = pc.fill_null(pc.equal(table.column(header_key), header_key), False)
+                n_head = pc.sum(is_header).as_py() or 0
+                if n_head:
+                    self.stats.repeated_header_lines += n_head
+                    table = table.filter(pc.invert(is_header))
+                n_rows += table.num_rows
+                yield table
+        except pa.ArrowInvalid as exc:
+            raise InputDataError(f"{f}: cannot parse CSV ({str(exc).splitlines()[0]})") from None
+        self.stats.shifted_rows += shifted[0]
+        total = n_rows + shifted[0]
+        if shifted[0] and shifted[0] > self.max_shifted_frac * total:
+            raise InputDataError(
+                f"{f}: {_first_bad_line(f, delim, quoted, len(names))}: wrong number of fields ({shifted[0]} of {total} rows shifted, "
+                f"more than --max-shifted-frac {self.max_shifted_frac}); expected {len(names)} "
+                f"'{delim}'-separated fields as in the header"
+            )
+
+
+def _first_bad_line(f: Path, delim: str, quoted: bool, n_fields: int) -> str:
+    """``line N`` of the first row whose field count differs from the header's (error path only)."""
+    import csv
+
+    with open(f, newline="", encoding="utf-8", errors="replace") as fh:
+        rows = csv.reader(fh, delimiter=delim, quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE, escapechar="\\")
+        for row in rows:
+            if row and len(row) != n_fields:
+                return f"line {rows.line_num}"
+    return "a row"
+
+
+def _csv_header(f: Path) -> tuple[list[str], str, bool]:
+    """Column names, delimiter and quoting of a CSV file, from its header line."""
+    try:
+        with open(f, "rb") as fh:
+            line = fh.readline().decode("utf-8", errors="replace").rstrip("\r\n")
+    except OSError as exc:
+        raise InputDataError(f"{f}: cannot read ({exc.strerror})") from None
+    if not line.strip():
+        raise InputDataError(f"{f}: empty file; expected a header line naming the columns")
+    delim = ";" if line.count(";") > line.count(",") else ","
+    quoted = line.startswith('"')
+    names = [n.strip().strip('"').strip() for n in line.split(delim)]
+    return names, delim, quoted
+
+
+def _parquet_file(f: Path) -> "object":
+    import pyarrow.parquet as pq
+
+    try:
+        if f.stat().st_size == 0:
+            raise InputDataError(f"{f}: empty file; expected a parquet file")
+        return pq.ParquetFile(f)
+    except InputDataError:
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        raise InputDataError(f"{f}: not a readable parquet file ({str(exc).splitlines()[0]}); truncated or corrupt?") from None
+
+
+def _scan_parquet(f: Path, want: list[str]) -> Iterator[pa.Table]:
+    pf = _parquet_file(f)
+    try:
+        for i in range(pf.num_row_groups):  # type: ignore[attr-defined]
+            yield pf.read_row_group(i, columns=want)  # type: ignore[attr-defined]
+    except (pa.ArrowException, OSError) as exc:
+        raise InputDataError(f"{f}: corrupt parquet data ({str(exc).splitlines()[0]}); truncated or corrupt?") from None

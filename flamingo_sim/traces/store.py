@@ -1,0 +1,285 @@
+"""Prepared trace sets on disk, and the in-memory view the simulator uses.
+
+A prepared trace set is a directory with three files:
+
+``devices.parquet``
+    One row per (device, 10-minute grid point): ``device_id`` int64, ``timestamp``
+    (timestamp[s, UTC], on the grid), ``battery_level_pct`` float32, ``battery_state`` int8
+    (+1 charging, 0 neither, -1 discharging) and optional float32 extras with units in their
+    names (``screen_on_frac``, ``temperature_c``, ``voltage_v``, ``charging``).
+    Rows are sorted by (device_id, timestamp); each device's grid is contiguous.
+``clients.parquet``
+    One row per simulated client: ``client_id`` int64, ``device_id`` int64, ``shift_h`` int16.
+    A client is a *view* of a device's series offset by ``shift_h`` hours, not a copy.
+``report.json``
+    What was read, dropped, selected and written (see :mod:`flamingo_sim.traces.pipeline`).
+
+:func:`load_client_traces` turns the directory into a :class:`ClientTraces`, whose lookups
+(level/state/extras of every client at simulation time ``t_s``) are one fancy-index each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from flamingo_sim.errors import InputDataError
+
+__all__ = [
+    "ClientTraces",
+    "DeviceSeries",
+    "load_client_traces",
+    "write_trace_set",
+    "EXTRA_COLUMNS",
+    "STEP_S",
+]
+
+#: The resampling grid step (seconds).
+STEP_S = 600
+#: Optional extra columns, in the order they are written.
+EXTRA_COLUMNS = ("screen_on_frac", "temperature_c", "voltage_v", "charging")
+
+
+@dataclass(frozen=True)
+class DeviceSeries:
+    """Resampled series of one device: grid start (UTC seconds), levels, states, extras."""
+
+    device_id: int
+    start_s: int
+    level_pct: np.ndarray  # float32 (n,)
+    state: np.ndarray  # int8 (n,)
+    extras: Mapping[str, np.ndarray] = field(default_factory=dict)  # float32 (n,) each
+
+    def __len__(self) -> int:
+        return int(self.level_pct.shape[0])
+
+
+@dataclass(frozen=True)
+class ClientTraces:
+    """Per-device resampled series plus the clients that view them (device row, shift).
+
+    Replay is cyclic: a client whose shifted time runs past its device's last grid point wraps
+    to the device's first point (``index_at``). ``horizon_s`` is the longest simulation time
+    for which no client wraps.
+    """
+
+    step_s: int
+    device_ids: np.ndarray  # int64 (n_devices,)
+    level_pct: np.ndarray  # float32 (n_devices, n_steps), cyclically padded
+    state: np.ndarray  # int8 (n_devices, n_steps), cyclically padded
+    extras: dict[str, np.ndarray]  # float32 (n_devices, n_steps) each
+    client_ids: np.ndarray  # int64 (n_clients,)
+    client_device: np.ndarray  # int64 (n_clients,) row into the device arrays
+    shift_s: np.ndarray  # int64 (n_clients,)
+    device_length: np.ndarray = field(default=None)  # type: ignore[assignment]  # int64 (n_devices,) real steps
+    device_start_s: np.ndarray = field(default=None)  # type: ignore[assignment]  # int64 (n_devices,) UTC s of index 0
+
+    def __post_init__(self) -> None:
+        n_dev, n_steps = self.level_pct.shape
+        if self.device_length is None:
+            object.__setattr__(self, "device_length", np.full(n_dev, n_steps, dtype=np.int64))
+        if self.device_start_s is None:
+            object.__setattr__(self, "device_start_s", np.zeros(n_dev, dtype=np.int64))
+        if self.state.shape != (n_dev, n_steps):
+            raise ValueError("state must have the shape of level_pct")
+        for name, arr in self.extras.items():
+            if arr.shape != (n_dev, n_steps):
+                raise ValueError(f"extra {name!r} must have the shape of level_pct")
+        if not (self.client_ids.shape == self.client_device.shape == self.shift_s.shape):
+            raise ValueError("client arrays must have one entry per client")
+        if self.device_length.shape != (n_dev,) or np.any(self.device_length < 1) or np.any(self.device_length > n_steps):
+            raise ValueError("device_length must be in 1..n_steps for every device")
+
+    @property
+    def n_clients(self) -> int:
+        return int(self.client_ids.shape[0])
+
+    @property
+    def n_devices(self) -> int:
+        return int(self.device_ids.shape[0])
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.level_pct.shape[1])
+
+    @property
+    def horizon_s(self) -> float:
+        """Usable non-wrapping horizon: shortest device span minus the largest shift (seconds)."""
+        used = np.unique(self.client_device)
+        if used.size == 0:
+            return 0.0
+        span = float(self.device_length[used].min()) * self.step_s
+        return span - float(self.shift_s.max())
+
+    def index_at(self, t_s: float) -> np.ndarray:
+        """Grid index of each client at simulation time ``t_s``: ``((t_s + shift_s) // step_s) % device_length``."""
+        steps = (np.int64(np.floor(t_s)) + self.shift_s) // self.step_s
+        return steps % self.device_length[self.client_device]
+
+    def level_at(self, t_s: float) -> np.ndarray:
+        """Battery level (percent, float32) of every client at ``t_s``."""
+        return self.level_pct[self.client_device, self.index_at(t_s)]
+
+    def state_at(self, t_s: float) -> np.ndarray:
+        """Battery state (+1/0/-1, int8) of every client at ``t_s``."""
+        return self.state[self.client_device, self.index_at(t_s)]
+
+    def extra_at(self, name: str, t_s: float) -> np.ndarray | None:
+        """Extra ``name`` of every client at ``t_s``, or ``None`` if the trace set lacks it."""
+        arr = self.extras.get(name)
+        if arr is None:
+            return None
+        return arr[self.client_device, self.index_at(t_s)]
+
+    def subset(self, client_idx: Any) -> "ClientTraces":
+        """The same devices, keeping only the clients at positions ``client_idx``."""
+        idx = np.asarray(client_idx)
+        return dataclasses.replace(
+            self,
+            client_ids=self.client_ids[idx],
+            client_device=self.client_device[idx],
+            shift_s=self.shift_s[idx],
+        )
+
+
+def _require(path: Path, table: Any, columns: Mapping[str, str]) -> None:
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise InputDataError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
+
+
+def load_client_traces(path: str | Path) -> ClientTraces:
+    """Load a ``prep-traces`` output directory as a :class:`ClientTraces`.
+
+    Devices keep the order of ``devices.parquet`` (sorted by device id); clients keep the order
+    of ``clients.parquet``. Devices shorter than the longest are padded by repeating their own
+    series cyclically, so ``arr[row, i % device_length[row]] == arr[row, i]``.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    dev_path, cli_path = path / "devices.parquet", path / "clients.parquet"
+    for p in (dev_path, cli_path):
+        if not p.is_file():
+            raise InputDataError(f"{p}: not found; expected a prep-traces output directory")
+    try:
+        dev = pq.read_table(dev_path)
+        cli = pq.read_table(cli_path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputDataError(f"{path}: cannot read trace set ({exc})") from None
+    _require(dev_path, dev, {"device_id": "", "timestamp": "", "battery_level_pct": "", "battery_state": ""})
+    _require(cli_path, cli, {"client_id": "", "device_id": "", "shift_h": ""})
+
+    dev_ids_rows = dev.column("device_id").to_numpy().astype(np.int64)
+    ts = dev.column("timestamp").cast(pa.timestamp("s", tz="UTC")).cast(pa.int64()).to_numpy()
+    if dev_ids_rows.size == 0:
+        raise InputDataError(f"{dev_path}: no rows")
+    order = np.lexsort((ts, dev_ids_rows))
+    dev_ids_rows, ts = dev_ids_rows[order], ts[order]
+    starts = np.flatnonzero(np.r_[True, dev_ids_rows[1:] != dev_ids_rows[:-1]])
+    lengths = np.diff(np.r_[starts, dev_ids_rows.size]).astype(np.int64)
+    device_ids = dev_ids_rows[starts]
+    n_dev, n_steps = device_ids.size, int(lengths.max())
+
+    # Cyclic padding: column j of row r is that device's sample j % length[r].
+    col = np.arange(n_steps, dtype=np.int64)
+    src = starts[:, None] + col[None, :] % lengths[:, None]
+
+    def grid(name: str, dtype: Any) -> np.ndarray:
+        values = dev.column(name).to_numpy(zero_copy_only=False)[order]
+        return np.ascontiguousarray(values.astype(dtype)[src])
+
+    level = grid("battery_level_pct", np.float32)
+    state = grid("battery_state", np.int8)
+    extras = {name: grid(name, np.float32) for name in EXTRA_COLUMNS if name in dev.column_names}
+
+    client_ids = cli.column("client_id").to_numpy().astype(np.int64)
+    client_dev_ids = cli.column("device_id").to_numpy().astype(np.int64)
+    shift_h = cli.column("shift_h").to_numpy().astype(np.int64)
+    row = np.searchsorted(device_ids, client_dev_ids)
+    row = np.minimum(row, n_dev - 1)
+    bad = device_ids[row] != client_dev_ids
+    if bad.any():
+        raise InputDataError(f"{cli_path}: client {client_ids[bad][0]} names device {client_dev_ids[bad][0]}, which is not in devices.parquet")
+    same_dev = dev_ids_rows[1:] == dev_ids_rows[:-1]
+    off_grid = same_dev & (np.diff(ts) != STEP_S)
+    if off_grid.any():
+        i = int(np.flatnonzero(off_grid)[0])
+        raise InputDataError(f"{dev_path}: device {dev_ids_rows[i]} is not on a contiguous {STEP_S}-second grid at row {i + 1}")
+    return ClientTraces(
+        step_s=STEP_S,
+        device_ids=device_ids,
+        level_pct=level,
+        state=state,
+        extras=extras,
+        client_ids=client_ids,
+        client_device=row.astype(np.int64),
+        shift_s=shift_h * 3600,
+        device_length=lengths,
+        device_start_s=ts[starts].astype(np.int64),
+    )
+
+
+def devices_table(series: list[DeviceSeries], step_s: int = STEP_S) -> Any:
+    """The long ``devices.parquet`` table of ``series`` (a pyarrow Table)."""
+    import pyarrow as pa
+
+    extras = [n for n in EXTRA_COLUMNS if any(n in s.extras for s in series)]
+    n = [len(s) for s in series]
+    cols: dict[str, Any] = {
+        "device_id": pa.array(np.repeat(np.array([s.device_id for s in series], dtype=np.int64), n)),
+        "timestamp": pa.array(
+            np.concatenate([s.start_s + step_s * np.arange(len(s), dtype=np.int64) for s in series]) if series else np.zeros(0, np.int64),
+            type=pa.int64(),
+        ).cast(pa.timestamp("s", tz="UTC")),
+        "battery_level_pct": pa.array(np.concatenate([s.level_pct for s in series]).astype(np.float32)),
+        "battery_state": pa.array(np.concatenate([s.state for s in series]).astype(np.int8)),
+    }
+    for name in extras:
+        cols[name] = pa.array(
+            np.concatenate([np.asarray(s.extras.get(name, np.full(len(s), np.nan)), dtype=np.float32) for s in series])
+        )
+    return pa.table(cols)
+
+
+def clients_table(device_ids: np.ndarray, n_shifts: int) -> Any:
+    """``clients.parquet``: client ``i * n_shifts + k`` views device ``i`` shifted by ``k`` hours."""
+    import pyarrow as pa
+
+    device_ids = np.asarray(device_ids, dtype=np.int64)
+    n = device_ids.size * n_shifts
+    return pa.table(
+        {
+            "client_id": pa.array(np.arange(n, dtype=np.int64)),
+            "device_id": pa.array(np.repeat(device_ids, n_shifts)),
+            "shift_h": pa.array(np.tile(np.arange(n_shifts, dtype=np.int16), device_ids.size)),
+        }
+    )
+
+
+def write_trace_set(out_dir: str | Path, series: list[DeviceSeries], n_shifts: int, report: dict[str, Any]) -> Path:
+    """Write ``devices.parquet``, ``clients.parquet`` and ``report.json`` into ``out_dir`` atomically."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from flamingo_sim.io import _json_default, atomic_dir
+
+    series = sorted(series, key=lambda s: s.device_id)
+    out_dir = Path(out_dir)
+    with atomic_dir(out_dir) as stage:
+        pq.write_table(
+            devices_table(series),
+            stage / "devices.parquet",
+            compression="zstd",
+            compression_level=9,
+            use_byte_stream_split=["battery_level_pct", "screen_on_frac"],
+        )
+        pq.write_table(clients_table(np.array([s.device_id for s in series]), n_shifts), stage / "clients.parquet", compression="zstd")
+        (stage / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
+    return out_dir

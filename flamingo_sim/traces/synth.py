@@ -1,0 +1,277 @@
+"""A realistic synthetic GreenHub samples table (no real dump can be downloaded here).
+
+Each device is simulated minute by minute in segments (discharging / charging):
+
+* a local time zone; waking hours; screen sessions (Poisson starts, log-normal lengths) only
+  while awake; drain = idle rate + screen rate while the screen is on;
+* a charging habit: ``overnight`` (plug at bedtime, unplug at waking; Android's maintenance
+  charging dips 100 -> 99 -> 100 every hour or two while full) or ``topup`` (plug for 20-90
+  minutes whenever the level falls below a personal threshold); charging slows above 80 %;
+* event-driven sampling: one sample whenever the integer percentage changes or the charger is
+  (un)plugged, at a random second within the minute; idle stretches give long gaps.
+
+Device kinds (``kind_of(i)``) are built to pass or to fail one selection criterion each:
+``good`` (>= 30 days, dense), ``short`` (< 28 days), ``sparse`` (only ~30 % of events logged,
+< 100 a day), ``big_gap`` (switched off for 30-50 hours once), ``many_gaps`` (switched off
+7-9 hours on 20+ nights).
+
+:func:`samples_table` then adds the dump's quirks: ids in server-insert order (rows unsorted
+by device and time), re-uploaded duplicates under new ids, 1970 clocks (the lowest ids, as in
+Kaggle part-0000), far-future clocks, levels above the maximum, millivolt and 0.0 voltages,
+garbage temperatures, nulls in the joined columns, inconsistent string case; and the other
+38-column fields with plausible values. The layouts are written by
+:mod:`flamingo_sim.traces.synth_write`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from flamingo_sim.rng import rng
+
+__all__ = ["SynthOptions", "KINDS", "kind_of", "simulate_device", "samples_table", "write_synthetic_dump"]
+
+KINDS = ("good",) * 8 + ("short", "sparse", "big_gap", "many_gaps")
+START_S = 1551398400  # 2019-03-01 00:00:00 UTC
+
+
+def kind_of(i: int) -> str:
+    """The kind of device ``i`` (8 of every 12 are good)."""
+    return KINDS[i % len(KINDS)]
+
+
+@dataclass(frozen=True)
+class SynthOptions:
+    """What to generate: device count, seed, parquet parts, layouts."""
+
+    n_devices: int = 160
+    seed: int = 0
+    n_parts: int = 4
+    layouts: tuple[str, ...] = ("parquet", "csv-pages")
+    first_device_id: int = 1000
+
+
+@dataclass(frozen=True)
+class DeviceSamples:
+    """Clean event samples of one simulated device."""
+
+    device_id: int
+    kind: str
+    ts_s: np.ndarray
+    level: np.ndarray  # integer percent, float64
+    screen_on: np.ndarray  # int8
+    charging: np.ndarray  # bool
+    charger: str  # ac / usb / wireless when plugged
+    temperature_c: np.ndarray
+    voltage_v: np.ndarray
+    tz_h: int
+
+
+def _screen(r: np.random.Generator, n_min: int, tz_h: int, wake_h: float, sleep_h: float, heavy: float) -> np.ndarray:
+    minute = np.arange(n_min)
+    local_h = ((minute / 60.0 + tz_h) % 24.0)
+    awake = (local_h >= wake_h) & (local_h < sleep_h)
+    starts = (r.random(n_min) < heavy / 60.0) & awake
+    screen = np.zeros(n_min + 200, dtype=np.int32)
+    idx = np.flatnonzero(starts)
+    lengths = np.clip(r.lognormal(np.log(4.0), 0.9, idx.size), 1, 120).astype(np.int64)
+    np.add.at(screen, idx, 1)
+    np.add.at(screen, idx + lengths, -1)
+    return np.cumsum(screen)[:n_min] > 0
+
+
+def simulate_device(device_id: int, kind: str, seed: int) -> DeviceSamples:
+    """Simulate one device of ``kind``; deterministic in (seed, device_id)."""
+    r = rng(seed, "synth.device", device_id)
+    days = r.uniform(12, 25) if kind == "short" else r.uniform(30, 35)
+    n_min = int(days * 1440)
+    tz_h = int(r.integers(-8, 10))
+    wake_h, sleep_h = r.uniform(6.0, 8.5), r.uniform(22.0, 23.9)
+    habit = "topup" if kind == "many_gaps" else ("overnight" if r.random() < 0.6 else "topup")
+    idle = r.uniform(0.8, 1.5) / 60.0  # percent per minute
+    screen_rate = r.uniform(10.0, 18.0) / 60.0
+    charge = r.uniform(0.8, 1.6)
+    thr = r.uniform(15.0, 40.0)
+    screen = _screen(r, n_min, tz_h, wake_h, sleep_h, heavy=r.uniform(2.5, 5.0))
+    drain = (idle + screen * screen_rate) * r.uniform(0.7, 1.3, n_min)
+    off = np.zeros(n_min, dtype=bool)
+    if kind == "big_gap":
+        a = int(r.uniform(0.3, 0.6) * n_min)
+        off[a : a + int(r.uniform(30, 50) * 60)] = True
+    elif kind == "many_gaps":
+        for d in r.choice(int(days) - 1, size=22, replace=False):
+            a = int((d * 24 + (sleep_h - tz_h) % 24) * 60)
+            off[a : a + int(r.uniform(7, 9) * 60)] = True
+    drain[off] = 0.0
+
+    plug_windows: list[tuple[int, int]] = []
+    if habit == "overnight":
+        for d in range(int(days) + 1):
+            a = int((d * 24 + (sleep_h - tz_h) % 24 + r.normal(0, 0.5)) * 60)
+            b = a + int(((wake_h - sleep_h) % 24 + r.normal(0, 0.3)) * 60)
+            plug_windows.append((max(a, 0), max(b, 1)))
+    level = np.zeros(n_min)
+    charging = np.zeros(n_min, dtype=bool)
+    lvl, t, w = r.uniform(40, 90), 0, 0
+    while t < n_min:
+        while w < len(plug_windows) and plug_windows[w][1] <= t:
+            w += 1
+        seg_end = plug_windows[w][0] if w < len(plug_windows) else n_min
+        seg_end = min(max(seg_end, t), n_min)
+        cum = lvl - np.cumsum(drain[t:seg_end])
+        low = thr if habit == "topup" else 5.0
+        hit = np.flatnonzero(cum < low)
+        e = t + (int(hit[0]) + 1 if hit.size else cum.size)
+        level[t:e] = cum[: e - t]
+        lvl = level[e - 1] if e > t else lvl
+        t = e
+        if t >= n_min:
+            break
+        if hit.size:  # top-up (or emergency) charge
+            dur = int(r.uniform(20, 90)) if habit == "topup" else int(r.uniform(60, 120))
+        else:  # overnight window
+            dur = plug_windows[w][1] - t
+            w += 1
+        k = np.arange(1, min(dur, n_min - t) + 1)
+        m80 = max(0.0, (80.0 - lvl) / charge)
+        ch = np.where(k <= m80, lvl + charge * k, max(lvl, 80.0) + 0.35 * charge * (k - m80))
+        level[t : t + k.size] = np.minimum(ch, 100.0)
+        charging[t : t + k.size] = True
+        lvl = level[t + k.size - 1]
+        t += k.size
+    # maintenance charging: while full on the charger, dip to 99 every 60-120 minutes
+    full = charging & (level >= 100.0)
+    period = int(r.integers(60, 121))
+    level[full & (np.arange(n_min) % period == 0)] = 99.5
+    level = np.clip(level, 0.0, 100.0)
+
+    pct = np.floor(level)
+    event = np.r_[True, (pct[1:] != pct[:-1]) | (charging[1:] != charging[:-1])] & ~off
+    if kind == "sparse":
+        event &= r.random(n_min) < 0.3
+    m = np.flatnonzero(event)
+    ts = START_S + int(r.integers(0, 20 * 86400)) + m * 60 + r.integers(0, 60, m.size)
+    smooth = np.convolve(screen.astype(float), np.ones(30) / 30.0, mode="same")
+    hot = np.convolve(charging.astype(float), np.ones(45) / 45.0, mode="same")
+    temp = 24.0 + 2.5 * np.sin(2 * np.pi * ((np.arange(n_min) / 60.0 + tz_h) / 24.0 - 0.375)) + 9.0 * hot + 7.0 * smooth
+    temp = np.round(temp[m] + r.normal(0, 0.4, m.size), 1)
+    volt = np.round(3.45 + 0.0075 * pct[m] + 0.12 * charging[m] + r.normal(0, 0.01, m.size), 3)
+    return DeviceSamples(
+        device_id=device_id,
+        kind=kind,
+        ts_s=ts.astype(np.int64),
+        level=pct[m],
+        screen_on=screen[m].astype(np.int8),
+        charging=charging[m],
+        charger=str(r.choice(["ac", "usb", "wireless"], p=[0.7, 0.25, 0.05])),
+        temperature_c=temp,
+        voltage_v=volt,
+        tz_h=tz_h,
+    )
+
+
+_ZONES = {h: z for h, z in zip(range(-8, 10), [
+    "America/Los_Angeles", "America/Denver", "America/Chicago", "America/New_York", "America/Halifax",
+    "America/Sao_Paulo", "Atlantic/South_Georgia", "Atlantic/Azores", "Europe/Lisbon", "Europe/Berlin",
+    "Europe/Athens", "Europe/Moscow", "Asia/Dubai", "Asia/Karachi", "Asia/Dhaka", "Asia/Bangkok",
+    "Asia/Shanghai", "Asia/Tokyo"])}
+
+
+def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
+    """The 38-column Kaggle samples table of ``devices``, quirks included, sorted by ``id``."""
+    r = rng(seed, "synth.quirks")
+    n_per = np.array([d.ts_s.size for d in devices])
+    dev = np.repeat(np.array([d.device_id for d in devices], dtype=np.int64), n_per)
+    ts = np.concatenate([d.ts_s for d in devices]).astype(np.int64)
+    level = np.concatenate([d.level for d in devices])
+    charging = np.concatenate([d.charging for d in devices])
+    screen = np.concatenate([d.screen_on for d in devices]).astype(np.float64)
+    temp = np.concatenate([d.temperature_c for d in devices])
+    volt = np.concatenate([d.voltage_v for d in devices])
+    charger = np.where(charging, np.repeat(np.array([d.charger for d in devices]), n_per), "unplugged").astype(object)
+    tz = np.repeat(np.array([_ZONES[d.tz_h] for d in devices]), n_per).astype(object)
+    state = np.where(charging, np.where(level >= 100, "Full", "Charging"), "Discharging").astype(object)
+    n = ts.size
+    # Upload order: a random delay of up to 3 days decides the server insert order (ids).
+    upload = ts + r.integers(0, 3 * 86400, n)
+    # Duplicates: 0.5 % of samples re-uploaded later under a new id.
+    dup = r.choice(n, size=n // 200, replace=False)
+    idx = np.r_[np.arange(n), dup]
+    upload = np.r_[upload, upload[dup] + r.integers(86400, 10 * 86400, dup.size)]
+    ts, level, dev, charging = ts[idx], level[idx].copy(), dev[idx], charging[idx]
+    screen, temp, volt = screen[idx].copy(), temp[idx].copy(), volt[idx].copy()
+    charger, tz, state = charger[idx].copy(), tz[idx], state[idx].copy()
+    m = idx.size
+    # Wrong clocks: 0.2 % in 1970 (inserted first: part-0000 begins with them), 0.05 % far future.
+    c1970 = r.choice(m, size=max(1, m // 500), replace=False)
+    ts[c1970] = r.integers(0, 86400 * 30, c1970.size)
+    upload[c1970] = -1 - np.arange(c1970.size)
+    cfut = r.choice(m, size=max(1, m // 2000), replace=False)
+    ts[cfut] = 2145916800 + r.integers(0, 86400 * 365, cfut.size)  # 2038
+    # Malformed levels, nulls, mV/0.0 voltages, garbage temperatures, mixed case.
+    level[r.choice(m, size=max(1, m // 1000), replace=False)] = r.choice([101.0, 150.0, 255.0], size=max(1, m // 1000))
+    level[r.choice(m, size=max(1, m // 5000), replace=False)] = np.nan
+    mv_dev = np.isin(dev, np.array([d.device_id for d in devices[::5]]))
+    volt = np.where(mv_dev & (r.random(m) < 0.5), volt * 1000.0, volt)
+    volt[r.random(m) < 0.002] = 0.0
+    temp[r.random(m) < 0.001] = r.choice([-40.0, 125.0])
+    joined_null = r.random(m) < 0.004
+    for arr in (temp, volt, screen):
+        arr[joined_null] = np.nan
+    charger[joined_null] = None
+    upper = r.random(m) < 0.2
+    state[upper] = np.char.lower(state[upper].astype(str)).astype(object)
+    charger[upper & (charger != None)] = np.char.upper(charger[upper & (charger != None)].astype(str)).astype(object)  # noqa: E711
+
+    order = np.argsort(upload, kind="stable")
+    ids = np.arange(1, m + 1, dtype=np.int64)
+    pick = lambda a: a[order]  # noqa: E731
+    net = r.choice(np.array(["WIFI", "wifi", "lte", "LTE", "disconnected"], dtype=object), m)
+    cols: dict[str, pa.Array] = {
+        "id": pa.array(ids),
+        "device_id": pa.array(pick(dev)),
+        "timestamp": pa.array(pick(ts) * 1_000_000, type=pa.timestamp("us")),
+        "battery_state": pa.array(pick(state), type=pa.string()),
+        "battery_level": pa.array(pick(level), from_pandas=True),
+        "timezone": pa.array(pick(tz), type=pa.string()),
+        "country_code": pa.array(r.choice(np.array(["us", "pt", "de", "br", "Unknown"], dtype=object), m), type=pa.string()),
+        "memory_active": pa.array(r.integers(500_000, 2_000_000, m)),
+        "memory_inactive": pa.array(r.integers(200_000, 900_000, m)),
+        "memory_free": pa.array(np.full(m, 3_800_000, dtype=np.int64)),
+        "memory_user": pa.array(r.integers(100_000, 400_000, m)),
+        "charger": pa.array(pick(charger), type=pa.string()),
+        "health": pa.array(np.full(m, "Good", dtype=object), type=pa.string()),
+        "voltage": pa.array(pick(volt), from_pandas=True),
+        "temperature": pa.array(pick(temp), from_pandas=True),
+        "usage": pa.array(np.round(r.random(m), 3)),
+        "up_time": pa.array(np.round(r.uniform(0, 1e6, m))),
+        "sleep_time": pa.array(np.round(r.uniform(0, 5e5, m))),
+        "network_status": pa.array(np.full(m, "connected", dtype=object), type=pa.string()),
+        "network_type": pa.array(net, type=pa.string()),
+        "mobile_network_type": pa.array(np.full(m, "lte", dtype=object), type=pa.string()),
+        "mobile_data_status": pa.array(np.full(m, "connected", dtype=object), type=pa.string()),
+        "mobile_data_activity": pa.array(np.full(m, "none", dtype=object), type=pa.string()),
+        "wifi_status": pa.array(np.full(m, "enabled", dtype=object), type=pa.string()),
+        "wifi_signal_strength": pa.array(np.round(r.uniform(-90, -30, m))),
+        "wifi_link_speed": pa.array(r.choice([-1.0, 72.0, 144.0, 433.0], m)),
+        "screen_on": pa.array(pick(screen), from_pandas=True).cast(pa.int64()),
+        "screen_brightness": pa.array(r.integers(-1, 256, m)),
+    }
+    for name in ("roaming_enabled", "bluetooth_enabled", "location_enabled", "power_saver_enabled", "nfc_enabled", "developer_mode"):
+        cols[name] = pa.array(r.choice([0.0, 1.0], m))
+    for name, hi in (("free", 20000.0), ("total", 64000.0), ("free_system", 800.0), ("total_system", 4000.0)):
+        cols[name] = pa.array(np.round(r.uniform(0, hi, m), 1))
+    return pa.table(cols)
+
+
+def write_synthetic_dump(out_dir, opts: SynthOptions | None = None) -> list:
+    """Simulate ``opts.n_devices`` devices and write the requested layouts under ``out_dir``."""
+    from flamingo_sim.traces.synth_write import write_layouts
+
+    opts = opts or SynthOptions()
+    devices = [simulate_device(opts.first_device_id + i, kind_of(i), opts.seed) for i in range(opts.n_devices)]
+    table = samples_table(devices, opts.seed)
+    return write_layouts(out_dir, table, devices, opts)

@@ -1,0 +1,139 @@
+"""Bad input: one clear line on stderr, exit status 2, no traceback, no partial output."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from flamingo_sim.cli import main
+from trace_helpers import regular_device, table_of
+
+
+def _run(capsys, *args):
+    rc = main(["prep-traces", *map(str, args)])
+    err = capsys.readouterr().err.strip()
+    return rc, err
+
+
+def _assert_one_line_error(rc, err, *fragments):
+    assert rc == 2
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("flamingo-sim prep-traces: error: ")
+    assert "Traceback" not in err
+    for frag in fragments:
+        assert frag in lines[0], (frag, lines[0])
+
+
+@pytest.fixture
+def good_table():
+    return table_of([regular_device(1, 29, 120), regular_device(2, 29, 120)])
+
+
+def test_missing_file(tmp_path, capsys):
+    rc, err = _run(capsys, tmp_path / "nope.parquet", "--out", tmp_path / "out")
+    _assert_one_line_error(rc, err, "nope.parquet: not found")
+    assert not (tmp_path / "out").exists()
+
+
+def test_empty_parquet_and_empty_csv(tmp_path, capsys):
+    (tmp_path / "e.parquet").write_bytes(b"")
+    rc, err = _run(capsys, tmp_path / "e.parquet", "--out", tmp_path / "out")
+    _assert_one_line_error(rc, err, "e.parquet: empty file; expected a parquet file")
+    (tmp_path / "samples.csv").write_text("")
+    rc, err = _run(capsys, tmp_path / "samples.csv", "--out", tmp_path / "out")
+    _assert_one_line_error(rc, err, "samples.csv: empty file; expected a header line")
+    assert not (tmp_path / "out").exists()
+
+
+def test_truncated_and_corrupt_parquet(tmp_path, capsys, good_table):
+    pq.write_table(good_table, tmp_path / "g.parquet")
+    data = (tmp_path / "g.parquet").read_bytes()
+    (tmp_path / "t.parquet").write_bytes(data[: len(data) // 2])
+    rc, err = _run(capsys, tmp_path / "t.parquet", "--out", tmp_path / "out")
+    _assert_one_line_error(rc, err, "t.parquet: not a readable parquet file", "truncated or corrupt?")
+    (tmp_path / "c.parquet").write_bytes(b"PAR1" + bytes(range(256)) * 20 + b"PAR1")
+    rc, err = _run(capsys, tmp_path / "c.parquet", "--out", tmp_path / "out")
+    _assert_one_line_error(rc, err, "c.parquet: ", "truncated or corrupt?")
+    assert not (tmp_path / "out").exists()
+
+
+def test_corrupt_part_in_parts_dir_leaves_no_output(tmp_path, capsys, good_table):
+    parts = tmp_path / "dump" / "samples"
+    parts.mkdir(parents=True)
+    pq.write_table(good_table, parts / "part-0000.parquet")
+    (parts / "part-0001.parquet").write_bytes(b"garbage")
+    rc, err = _run(capsys, tmp_path / "dump", "--out", tmp_path / "out")
+    _assert_one_line_error(rc, err, "part-0001.parquet: not a readable parquet file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_csv_with_shifted_row(tmp_path, capsys):
+    lines = ["id;device_id;timestamp;battery_level;timezone"]
+    d = regular_device(1, 29, 120)
+    for i, (t, lv) in enumerate(zip(d["ts"], d["level"])):
+        stamp = np.datetime64(int(t), "s").astype(str).replace("T", " ")
+        lines.append(f"{i};1;{stamp};{lv:g};Europe/Lisbon")
+    lines[5] = lines[5].replace("Europe/Lisbon", "Europe;Lisbon")
+    (tmp_path / "samples.csv").write_text("\n".join(lines) + "\n")
+    # default: counted, not fatal
+    rc, _ = _run(capsys, tmp_path / "samples.csv", "--out", tmp_path / "ok", "--max-date", "2026-01-01", "--devices", "1")
+    assert rc == 0
+    import json
+    assert json.loads((tmp_path / "ok" / "report.json").read_text())["drops"]["shifted_row"] == 1
+    # strict: one clear line naming file and line
+    rc, err = _run(capsys, tmp_path / "samples.csv", "--out", tmp_path / "out", "--max-shifted-frac", "0")
+    _assert_one_line_error(rc, err, "samples.csv: line 6: wrong number of fields (1 of 3481 rows", "expected 5 ';'-separated fields")
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_required_column(tmp_path, capsys, good_table):
+    pq.write_table(good_table.drop_columns(["battery_level"]), tmp_path / "m.parquet")
+    rc, err = _run(capsys, tmp_path / "m.parquet", "--out", tmp_path / "out")
+    _assert_one_line_error(rc, err, "m.parquet: missing required column(s) battery_level; expected device_id, timestamp, battery_level")
+    assert not (tmp_path / "out").exists()
+
+
+def test_wrong_dtype(tmp_path, capsys, good_table):
+    bad = good_table.set_column(3, "battery_level", pa.array(np.zeros(good_table.num_rows, dtype="datetime64[ms]")))
+    pq.write_table(bad, tmp_path / "w.parquet")
+    rc, err = _run(capsys, tmp_path / "w.parquet", "--out", tmp_path / "out")
+    _assert_one_line_error(rc, err, "w.parquet: column battery_level has type timestamp[ms]; expected a number")
+
+
+def test_every_device_filtered_out(tmp_path, capsys, good_table):
+    pq.write_table(good_table, tmp_path / "g.parquet")
+    rc, err = _run(capsys, tmp_path / "g.parquet", "--out", tmp_path / "out", "--min-days", "30", "--max-date", "2026-01-01")
+    _assert_one_line_error(rc, err, "every device filtered out: 0 of 2 devices pass all criteria",
+                           "passing each: min_days 0, min_samples_per_day 2, max_gap 2, max_long_gaps 2")
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_valid_rows(tmp_path, capsys, good_table):
+    pq.write_table(good_table, tmp_path / "g.parquet")
+    rc, err = _run(capsys, tmp_path / "g.parquet", "--out", tmp_path / "out", "--max-date", "2018-01-01")
+    _assert_one_line_error(rc, err, "no valid rows (6962 read; dropped: timestamp_in_future 6962)")
+
+
+def test_failed_run_keeps_previous_output(tmp_path, capsys, good_table):
+    pq.write_table(good_table, tmp_path / "g.parquet")
+    rc, _ = _run(capsys, tmp_path / "g.parquet", "--out", tmp_path / "out", "--max-date", "2026-01-01")
+    assert rc == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    rc, err = _run(capsys, tmp_path / "g.parquet", "--out", tmp_path / "out", "--min-days", "99", "--max-date", "2026-01-01")
+    assert rc == 2
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging leftovers
+    shutil.rmtree(tmp_path / "out")
+
+
+def test_bad_option_values(tmp_path, capsys, good_table):
+    pq.write_table(good_table, tmp_path / "g.parquet")
+    rc, err = _run(capsys, tmp_path / "g.parquet", "--max-date", "yesterday")
+    _assert_one_line_error(rc, err, "--max-date yesterday: expected a date YYYY-MM-DD")
+    rc, err = _run(capsys, tmp_path / "g.parquet", "--devices", "0")
+    _assert_one_line_error(rc, err, "--devices 0: expected at least 1")

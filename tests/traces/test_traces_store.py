@@ -1,0 +1,95 @@
+"""ClientTraces lookups (shift arithmetic, cyclic replay, padding) and the on-disk round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flamingo_sim.errors import InputDataError
+from flamingo_sim.traces.shipped import SHIPPED_DIR, make_shipped
+from flamingo_sim.traces.store import ClientTraces, DeviceSeries, load_client_traces, write_trace_set
+
+
+def _two_devices(tmp_path):
+    # device 7: 6 steps 10,20,...,60 starting 2019-01-01 00:00; device 3: 4 steps 1..4 starting 01:00
+    a = DeviceSeries(7, 1546300800, np.arange(10, 70, 10, dtype=np.float32), np.array([1, 1, 1, 1, 1, 1], np.int8),
+                     {"temperature_c": np.arange(6, dtype=np.float32)})
+    b = DeviceSeries(3, 1546304400, np.array([4, 3, 2, 1], np.float32), np.array([-1, -1, -1, -1], np.int8),
+                     {"temperature_c": np.full(4, 30.0, np.float32)})
+    write_trace_set(tmp_path / "ts", [a, b], n_shifts=2, report={"n_clients": 4})
+    return load_client_traces(tmp_path / "ts")
+
+
+def test_round_trip_orders_devices_and_clients(tmp_path):
+    ct = _two_devices(tmp_path)
+    assert ct.step_s == 600
+    assert ct.device_ids.tolist() == [3, 7]
+    assert ct.device_length.tolist() == [4, 6]
+    assert ct.device_start_s.tolist() == [1546304400, 1546300800]
+    # clients: i * n_shifts + k views device i (sorted by id) shifted by k hours
+    assert ct.client_ids.tolist() == [0, 1, 2, 3]
+    assert ct.client_device.tolist() == [0, 0, 1, 1]
+    assert ct.shift_s.tolist() == [0, 3600, 0, 3600]
+    assert ct.level_pct.dtype == np.float32 and ct.state.dtype == np.int8
+    assert ct.n_clients == 4 and ct.n_devices == 2 and ct.n_steps == 6
+
+
+def test_short_device_is_padded_cyclically(tmp_path):
+    ct = _two_devices(tmp_path)
+    assert ct.level_pct[0].tolist() == [4, 3, 2, 1, 4, 3]
+    assert ct.state[0].tolist() == [-1, -1, -1, -1, -1, -1]
+    assert ct.extras["temperature_c"][1].tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_index_at_shift_and_wrap(tmp_path):
+    ct = _two_devices(tmp_path)
+    # t = 1199 s: step 1; a 1-hour shift adds 6 steps; modulo each device's own length.
+    # client0: 1 % 4 = 1; client1: 7 % 4 = 3; client2: 1 % 6 = 1; client3: 7 % 6 = 1
+    assert ct.index_at(1199.0).tolist() == [1, 3, 1, 1]
+    assert ct.level_at(1199.0).tolist() == [3.0, 1.0, 20.0, 20.0]
+    assert ct.state_at(0.0).tolist() == [-1, -1, 1, 1]
+    assert ct.extra_at("temperature_c", 1200.0).tolist() == [30.0, 30.0, 2.0, 2.0]
+    assert ct.extra_at("voltage_v", 0.0) is None
+    # a shift of k hours at t is the unshifted client at t + k h
+    for t in (0.0, 600.0, 5000.0, 123456.0):
+        assert ct.level_at(t)[1] == ct.level_at(t + 3600)[0]
+
+
+def test_horizon_is_shortest_span_minus_largest_shift(tmp_path):
+    ct = _two_devices(tmp_path)
+    assert ct.horizon_s == 4 * 600 - 3600
+    sub = ct.subset([2])  # only device 7, shift 0
+    assert sub.n_clients == 1 and sub.horizon_s == 6 * 600
+    assert sub.level_at(600.0).tolist() == [20.0]
+
+
+def test_constructor_rejects_mismatched_shapes():
+    lv = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match="state must have the shape"):
+        ClientTraces(600, np.array([1, 2]), lv, np.zeros((2, 2), np.int8), {}, np.array([0]), np.array([0]), np.array([0]))
+
+
+def test_loader_errors_are_one_line(tmp_path):
+    with pytest.raises(InputDataError, match=r"devices.parquet: not found; expected a prep-traces output directory"):
+        load_client_traces(tmp_path)
+
+
+def test_shipped_trace_set_loads_with_2400_clients():
+    ct = load_client_traces(SHIPPED_DIR)
+    assert ct.n_clients == 2400 and ct.n_devices == 100
+    assert set(np.unique(ct.shift_s // 3600)) == set(range(24))
+    assert ct.device_length.min() * 600 >= 28 * 86400
+    assert set(ct.extras) == {"screen_on_frac", "temperature_c", "voltage_v", "charging"}
+    assert ct.horizon_s >= 28 * 86400 - 23 * 3600
+    level = ct.level_at(3 * 86400.0)
+    assert level.shape == (2400,) and level.dtype == np.float32
+    assert np.all((ct.level_pct >= 0) & (ct.level_pct <= 100))
+    assert set(np.unique(ct.state)) == {-1, 0, 1}
+    size = sum(p.stat().st_size for p in SHIPPED_DIR.iterdir())
+    assert size <= 8 * 1024 * 1024
+
+
+def test_shipped_trace_set_regenerates_bit_identically(tmp_path):
+    make_shipped(tmp_path / "again")
+    for name in ("devices.parquet", "clients.parquet", "report.json"):
+        assert (tmp_path / "again" / name).read_bytes() == (SHIPPED_DIR / name).read_bytes(), name
