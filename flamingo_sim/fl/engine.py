@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from flamingo_sim.devices.budget import EnergyBudget
+from flamingo_sim.devices.battery import EnergyBudget
 from flamingo_sim.devices.policies import TaskRequest
 from flamingo_sim.fl.aggregate import fedavg
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.population import Population
-from flamingo_sim.fl.rounds import DROP_REASONS, REASONS, settle_round
+from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, settle_round
 from flamingo_sim.fl.selection import Selector
 from flamingo_sim.fl.training import evaluate, train_cohort
 from flamingo_sim.rng import rng
@@ -181,6 +181,7 @@ class Simulation:
         drawn_j = np.zeros(pop.n_clients)
         drawn_j[chosen] = settled.energy_spent_j
         self._advance_budgets(t0, self.clock_s, drawn_j)
+        self.budget.online[chosen[settled.reason == BATTERY_EXHAUSTED]] = False  # ran flat: wait for a charge
         lost_now = self.trace_budget.online & ~self.budget.online
         self.ever_lost |= lost_now
         energy_j = float(settled.energy_spent_j.sum())

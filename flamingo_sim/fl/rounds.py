@@ -1,9 +1,9 @@
 """The rules of one round, as a pure function of the selected clients' priced tasks.
 
 FedScale's round model with Flamingo's energy budget: over-commit, let each client's policy
-accept or decline and price its task, drop those who decline, whose own training would drain
-their battery below the offline threshold before they finish, or whose trace takes them offline
-before they finish; keep the K fastest of the rest (and only those within the deadline, if one
+accept or decline and price its task, drop those who decline, whose trace alone takes them
+offline before they finish (the owner's own use), or whose training would drain their battery
+below the offline threshold before they finish; keep the K fastest of the rest (and only those within the deadline, if one
 is set); the round lasts until the last kept client finishes.
 
 Energy actually spent per client: the full task energy for a kept or trace-interrupted client;
@@ -66,12 +66,12 @@ def settle_round(
     reason = np.full(n, KEPT, dtype=np.int8)
     reason[~accepted] = DECLINED
     live = reason == KEPT
-    exhausted = live & (energy_j > spare)
-    reason[exhausted] = BATTERY_EXHAUSTED
-    live &= ~exhausted
     gone = live & ~np.asarray(online_at_finish, dtype=bool)
     reason[gone] = UNAVAILABLE
     live &= ~gone
+    exhausted = live & (energy_j > spare)
+    reason[exhausted] = BATTERY_EXHAUSTED
+    live &= ~exhausted
     stopped = live & interrupted
     reason[stopped] = INTERRUPTED
     live &= ~stopped

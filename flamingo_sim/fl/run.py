@@ -73,6 +73,8 @@ def run_experiment(
 
     from flamingo_sim.fl.setup import build_components, make_policy
 
+    for name in cfg.policies:  # fail on a bad policy before any heavy loading
+        make_policy(name, cfg)
     rows: list[dict[str, Any]] = []
     data_description = None
     for seed in cfg.seeds:

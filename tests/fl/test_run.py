@@ -1,0 +1,118 @@
+"""End to end: the shipped experiments scaled down, determinism, resume, and bad configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from flamingo_sim.cli import main
+from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.engine import Simulation
+from flamingo_sim.fl.run import run_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ["fl.rounds=4", "fl.participants_per_round=8", "fl.local_steps=4", "fl.eval_every=2", "data.proxy.n_clients=200"]
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch):
+    monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
+
+
+@pytest.mark.parametrize("name", ["openimage_mobilenet", "openimage_shufflenet", "speech_resnet34"])
+def test_shipped_experiment_runs_scaled_down(tmp_path, capsys, name):
+    out = tmp_path / "run"
+    assert main(["run", str(ROOT / "experiments" / f"{name}.yaml"), "--out", str(out), *sum((["--set", s] for s in SMALL), [])]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["experiment"] == name and "NOT real data" in summary["data"]
+    base, flam = summary["policies"]["baseline"], summary["policies"]["flamingo"]
+    for entry in (base, flam):
+        assert 0.0 < entry["final_accuracy"] <= 1.0
+        assert entry["total_energy_j"] > 0
+        assert entry["clients_lost"] >= 0
+    assert set(flam) >= {"time_to_target_s", "energy_to_target_j", "final_accuracy", "clients_lost", "speedup", "energy_efficiency"}
+    metrics = pd.read_parquet(out / "metrics.parquet")
+    assert len(metrics) == 8 and set(metrics["policy"]) == {"baseline", "flamingo"}
+    assert (metrics.groupby("policy")["time_s"].diff().dropna() > 0).all()  # the clock moves forward
+    assert (metrics["n_kept"] <= 8).all() and (metrics["n_selected"] <= 11).all()  # ceil(8 x 1.3)
+    baseline_rows = metrics[metrics["policy"] == "baseline"]
+    assert (baseline_rows["steps_4567"] == baseline_rows["n_kept"] * 4).all()  # the baseline always runs 4567
+    assert "baseline" in capsys.readouterr().out  # the summary table
+
+
+def test_same_config_and_seed_give_identical_results(tmp_path):
+    a = run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", out_dir=tmp_path / "a", overrides=SMALL, log=lambda m: None)
+    b = run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", out_dir=tmp_path / "b", overrides=SMALL, log=lambda m: None)
+    pd.testing.assert_frame_equal(a.metrics, b.metrics)
+    c = run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", out_dir=tmp_path / "c", overrides=SMALL + ["seeds=[1]"], log=lambda m: None)
+    assert not a.metrics["energy_cum_j"].equals(c.metrics["energy_cum_j"])
+
+
+def test_resume_after_interrupt_equals_uninterrupted(tmp_path, monkeypatch):
+    exp = ROOT / "experiments/openimage_mobilenet.yaml"
+    overrides = SMALL + ["fl.rounds=6", "checkpoint_every=2"]
+    whole = run_experiment(exp, out_dir=tmp_path / "whole", overrides=overrides, log=lambda m: None)
+
+    real_step = Simulation.step
+
+    def interrupted_step(self):  # Ctrl-C during flamingo's round 5
+        if self.policy_name == "flamingo" and self.round == 4:
+            raise KeyboardInterrupt
+        return real_step(self)
+
+    monkeypatch.setattr(Simulation, "step", interrupted_step)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(exp, out_dir=tmp_path / "cut", overrides=overrides, log=lambda m: None)
+    # the run directory is consistent: a readable metrics table up to the last checkpoint
+    partial = pd.read_parquet(tmp_path / "cut" / "metrics.parquet")
+    assert partial.groupby("policy")["round"].max().to_dict() == {"baseline": 6, "flamingo": 4}
+    assert not (tmp_path / "cut" / "summary.json").exists()
+    monkeypatch.setattr(Simulation, "step", real_step)
+
+    resumed = run_experiment(exp, out_dir=tmp_path / "cut", overrides=overrides, resume=True, log=lambda m: None)
+    pd.testing.assert_frame_equal(resumed.metrics, whole.metrics)
+    assert resumed.summary["policies"] == whole.summary["policies"]
+
+
+def write(tmp_path, text):
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "yaml_text, overrides, message",
+    [
+        ("name: x\nfl: {roundz: 3}\n", [], r"exp\.yaml: unknown key 'fl\.roundz'"),
+        ("name: x\ntraces: {path: /nonexistent/traces}\n", [], r"exp\.yaml: traces\.path: trace set '/nonexistent/traces' not found"),
+        ("name: x\nphones: {mix: {nokia_3310: 1.0}}\n", [], r"exp\.yaml: phones\.mix: unknown phone 'nokia_3310' \(known: galaxy_s10e"),
+        ("name: x\nmodel: vgg16\n", [], r"exp\.yaml: model: no profile of DNN model 'vgg16' for phone 'galaxy_tab_s6' \(profiled models: mobilenet_v2, resnet34, shufflenet_v2_x2\)"),
+        ("name: x\npolicies: [baseline, my_pkg.nope:Policy]\n", [], r"policy 'my_pkg\.nope:Policy': cannot import \(No module named 'my_pkg'\)"),
+        ("name: x\npolicies: [baseline, greedy]\n", [], r"policy 'greedy': expected one of baseline, flamingo"),
+        ("name: x\n", ["fl.rounds=zero"], r"exp\.yaml: fl\.rounds: expected an integer, got 'zero'"),
+        ("name: x\ndata: {root: /nonexistent/openimage, fallback: error}\n", [], r"data: the real openimage data is not available \(data\.root '/nonexistent/openimage' does not exist\)"),
+    ],
+)
+def test_bad_configs_give_one_clear_line(tmp_path, capsys, yaml_text, overrides, message):
+    import re
+
+    path = write(tmp_path, yaml_text)
+    args = ["run", str(path), "--out", str(tmp_path / "out")] + sum((["--set", s] for s in overrides), [])
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert re.search(message, err[-1]), err
+    assert "Traceback" not in "\n".join(err)
+
+
+def test_existing_run_directory_is_not_overwritten(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="exists and is not empty"):
+        run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", out_dir=out, overrides=SMALL)
+    assert (out / "keep.txt").read_text() == "mine"
+    with pytest.raises(ConfigError, match="--resume needs --out"):
+        run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", resume=True)
