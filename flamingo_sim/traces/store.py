@@ -4,7 +4,7 @@ A prepared trace set is a directory with three files:
 
 ``devices.parquet``
     One row per (device, 10-minute grid point): ``device_id`` int64, ``timestamp``
-    (timestamp[s, UTC], on the grid), ``battery_level_pct`` float32, ``battery_state`` int8
+    (UTC, on the grid; written as timestamp[s, UTC], which parquet stores as milliseconds), ``battery_level_pct`` float32, ``battery_state`` int8
     (+1 charging, 0 neither, -1 discharging) and optional float32 extras with units in their
     names (``screen_on_frac``, ``temperature_c``, ``voltage_v``, ``charging``).
     Rows are sorted by (device_id, timestamp); each device's grid is contiguous.

@@ -93,7 +93,7 @@ def simulate_device(device_id: int, kind: str, seed: int) -> DeviceSamples:
     habit = "topup" if kind == "many_gaps" else ("overnight" if r.random() < 0.6 else "topup")
     idle = r.uniform(0.8, 1.5) / 60.0  # percent per minute
     screen_rate = r.uniform(10.0, 18.0) / 60.0
-    charge = r.uniform(0.8, 1.6)
+    charge = r.uniform(0.5, 1.0)  # percent per minute (at most one 1 % step a minute)
     thr = r.uniform(15.0, 40.0)
     screen = _screen(r, n_min, tz_h, wake_h, sleep_h, heavy=r.uniform(2.5, 5.0))
     drain = (idle + screen * screen_rate) * r.uniform(0.7, 1.3, n_min)
