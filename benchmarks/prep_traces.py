@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from flamingo_sim.rng import rng
+from flamingo_sim.traces.clock import utc_to_lisbon_wall
 from flamingo_sim.traces.synth import kind_of, simulate_device
 
 REAL_ROWS = 49_296_315
@@ -119,7 +120,7 @@ def generate(out: Path, n_rows: int, n_parts: int, seed: int = 0, pool_size: int
         cols = {
             "id": pa.array(np.arange(bounds[p], bounds[p + 1], dtype=np.int64) + 1),
             "device_id": pa.array(rep_id[rep]),
-            "timestamp": pa.array(t * 1_000_000, type=pa.timestamp("us")),
+            "timestamp": pa.array(utc_to_lisbon_wall(t) * 1_000_000, type=pa.timestamp("us")),
             "battery_level": pa.array(level),
         }
         for name, values in strings.items():

@@ -6,6 +6,7 @@ A row is dropped for the *first* failing check, in this order (the reasons in ``
 ``null_timestamp``, ``unparseable_timestamp`` (incl. ``0000-00-00 00:00:00``),
 ``timestamp_before_min`` (before ``--min-date``, default 2017-10-15, e.g. 1970 clocks),
 ``timestamp_in_future`` (after ``--max-date``, default: now),
+(timestamps are first converted from the server clock to UTC, see :mod:`flamingo_sim.traces.clock`),
 ``null_battery_level``, ``malformed_level`` (unparseable, negative, above the scale's maximum).
 
 Duplicates on (device_id, timestamp) are dropped later, after the global sort
@@ -29,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flamingo_sim.errors import InputDataError
+from flamingo_sim.traces.clock import lisbon_wall_to_utc
 
 __all__ = ["Cleaner", "DROP_REASONS", "MIN_DATE"]
 
@@ -103,12 +105,15 @@ class Cleaner:
     min_s: int
     max_s: int
     level_scale: str = "auto"  # "auto" | "pct" | "fraction"
+    server_clock: str = "lisbon"  # "lisbon": Lisbon wall time from late 2018 on (see clock.py) | "utc"
     drops: Counter = field(default_factory=Counter)
     rows_in: int = 0
 
     def __post_init__(self) -> None:
         if self.level_scale not in ("auto", "pct", "fraction"):
             raise InputDataError(f"--level-scale {self.level_scale}: expected auto, pct or fraction")
+        if self.server_clock not in ("lisbon", "utc"):
+            raise InputDataError(f"--server-clock {self.server_clock}: expected lisbon or utc")
 
     @property
     def level_max(self) -> float:
@@ -135,6 +140,8 @@ class Cleaner:
         self._drop(keep, bad_dev, "malformed_device_id", count)
 
         ts, ts_null, ts_bad = _timestamps(table.column("timestamp"), f)
+        if self.server_clock == "lisbon":
+            ts = lisbon_wall_to_utc(ts)
         self._drop(keep, ts_null, "null_timestamp", count)
         self._drop(keep, ts_bad, "unparseable_timestamp", count)
         self._drop(keep, ts < self.min_s, "timestamp_before_min", count)

@@ -42,6 +42,7 @@ class PrepOptions:
     min_date: str = MIN_DATE
     max_date: str | None = None  # None: today (UTC) at the time of the run
     level_scale: str = "auto"
+    server_clock: str = "lisbon"
     max_shifted_frac: float = 0.01
     state_eps: float = 1e-4
     format: str | None = None
@@ -86,7 +87,7 @@ def prep_traces(
     max_s = _date_s(max_date, "--max-date") + 86399
     if max_s <= min_s:
         raise InputDataError(f"--max-date {max_date}: must be after --min-date {opts.min_date}")
-    cleaner = Cleaner(min_s=min_s, max_s=max_s, level_scale=opts.level_scale)
+    cleaner = Cleaner(min_s=min_s, max_s=max_s, level_scale=opts.level_scale, server_clock=opts.server_clock)
 
     # Pass 1: keys of all valid rows.
     parts: list[np.ndarray] = []
@@ -140,6 +141,7 @@ def prep_traces(
             "max_date": max_date,
             "step_s": STEP_S,
             "state_eps": opts.state_eps,
+            "server_clock": opts.server_clock,
             "max_shifted_frac": opts.max_shifted_frac,
         },
         "rows": {

@@ -17,7 +17,7 @@ Device kinds (``kind_of(i)``) are built to pass or to fail one selection criteri
 
 :func:`samples_table` then adds the dump's quirks: ids in server-insert order (rows unsorted
 by device and time), re-uploaded duplicates under new ids, 1970 clocks (the lowest ids, as in
-Kaggle part-0000), far-future clocks, levels above the maximum, millivolt and 0.0 voltages,
+Kaggle part-0000), far-future clocks, timestamps in Europe/Lisbon wall time, levels above the maximum, millivolt and 0.0 voltages,
 garbage temperatures, nulls in the joined columns, inconsistent string case; and the other
 38-column fields with plausible values. The layouts are written by
 :mod:`flamingo_sim.traces.synth_write`.
@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from flamingo_sim.rng import rng
+from flamingo_sim.traces.clock import utc_to_lisbon_wall
 
 __all__ = ["SynthOptions", "KINDS", "kind_of", "simulate_device", "samples_table", "write_synthetic_dump"]
 
@@ -233,7 +234,8 @@ def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
     cols: dict[str, pa.Array] = {
         "id": pa.array(ids),
         "device_id": pa.array(pick(dev)),
-        "timestamp": pa.array(pick(ts) * 1_000_000, type=pa.timestamp("us")),
+        # the server writes Europe/Lisbon wall time (GREENHUB.md quirk 3)
+        "timestamp": pa.array(utc_to_lisbon_wall(pick(ts)) * 1_000_000, type=pa.timestamp("us")),
         "battery_state": pa.array(pick(state), type=pa.string()),
         "battery_level": pa.array(pick(level), from_pandas=True),
         "timezone": pa.array(pick(tz), type=pa.string()),
