@@ -79,6 +79,9 @@ def prep_traces(
     opts = opts or PrepOptions()
     src = Source.open(input_path, opts.format, opts.max_shifted_frac)
     out = Path(out_dir) if out_dir is not None else default_out_dir(input_path)
+    o, i = out.resolve(), src.path.resolve()
+    if o == i or o in i.parents:
+        raise InputDataError(f"--out {out}: would replace the input {src.path}; choose another output directory")
     min_s = _date_s(opts.min_date, "--min-date")
     if opts.max_date is None:
         max_date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")

@@ -116,3 +116,27 @@ def test_level_scale_option_overrides_detection(hand_dump, tmp_path):
     with pytest.raises(InputDataError, match=r"no valid rows \(9079 read; dropped: malformed_level 9076, "):
         # read as a 0-1 fraction, every level (11..100) is above the maximum
         prep_traces(hand_dump, tmp_path / "f", PrepOptions(level_scale="fraction", max_date="2026-01-01"))
+
+
+def test_out_dir_may_not_replace_the_input(tmp_path, capsys):
+    (tmp_path / "dump" / "samples").mkdir(parents=True)
+    (tmp_path / "dump" / "samples" / "part-0000.parquet").write_bytes(b"x")
+    rc = main(["prep-traces", str(tmp_path / "dump"), "--out", str(tmp_path / "dump")])
+    assert rc == 2 and "would replace the input" in capsys.readouterr().err
+    assert (tmp_path / "dump" / "samples" / "part-0000.parquet").read_bytes() == b"x"
+
+
+def test_format_override(hand_dump, tmp_path, capsys):
+    rc = main(["prep-traces", str(hand_dump.parent), "--format", "csv-pages", "--out", str(tmp_path / "o")])
+    assert rc == 2 and "no sample files for --format csv-pages" in capsys.readouterr().err
+    rc = main(["prep-traces", str(hand_dump), "--format", "parquet", "--out", str(tmp_path / "o")])
+    assert rc == 2 and "samples.csv: not a readable parquet file" in capsys.readouterr().err
+    rc = main(["prep-traces", str(hand_dump), "--format", "csv", "--out", str(tmp_path / "o"), "--max-date", "2026-01-01"])
+    assert rc == 0
+
+
+def test_public_api_is_exported():
+    import flamingo_sim.traces as traces
+
+    assert traces.load_client_traces is load_client_traces
+    assert traces.SHIPPED_DIR.name == "synthetic"
