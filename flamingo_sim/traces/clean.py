@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.traces.clock import lisbon_wall_to_utc
 
-__all__ = ["Cleaner", "DROP_REASONS", "MIN_DATE"]
+__all__ = ["Cleaner", "DROP_REASONS", "MIN_DATE", "clean_extras", "parse_numeric"]
 
 DROP_REASONS = (
     "null_device_id",
@@ -50,7 +50,7 @@ _MAX_DEVICE_ID = 2**31 - 1
 _TS_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
 
 
-def _numeric(col: pa.ChunkedArray, name: str, f: Path) -> tuple[np.ndarray, np.ndarray]:
+def parse_numeric(col: pa.ChunkedArray, name: str, f: Path) -> tuple[np.ndarray, np.ndarray]:
     """(values as float64 with NaN for null/unparseable, raw-null mask)."""
     null = col.is_null().to_numpy(zero_copy_only=False)
     t = col.type
@@ -134,7 +134,7 @@ class Cleaner:
         if count:
             self.rows_in += n
         keep = np.ones(n, dtype=bool)
-        dev_f, dev_null = _numeric(table.column("device_id"), "device_id", f)
+        dev_f, dev_null = parse_numeric(table.column("device_id"), "device_id", f)
         self._drop(keep, dev_null, "null_device_id", count)
         bad_dev = np.isnan(dev_f) | (dev_f < 0) | (dev_f > _MAX_DEVICE_ID) | (np.floor(np.nan_to_num(dev_f)) != dev_f)
         self._drop(keep, bad_dev, "malformed_device_id", count)
@@ -147,7 +147,7 @@ class Cleaner:
         self._drop(keep, ts < self.min_s, "timestamp_before_min", count)
         self._drop(keep, ts > self.max_s, "timestamp_in_future", count)
 
-        lvl, lvl_null = _numeric(table.column("battery_level"), "battery_level", f)
+        lvl, lvl_null = parse_numeric(table.column("battery_level"), "battery_level", f)
         self._drop(keep, lvl_null, "null_battery_level", count)
         if self.level_scale == "auto":
             ok = lvl[keep & ~np.isnan(lvl)]
@@ -163,7 +163,7 @@ class Cleaner:
             "level_pct": lvl[keep] * (100.0 / self.level_max),
         }
         if "id" in table.column_names:  # per-table dumps: the key of battery_details.sample_id
-            out["sample_id"] = _numeric(table.column("id"), "id", f)[0][keep]
+            out["sample_id"] = parse_numeric(table.column("id"), "id", f)[0][keep]
         if extras:
             out.update(clean_extras(table, keep, f))
         return out
@@ -174,14 +174,14 @@ def clean_extras(table: pa.Table, keep: np.ndarray, f: Path) -> dict[str, np.nda
     out: dict[str, np.ndarray] = {}
     names = table.column_names
     if "screen_on" in names:
-        v, _ = _numeric(table.column("screen_on"), "screen_on", f)
+        v, _ = parse_numeric(table.column("screen_on"), "screen_on", f)
         out["screen_on"] = np.where((v == 0) | (v == 1), v, np.nan)[keep]
     if "temperature" in names:
-        v, _ = _numeric(table.column("temperature"), "temperature", f)
+        v, _ = parse_numeric(table.column("temperature"), "temperature", f)
         with np.errstate(invalid="ignore"):
             out["temperature_c"] = np.where((v >= -20) & (v <= 80), v, np.nan)[keep]
     if "voltage" in names:
-        v, _ = _numeric(table.column("voltage"), "voltage", f)
+        v, _ = parse_numeric(table.column("voltage"), "voltage", f)
         with np.errstate(invalid="ignore"):
             v = np.where(v > 1000, v / 1000.0, v)
             out["voltage_v"] = np.where((v >= 2.5) & (v <= 5.0), v, np.nan)[keep]

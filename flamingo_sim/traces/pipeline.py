@@ -13,7 +13,7 @@ Two passes keep memory bounded by the dump's (device, time) pairs, never its ful
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.io import progress
-from flamingo_sim.traces.clean import DROP_REASONS, MIN_DATE, Cleaner, clean_extras
+from flamingo_sim.traces.clean import DROP_REASONS, MIN_DATE, Cleaner, clean_extras, parse_numeric
 from flamingo_sim.traces.readers import OPTIONAL, REQUIRED, Source
 from flamingo_sim.traces.resample import resample_device
 from flamingo_sim.traces.select import Criteria, choose, device_stats, evaluate, pack_keys, sort_dedup
@@ -174,12 +174,10 @@ def prep_traces(
 def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts: PrepOptions) -> tuple[list[DeviceSeries], list[str]]:
     import pyarrow as pa
 
-    from flamingo_sim.traces.clean import _numeric
-
     want = list(REQUIRED) + list(OPTIONAL) + (["id"] if src.detail_files else [])
     chunks: list[dict[str, np.ndarray]] = []
     for f, table in progress(src.scan(want), desc="pass 2/2 (resample)", unit="chunk"):
-        dev, _ = _numeric(table.column("device_id"), "device_id", f)
+        dev, _ = parse_numeric(table.column("device_id"), "device_id", f)
         mask = np.isin(dev, selected)
         if not mask.any():
             continue
@@ -218,15 +216,13 @@ def _join_details(src: Source, cols: dict[str, np.ndarray]) -> None:
     """Fill temperature/voltage/charger of the kept rows from battery_details (by sample_id)."""
     import pyarrow as pa
 
-    from flamingo_sim.traces.clean import _numeric
-
     sid = cols["sample_id"]
     order = np.argsort(sid, kind="stable")
     sorted_sid = sid[order]
     n = sid.size
     joined = {k: np.full(n, np.nan) for k in ("temperature_c", "voltage_v", "charging")}
     for f, table in src.scan_details(["temperature", "voltage", "charger"]):
-        d_sid, _ = _numeric(table.column("sample_id"), "sample_id", f)
+        d_sid, _ = parse_numeric(table.column("sample_id"), "sample_id", f)
         mask = np.isin(d_sid, sorted_sid)
         if not mask.any():
             continue

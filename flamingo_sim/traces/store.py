@@ -146,7 +146,7 @@ class ClientTraces:
         )
 
 
-def _require(path: Path, table: Any, columns: Mapping[str, str]) -> None:
+def _require(path: Path, table: Any, columns: tuple[str, ...]) -> None:
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise InputDataError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
@@ -172,8 +172,8 @@ def load_client_traces(path: str | Path) -> ClientTraces:
         cli = pq.read_table(cli_path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputDataError(f"{path}: cannot read trace set ({exc})") from None
-    _require(dev_path, dev, {"device_id": "", "timestamp": "", "battery_level_pct": "", "battery_state": ""})
-    _require(cli_path, cli, {"client_id": "", "device_id": "", "shift_h": ""})
+    _require(dev_path, dev, ("device_id", "timestamp", "battery_level_pct", "battery_state"))
+    _require(cli_path, cli, ("client_id", "device_id", "shift_h"))
 
     dev_ids_rows = dev.column("device_id").to_numpy().astype(np.int64)
     ts = dev.column("timestamp").cast(pa.timestamp("s", tz="UTC")).cast(pa.int64()).to_numpy()

@@ -26,6 +26,7 @@ garbage temperatures, nulls in the joined columns, inconsistent string case; and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -269,7 +270,7 @@ def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
     return pa.table(cols)
 
 
-def write_synthetic_dump(out_dir, opts: SynthOptions | None = None) -> list:
+def write_synthetic_dump(out_dir: str | Path, opts: SynthOptions | None = None) -> list[Path]:
     """Simulate ``opts.n_devices`` devices and write the requested layouts under ``out_dir``."""
     from flamingo_sim.traces.synth_write import write_layouts
 

@@ -14,7 +14,7 @@ from flamingo_sim.errors import InputDataError
 from flamingo_sim.traces.pipeline import PrepOptions, default_out_dir, prep_traces
 from flamingo_sim.traces.select import Criteria
 from flamingo_sim.traces.store import load_client_traces
-from trace_helpers import DAY, T0
+from trace_helpers import T0
 
 N = 29 * 144 + 1  # 29 days of 10-minute samples
 

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from flamingo_sim.cli import main
-from flamingo_sim.traces.synth import SynthOptions, kind_of, samples_table, simulate_device
+from flamingo_sim.traces.synth import kind_of, samples_table, simulate_device
 
 
 @pytest.fixture(scope="module")
