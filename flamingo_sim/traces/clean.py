@@ -6,6 +6,7 @@ A row is dropped for the *first* failing check, in this order (the reasons in ``
 ``null_timestamp``, ``unparseable_timestamp`` (incl. ``0000-00-00 00:00:00``),
 ``timestamp_before_min`` (before ``--min-date``, default 2017-10-15, e.g. 1970 clocks),
 ``timestamp_in_future`` (after ``--max-date``, default: now),
+(timestamps are first converted from the server clock to UTC, see :mod:`flamingo_sim.traces.clock`),
 ``null_battery_level``, ``malformed_level`` (unparseable, negative, above the scale's maximum).
 
 Duplicates on (device_id, timestamp) are dropped later, after the global sort
@@ -29,8 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flamingo_sim.errors import InputDataError
+from flamingo_sim.traces.clock import lisbon_wall_to_utc
 
-__all__ = ["Cleaner", "DROP_REASONS", "MIN_DATE"]
+__all__ = ["Cleaner", "DROP_REASONS", "MIN_DATE", "clean_extras", "parse_numeric"]
 
 DROP_REASONS = (
     "null_device_id",
@@ -48,7 +50,7 @@ _MAX_DEVICE_ID = 2**31 - 1
 _TS_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
 
 
-def _numeric(col: pa.ChunkedArray, name: str, f: Path) -> tuple[np.ndarray, np.ndarray]:
+def parse_numeric(col: pa.ChunkedArray, name: str, f: Path) -> tuple[np.ndarray, np.ndarray]:
     """(values as float64 with NaN for null/unparseable, raw-null mask)."""
     null = col.is_null().to_numpy(zero_copy_only=False)
     t = col.type
@@ -103,12 +105,15 @@ class Cleaner:
     min_s: int
     max_s: int
     level_scale: str = "auto"  # "auto" | "pct" | "fraction"
+    server_clock: str = "lisbon"  # "lisbon": Lisbon wall time from late 2018 on (see clock.py) | "utc"
     drops: Counter = field(default_factory=Counter)
     rows_in: int = 0
 
     def __post_init__(self) -> None:
         if self.level_scale not in ("auto", "pct", "fraction"):
             raise InputDataError(f"--level-scale {self.level_scale}: expected auto, pct or fraction")
+        if self.server_clock not in ("lisbon", "utc"):
+            raise InputDataError(f"--server-clock {self.server_clock}: expected lisbon or utc")
 
     @property
     def level_max(self) -> float:
@@ -129,18 +134,20 @@ class Cleaner:
         if count:
             self.rows_in += n
         keep = np.ones(n, dtype=bool)
-        dev_f, dev_null = _numeric(table.column("device_id"), "device_id", f)
+        dev_f, dev_null = parse_numeric(table.column("device_id"), "device_id", f)
         self._drop(keep, dev_null, "null_device_id", count)
         bad_dev = np.isnan(dev_f) | (dev_f < 0) | (dev_f > _MAX_DEVICE_ID) | (np.floor(np.nan_to_num(dev_f)) != dev_f)
         self._drop(keep, bad_dev, "malformed_device_id", count)
 
         ts, ts_null, ts_bad = _timestamps(table.column("timestamp"), f)
+        if self.server_clock == "lisbon":
+            ts = lisbon_wall_to_utc(ts)
         self._drop(keep, ts_null, "null_timestamp", count)
         self._drop(keep, ts_bad, "unparseable_timestamp", count)
         self._drop(keep, ts < self.min_s, "timestamp_before_min", count)
         self._drop(keep, ts > self.max_s, "timestamp_in_future", count)
 
-        lvl, lvl_null = _numeric(table.column("battery_level"), "battery_level", f)
+        lvl, lvl_null = parse_numeric(table.column("battery_level"), "battery_level", f)
         self._drop(keep, lvl_null, "null_battery_level", count)
         if self.level_scale == "auto":
             ok = lvl[keep & ~np.isnan(lvl)]
@@ -156,7 +163,7 @@ class Cleaner:
             "level_pct": lvl[keep] * (100.0 / self.level_max),
         }
         if "id" in table.column_names:  # per-table dumps: the key of battery_details.sample_id
-            out["sample_id"] = _numeric(table.column("id"), "id", f)[0][keep]
+            out["sample_id"] = parse_numeric(table.column("id"), "id", f)[0][keep]
         if extras:
             out.update(clean_extras(table, keep, f))
         return out
@@ -167,14 +174,14 @@ def clean_extras(table: pa.Table, keep: np.ndarray, f: Path) -> dict[str, np.nda
     out: dict[str, np.ndarray] = {}
     names = table.column_names
     if "screen_on" in names:
-        v, _ = _numeric(table.column("screen_on"), "screen_on", f)
+        v, _ = parse_numeric(table.column("screen_on"), "screen_on", f)
         out["screen_on"] = np.where((v == 0) | (v == 1), v, np.nan)[keep]
     if "temperature" in names:
-        v, _ = _numeric(table.column("temperature"), "temperature", f)
+        v, _ = parse_numeric(table.column("temperature"), "temperature", f)
         with np.errstate(invalid="ignore"):
             out["temperature_c"] = np.where((v >= -20) & (v <= 80), v, np.nan)[keep]
     if "voltage" in names:
-        v, _ = _numeric(table.column("voltage"), "voltage", f)
+        v, _ = parse_numeric(table.column("voltage"), "voltage", f)
         with np.errstate(invalid="ignore"):
             v = np.where(v > 1000, v / 1000.0, v)
             out["voltage_v"] = np.where((v >= 2.5) & (v <= 5.0), v, np.nan)[keep]

@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-date", default="2017-10-15", help="drop samples before this date (UTC)")
     p.add_argument("--max-date", default=None, help="drop samples after this date (UTC; default today)")
     p.add_argument("--level-scale", default="auto", choices=["auto", "pct", "fraction"], help="battery_level scale")
+    p.add_argument("--server-clock", default="lisbon", choices=["lisbon", "utc"],
+                   help="timestamps are Europe/Lisbon wall time from 2018-10-28 on (GreenHub server; default) or all UTC")
     p.add_argument("--max-shifted-frac", type=float, default=0.01,
                    help="CSV rows with the wrong field count are skipped and counted; fail when a file has more than this share")
     p.set_defaults(func=_prep)
@@ -70,6 +72,7 @@ def _prep(args: argparse.Namespace) -> int:
         min_date=args.min_date,
         max_date=args.max_date,
         level_scale=args.level_scale,
+        server_clock=args.server_clock,
         max_shifted_frac=args.max_shifted_frac,
         format=args.format,
     )

@@ -13,7 +13,7 @@ Two passes keep memory bounded by the dump's (device, time) pairs, never its ful
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.io import progress
-from flamingo_sim.traces.clean import DROP_REASONS, MIN_DATE, Cleaner, clean_extras
+from flamingo_sim.traces.clean import DROP_REASONS, MIN_DATE, Cleaner, clean_extras, parse_numeric
 from flamingo_sim.traces.readers import OPTIONAL, REQUIRED, Source
 from flamingo_sim.traces.resample import resample_device
 from flamingo_sim.traces.select import Criteria, choose, device_stats, evaluate, pack_keys, sort_dedup
@@ -42,6 +42,7 @@ class PrepOptions:
     min_date: str = MIN_DATE
     max_date: str | None = None  # None: today (UTC) at the time of the run
     level_scale: str = "auto"
+    server_clock: str = "lisbon"
     max_shifted_frac: float = 0.01
     state_eps: float = 1e-4
     format: str | None = None
@@ -78,6 +79,9 @@ def prep_traces(
     opts = opts or PrepOptions()
     src = Source.open(input_path, opts.format, opts.max_shifted_frac)
     out = Path(out_dir) if out_dir is not None else default_out_dir(input_path)
+    o, i = out.resolve(), src.path.resolve()
+    if o == i or o in i.parents:
+        raise InputDataError(f"--out {out}: would replace the input {src.path}; choose another output directory")
     min_s = _date_s(opts.min_date, "--min-date")
     if opts.max_date is None:
         max_date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
@@ -86,7 +90,7 @@ def prep_traces(
     max_s = _date_s(max_date, "--max-date") + 86399
     if max_s <= min_s:
         raise InputDataError(f"--max-date {max_date}: must be after --min-date {opts.min_date}")
-    cleaner = Cleaner(min_s=min_s, max_s=max_s, level_scale=opts.level_scale)
+    cleaner = Cleaner(min_s=min_s, max_s=max_s, level_scale=opts.level_scale, server_clock=opts.server_clock)
 
     # Pass 1: keys of all valid rows.
     parts: list[np.ndarray] = []
@@ -140,6 +144,7 @@ def prep_traces(
             "max_date": max_date,
             "step_s": STEP_S,
             "state_eps": opts.state_eps,
+            "server_clock": opts.server_clock,
             "max_shifted_frac": opts.max_shifted_frac,
         },
         "rows": {
@@ -169,12 +174,10 @@ def prep_traces(
 def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts: PrepOptions) -> tuple[list[DeviceSeries], list[str]]:
     import pyarrow as pa
 
-    from flamingo_sim.traces.clean import _numeric
-
     want = list(REQUIRED) + list(OPTIONAL) + (["id"] if src.detail_files else [])
     chunks: list[dict[str, np.ndarray]] = []
     for f, table in progress(src.scan(want), desc="pass 2/2 (resample)", unit="chunk"):
-        dev, _ = _numeric(table.column("device_id"), "device_id", f)
+        dev, _ = parse_numeric(table.column("device_id"), "device_id", f)
         mask = np.isin(dev, selected)
         if not mask.any():
             continue
@@ -213,15 +216,13 @@ def _join_details(src: Source, cols: dict[str, np.ndarray]) -> None:
     """Fill temperature/voltage/charger of the kept rows from battery_details (by sample_id)."""
     import pyarrow as pa
 
-    from flamingo_sim.traces.clean import _numeric
-
     sid = cols["sample_id"]
     order = np.argsort(sid, kind="stable")
     sorted_sid = sid[order]
     n = sid.size
     joined = {k: np.full(n, np.nan) for k in ("temperature_c", "voltage_v", "charging")}
     for f, table in src.scan_details(["temperature", "voltage", "charger"]):
-        d_sid, _ = _numeric(table.column("sample_id"), "sample_id", f)
+        d_sid, _ = parse_numeric(table.column("sample_id"), "sample_id", f)
         mask = np.isin(d_sid, sorted_sid)
         if not mask.any():
             continue

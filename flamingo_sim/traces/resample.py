@@ -122,6 +122,8 @@ def resample_device(
     ``voltage_v``, ``charging``; outputs are named as in :data:`~flamingo_sim.traces.store.EXTRA_COLUMNS`.
     """
     grid = make_grid(int(ts_s[0]), int(ts_s[-1]), step_s)
+    if grid.size == 0:  # a device sampled within one slot (only with relaxed criteria): one grid point
+        grid = np.array([int(ts_s[0]) // step_s * step_s], dtype=np.int64)
     level = pchip_level(ts_s, level_pct, grid)
     out: dict[str, np.ndarray] = {}
     for name, values in (extras or {}).items():

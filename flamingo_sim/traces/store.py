@@ -4,7 +4,7 @@ A prepared trace set is a directory with three files:
 
 ``devices.parquet``
     One row per (device, 10-minute grid point): ``device_id`` int64, ``timestamp``
-    (timestamp[s, UTC], on the grid), ``battery_level_pct`` float32, ``battery_state`` int8
+    (UTC, on the grid; written as timestamp[s, UTC], which parquet stores as milliseconds), ``battery_level_pct`` float32, ``battery_state`` int8
     (+1 charging, 0 neither, -1 discharging) and optional float32 extras with units in their
     names (``screen_on_frac``, ``temperature_c``, ``voltage_v``, ``charging``).
     Rows are sorted by (device_id, timestamp); each device's grid is contiguous.
@@ -146,7 +146,7 @@ class ClientTraces:
         )
 
 
-def _require(path: Path, table: Any, columns: Mapping[str, str]) -> None:
+def _require(path: Path, table: Any, columns: tuple[str, ...]) -> None:
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise InputDataError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
@@ -172,8 +172,8 @@ def load_client_traces(path: str | Path) -> ClientTraces:
         cli = pq.read_table(cli_path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputDataError(f"{path}: cannot read trace set ({exc})") from None
-    _require(dev_path, dev, {"device_id": "", "timestamp": "", "battery_level_pct": "", "battery_state": ""})
-    _require(cli_path, cli, {"client_id": "", "device_id": "", "shift_h": ""})
+    _require(dev_path, dev, ("device_id", "timestamp", "battery_level_pct", "battery_state"))
+    _require(cli_path, cli, ("client_id", "device_id", "shift_h"))
 
     dev_ids_rows = dev.column("device_id").to_numpy().astype(np.int64)
     ts = dev.column("timestamp").cast(pa.timestamp("s", tz="UTC")).cast(pa.int64()).to_numpy()

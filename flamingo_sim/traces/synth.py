@@ -17,7 +17,7 @@ Device kinds (``kind_of(i)``) are built to pass or to fail one selection criteri
 
 :func:`samples_table` then adds the dump's quirks: ids in server-insert order (rows unsorted
 by device and time), re-uploaded duplicates under new ids, 1970 clocks (the lowest ids, as in
-Kaggle part-0000), far-future clocks, levels above the maximum, millivolt and 0.0 voltages,
+Kaggle part-0000), far-future clocks, timestamps in Europe/Lisbon wall time, levels above the maximum, millivolt and 0.0 voltages,
 garbage temperatures, nulls in the joined columns, inconsistent string case; and the other
 38-column fields with plausible values. The layouts are written by
 :mod:`flamingo_sim.traces.synth_write`.
@@ -26,11 +26,13 @@ garbage temperatures, nulls in the joined columns, inconsistent string case; and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from flamingo_sim.rng import rng
+from flamingo_sim.traces.clock import utc_to_lisbon_wall
 
 __all__ = ["SynthOptions", "KINDS", "kind_of", "simulate_device", "samples_table", "write_synthetic_dump"]
 
@@ -93,7 +95,7 @@ def simulate_device(device_id: int, kind: str, seed: int) -> DeviceSamples:
     habit = "topup" if kind == "many_gaps" else ("overnight" if r.random() < 0.6 else "topup")
     idle = r.uniform(0.8, 1.5) / 60.0  # percent per minute
     screen_rate = r.uniform(10.0, 18.0) / 60.0
-    charge = r.uniform(0.8, 1.6)
+    charge = r.uniform(0.5, 1.0)  # percent per minute (at most one 1 % step a minute)
     thr = r.uniform(15.0, 40.0)
     screen = _screen(r, n_min, tz_h, wake_h, sleep_h, heavy=r.uniform(2.5, 5.0))
     drain = (idle + screen * screen_rate) * r.uniform(0.7, 1.3, n_min)
@@ -233,7 +235,8 @@ def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
     cols: dict[str, pa.Array] = {
         "id": pa.array(ids),
         "device_id": pa.array(pick(dev)),
-        "timestamp": pa.array(pick(ts) * 1_000_000, type=pa.timestamp("us")),
+        # the server writes Europe/Lisbon wall time (GREENHUB.md quirk 3)
+        "timestamp": pa.array(utc_to_lisbon_wall(pick(ts)) * 1_000_000, type=pa.timestamp("us")),
         "battery_state": pa.array(pick(state), type=pa.string()),
         "battery_level": pa.array(pick(level), from_pandas=True),
         "timezone": pa.array(pick(tz), type=pa.string()),
@@ -267,7 +270,7 @@ def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
     return pa.table(cols)
 
 
-def write_synthetic_dump(out_dir, opts: SynthOptions | None = None) -> list:
+def write_synthetic_dump(out_dir: str | Path, opts: SynthOptions | None = None) -> list[Path]:
     """Simulate ``opts.n_devices`` devices and write the requested layouts under ``out_dir``."""
     from flamingo_sim.traces.synth_write import write_layouts
 

@@ -84,3 +84,8 @@ def test_resample_device_names_extras_and_rounds_sensors():
     np.testing.assert_allclose(s.extras["temperature_c"], [30, 30.5, 31, 32, 33])
     np.testing.assert_allclose(s.extras["voltage_v"], [4.0, 3.975, 3.95, 3.925, 3.9], atol=1e-6)
     assert s.extras["charging"].tolist() == [0, 0, 1, 1, 1]
+
+
+def test_device_within_one_slot_gets_one_point():
+    s = resample_device(9, np.array([T0 + 100, T0 + 200]), np.array([40.0, 39.0]))
+    assert s.start_s == T0 and len(s) == 1 and s.state.tolist() == [0]

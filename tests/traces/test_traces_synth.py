@@ -1,0 +1,80 @@
+"""The synthetic dump: determinism, device kinds, and the real dump's quirks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from flamingo_sim.cli import main
+from flamingo_sim.traces.synth import kind_of, samples_table, simulate_device
+
+
+@pytest.fixture(scope="module")
+def table():
+    devices = [simulate_device(100 + i, kind_of(i), 3) for i in range(12)]
+    return samples_table(devices, 3).to_pandas(), devices
+
+
+def test_simulation_is_deterministic():
+    a, b, c = simulate_device(5, "good", 1), simulate_device(5, "good", 1), simulate_device(5, "good", 2)
+    assert np.array_equal(a.ts_s, b.ts_s) and np.array_equal(a.level, b.level)
+    assert not np.array_equal(a.ts_s[:100], c.ts_s[:100])
+
+
+def test_event_driven_sampling_and_habits(table):
+    _, devices = table
+    good = [d for d in devices if d.kind == "good"]
+    for d in good:
+        order = np.argsort(d.ts_s)
+        lv, ch = d.level[order], d.charging[order]
+        step = np.abs(np.diff(lv))
+        # one sample per 1 % step (or a charger change, or a maintenance dip at 100 %)
+        assert np.mean((step == 1) | (np.diff(ch.astype(int)) != 0)) > 0.97
+        assert ch.any() and (~ch).any()
+        assert 0 <= lv.min() and lv.max() <= 100
+    # the screen drains: mean step interval is shorter with the screen on than off
+    d = good[0]
+    dt = np.diff(d.ts_s)
+    on = d.screen_on[:-1].astype(bool) & ~d.charging[:-1]
+    off = ~d.screen_on[:-1].astype(bool) & ~d.charging[:-1]
+    assert np.median(dt[on]) < np.median(dt[off])
+
+
+def test_quirks_present(table):
+    df, _ = table
+    assert df["id"].is_monotonic_increasing
+    ts = df["timestamp"]
+    assert (ts.iloc[:5] < "1971-01-01").all()  # 1970 clocks first (part-0000)
+    assert (ts > "2037-01-01").sum() > 0  # far future
+    assert df.duplicated(["device_id", "timestamp"]).sum() > 0
+    key = df["device_id"].to_numpy() * 10**10 + ts.astype("int64").to_numpy() // 10**6
+    assert not np.all(np.diff(key) >= 0)  # not sorted by (device, time)
+    assert (df["battery_level"] > 100).sum() > 0 and df["battery_level"].isna().sum() > 0
+    assert (df["voltage"] > 1000).sum() > 0 and (df["voltage"] == 0).sum() > 0
+    assert df["temperature"].isin([-40.0, 125.0]).sum() > 0
+    assert set(df["charger"].dropna().unique()) >= {"ac", "AC", "unplugged", "UNPLUGGED"}
+    assert set(df["battery_state"].unique()) >= {"Charging", "charging", "Discharging"}
+    assert 0.002 < df["temperature"].isna().mean() < 0.01
+    assert len(df.columns) == 38
+
+
+def test_cli_writes_both_default_layouts(tmp_path, capsys):
+    assert main(["synth-greenhub", "--out", str(tmp_path), "--devices", "2", "--parts", "2"]) == 0
+    parts = sorted((tmp_path / "kaggle" / "samples").glob("*.parquet"))
+    assert [p.name for p in parts] == ["part-0000.parquet", "part-0001.parquet"]
+    assert (tmp_path / "kaggle" / "devices" / "part-0000.parquet").is_file()
+    pages = sorted(p.name for p in (tmp_path / "aug2020").glob("samples.query.*.csv"))
+    assert pages == ["samples.query.1.csv", "samples.query.2.csv"]
+    for page in pages:  # a header line on every page, NULL for nulls
+        text = (tmp_path / "aug2020" / page).read_text()
+        assert text.startswith("id;device_id;timestamp;battery_state;battery_level;")
+    rows = sum(pq.read_metadata(p).num_rows for p in parts)
+    lines = sum(len((tmp_path / "aug2020" / p).read_text().splitlines()) - 1 for p in pages)
+    assert rows == lines
+    assert "NULL" in (tmp_path / "aug2020" / "samples.query.1.csv").read_text() + (tmp_path / "aug2020" / "samples.query.2.csv").read_text()
+
+
+def test_unknown_layout_is_an_error(tmp_path, capsys):
+    assert main(["synth-greenhub", "--out", str(tmp_path), "--devices", "1", "--layouts", "xml"]) == 2
+    assert "--layouts xml: unknown" in capsys.readouterr().err
