@@ -44,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FlamingoError as exc:
         print(f"flamingo-sim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `flamingo-sim profiles --json | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"flamingo-sim {args.command}: interrupted", file=sys.stderr)
         return 130

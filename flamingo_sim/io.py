@@ -50,6 +50,9 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".staging", dir=path.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes 0700; outputs get the usual permissions
     try:
         yield stage
         if path.exists():

@@ -52,3 +52,16 @@ def test_rng_streams_are_reproducible_and_purpose_specific():
     assert s == derive_seed(1, "train", 2, 5) and 0 <= s < 2**63
     with pytest.raises(ValueError):
         rng(-1)
+
+
+def test_atomic_dir_gets_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    try:
+        with atomic_dir(tmp_path / "out") as stage:
+            (stage / "a").write_text("1")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o755
