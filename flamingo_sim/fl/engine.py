@@ -213,6 +213,10 @@ class Simulation:
         }
         for j, label in enumerate(self.parts.choice_labels):
             row[f"steps_{label}"] = int(counts[j]) if counts is not None else 0
+        kept_phone = pop.phone_idx[kept]
+        kept_interference = outcome.interference_s[settled.kept]
+        for p, phone in enumerate(pop.phone_names):
+            row[f"interference_s_{phone}"] = float(kept_interference[kept_phone == p].sum())
         return row
 
     def _online_at_finish(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Per-round metrics and the run summary (time to target accuracy, speedup, energy efficiency).
 
-One row per (policy, seed, round) in ``metrics.parquet``; columns documented in ``COLUMNS``
-(choice-mix columns ``steps_<choice>`` are added per execution choice seen). The summary is a
+One row per (policy, seed, round) in ``metrics.parquet``; columns documented in ``COLUMNS``,
+plus ``steps_<choice>`` (local steps the kept clients ran on each execution choice, e.g.
+``steps_4567``) and ``interference_s_<phone>`` (the kept clients' interference per phone model). The summary is a
 pure function of that table, so ``flamingo-sim report`` and notebooks can recompute it.
 """
 

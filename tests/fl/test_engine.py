@@ -118,3 +118,19 @@ def test_training_changes_the_model_and_fedavg_keeps_shapes():
     assert before.keys() == sim.params.keys()
     assert all(before[k].shape == sim.params[k].shape for k in before)
     assert any(not torch.equal(before[k], sim.params[k]) for k in before)
+
+
+def test_interference_is_recorded_per_phone():
+    parts = scripted_parts(rounds=1)
+    in_use = np.ones((4, 3), dtype=np.float32)  # the owner uses every phone all the time
+    traces = parts.traces
+    parts.traces = ClientTraces(
+        step_s=600, device_ids=traces.device_ids, level_pct=traces.level_pct, state=traces.state,
+        extras={"screen_on_frac": in_use}, client_ids=traces.client_ids,
+        client_device=traces.client_device, shift_s=traces.shift_s,
+    )
+    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step()
+    # the foreground app holds cores 6 and 7: every 4567 step of the kept client runs 2x slower
+    assert row["interference_s_pixel_3"] == pytest.approx(row["interference_s"])
+    assert row["interference_s"] == pytest.approx(2 * STEPS * LAT_S)
+    assert row["duration_s"] == pytest.approx(2 * STEPS * LAT_S + COMM_S)
