@@ -20,6 +20,7 @@ run continues exactly where a checkpoint left off.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,7 @@ class Simulation:
         self.energy_cum_j = 0.0
         self.ever_lost = np.zeros(pop.n_clients, dtype=bool)
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
+        self.model_wall_s = 0.0  # wall time in local training, FedAvg and evaluation (not checkpointed)
 
     # -- trace lookups -------------------------------------------------------------------------
     def _trace_level(self, t_s: float) -> np.ndarray:
@@ -157,6 +159,7 @@ class Simulation:
 
         # 5. real training of the kept clients, FedAvg weighted by samples
         train_loss = float("nan")
+        train_started = time.perf_counter()
         if len(kept):
             ids = [int(c) for c in kept]
             datas = [self.parts.dataset.client_data(c) for c in ids]
@@ -175,6 +178,7 @@ class Simulation:
             weights = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
             self.params = fedavg(result.params, weights)
             train_loss = float(result.losses.mean())
+        self.model_wall_s += time.perf_counter() - train_started
 
         # 6. advance the clock and every battery along its trace
         self.clock_s = t0 + settled.duration_s
@@ -245,8 +249,11 @@ class Simulation:
             level = now
 
     def evaluate(self) -> tuple[float, float]:
+        started = time.perf_counter()
         x, y = self.parts.test_data
-        return evaluate(self.parts.model, self.params, x, y)
+        result = evaluate(self.parts.model, self.params, x, y)
+        self.model_wall_s += time.perf_counter() - started
+        return result
 
     def is_done(self) -> bool:
         fl = self.cfg.fl

@@ -116,3 +116,21 @@ def test_existing_run_directory_is_not_overwritten(tmp_path):
     assert (out / "keep.txt").read_text() == "mine"
     with pytest.raises(ConfigError, match="--resume needs --out"):
         run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", resume=True)
+
+
+def test_real_fedscale_layout_trains_the_named_dnn(tmp_path):
+    """With data.root set, the run reads FedScale's OpenImage layout and trains MobileNetV2."""
+    from tests.fl.test_data import _write_fedscale
+
+    root = tmp_path / "openimage"
+    _write_fedscale(root, {"a": 16, "b": 20, "c": 16})
+    result = run_experiment(
+        ROOT / "experiments/openimage_mobilenet.yaml",
+        out_dir=tmp_path / "run",
+        overrides=[f"data.root={root}", "data.image_size=32", "fl.rounds=2", "fl.participants_per_round=2",
+                   "fl.local_steps=1", "fl.eval_every=1", "policies=[baseline]"],
+        log=lambda m: None,
+    )
+    assert result.summary["data"].startswith(f"FedScale image dataset at {root} (train split): 3 clients, 52 samples")
+    assert result.metrics["n_kept"].tolist() == [2, 2]
+    assert result.metrics["accuracy"].notna().all()
