@@ -114,7 +114,7 @@ def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, s
             for policy in run.policies:
                 c = policy_curve(run, policy, column, scale=scale)
                 color = colors[policy]
-                ax.plot(c.x, c.y, color=color, ls=ls, marker=marker, ms=2.5, gid=f"{run.label}|{policy}|{column}")
+                ax.plot(c.x, c.y, color=color, ls=ls, marker=marker if c.n_seeds == 1 else "", ms=2.5, gid=f"{run.label}|{policy}|{column}")
                 if c.lo is not None:  # series are >= 0, accuracy <= 1: clip the band, not the mean
                     lo, hi = np.maximum(c.lo, 0.0), (np.minimum(c.hi, 1.0) if column == "accuracy" else c.hi)
                     ax.fill_between(c.x, lo, hi, color=color, alpha=0.2, lw=0, gid=f"{run.label}|{policy}|{column}|band")
