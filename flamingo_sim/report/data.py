@@ -98,7 +98,12 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     for path, label in zip(paths, labels):
         if not path.is_dir():
             raise FlamingoError(f"{path}: no such run directory")
-        metrics, summary = load_run(path)
+        try:
+            metrics, summary = load_run(path)
+        except FlamingoError:
+            raise
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid and json's JSONDecodeError are ValueErrors
+            raise FlamingoError(f"{path}: cannot read the run's metrics or summary ({type(exc).__name__}: {exc})") from None
         if metrics.empty:
             raise FlamingoError(f"{path}: metrics.parquet has no rows - the run has not finished a round")
         runs.append(Run(path, str(label), metrics, summary))

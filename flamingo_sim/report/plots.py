@@ -247,6 +247,7 @@ def interference_figure(runs: Sequence[Run]) -> Figure:
         ax.set_xticks(x, [PHONE_NAMES.get(p, p.replace("_", " ")) for p in phones], rotation=25, ha="right")
         if any(float(r.metrics[f"interference_s_{p}"].max()) > 0 for r in runs for p in phones):
             ax.set_yscale("log")
+        ax.set_xlabel("phone model")
         ax.set_ylabel("interference per round (s)")
         ax.set_title("User-experience impact per phone")
         ax.grid(axis="x", visible=False)
