@@ -35,6 +35,7 @@ __all__ = [
     "interference_per_phone",
     "energy_unit",
     "summary_table",
+    "dropped_by_reason",
     "target_accuracy",
     "time_to_target_h",
     "S_PER_H",
@@ -226,3 +227,11 @@ def time_to_target_h(run: Run, policy: str) -> float | None:
     """Mean virtual hours to the target (the summary's), or ``None`` if some seed never reached it."""
     t_s = run.summary.get("policies", {}).get(policy, {}).get("time_to_target_s")
     return None if t_s is None else float(t_s) / S_PER_H
+
+
+def dropped_by_reason(run: Run) -> pd.DataFrame:
+    """Selected clients dropped over the whole run, by reason (columns) and policy (rows); mean over seeds."""
+    reasons = [c for c in run.metrics.columns if c.startswith("dropped_")]
+    totals = run.metrics.groupby(["policy", "seed"])[reasons].sum().groupby("policy").mean()
+    totals.columns = [c[len("dropped_"):] for c in reasons]
+    return totals.reindex(run.policies)

@@ -53,18 +53,21 @@ def ensure_small_run(
     A run that was interrupted part-way is resumed from its checkpoints.
     """
     import os
-
-    from flamingo_sim.fl.run import run_experiment
+    import warnings
 
     out = Path(out_dir) if out_dir is not None else repo_path("runs/notebook-small")
     if (out / "summary.json").is_file() and (out / "metrics.parquet").is_file():
         return out
+    from flamingo_sim.fl.run import run_experiment  # torch: only when a run is needed
+
     experiment = experiment if experiment is not None else repo_path("experiments/openimage_mobilenet.yaml")
     resume = (out / "config.yaml").is_file()
     quiet = os.environ.get("FLAMINGO_SIM_QUIET")
     os.environ["FLAMINGO_SIM_QUIET"] = "1"  # no progress bars in notebook outputs
     try:
-        run_experiment(experiment, out_dir=out, overrides=list(overrides), n_seeds=n_seeds, resume=resume, log=lambda _m: None)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm.auto in a kernel without ipywidgets
+            run_experiment(experiment, out_dir=out, overrides=list(overrides), n_seeds=n_seeds, resume=resume, log=lambda _m: None)
     finally:
         if quiet is None:
             del os.environ["FLAMINGO_SIM_QUIET"]

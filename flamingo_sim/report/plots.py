@@ -59,6 +59,7 @@ RUN_HATCHES = ("", "///", "...", "xx")
 #: One paper column.
 COLUMN_IN = (3.4, 2.8)
 STYLE = {
+    "figure.dpi": 150,  # on screen (notebooks); files use write.DPI
     "font.size": 8,
     "axes.labelsize": 8,
     "axes.titlesize": 8,

@@ -6,18 +6,29 @@ Inputs are a trace directory's ``report.json`` (a dict) and its
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from flamingo_sim.errors import FlamingoError
 from flamingo_sim.report.plots import COLUMN_IN, _figure
 from flamingo_sim.traces.store import ClientTraces
 
-__all__ = ["selection_counts", "row_drops", "selection_figure", "battery_days_figure", "shifts_figure", "availability_by_hour", "availability_figure"]
+__all__ = ["load_trace_report", "selection_counts", "row_drops", "selection_figure", "battery_days_figure", "shifts_figure", "availability_by_hour", "availability_figure"]
 
 S_PER_DAY = 86400.0
+
+
+def load_trace_report(traces_dir: str | Path) -> dict[str, Any]:
+    """The ``report.json`` that prep-traces wrote into ``traces_dir``."""
+    path = Path(traces_dir) / "report.json"
+    if not path.is_file():
+        raise FlamingoError(f"{path}: not found; expected a prep-traces output directory")
+    return json.loads(path.read_text())
 
 
 def selection_counts(report: dict[str, Any]) -> pd.DataFrame:
