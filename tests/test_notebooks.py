@@ -40,7 +40,8 @@ def _set_parameter(nb: nbformat.NotebookNode, name: str, value: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_notebook_executes_and_draws_its_figures(name, run_dir, tmp_path):
+def test_notebook_executes_and_draws_its_figures(name, run_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "1")  # this venv's kernelspec before a user-level one
     param, n_figures = EXPECTED[name]
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     _set_parameter(nb, param, str(run_dir if param == "RUN_DIR" else ROOT / "traces" / "synthetic"))
