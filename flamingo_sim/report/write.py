@@ -123,7 +123,8 @@ def _markdown(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[
     out.append("|" + "---|" * len(SUMMARY_COLUMNS))
     for _, row in table.iterrows():
         out.append("| " + " | ".join(_cells(row)) + " |")
-    out += ["", "## Figures", ""]
+    out += ["", "## Figures", "", "With several seeds a curve is the mean over seeds on a common virtual-time grid (each seed linearly "
+            "interpolated, within the span every seed covers) and the band its 95 % Student-t confidence interval.", ""]
     for stem, paths in figures.items():
         png = next((p for p in paths if p.suffix == ".png"), paths[0])
         out += [f"### {stem.replace('_', ' ')}", "", CAPTIONS.get(stem, ""), "", f"![{stem}]({png.name})", ""]
