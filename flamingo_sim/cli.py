@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "flamingo_sim.traces.cli",
     "flamingo_sim.devices.cli",
     "flamingo_sim.fl.cli",
+    "flamingo_sim.report.cli",
 )
 
 

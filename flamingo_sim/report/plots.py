@@ -1,0 +1,275 @@
+"""Figures of one or several run directories, drawn from :mod:`flamingo_sim.report.data`.
+
+Every function takes a list of :class:`~flamingo_sim.report.data.Run` and returns a matplotlib
+:class:`~matplotlib.figure.Figure` made without pyplot (no global state, no GUI backend), sized
+for one paper column (3.4 in wide, 7-8 pt text). Policies keep one colour everywhere
+(:data:`POLICY_COLORS`); several runs are told apart by line style (:data:`RUN_STYLES`) or,
+for bars, by hatching.
+
+Each plotted artist carries a ``gid`` ``"<run label>|<policy>|<what>"`` so tests and notebooks
+can find a series and compare it with the metrics table: ``what`` is the column for time series
+(``accuracy``, ``n_online``, ``clients_lost_cum``, ``energy_cum_j``), ``time_to_target``,
+``mix|<choice>`` (top edge of that choice's band: the cumulative share) or ``interference``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from flamingo_sim.report.data import (
+    Run,
+    choice_columns,
+    choice_mix,
+    energy_unit,
+    interference_per_phone,
+    phone_columns,
+    policy_curve,
+    target_accuracy,
+    time_to_target_h,
+)
+
+__all__ = [
+    "POLICY_COLORS",
+    "RUN_STYLES",
+    "FIGURES",
+    "policy_colors",
+    "accuracy_vs_time",
+    "clients_online",
+    "clients_lost",
+    "energy_cumulative",
+    "choice_mix_figure",
+    "interference_figure",
+    "make_figures",
+]
+
+#: One colour per policy, the same in every figure (others get :data:`EXTRA_COLORS` in order).
+POLICY_COLORS = {"baseline": "#3A6EA5", "flamingo": "#E8743B"}
+#: Colours for policies not in :data:`POLICY_COLORS` (Paul Tol's "bright", minus blue and red).
+EXTRA_COLORS = ("#228833", "#AA3377", "#CCBB44", "#66CCEE", "#777777")
+#: Line style of the 1st, 2nd, ... run directory when several are overlaid.
+RUN_STYLES = ("-", "--", ":", "-.")
+RUN_HATCHES = ("", "///", "...", "xx")
+#: One paper column.
+COLUMN_IN = (3.4, 2.8)
+STYLE = {
+    "figure.dpi": 150,  # on screen (notebooks); files use write.DPI
+    "font.size": 8,
+    "axes.labelsize": 8,
+    "axes.titlesize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "lines.linewidth": 1.4,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+}
+PHONE_NAMES = {"galaxy_tab_s6": "Galaxy Tab S6", "oneplus_8": "OnePlus 8", "pixel_3": "Pixel 3", "galaxy_s10e": "Galaxy S10e", "mi_10": "Mi 10"}
+TIME_LABEL = "virtual time (h)"
+
+
+def policy_colors(policies: Sequence[str]) -> dict[str, str]:
+    """Colour of each policy: :data:`POLICY_COLORS`, then :data:`EXTRA_COLORS` in order of appearance."""
+    extra = iter(EXTRA_COLORS * (1 + len(policies) // len(EXTRA_COLORS)))
+    return {p: POLICY_COLORS[p] if p in POLICY_COLORS else next(extra) for p in dict.fromkeys(policies)}
+
+
+def _all_policies(runs: Sequence[Run]) -> list[str]:
+    return list(dict.fromkeys(p for run in runs for p in run.policies))
+
+
+@contextlib.contextmanager
+def _figure(nrows: int = 1, ncols: int = 1, size_in: tuple[float, float] = COLUMN_IN) -> Iterator[tuple[Figure, np.ndarray]]:
+    with rc_context(STYLE):
+        fig = Figure(figsize=size_in, layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        yield fig, axes
+
+
+def _legend(fig: Figure, runs: Sequence[Run], colors: dict[str, str], *, extra: Sequence = ()) -> None:
+    """Policies (colours), runs (line styles) and ``extra`` handles, below the axes."""
+    handles = [Line2D([], [], color=c, label=p) for p, c in colors.items()]
+    if len(runs) > 1:
+        handles += [Line2D([], [], color="0.3", ls=RUN_STYLES[i % len(RUN_STYLES)], label=r.label) for i, r in enumerate(runs)]
+    handles += list(extra)
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), handlelength=1.8, columnspacing=1.2)
+
+
+def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, scale: float = 1.0, marker: str = "", mark_target: str | None = None) -> Figure:
+    """One line per (run, policy) of ``column`` x ``scale`` against virtual time, with a band for several seeds."""
+    colors = policy_colors(_all_policies(runs))
+    with _figure() as (fig, axes):
+        ax = axes[0, 0]
+        for i, run in enumerate(runs):
+            ls = RUN_STYLES[i % len(RUN_STYLES)]
+            for policy in run.policies:
+                c = policy_curve(run, policy, column, scale=scale)
+                color = colors[policy]
+                ax.plot(c.x, c.y, color=color, ls=ls, marker=marker if c.n_seeds == 1 else "", ms=2.5, gid=f"{run.label}|{policy}|{column}")
+                if c.lo is not None:  # series are >= 0, accuracy <= 1: clip the band, not the mean
+                    lo, hi = np.maximum(c.lo, 0.0), (np.minimum(c.hi, 1.0) if column == "accuracy" else c.hi)
+                    ax.fill_between(c.x, lo, hi, color=color, alpha=0.2, lw=0, gid=f"{run.label}|{policy}|{column}|band")
+                if mark_target:
+                    _mark_time_to_target(ax, run, policy, color, mark_target, scale, label_time=len(runs) == 1)
+        ax.set_xlabel(TIME_LABEL)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.set_xlim(left=0)
+        extra = []
+        if column == "accuracy":
+            extra = _target_lines(ax, runs)
+        n_seeds = max(len(r.seeds) for r in runs)
+        if n_seeds > 1:
+            extra.append(Patch(color="0.6", alpha=0.4, label=f"95 % CI ({n_seeds} seeds)"))
+        _legend(fig, runs, colors, extra=extra)
+    return fig
+
+
+def _target_lines(ax, runs: Sequence[Run]) -> list:
+    handles = []
+    for i, run in enumerate(runs):
+        target = target_accuracy(run)
+        if target is None:
+            continue
+        ax.axhline(target, color="0.35", lw=0.8, ls=(0, (4, 2)), gid=f"{run.label}|target")
+        if i == 0:
+            handles.append(Line2D([], [], color="0.35", lw=0.8, ls=(0, (4, 2)), label=f"target {target:.3f}"))
+    handles.append(Line2D([], [], color="0.3", marker="*", ls="", ms=7, label="time to target"))
+    return handles
+
+
+def _mark_time_to_target(ax, run: Run, policy: str, color: str, what: str, scale: float, *, label_time: bool = True) -> None:
+    """A star where ``policy`` first reaches the target, a dotted drop line and the time in hours."""
+    t_h = time_to_target_h(run, policy)
+    if t_h is None:
+        return
+    entry = run.summary["policies"][policy]
+    y = target_accuracy(run) if what == "accuracy" else entry.get("energy_to_target_j")
+    if y is None:
+        return
+    y = float(y) * (1.0 if what == "accuracy" else scale)
+    ax.plot([t_h], [y], marker="*", ms=8, color=color, mec="black", mew=0.4, ls="", zorder=5, gid=f"{run.label}|{policy}|time_to_target")
+    ax.axvline(t_h, color=color, lw=0.8, ls=":", zorder=1)
+    if label_time:
+        ax.annotate(f"{t_h:.1f} h", (t_h, y), xytext=(3, -9), textcoords="offset points", fontsize=7, color=color)
+
+
+def accuracy_vs_time(runs: Sequence[Run]) -> Figure:
+    """Test accuracy against virtual time per policy; target line dashed, time to target starred (Fig. 6 a-c)."""
+    return _time_series(runs, "accuracy", "test accuracy", "Accuracy vs virtual time", marker="o", mark_target="accuracy")
+
+
+def clients_online(runs: Sequence[Run]) -> Figure:
+    """Clients online (trace and energy budget allow) at each round's start (Fig. 6 d)."""
+    return _time_series(runs, "n_online", "clients online", "Clients online")
+
+
+def clients_lost(runs: Sequence[Run]) -> Figure:
+    """Distinct clients lost so far because training drained their battery (Fig. 6 e)."""
+    return _time_series(runs, "clients_lost_cum", "clients lost (cumulative)", "Clients lost to training")
+
+
+def energy_cumulative(runs: Sequence[Run]) -> Figure:
+    """Cumulative on-device training energy against virtual time; energy to target starred."""
+    unit, scale = energy_unit(max(float(r.metrics["energy_cum_j"].max()) for r in runs))
+    return _time_series(runs, "energy_cum_j", f"training energy ({unit}, cumulative)", "Training energy", scale=scale, mark_target="energy")
+
+
+def choice_mix_figure(runs: Sequence[Run]) -> Figure:
+    """Share of local steps on each execution choice (CPU cores) per round: one panel per (run, policy)."""
+    policies = _all_policies(runs)
+    labels = choice_columns(runs[0].metrics)
+    used = [c for c in labels if any(r.metrics[f"steps_{c}"].sum() > 0 for r in runs)]
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"]
+    color = {c: cmap(j / max(len(labels) - 1, 1)) for j, c in enumerate(labels)}
+    width = min(7.0, 1.9 * len(policies) + 0.3)
+    with _figure(len(runs), len(policies), (width, 1.7 * len(runs) + 0.8)) as (fig, axes):
+        for i, run in enumerate(runs):
+            for j, policy in enumerate(policies):
+                ax = axes[i, j]
+                ax.grid(False)
+                if policy not in run.policies:
+                    ax.set_axis_off()
+                    continue
+                mix = choice_mix(run, policy)
+                x = mix.index.to_numpy(float)
+                cum = mix[labels].cumsum(axis=1)
+                below = np.zeros(len(x))
+                for c in labels:
+                    top = cum[c].to_numpy()
+                    if c in used:
+                        ax.fill_between(x, below, top, color=color[c], lw=0, step="mid")
+                        ax.plot(x, top, color="white", lw=0.4, drawstyle="steps-mid", gid=f"{run.label}|{policy}|mix|{c}")
+                    below = top
+                ax.set_ylim(0, 1)
+                ax.set_xlim(x.min() - 0.5, x.max() + 0.5)
+                ax.set_title(policy if len(runs) == 1 else f"{policy} ({run.label})")
+                ax.set_xlabel("round")
+                if j == 0:
+                    ax.set_ylabel("share of local steps")
+        handles = [Patch(color=color[c], label=f"cores {c}") for c in used]
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), title="execution choice (CPU cores)")
+    return fig
+
+
+def interference_figure(runs: Sequence[Run]) -> Figure:
+    """Interference with the owner's foreground app per round, per phone model and policy (log scale)."""
+    policies = _all_policies(runs)
+    colors = policy_colors(policies)
+    phones = phone_columns(runs[0].metrics)
+    groups = [(i, r, p) for i, r in enumerate(runs) for p in r.policies]
+    bar_w = 0.8 / max(len(groups), 1)
+    with _figure() as (fig, axes):
+        ax = axes[0, 0]
+        x = np.arange(len(phones), dtype=float)
+        for k, (i, run, policy) in enumerate(groups):
+            table = interference_per_phone(run, policy).reindex(phones)
+            mean = table["mean_s"].to_numpy()
+            err = table["ci_s"].to_numpy() if len(run.seeds) > 1 else None
+            pos = x + (k - (len(groups) - 1) / 2) * bar_w
+            for xi, v in zip(pos, mean):
+                if v == 0:  # invisible on a log axis: say so
+                    ax.annotate("0", (xi, 0), xycoords=("data", "axes fraction"), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=6, color=colors[policy])
+            ax.bar(pos, mean, bar_w, yerr=err, color=colors[policy],
+                   hatch=RUN_HATCHES[i % len(RUN_HATCHES)], edgecolor="white", lw=0.3, ecolor="0.2", capsize=1.5, error_kw={"elinewidth": 0.8},
+                   label=f"{run.label}|{policy}|interference", gid=f"{run.label}|{policy}|interference")
+        ax.set_xticks(x, [PHONE_NAMES.get(p, p.replace("_", " ")) for p in phones], rotation=25, ha="right")
+        if any(float(r.metrics[f"interference_s_{p}"].max()) > 0 for r in runs for p in phones):
+            ax.set_yscale("log")
+        ax.set_xlabel("phone model")
+        ax.set_ylabel("interference per round (s)")
+        ax.set_title("User-experience impact per phone")
+        ax.grid(axis="x", visible=False)
+        handles = [Patch(color=c, label=p) for p, c in colors.items()]
+        if len(runs) > 1:
+            handles += [Patch(facecolor="0.7", hatch=RUN_HATCHES[i % len(RUN_HATCHES)], edgecolor="white", label=r.label) for i, r in enumerate(runs)]
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)))
+    return fig
+
+
+#: Figure file stem -> function; the order of the report.
+FIGURES: dict[str, Callable[[Sequence[Run]], Figure]] = {
+    "accuracy_vs_time": accuracy_vs_time,
+    "clients_online": clients_online,
+    "clients_lost": clients_lost,
+    "energy_cumulative": energy_cumulative,
+    "choice_mix": choice_mix_figure,
+    "interference_per_phone": interference_figure,
+}
+
+
+def make_figures(runs: Sequence[Run]) -> dict[str, Figure]:
+    """Every report figure of ``runs``, by file stem."""
+    return {name: fn(runs) for name, fn in FIGURES.items()}

@@ -1,0 +1,159 @@
+"""Writing a report: every figure as PNG and SVG, plus ``report.md`` and ``report.html``.
+
+The report of one run goes to ``RUN_DIR/report/``; with several run directories (overlaid)
+it goes to the first one's ``report/`` unless ``out_dir`` says otherwise. Each file is written
+atomically, so an interrupted report never leaves a half-written image.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from flamingo_sim.io import atomic_path
+from flamingo_sim.report.data import Run, load_runs, summary_table
+from flamingo_sim.report.plots import make_figures
+
+__all__ = ["ReportResult", "write_report", "CAPTIONS", "FORMATS", "DPI"]
+
+#: Image formats written for every figure.
+FORMATS = ("png", "svg")
+#: PNG resolution: a 3.4-inch column at 200 dpi is 680 px wide.
+DPI = 200
+CAPTIONS = {
+    "accuracy_vs_time": "Test accuracy against virtual time. Dashed: target accuracy; star and dotted line: when each policy first reaches it.",
+    "clients_online": "Clients online (the trace says available and the energy budget allows) at the start of each round.",
+    "clients_lost": "Distinct clients lost so far: offline only because training drained their battery.",
+    "energy_cumulative": "Cumulative on-device training energy (all attempts, kept or dropped). Star: energy spent when the target was reached.",
+    "choice_mix": "Share of the kept clients' local steps run on each execution choice (the CPU cores used), per round.",
+    "interference_per_phone": "Time training shared a big core with the owner's foreground app, per round, summed over the kept clients of each phone model (log scale).",
+}
+SUMMARY_COLUMNS = {
+    "run": "run",
+    "policy": "policy",
+    "seeds": "seeds",
+    "time_to_target_h": "time to target (h)",
+    "energy_to_target_kj": "energy to target (kJ)",
+    "final_accuracy": "final accuracy",
+    "best_accuracy": "best accuracy",
+    "total_energy_kj": "total energy (kJ)",
+    "clients_lost": "clients lost",
+    "speedup": "speedup",
+    "energy_efficiency": "energy efficiency",
+}
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """Where the report went and what it holds."""
+
+    out_dir: Path
+    figures: dict[str, list[Path]]  # stem -> [png, svg]
+    markdown: Path
+    html: Path
+
+
+def write_report(
+    run_dirs: Sequence[str | Path] | Sequence[Run],
+    out_dir: str | Path | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    formats: Sequence[str] = FORMATS,
+) -> ReportResult:
+    """Draw every figure of the run directories (overlaid when several) and write the report files."""
+    runs = list(run_dirs) if run_dirs and all(isinstance(r, Run) for r in run_dirs) else load_runs(run_dirs, labels)  # type: ignore[arg-type]
+    out = Path(out_dir) if out_dir is not None else runs[0].path / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, list[Path]] = {}
+    for stem, fig in make_figures(runs).items():
+        written[stem] = []
+        for fmt in formats:
+            path = out / f"{stem}.{fmt}"
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, format=fmt, dpi=DPI)
+            written[stem].append(path)
+    table = summary_table(runs)
+    md, page = out / "report.md", out / "report.html"
+    with atomic_path(md) as tmp:
+        tmp.write_text(_markdown(runs, table, written))
+    with atomic_path(page) as tmp:
+        tmp.write_text(_html(runs, table, written))
+    return ReportResult(out, written, md, page)
+
+
+def _fmt(value: object, digits: int = 2) -> str:
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def _cells(row: pd.Series) -> list[str]:
+    digits = {"final_accuracy": 3, "best_accuracy": 3, "clients_lost": 0, "energy_to_target_kj": 1, "total_energy_kj": 1}
+    return [_fmt(row[c], digits.get(c, 2)) for c in SUMMARY_COLUMNS]
+
+
+def _run_lines(runs: Sequence[Run]) -> list[str]:
+    lines = []
+    for run in runs:
+        s = run.summary
+        lines.append(
+            f"{run.label}: `{run.path}`; experiment {s.get('experiment', '?')}, model {s.get('model', '?')}, "
+            f"seeds {run.seeds}, target {s.get('target', '?')}, baseline {s.get('baseline', '?')}"
+        )
+        if s.get("data"):
+            lines.append(f"  data: {s['data']}")
+    names = {r.summary.get("experiment") for r in runs}
+    if len(names) > 1:
+        lines.append(f"NOTE: these runs come from different experiments ({', '.join(sorted(map(str, names)))}); curves are overlaid as given.")
+    return lines
+
+
+def _markdown(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> str:
+    title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
+    out = [f"# flamingo-sim report: {title}", ""]
+    out += [f"- {line}" if not line.startswith("  ") else f"  {line.strip()}" for line in _run_lines(runs)]
+    out += ["", "## Summary", "", "Means over seeds; `-` where some seed never reached the target. "
+            "Speedup and energy efficiency are relative to the baseline (its time or energy to target / the policy's).", ""]
+    out.append("| " + " | ".join(SUMMARY_COLUMNS.values()) + " |")
+    out.append("|" + "---|" * len(SUMMARY_COLUMNS))
+    for _, row in table.iterrows():
+        out.append("| " + " | ".join(_cells(row)) + " |")
+    out += ["", "## Figures", "", "With several seeds a curve is the mean over seeds on a common virtual-time grid (each seed linearly "
+            "interpolated, within the span every seed covers) and the band its 95 % Student-t confidence interval.", ""]
+    for stem, paths in figures.items():
+        png = next((p for p in paths if p.suffix == ".png"), paths[0])
+        out += [f"### {stem.replace('_', ' ')}", "", CAPTIONS.get(stem, ""), "", f"![{stem}]({png.name})", ""]
+    return "\n".join(out)
+
+
+def _html(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> str:
+    e = html.escape
+    title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
+    rows = "\n".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in _cells(row)) + "</tr>" for _, row in table.iterrows())
+    head = "".join(f"<th>{e(c)}</th>" for c in SUMMARY_COLUMNS.values())
+    figs = "\n".join(
+        f'<figure><img src="{e(next((p for p in paths if p.suffix == ".png"), paths[0]).name)}" alt="{e(stem)}" width="680">'
+        f"<figcaption>{e(CAPTIONS.get(stem, ''))}</figcaption></figure>"
+        for stem, paths in figures.items()
+    )
+    items = "".join(f"<li>{e(line.strip())}</li>" for line in _run_lines(runs))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>flamingo-sim report: {e(title)}</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} figure{{margin:1.5em 0}}</style></head>
+<body><h1>flamingo-sim report: {e(title)}</h1>
+<ul>{items}</ul>
+<h2>Summary</h2>
+<p>Means over seeds; - where some seed never reached the target. Speedup and energy efficiency are relative to the baseline.</p>
+<table><tr>{head}</tr>
+{rows}
+</table>
+<h2>Figures</h2>
+{figs}
+</body></html>
+"""
