@@ -168,9 +168,9 @@ def read_battery_sysfs(bat: str | Path) -> BatteryStatus:
     bat = Path(bat)
     uv, ua, uw = _read_int(bat / "voltage_now"), _read_int(bat / "current_now"), _read_int(bat / "power_now")
     if uw is not None:
-        power = abs(uw) * 1e-6
+        power = abs(uw) / 1e6
     elif uv is not None and ua is not None:
-        power = abs(uv * 1e-6 * ua * 1e-6)
+        power = abs(uv / 1e6 * ua / 1e6)
     else:
         power = None
     level = _read_int(bat / "capacity")
@@ -179,7 +179,7 @@ def read_battery_sysfs(bat: str | Path) -> BatteryStatus:
         status=_read_text(bat / "status") or "Unknown",
         power_w=power,
         level_pct=float(level) if level is not None else None,
-        voltage_v=uv * 1e-6 if uv else None,
+        voltage_v=uv / 1e6 if uv else None,
         capacity_mah=design / 1000.0 if design else None,
     )
 
@@ -201,6 +201,11 @@ class BatterySysfsSource:
     def read(self) -> Reading:
         s = read_battery_sysfs(self.bat)
         return Reading(time.monotonic(), power_w=s.power_w, level_pct=s.level_pct, voltage_v=s.voltage_v)
+
+    @property
+    def capacity_mah(self) -> float | None:
+        """The design capacity (``charge_full_design``), None if not given."""
+        return read_battery_sysfs(self.bat).capacity_mah
 
     def describe(self) -> str:
         return f"battery sysfs {self.bat} (power_now or voltage_now x current_now)"

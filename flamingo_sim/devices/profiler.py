@@ -123,6 +123,7 @@ class Measurement:
     energy_source: str
     energy_note: str
     machine: str
+    battery_capacity_mah: float | None = None  # design capacity, where the energy source knows it
 
     @property
     def has_power(self) -> bool:
@@ -269,7 +270,8 @@ def measure(req: ProfileRequest, discovery: CoreDiscovery | None = None, detecti
             pass
     note = _energy_note(detection, idle_w, results, req)
     return Measurement(req, model, image_size, discovery, tuple(results), idle_w,
-                       src.describe() if src is not None else "", note, _machine_description(discovery))
+                       src.describe() if src is not None else "", note, _machine_description(discovery),
+                       getattr(src, "capacity_mah", None))
 
 
 def _energy_note(detection: Detection, idle_w: float | None, results: list[ChoiceMeasurement], req: ProfileRequest) -> str:
@@ -304,19 +306,29 @@ def default_phone_name() -> str:
     return "local_" + (re.sub(r"[^a-z0-9_]+", "_", platform.node().lower()).strip("_") or "machine")
 
 
+def _known_phone(profiles_dir: Path, name: str, layout: CoreLayout) -> Phone | None:
+    """The catalogue's phone ``name`` if there is one; its layout must be ``layout``."""
+    if not (profiles_dir / PHONES_FILE).is_file():
+        return None
+    known = load_phones(profiles_dir)
+    if name not in known:
+        return None
+    have = known[name].layout
+    if [c.label for c in state_space(have)] != [c.label for c in state_space(layout)]:
+        raise FlamingoError(f"phone {name!r} is already in {profiles_dir}'s catalogue with another core layout "
+                            f"({have}); this machine has {layout}: choose another --phone")
+    return known[name]
+
+
 def _catalogue_phone(profiles_dir: Path, name: str, layout: CoreLayout, description: str,
                      capacity_mah: float) -> tuple[Phone, Path | None]:
     """The catalogue's phone ``name`` (checked against ``layout``), or a new entry written for it."""
+    known = _known_phone(profiles_dir, name, layout)
+    if known is not None:
+        return known, None
     if (profiles_dir / PHONES_FILE).is_file():
-        known = load_phones(profiles_dir)
-        if name in known:
-            have = known[name].layout
-            if [c.label for c in state_space(have)] != [c.label for c in state_space(layout)]:
-                raise FlamingoError(f"phone {name!r} is already in {profiles_dir}'s catalogue with another core layout "
-                                    f"({have}); this machine has {layout}: choose another --phone")
-            return known[name], None
         path = profiles_dir / PHONES_DIR / f"{name}.yaml"
-    else:
+    else:  # a fresh directory: this machine is its whole catalogue
         path = profiles_dir / PHONES_FILE
     soc = f"{name}_soc"
     doc = {
@@ -345,12 +357,11 @@ def run_profile(req: ProfileRequest, profiles_dir: str | Path = "profiles", phon
     name = phone_name or default_phone_name()
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise FlamingoError(f"--phone {name!r}: use letters, digits, '_', '-' and '.'")
-    m = measure(req, log=log, **measure_kwargs)
-    cap = capacity_mah
+    discovery = measure_kwargs.pop("discovery", None) or discover_cores()
+    _known_phone(profiles_dir, name, discovery.layout)  # a clash is refused before measuring
+    m = measure(req, discovery=discovery, log=log, **measure_kwargs)
+    cap = capacity_mah if capacity_mah is not None else m.battery_capacity_mah
     placeholder = False
-    if cap is None:
-        src = measure_kwargs.get("detection")
-        cap = getattr(getattr(src, "source", None), "capacity_mah", None)
     if cap is None:
         cap, placeholder = PLACEHOLDER_CAPACITY_MAH, True
     desc = m.machine + (f"; capacity_mah {cap:g} is a placeholder (no battery capacity known)" if placeholder else "")
