@@ -9,6 +9,11 @@ Public API (see each module's docstring for the models):
 - :mod:`.calibrate`: the physical model behind the shipped ``calibrated`` profiles.
 - :mod:`.battery`: :class:`Battery`, :func:`energy_from_readings`, :class:`EnergyBudget`.
 - :mod:`.execution`: :class:`InterferenceModel`, :func:`run_ladder` (control loop, vectorised).
+- :mod:`.cores`: :func:`discover_cores` (this machine's cores grouped into core types).
+- :mod:`.energy`: :class:`EnergySource` readers (RAPL, battery sysfs, Termux, battery level),
+  :func:`detect_energy_source`, :class:`PowerMeter`.
+- :mod:`.profiler`: ``flamingo-sim profile`` (imports torch; import it explicitly):
+  :class:`ProfileRequest`, :func:`measure`, :func:`run_profile`.
 - :mod:`.policies`: :class:`Policy` protocol, :class:`TaskRequest`, :class:`TaskOutcome`,
   :class:`PolicyConfig`, :class:`BaselinePolicy`, :class:`FlamingoPolicy`, :func:`make_policy`.
 """
@@ -25,12 +30,12 @@ from flamingo_sim.devices.policies import (
     make_policy,
 )
 from flamingo_sim.devices.profiles import BASELINE_LABEL, MODELS, ChoiceProfile, Profile, ProfileSet, load_profile, prune, save_profile
-from flamingo_sim.devices.soc import Choice, CoreLayout, Phone, load_phones, state_space
+from flamingo_sim.devices.soc import Choice, CoreLayout, Phone, baseline_cores, load_phones, state_space
 
 __all__ = [
     "Battery", "EnergyBudget", "discharge_intervals", "energy_from_readings",
     "InterferenceModel", "run_ladder",
     "BaselinePolicy", "FlamingoPolicy", "Policy", "PolicyConfig", "TaskOutcome", "TaskRequest", "make_policy",
     "BASELINE_LABEL", "MODELS", "ChoiceProfile", "Profile", "ProfileSet", "load_profile", "prune", "save_profile",
-    "Choice", "CoreLayout", "Phone", "load_phones", "state_space",
+    "Choice", "CoreLayout", "Phone", "baseline_cores", "load_phones", "state_space",
 ]

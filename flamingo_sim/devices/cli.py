@@ -1,4 +1,5 @@
-"""Commands of the devices subpackage: ``flamingo-sim profiles`` (the Table 1 view)."""
+"""Commands of the devices subpackage: ``flamingo-sim profiles`` (the Table 1 view) and
+``flamingo-sim profile`` (measure this Linux machine's profile, :mod:`.profiler`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profiles-dir", default="profiles", type=Path, help="directory with phones.yaml and <phone>/<model>.yaml (default: profiles)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_profiles)
+
+    p = sub.add_parser(
+        "profile",
+        help="measure this Linux machine's execution-choice profile (latency, and energy where readable)",
+        description="Discover this machine's cores, build the simulator's state space on them, and for each "
+        "execution choice pin the process to its cores (one torch thread per core), warm up, and time real "
+        "training steps of the model on random inputs; power comes from RAPL, battery sysfs or "
+        "termux-battery-status where readable, minus the idle power. Writes a 'measured' profile that the "
+        "simulator accepts unchanged, and registers the machine as a phone of the catalogue "
+        "(<profiles-dir>/phones.d/<phone>.yaml) if it is not there yet.",
+    )
+    p.add_argument("--model", required=True, help="mobilenet_v2, shufflenet_v2_x2, resnet34, or the proxies mlp, logreg")
+    p.add_argument("--steps", type=int, default=10, help="timed training steps per choice (default: 10)")
+    p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps per choice before timing (default: 2)")
+    p.add_argument("--batch", type=int, default=16, dest="batch_size", help="minibatch size (default: 16)")
+    p.add_argument("--image-size", type=int, default=None, help="input images are 3 x S x S (default: 224, 32 for mlp/logreg)")
+    p.add_argument("--n-classes", type=int, default=10, help="output classes of the model (default: 10)")
+    p.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle power measurement before the run (default: 5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the weights and the random batch (default: 0)")
+    p.add_argument("--phone", default=None, help="name of this machine in the catalogue (default: local_<hostname>)")
+    p.add_argument("--profiles-dir", default="profiles", type=Path, help="profiles directory (default: profiles)")
+    p.add_argument("--out", default=None, type=Path, help="write the profile here instead of <profiles-dir>/<phone>/<model>.yaml")
+    p.add_argument("--capacity-mah", type=float, default=None, help="battery capacity for the catalogue entry (default: from sysfs, else 4000)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_profile)
 
 
 def profiles_report(profiles_dir: str | Path) -> list[dict[str, Any]]:
@@ -49,15 +75,42 @@ def profiles_report(profiles_dir: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def _profile(args: argparse.Namespace) -> int:
+    import sys
+
+    from flamingo_sim.devices.profiler import ProfileRequest, run_profile
+
+    req = ProfileRequest(args.model, steps=args.steps, warmup_steps=args.warmup_steps, batch_size=args.batch_size,
+                         image_size=args.image_size, n_classes=args.n_classes, seed=args.seed, idle_s=args.idle_s)
+    summary = run_profile(req, args.profiles_dir, phone_name=args.phone, out=args.out, capacity_mah=args.capacity_mah,
+                          log=lambda s: print(s, file=sys.stderr))
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"wrote {summary['profile']}" + (f" and {summary['catalogue']}" if summary["catalogue"] else ""))
+    print(f"{summary['phone']} / {summary['model']}: {summary['machine']}")
+    print(f"energy: {summary['energy_source'] or '-'} ({summary['energy_note']})")
+    print(f"  {'choice':>6} {'latency_s':>10} {'power_w':>8} {'steps':>5}")
+    for c in summary["choices"]:
+        pw = f"{c['power_w']:>8.4g}" if c["power_w"] is not None else f"{'-':>8}"
+        print(f"  {c['label']:>6} {c['step_latency_s']:>10.4g} {pw} {c['n_steps']:>5}")
+    return 0
+
+
+def _num(x: float | None, width: int) -> str:
+    return f"{x:>{width}.4g}" if x is not None else f"{'-':>{width}}"
+
+
 def _profiles(args: argparse.Namespace) -> int:
     report = profiles_report(args.profiles_dir)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     for r in report:
+        eff = f"{r['energy_efficiency']:.2f}x" if r["energy_efficiency"] is not None else "- (latency only)"
         print(f"{r['phone']} / {r['model']} ({r['provenance']}): speedup {r['speedup']:.2f}x, "
-              f"energy efficiency {r['energy_efficiency']:.2f}x; pruned: {' '.join(r['pruned']) or '-'}")
+              f"energy efficiency {eff}; pruned: {' '.join(r['pruned']) or '-'}")
         print(f"  {'choice':>6} {'latency_s':>10} {'power_w':>8} {'energy_j':>9}")
         for c in r["choices"]:
-            print(f"  {c['label']:>6} {c['step_latency_s']:>10.4g} {c['power_w']:>8.4g} {c['step_energy_j']:>9.4g}")
+            print(f"  {c['label']:>6} {c['step_latency_s']:>10.4g} {_num(c['power_w'], 8)} {_num(c['step_energy_j'], 9)}")
     return 0

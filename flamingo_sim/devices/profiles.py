@@ -15,6 +15,18 @@ A profile file ``profiles/<phone>/<model>.yaml`` (the schema the on-device profi
 ``step_latency_s`` is one local step (one minibatch forward + backward + update);
 ``power_w`` the average power above the idle background; ``step_energy_j`` = power x latency.
 
+Measured profiles (written by ``flamingo-sim profile``, :mod:`.profiler`) may add optional
+keys, all omitted from calibrated files: top-level ``machine`` (the device's description),
+``energy_source`` (what power was read from, '' if none) and ``energy_note`` (why power is
+missing or how it was derived); per choice ``n_steps`` (timed steps behind the latency). Where
+the platform exposes no energy reading, ``power_w`` is ``null`` on every choice: such a profile
+loads, and reports latencies, but cannot price energy, so :class:`ProfileSet` (what the
+simulator uses) refuses it with a message quoting ``energy_note``.
+
+The baseline (PyTorch's default: as many threads as big cores) is the choice of all big
+cores of the layout (``4567`` on the shipped SoCs), or of all low-power cores if the layout has
+no big core; see :func:`~flamingo_sim.devices.soc.baseline_cores`.
+
 Pruning (SPEC section 3): in state-space order (largest footprint first), a choice is viable
 only if its latency is strictly lower than that of every smaller choice after it; a larger
 footprint that does not buy lower latency is dropped. The smallest profiled choice is always
@@ -38,7 +50,7 @@ import numpy as np
 import yaml
 
 from flamingo_sim.config import from_mapping, load_yaml
-from flamingo_sim.devices.soc import Phone, state_space
+from flamingo_sim.devices.soc import Phone, baseline_cores, state_space
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.io import atomic_path
 
@@ -56,7 +68,8 @@ __all__ = [
 ]
 
 PROFILE_SCHEMA = "flamingo-sim/profile/v1"
-#: PyTorch's default: as many threads as big cores (the Prime core counts as big).
+#: PyTorch's default on the shipped SoCs: as many threads as big cores (the Prime core counts
+#: as big). On other layouts the baseline is :func:`~flamingo_sim.devices.soc.baseline_cores`.
 BASELINE_LABEL = "4567"
 #: The DNN models the shipped profiles cover.
 MODELS = ("resnet34", "shufflenet_v2_x2", "mobilenet_v2")
@@ -64,25 +77,40 @@ MODELS = ("resnet34", "shufflenet_v2_x2", "mobilenet_v2")
 
 @dataclass(frozen=True)
 class ChoiceProfile:
-    """One execution choice of a profile."""
+    """One execution choice of a profile.
+
+    ``power_w`` is None only in a measured profile of a device whose energy was not readable;
+    ``n_steps`` (0 = not recorded) is the number of timed steps behind a measured latency.
+    """
 
     cores: tuple[int, ...]
     step_latency_s: float
-    power_w: float
+    power_w: float | None
+    n_steps: int = 0
 
     def __post_init__(self) -> None:
         if not (self.step_latency_s > 0 and np.isfinite(self.step_latency_s)):
             raise ValueError(f"choice {self.label}: step_latency_s must be positive, got {self.step_latency_s}")
-        if not (self.power_w > 0 and np.isfinite(self.power_w)):
+        if self.power_w is not None and not (self.power_w > 0 and np.isfinite(self.power_w)):
             raise ValueError(f"choice {self.label}: power_w must be positive, got {self.power_w}")
+        if self.n_steps < 0:
+            raise ValueError(f"choice {self.label}: n_steps must be >= 0, got {self.n_steps}")
 
     @property
     def label(self) -> str:
         return "".join(str(c) for c in self.cores)
 
     @property
-    def step_energy_j(self) -> float:
-        return self.step_latency_s * self.power_w
+    def step_energy_j(self) -> float | None:
+        """Energy of one step (J); None where power was not measured."""
+        return None if self.power_w is None else self.step_latency_s * self.power_w
+
+    def to_mapping(self) -> dict:
+        out: dict = {"cores": list(self.cores), "step_latency_s": float(self.step_latency_s),
+                     "power_w": None if self.power_w is None else float(self.power_w)}
+        if self.n_steps:
+            out["n_steps"] = int(self.n_steps)
+        return out
 
 
 def prune(choices: Sequence[ChoiceProfile]) -> tuple[ChoiceProfile, ...]:
@@ -106,6 +134,9 @@ class Profile:
     batch_size: int
     all_choices: tuple[ChoiceProfile, ...]
     notes: str = ""
+    machine: str = ""
+    energy_source: str = ""
+    energy_note: str = ""
 
     def __post_init__(self) -> None:
         space = {c.cores: i for i, c in enumerate(state_space(self.phone.layout))}
@@ -118,10 +149,14 @@ class Profile:
             raise ValueError("a choice is listed twice")
         if idx != sorted(idx):  # keep state-space order whatever the file's order
             object.__setattr__(self, "all_choices", tuple(c for _, c in sorted(zip(idx, self.all_choices), key=lambda t: t[0])))
-        if not any(c.label == BASELINE_LABEL for c in self.all_choices):
-            raise ValueError(f"the baseline choice {BASELINE_LABEL} must be profiled")
+        base = baseline_cores(self.phone.layout)
+        if not any(c.cores == base for c in self.all_choices):
+            raise ValueError(f"the baseline choice {''.join(map(str, base))} must be profiled")
         if self.batch_size <= 0:
             raise ValueError("batch_size must be positive")
+        n_power = sum(c.power_w is not None for c in self.all_choices)
+        if n_power not in (0, len(self.all_choices)):
+            raise ValueError("power_w must be given for every choice or for none")
 
     @functools.cached_property
     def choices(self) -> tuple[ChoiceProfile, ...]:
@@ -138,9 +173,15 @@ class Profile:
         return tuple(c.label for c in self.all_choices if c.label not in viable)
 
     @property
+    def has_power(self) -> bool:
+        """Whether power (and so energy) was measured; False only for latency-only profiles."""
+        return all(c.power_w is not None for c in self.all_choices)
+
+    @property
     def baseline(self) -> ChoiceProfile:
-        """PyTorch's default choice ``4567`` (viable or not)."""
-        return next(c for c in self.all_choices if c.label == BASELINE_LABEL)
+        """PyTorch's default choice (``4567`` on the shipped SoCs; viable or not)."""
+        base = baseline_cores(self.phone.layout)
+        return next(c for c in self.all_choices if c.cores == base)
 
     @property
     def best(self) -> ChoiceProfile:
@@ -152,30 +193,35 @@ class Profile:
         return self.baseline.step_latency_s / self.best.step_latency_s
 
     @property
-    def energy_efficiency(self) -> float:
+    def energy_efficiency(self) -> float | None:
+        """energy(baseline) / energy(best); None for a latency-only profile."""
+        if not self.has_power:
+            return None
         return self.baseline.step_energy_j / self.best.step_energy_j
 
     def to_mapping(self) -> dict:
-        """The file's content (see the module docstring)."""
-        return {
+        """The file's content (see the module docstring); optional keys only when set."""
+        out: dict = {
             "schema": PROFILE_SCHEMA,
             "phone": self.phone.name,
             "model": self.model,
             "provenance": self.provenance,
             "batch_size": self.batch_size,
             "notes": self.notes,
-            "choices": [
-                {"cores": list(c.cores), "step_latency_s": float(c.step_latency_s), "power_w": float(c.power_w)}
-                for c in self.all_choices
-            ],
         }
+        for key in ("machine", "energy_source", "energy_note"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        out["choices"] = [c.to_mapping() for c in self.all_choices]
+        return out
 
 
 @dataclass(frozen=True)
 class _ChoiceEntry:
     cores: list[int]
     step_latency_s: float
-    power_w: float
+    power_w: float | None
+    n_steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -187,6 +233,9 @@ class _ProfileFile:
     schema: str = PROFILE_SCHEMA
     batch_size: int = 16
     notes: str = ""
+    machine: str = ""
+    energy_source: str = ""
+    energy_note: str = ""
 
 
 def profile_path(profiles_dir: str | Path, phone: str, model: str) -> Path:
@@ -216,10 +265,11 @@ def load_profile(profiles_dir: str | Path, phone: Phone | str, model: str, phone
         choices = []
         for i, c in enumerate(data.choices):
             try:
-                choices.append(ChoiceProfile(tuple(c.cores), c.step_latency_s, c.power_w))
+                choices.append(ChoiceProfile(tuple(c.cores), c.step_latency_s, c.power_w, c.n_steps))
             except ValueError as exc:
                 raise ValueError(f"choices[{i}]: {exc}") from None
-        return Profile(phone, model, data.provenance, data.batch_size, tuple(choices), data.notes)
+        return Profile(phone, model, data.provenance, data.batch_size, tuple(choices), data.notes,
+                       data.machine, data.energy_source, data.energy_note)
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
@@ -272,6 +322,10 @@ class ProfileSet:
         for name, prof in zip(self.phones, self.profiles):
             if prof.phone.name != name or prof.model != self.model:
                 raise ValueError(f"profile {prof.phone.name}/{prof.model} does not match {name}/{self.model}")
+            if not prof.has_power:
+                raise ValueError(f"profile {name}/{self.model} has latency only, no power "
+                                 f"({prof.energy_note or 'power_w is null'}); the simulator needs power to price energy: "
+                                 "measure on a device that exposes battery or RAPL readings")
         labels: list[str] = []
         cores: list[tuple[int, ...]] = []
         for prof in sorted(self.profiles, key=lambda p: -len(state_space(p.phone.layout))):
@@ -304,7 +358,7 @@ class ProfileSet:
         put("n_space", np.array([len(p.all_choices) for p in self.profiles], dtype=np.int64))
         put("baseline_latency_s", np.array([p.baseline.step_latency_s for p in self.profiles]))
         put("baseline_power_w", np.array([p.baseline.power_w for p in self.profiles]))
-        put("baseline_label_idx", np.full(n, index[BASELINE_LABEL], dtype=np.int64))
+        put("baseline_label_idx", np.array([index[p.baseline.label] for p in self.profiles], dtype=np.int64))
         for a in (self.latency_s, self.power_w, self.label_idx, self.n_viable, self.space_latency_s, self.space_power_w,
                   self.space_label_idx, self.n_space, self.baseline_latency_s, self.baseline_power_w, self.baseline_label_idx):
             a.setflags(write=False)
@@ -316,7 +370,10 @@ class ProfileSet:
 
         catalogue = load_phones(profiles_dir)
         profs = tuple(load_profile(profiles_dir, name, model, phones=catalogue) for name in phones)
-        return cls(model, tuple(phones), profs)
+        try:
+            return cls(model, tuple(phones), profs)
+        except ValueError as exc:
+            raise ConfigError(f"{profiles_dir}: {exc}") from None
 
     @property
     def n_phones(self) -> int:

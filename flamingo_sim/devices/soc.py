@@ -5,7 +5,8 @@ some SoCs, one Prime core among the big ones that clocks higher. An *execution c
 set of cores the training process is pinned to, with one thread per core.
 
 Phones and SoCs are described in ``profiles/phones.yaml`` (see :func:`load_phones`); a user
-adds a phone there, not in code.
+adds a phone there, not in code, or in a file of its own under ``profiles/phones.d/`` (same
+schema; ``flamingo-sim profile`` writes the measured machine there).
 
 State space (SPEC section 3): homogeneous cores are interchangeable and mixing low-power with
 big cores never helps, so the choices are the prefixes of the low-power cores
@@ -39,13 +40,17 @@ __all__ = [
     "Phone",
     "Choice",
     "state_space",
+    "baseline_cores",
     "load_phones",
     "PHONES_FILE",
+    "PHONES_DIR",
     "MAH_TO_COULOMB",
 ]
 
 #: Name of the phone/SoC catalogue inside a profiles directory.
 PHONES_FILE = "phones.yaml"
+#: Directory of extra phone/SoC files (same schema) inside a profiles directory.
+PHONES_DIR = "phones.d"
 #: 1 mAh = 3.6 C.
 MAH_TO_COULOMB = 3.6
 
@@ -195,6 +200,12 @@ def state_space(layout: CoreLayout) -> list[Choice]:
     return sorted(out, key=Choice.sort_key, reverse=True)
 
 
+def baseline_cores(layout: CoreLayout) -> tuple[int, ...]:
+    """PyTorch's default choice: all big cores (``4567`` on the shipped SoCs, the Prime core
+    counted as big), or all low-power cores on a layout without big cores."""
+    return tuple(sorted(layout.big)) or tuple(sorted(layout.low_power))
+
+
 # ---------------------------------------------------------------------------------------------
 # The catalogue file
 
@@ -224,25 +235,44 @@ class _PhonesFile:
 
 
 def load_phones(profiles_dir: str | Path) -> dict[str, Phone]:
-    """Read ``<profiles_dir>/phones.yaml``: SoCs and phones, keyed by phone name.
+    """Read ``<profiles_dir>/phones.yaml`` and ``<profiles_dir>/phones.d/*.yaml``: SoCs and
+    phones, keyed by phone name.
 
-    Errors (unknown keys, an unknown SoC, a bad layout) raise :class:`ConfigError` naming the
-    file and the key.
+    A file under ``phones.d`` may use the SoCs of ``phones.yaml`` and its own; a name defined
+    twice is an error. Errors (unknown keys, an unknown SoC, a bad layout) raise
+    :class:`ConfigError` naming the file and the key.
     """
     path = Path(profiles_dir) / PHONES_FILE
+    socs, phones = _load_phones_file(path, {})
+    extra_dir = Path(profiles_dir) / PHONES_DIR
+    for extra in sorted(extra_dir.glob("*.yaml")) if extra_dir.is_dir() else []:
+        more_socs, more = _load_phones_file(extra, socs)
+        twice = sorted(set(more) & set(phones))
+        if twice:
+            raise ConfigError(f"{extra}: phones.{twice[0]}: already defined in {path} or an earlier file")
+        socs.update(more_socs)
+        phones.update(more)
+    return phones
+
+
+def _load_phones_file(path: Path, known_socs: dict[str, SocSpec]) -> tuple[dict[str, SocSpec], dict[str, Phone]]:
+    """The SoCs and phones of one catalogue file; its phones may use ``known_socs`` too."""
     data = from_mapping(_PhonesFile, load_yaml(path), source=str(path))
     socs: dict[str, SocSpec] = {}
     for name, e in data.socs.items():
+        if name in known_socs:
+            raise ConfigError(f"{path}: socs.{name}: already defined in an earlier catalogue file")
         try:
             socs[name] = SocSpec(name, tuple(e.low_power), tuple(e.big), e.prime, e.uncore_power_w, dict(e.core_types))
         except ValueError as exc:
             raise ConfigError(f"{path}: socs.{name}: {exc}") from None
+    usable = known_socs | socs
     phones: dict[str, Phone] = {}
     for name, p in data.phones.items():
-        if p.soc not in socs:
-            raise ConfigError(f"{path}: phones.{name}.soc: unknown SoC {p.soc!r} (known: {', '.join(sorted(socs))})")
+        if p.soc not in usable:
+            raise ConfigError(f"{path}: phones.{name}.soc: unknown SoC {p.soc!r} (known: {', '.join(sorted(usable))})")
         try:
-            phones[name] = Phone(name, p.display_name or name, socs[p.soc], p.capacity_mah, p.voltage_v)
+            phones[name] = Phone(name, p.display_name or name, usable[p.soc], p.capacity_mah, p.voltage_v)
         except ValueError as exc:
             raise ConfigError(f"{path}: phones.{name}: {exc}") from None
-    return phones
+    return socs, phones
