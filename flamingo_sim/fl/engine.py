@@ -191,6 +191,9 @@ class Simulation:
         energy_j = float(settled.energy_spent_j.sum())
         self.energy_cum_j += energy_j
 
+        # the owner feels every training step that ran, kept or not
+        interference_s = outcome.interference_s * settled.done_frac
+
         # 7. evaluate and record
         accuracy = loss = float("nan")
         if self.round % cfg.fl.eval_every == 0 or self.round == 1 or self.is_done():
@@ -211,16 +214,15 @@ class Simulation:
             **{f"dropped_{r}": settled.count(REASONS.index(r)) for r in DROP_REASONS},
             "energy_j": energy_j,
             "energy_cum_j": self.energy_cum_j,
-            "interference_s": float(np.sum(outcome.interference_s[settled.kept])) if len(kept) else 0.0,
+            "interference_s": float(interference_s.sum()),
             "clients_lost": int(lost_now.sum()),
             "clients_lost_cum": int(self.ever_lost.sum()),
         }
         for j, label in enumerate(self.parts.choice_labels):
             row[f"steps_{label}"] = int(counts[j]) if counts is not None else 0
-        kept_phone = pop.phone_idx[kept]
-        kept_interference = outcome.interference_s[settled.kept]
+        chosen_phone = pop.phone_idx[chosen]
         for p, phone in enumerate(pop.phone_names):
-            row[f"interference_s_{phone}"] = float(kept_interference[kept_phone == p].sum())
+            row[f"interference_s_{phone}"] = float(interference_s[chosen_phone == p].sum())
         return row
 
     def _online_at_finish(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 One row per (policy, seed, round) in ``metrics.parquet``; columns documented in ``COLUMNS``,
 plus ``steps_<choice>`` (local steps the kept clients ran on each execution choice, e.g.
-``steps_4567``) and ``interference_s_<phone>`` (the kept clients' interference per phone model). The summary is a
+``steps_4567``) and ``interference_s_<phone>`` (interference per phone model, all attempts). The summary is a
 pure function of that table, so ``flamingo-sim report`` and notebooks can recompute it.
 """
 
@@ -31,7 +31,7 @@ COLUMNS = {
     **{f"dropped_{r}": f"selected clients dropped: {r.replace('_', ' ')}" for r in DROP_REASONS},
     "energy_j": "training energy drawn from phones this round, all attempts (J)",
     "energy_cum_j": "cumulative training energy (J)",
-    "interference_s": "time training shared a core with the owner's foreground app this round (s)",
+    "interference_s": "time training shared a core with the owner's foreground app this round, all attempts (s)",
     "clients_lost": "clients offline now only because training drained them",
     "clients_lost_cum": "distinct clients that have been lost so far",
 }

@@ -6,9 +6,11 @@ offline before they finish (the owner's own use), or whose training would drain 
 below the offline threshold before they finish; keep the K fastest of the rest (and only those within the deadline, if one
 is set); the round lasts until the last kept client finishes.
 
-Energy actually spent per client: the full task energy for a kept or trace-interrupted client;
-what was available above the floor for an exhausted one (it trained until the battery hit the
-threshold); for a client cut as too slow, the share of its task done by the end of the round.
+How much of its task each selected client ran (``done_frac``): all of it if kept or taken
+offline by its trace (it only learns at the end); none if it declined; for an exhausted one,
+the share its spare energy paid for (it trained until the battery hit the threshold); for one
+cut as too slow, the share done by the end of the round. Energy spent and interference with
+the owner scale with that share.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ EMPTY_ROUND_S = 60.0
 @dataclass(frozen=True)
 class RoundSettlement:
     reason: np.ndarray  # int8 (k,) one of the codes above
-    energy_spent_j: np.ndarray  # float (k,)
+    done_frac: np.ndarray  # float (k,) share of its task each client ran, in [0, 1]
+    energy_spent_j: np.ndarray  # float (k,) = energy_j x done_frac
     duration_s: float  # virtual time the round took
     kept: np.ndarray  # int64 indices (into the selected clients) of the kept ones, fastest first
 
@@ -94,9 +97,12 @@ def settle_round(
         round_s = float(tried.max()) if len(tried) else EMPTY_ROUND_S
     round_s = max(round_s, 1e-9)
 
-    spent = np.where(reason == DECLINED, 0.0, energy_j)
-    spent = np.where(reason == BATTERY_EXHAUSTED, spare, spent)
     with np.errstate(divide="ignore", invalid="ignore"):
-        done = np.clip(np.where(duration_s > 0, round_s / duration_s, 1.0), 0.0, 1.0)
-    spent = np.where(reason == TOO_SLOW, energy_j * done, spent)
-    return RoundSettlement(reason=reason, energy_spent_j=spent, duration_s=round_s, kept=kept)
+        by_time = np.where(duration_s > 0, round_s / duration_s, 1.0)
+        by_energy = np.where(energy_j > 0, spare / energy_j, 1.0)
+    done = np.ones(n)
+    done[reason == DECLINED] = 0.0
+    done = np.where(reason == BATTERY_EXHAUSTED, by_energy, done)
+    done = np.where(reason == TOO_SLOW, by_time, done)
+    done = np.clip(done, 0.0, 1.0)
+    return RoundSettlement(reason=reason, done_frac=done, energy_spent_j=energy_j * done, duration_s=round_s, kept=kept)

@@ -130,7 +130,11 @@ def test_interference_is_recorded_per_phone():
         client_device=traces.client_device, shift_s=traces.shift_s,
     )
     row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step()
-    # the foreground app holds cores 6 and 7: every 4567 step of the kept client runs 2x slower
+    # the foreground app holds cores 6 and 7: every 4567 step runs 2x slower and all of it is
+    # interference; the owner feels the kept client (0) and the one its trace took offline (3)
+    # in full, and the exhausted one (2) for the share of its task its 0.4 % spare paid for
+    shared_s = 2 * STEPS * LAT_S
+    exhausted_frac = 0.004 * CAPACITY_J / (shared_s * POWER_W)
+    assert row["duration_s"] == pytest.approx(shared_s + COMM_S)
+    assert row["interference_s"] == pytest.approx(shared_s * (2 + exhausted_frac))
     assert row["interference_s_pixel_3"] == pytest.approx(row["interference_s"])
-    assert row["interference_s"] == pytest.approx(2 * STEPS * LAT_S)
-    assert row["duration_s"] == pytest.approx(2 * STEPS * LAT_S + COMM_S)

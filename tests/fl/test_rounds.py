@@ -38,6 +38,7 @@ def test_scripted_round_by_hand():
     # spent: kept full; declined 0; too slow pro-rated by 100 s of their time; exhausted = spare.
     assert s.energy_spent_j.tolist() == pytest.approx([40.0, 0.0, 90.0 * 100 / 300, 200.0, 60.0 * 100 / 200, 30.0, 20.0])
     assert s.count(TOO_SLOW) == 2
+    assert s.done_frac.tolist() == pytest.approx([1.0, 0.0, 1 / 3, 200 / 500, 0.5, 1.0, 1.0])
 
 
 def test_deadline_drops_late_clients_and_bounds_the_round():
