@@ -49,7 +49,7 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     phones = [p for p, share in cfg.phones.mix.items() if share > 0]
     missing = [p for p in phones if not (profiles_dir / p / f"{cfg.model}.yaml").is_file()]
     if missing:
-        have = sorted({f.stem for f in profiles_dir.glob("*/*.yaml")})
+        have = sorted({f.stem for f in profiles_dir.glob("*/*.yaml") if f.parent.name in catalogue})
         raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} (profiled models: {', '.join(have)})")
     profiles = ProfileSet.load(profiles_dir, phones, cfg.model)
 
