@@ -625,8 +625,8 @@ def _classes() -> types.SimpleNamespace:
                     self.dispatch_client_events(event)
                 elif event == commons.START_ROUND:
                     self.dispatch_client_events(commons.CLIENT_TRAIN)
-                elif event == commons.SHUT_DOWN:
-                    self.dispatch_client_events(commons.SHUT_DOWN)
+                elif event == commons.SHUT_DOWN:  # to every executor, even if no round ever ran
+                    self.dispatch_client_events(commons.SHUT_DOWN, list(self.individual_client_events))
                     self.finished.set()
                 return True
             if self.server_events_queue:
