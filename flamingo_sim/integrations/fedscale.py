@@ -484,6 +484,7 @@ def _classes() -> types.SimpleNamespace:
             self.round_lock = threading.RLock()
             self.bound_port: int | None = None
             self.error: BaseException | None = None
+            self.round_end_wall_s: list[float] = []  # perf_counter() as each round finished
             self.init_model()
 
         def setup_env(self) -> None:  # FedScale seeds the global RNGs here; ours are derived
@@ -614,6 +615,7 @@ def _classes() -> types.SimpleNamespace:
                 state = self.model_wrapper.get_model().state_dict()
                 self.sim.params = {k: v.detach().clone() for k, v in state.items()}
             self.rows.append(self.sim.finish_round(plan, train_loss))
+            self.round_end_wall_s.append(time.perf_counter())
             self.global_virtual_clock = self.sim.clock_s
 
         # -- FedScale's event loop, one step at a time -------------------------------------------------
@@ -705,12 +707,16 @@ class _NoChannel:
         pass
 
 
-def run_in_process(sim: Any, *, work_dir: str | Path, n_executors: int = 1, weighted: bool = True) -> list[dict[str, Any]]:
+def run_in_process(
+    sim: Any, *, work_dir: str | Path, n_executors: int = 1, weighted: bool = True, stats: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Run ``sim`` (a fresh or resumed :class:`~flamingo_sim.fl.engine.Simulation`) to its end on
     FedScale's aggregator and ``n_executors`` executors in this process; returns the metrics rows.
 
-    Deterministic: the executors are pumped in turn, no threads, no sockets.
+    Deterministic: the executors are pumped in turn, no threads, no sockets. ``stats``, if
+    given, receives ``start_wall_s`` and ``round_end_wall_s`` (``time.perf_counter()`` values).
     """
+    start = time.perf_counter()
     cls = _classes()
     args = fedscale_args(sim.cfg, log_dir=work_dir, num_executors=n_executors)
     aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted)
@@ -733,6 +739,8 @@ def run_in_process(sim: Any, *, work_dir: str | Path, n_executors: int = 1, weig
     aggregator.stop()
     if aggregator.log_writer is not None:
         aggregator.log_writer.close()
+    if stats is not None:
+        stats.update(start_wall_s=start, round_end_wall_s=list(aggregator.round_end_wall_s))
     return aggregator.rows
 
 
@@ -792,14 +800,17 @@ def run_distributed(
     spawn: bool = True,
     timeout_s: float | None = None,
     on_start: Callable[[int, list[subprocess.Popen]], None] | None = None,
+    stats: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``sim`` with FedScale's aggregator here, serving gRPC on ``ps_ip:ps_port`` (0: a free
     port), and ``n_executors`` executor processes; returns the metrics rows.
 
     With ``spawn`` the executors are started here (loopback) and always ended before return;
     without it, they are expected to connect from elsewhere (see :func:`executor_command`).
-    ``on_start(port, processes)`` is called once they are started (tests use it).
+    ``on_start(port, processes)`` is called once they are started (tests use it); ``stats`` as
+    in :func:`run_in_process`.
     """
+    start = time.perf_counter()
     if n_executors < 1:
         raise FlamingoError(f"--executors: need at least 1 executor, got {n_executors}")
     cls = _classes()
@@ -848,6 +859,8 @@ def run_distributed(
         _terminate(procs)
         if aggregator.log_writer is not None:
             aggregator.log_writer.close()
+    if stats is not None:
+        stats.update(start_wall_s=start, round_end_wall_s=list(aggregator.round_end_wall_s))
     return aggregator.rows
 
 
