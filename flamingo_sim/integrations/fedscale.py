@@ -827,6 +827,8 @@ def run_distributed(
             env = dict(os.environ)
             root = str(Path(__file__).resolve().parents[2])
             env["PYTHONPATH"] = os.pathsep.join([root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+            # the executors share this machine's cores: one share each, not all of them each
+            env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n_executors)))
             for rank in range(1, n_executors + 1):
                 log = work / f"executor-{rank}.log"
                 logs.append(log)
