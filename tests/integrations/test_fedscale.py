@@ -36,7 +36,7 @@ EXACT = [
     "dropped_battery_exhausted", "dropped_interrupted", "dropped_too_slow",
 ]
 
-pytestmark = pytest.mark.skipif(
+needs_fedscale = pytest.mark.skipif(
     not fsi.fedscale_available(), reason=f"FedScale's extra is not installed: {fsi.INSTALL_HINT}"
 )
 
@@ -68,6 +68,7 @@ def _assert_same_rounds(native, other, acc_tol=1e-4):
             assert (math.isnan(a[col]) and math.isnan(b[col])) or a[col] == pytest.approx(b[col], abs=acc_tol), (col, a["round"])
 
 
+@needs_fedscale
 @pytest.mark.parametrize("policy", ["baseline", "flamingo"])
 def test_in_process_matches_the_native_engine(small, policy, tmp_path):
     _, parts = small
@@ -84,6 +85,7 @@ def test_in_process_matches_the_native_engine(small, policy, tmp_path):
         assert torch.allclose(sim.params[k], native_sim.params[k], atol=1e-5)
 
 
+@needs_fedscale
 def test_fedscale_trains_exactly_the_kept_clients_with_its_torch_client(small, tmp_path, monkeypatch):
     _, parts = small
     client_cls = fsi.FlamingoTorchClient
@@ -113,6 +115,7 @@ def test_fedscale_trains_exactly_the_kept_clients_with_its_torch_client(small, t
     assert sum(r["n_kept"] for r in rows) == len(trained)
 
 
+@needs_fedscale
 def test_unweighted_fedscale_mean_moves_accuracy_but_not_the_clock(small, tmp_path):
     _, parts = small
     native, _ = _native(parts)
@@ -123,6 +126,7 @@ def test_unweighted_fedscale_mean_moves_accuracy_but_not_the_clock(small, tmp_pa
     assert any(abs(a["loss"] - b["loss"]) > 1e-6 for a, b in zip(native, rows))
 
 
+@needs_fedscale
 def test_scripted_scenario_by_hand_on_fedscale(tmp_path):
     # tests/fl/test_engine.py's four clients: one kept, one offline, one runs flat, one taken
     # offline by its owner; the FedScale engine must settle them exactly alike
@@ -139,6 +143,7 @@ def test_scripted_scenario_by_hand_on_fedscale(tmp_path):
     _assert_same_rounds([native.step(), native.step()], rows)
 
 
+@needs_fedscale
 def test_rounds_where_nobody_is_online_do_not_hang(tmp_path):
     # everyone below the 10 % floor: FedScale's own aggregator would wait forever for uploads
     parts = scripted_parts(rounds=3)
@@ -151,6 +156,7 @@ def test_rounds_where_nobody_is_online_do_not_hang(tmp_path):
     assert [r["round"] for r in rows] == [1, 2, 3] and rows[-1]["time_s"] > 0
 
 
+@needs_fedscale
 def test_distributed_over_grpc_on_loopback(small, tmp_path):
     cfg, parts = small
     two = SMALL + ["fl.rounds=2"]
@@ -172,6 +178,7 @@ def test_distributed_over_grpc_on_loopback(small, tmp_path):
     assert trained == sum(r["n_kept"] for r in rows)
 
 
+@needs_fedscale
 def test_distributed_cleans_up_on_interrupt(small, tmp_path):
     cfg, parts = small
     seen = {}
@@ -185,6 +192,7 @@ def test_distributed_cleans_up_on_interrupt(small, tmp_path):
     assert len(seen["procs"]) == 2 and all(p.poll() is not None for p in seen["procs"])
 
 
+@needs_fedscale
 def test_run_experiment_with_the_fedscale_engine_writes_the_native_run_directory(tmp_path):
     over = SMALL + ["fl.rounds=2", "policies=[baseline]"]
     native = run_experiment(EXP, out_dir=tmp_path / "native", overrides=over, log=lambda _m: None)
@@ -207,12 +215,16 @@ def test_bad_engine_options_are_config_errors(tmp_path):
         run_experiment(EXP, out_dir=tmp_path / "c", overrides=SMALL, engine="fedscale", resume=True)
 
 
-def test_missing_runtime_names_the_install_command(monkeypatch):
+def test_missing_runtime_names_the_install_command(monkeypatch, tmp_path):
     monkeypatch.setattr(fsi, "_FS", None)
     monkeypatch.setitem(fsi.REQUIRED, "no_such_module_xyz", "grpcio")
     with pytest.raises(fsi.FedScaleUnavailable, match=r"pip install 'flamingo-sim\[fedscale\]'"):
         fsi.load_fedscale()
     assert not fsi.fedscale_available()
+    # the CLI's path: a one-line FlamingoError before any run directory is made
+    with pytest.raises(FlamingoError, match=r"needs .*grpcio.*pip install 'flamingo-sim\[fedscale\]'"):
+        run_experiment(EXP, out_dir=tmp_path / "run", overrides=SMALL, engine="fedscale")
+    assert not (tmp_path / "run").exists()
 
 
 def test_placeholder_module_imports_but_refuses_use():
@@ -228,6 +240,7 @@ def test_placeholder_module_imports_but_refuses_use():
         Metric()
 
 
+@needs_fedscale
 def test_host_argv_is_hidden_from_fedscale_and_restored():
     code = (
         "import sys; sys.argv = ['host', '--rounds', '7', '--not-a-fedscale-flag'];"
