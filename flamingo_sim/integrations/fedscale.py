@@ -44,9 +44,7 @@ import copy
 import importlib
 import importlib.util
 import logging
-import math
 import os
-import pickle
 import subprocess
 import sys
 import tempfile

@@ -258,3 +258,47 @@ def _env():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     return env
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if text.encode() in fh.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@needs_fedscale
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the executor processes")
+def test_ctrl_c_on_the_cli_ends_every_process(tmp_path):
+    import signal
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--engine", "fedscale", "--executors", "2", "--out", str(out)]
+    for item in SMALL + ["fl.rounds=100000", "policies=[baseline]"]:
+        cmd += ["--set", item]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        logs = [out / "fedscale" / "baseline-seed0" / f"executor-{r}.log" for r in (1, 2)]
+        while len(_processes_mentioning(str(out))) < 3 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()
+            time.sleep(0.2)
+        assert all(log.exists() for log in logs) and len(_processes_mentioning(str(out))) == 3  # the CLI + 2 executors
+        time.sleep(2.0)  # let the rounds get going
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_mentioning(str(out)) == []
