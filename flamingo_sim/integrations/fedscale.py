@@ -32,8 +32,13 @@ Two ways to run (:func:`run_fedscale`):
   executor's gRPC stub replaced by direct calls; no ports, deterministic;
 - distributed (``executors=N``): the aggregator serves gRPC on 127.0.0.1 on a free port and N
   executor processes (``python -m flamingo_sim.integrations.fedscale executor ...``) connect
-  to it; every process is ended on exit, error or Ctrl-C. Executors on other hosts run the same
-  command with ``--ps-ip`` / ``--ps-port`` of the aggregator (see the README).
+  to it; every process is ended on exit, error or Ctrl-C.
+
+On several hosts: call :func:`run_distributed` with ``spawn=False`` and ``ps_ip`` set to an
+address the other hosts reach (and a fixed ``ps_port``), then start on each host, from a
+checkout holding the same experiment, traces and profiles, the command
+:func:`executor_command` gives (``--ps-ip``/``--ps-port`` of the aggregator, ``--rank`` 1..N).
+FedScale's gRPC is unauthenticated and carries pickles: use it on a trusted network only.
 """
 
 from __future__ import annotations
