@@ -13,6 +13,11 @@ Each round (numbered steps match the code):
 6. advance the clock and every client's battery along its trace, training energy included;
 7. evaluate every ``eval_every`` rounds, and record the round's metrics.
 
+:meth:`Simulation.step` runs a round natively; :meth:`~Simulation.plan_round` (steps 1-4) and
+:meth:`~Simulation.finish_round` (steps 6-7) are public so that another engine (FedScale's
+aggregator, :mod:`flamingo_sim.integrations.fedscale`) can do step 5 itself and still share
+every rule about who is online, how long a round lasts and what it costs.
+
 All state lives in :class:`Simulation` and round-trips through ``state_dict`` so that a resumed
 run continues exactly where a checkpoint left off.
 """
@@ -32,7 +37,7 @@ from flamingo_sim.devices.policies import TaskRequest
 from flamingo_sim.fl.aggregate import fedavg
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.population import Population
-from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, settle_round
+from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.selection import Selector
 from flamingo_sim.fl.training import evaluate, train_cohort
 from flamingo_sim.rng import rng
@@ -55,6 +60,21 @@ class Components:
     model: torch.nn.Module
     test_data: tuple[torch.Tensor, torch.Tensor]
     choice_labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """A round after steps 1-4 (selected, priced, settled), before training and bookkeeping."""
+
+    round: int
+    t0_s: float  # virtual time the round starts
+    online: np.ndarray  # int64 clients online at the start
+    chosen: np.ndarray  # int64 selected clients
+    outcome: Any  # the policy's priced tasks (flamingo_sim.devices.policies), over ``chosen``
+    comm_s: np.ndarray  # float (len(chosen),) model download + upload time
+    duration_s: np.ndarray  # float (len(chosen),) compute + communication
+    settled: RoundSettlement
+    kept: np.ndarray  # int64 clients whose updates count, fastest first
 
 
 class Simulation:
@@ -114,6 +134,17 @@ class Simulation:
 
     # -- one round -----------------------------------------------------------------------------
     def step(self) -> dict[str, Any]:
+        """Run one round natively: plan it, train and aggregate, finish it; returns its metrics row."""
+        plan = self.plan_round()
+        train_loss = self.train_round(plan)
+        return self.finish_round(plan, train_loss)
+
+    def plan_round(self) -> RoundPlan:
+        """Steps 1-4: start the next round, select, price and settle it (no training yet).
+
+        Other engines (FedScale's aggregator) call this, train ``plan.kept`` themselves, set
+        :attr:`params` to the aggregated model and then call :meth:`finish_round`.
+        """
         cfg, pop = self.cfg, self.parts.population
         self.round += 1
         t0 = self.clock_s
@@ -155,30 +186,53 @@ class Simulation:
             interrupted=getattr(outcome, "interrupted", None),
             deadline_s=cfg.fl.deadline_s,
         )
-        kept = chosen[settled.kept]
+        return RoundPlan(
+            round=self.round,
+            t0_s=t0,
+            online=online,
+            chosen=chosen,
+            outcome=outcome,
+            comm_s=comm_s,
+            duration_s=duration_s,
+            settled=settled,
+            kept=chosen[settled.kept],
+        )
 
-        # 5. real training of the kept clients, FedAvg weighted by samples
-        train_loss = float("nan")
-        train_started = time.perf_counter()
-        if len(kept):
-            ids = [int(c) for c in kept]
-            datas = [self.parts.dataset.client_data(c) for c in ids]
-            result = train_cohort(
-                self.parts.model,
-                self.params,
-                datas,
-                ids,
-                n_steps=cfg.fl.local_steps,
-                batch_size=cfg.fl.batch_size,
-                lr=cfg.fl.lr,
-                seed=self.seed,
-                round_idx=self.round,
-                mode=cfg.fl.train_mode,
-            )
-            weights = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
-            self.params = fedavg(result.params, weights)
-            train_loss = float(result.losses.mean())
-        self.model_wall_s += time.perf_counter() - train_started
+    def train_round(self, plan: RoundPlan) -> float:
+        """Step 5 (native): train the kept clients for real, FedAvg weighted by samples.
+
+        Updates :attr:`params`; returns the kept clients' mean training loss (NaN if none).
+        """
+        cfg = self.cfg
+        if not len(plan.kept):
+            return float("nan")
+        started = time.perf_counter()
+        ids = [int(c) for c in plan.kept]
+        datas = [self.parts.dataset.client_data(c) for c in ids]
+        result = train_cohort(
+            self.parts.model,
+            self.params,
+            datas,
+            ids,
+            n_steps=cfg.fl.local_steps,
+            batch_size=cfg.fl.batch_size,
+            lr=cfg.fl.lr,
+            seed=self.seed,
+            round_idx=plan.round,
+            mode=cfg.fl.train_mode,
+        )
+        weights = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
+        self.params = fedavg(result.params, weights)
+        self.model_wall_s += time.perf_counter() - started
+        return float(result.losses.mean())
+
+    def finish_round(self, plan: RoundPlan, train_loss: float) -> dict[str, Any]:
+        """Steps 6-7: advance the clock and batteries, evaluate :attr:`params`, return the row."""
+        cfg, pop = self.cfg, self.parts.population
+        if plan.round != self.round:
+            raise ValueError(f"finish_round: plan is for round {plan.round}, the simulation is at round {self.round}")
+        chosen, settled, outcome, kept, online = plan.chosen, plan.settled, plan.outcome, plan.kept, plan.online
+        t0 = plan.t0_s
 
         # 6. advance the clock and every battery along its trace
         self.clock_s = t0 + settled.duration_s

@@ -7,7 +7,14 @@ The run directory holds:
 - ``summary.json``    time to target, energy to target, speedup, energy efficiency, clients lost;
 - ``checkpoints/``    one ``<policy>-seed<k>.pt`` per run, written atomically every
   ``checkpoint_every`` rounds and at the end, so that ``--resume`` continues a killed run and
-  produces exactly what an uninterrupted run would.
+  produces exactly what an uninterrupted run would (native engine only);
+- ``fedscale/``       with ``engine="fedscale"``: FedScale's logs and the executors' output,
+  one ``<policy>-seed<k>/`` per run.
+
+Engines: ``"native"`` trains in this process (:meth:`Simulation.step`); ``"fedscale"`` runs
+each (policy, seed) on FedScale's aggregator and executors
+(:mod:`flamingo_sim.integrations.fedscale`): in-process with ``executors=0``, else with that
+many executor processes over gRPC on 127.0.0.1. Both write the same metrics and summary.
 """
 
 from __future__ import annotations
@@ -52,9 +59,12 @@ def run_experiment(
     n_seeds: int | None = None,
     resume: bool = False,
     log: Any = None,
+    engine: str = "native",
+    executors: int = 0,
 ) -> RunResult:
     """Run (or resume) the experiment in ``experiment`` and return its metrics and summary."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
+    _check_engine(engine, executors, resume)
     cfg = load_experiment(experiment, overrides)
     if n_seeds is not None:
         if n_seeds < 1:
@@ -83,16 +93,39 @@ def run_experiment(
         for name in cfg.policies:
             policy = make_policy(name, cfg)
             sim = Simulation(parts, policy, name, seed, make_selector(cfg.fl.selection))
-            rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows))
+            if engine == "fedscale":
+                from flamingo_sim.integrations.fedscale import run_fedscale
+
+                work = out / "fedscale" / f"{_safe(name)}-seed{seed}"
+                log(f"{name} seed {seed}: FedScale engine, " + (f"{executors} executor processes over gRPC" if executors else "in-process"))
+                rows.extend(run_fedscale(sim, experiment=experiment, work_dir=work, executors=executors, overrides=overrides))
+                _write_metrics(out, pd.DataFrame(rows))
+            else:
+                rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows))
 
     metrics = pd.DataFrame(rows)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
-    summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, **summary}
+    summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine, **summary}
     _write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     print(format_summary(summary))
     log(f"run directory: {out}")
     return RunResult(out, metrics, summary)
+
+
+def _check_engine(engine: str, executors: int, resume: bool) -> None:
+    if engine not in ("native", "fedscale"):
+        raise ConfigError(f"--engine: expected 'native' or 'fedscale', got {engine!r}")
+    if executors < 0:
+        raise ConfigError(f"--executors: expected a count >= 0, got {executors}")
+    if engine == "native" and executors:
+        raise ConfigError("--executors: only with --engine fedscale")
+    if engine == "fedscale":
+        if resume:
+            raise ConfigError("--resume: not supported with --engine fedscale (it writes no checkpoints); start a new run")
+        from flamingo_sim.integrations.fedscale import load_fedscale
+
+        load_fedscale()  # fail now, with the install command, if FedScale is missing
 
 
 def _safe(name: str) -> str:

@@ -1,0 +1,7 @@
+"""Integrations with other FL systems. Each lives in its own module and imports its system lazily.
+
+- :mod:`flamingo_sim.integrations.fedscale`: run an experiment on FedScale's aggregator and
+  executors (in-process or over gRPC); needs ``pip install 'flamingo-sim[fedscale]'``.
+- :mod:`flamingo_sim.integrations.fedscale_traces`: FedScale's ``device_conf_file`` and
+  ``device_avail_file`` from our traces and profiles, and back (no FedScale needed).
+"""
