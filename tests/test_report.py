@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from PIL import Image
 

@@ -32,10 +32,9 @@ import yaml
 
 from flamingo_sim.config import to_mapping
 from flamingo_sim.errors import ConfigError, FlamingoError
-from flamingo_sim.fl.config import ExperimentConfig, load_experiment, require_path, resolve_path
-from flamingo_sim.fl.engine import Components, Simulation
+from flamingo_sim.fl.config import ExperimentConfig, load_experiment
+from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.metrics import format_summary, summarize
-from flamingo_sim.fl.population import build_population
 from flamingo_sim.fl.selection import make_selector
 from flamingo_sim.io import atomic_path, progress, write_json
 
@@ -77,18 +76,20 @@ def run_experiment(
         _check_resumable(out, cfg)
     elif out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out}: run directory exists and is not empty (use --resume to continue it, or another --out)")
+    from flamingo_sim.fl.setup import build_components, make_policy
+
+    # Everything a config can get wrong fails here, before the run directory is touched.
+    for name in cfg.policies:
+        make_policy(name, cfg)
+    first_parts = build_components(cfg, experiment, cfg.seeds[0], log=log)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "config.yaml") as tmp:
         tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
 
-    from flamingo_sim.fl.setup import build_components, make_policy
-
-    for name in cfg.policies:  # fail on a bad policy before any heavy loading
-        make_policy(name, cfg)
     rows: list[dict[str, Any]] = []
     data_description = None
     for seed in cfg.seeds:
-        parts = build_components(cfg, experiment, seed, log=log if seed == cfg.seeds[0] else (lambda _m: None))
+        parts = first_parts if seed == cfg.seeds[0] else build_components(cfg, experiment, seed, log=lambda _m: None)
         data_description = parts.dataset.description
         for name in cfg.policies:
             policy = make_policy(name, cfg)
@@ -186,4 +187,4 @@ def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     return pd.read_parquet(metrics_path), summary
 
 
-__all__ = ["run_experiment", "load_run", "RunResult", "resolve_path", "require_path"]
+__all__ = ["run_experiment", "load_run", "RunResult"]

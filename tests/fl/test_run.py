@@ -105,6 +105,7 @@ def test_bad_configs_give_one_clear_line(tmp_path, capsys, yaml_text, overrides,
     err = capsys.readouterr().err.strip().splitlines()
     assert re.search(message, err[-1]), err
     assert "Traceback" not in "\n".join(err)
+    assert not (tmp_path / "out").exists()  # nothing written for a config that cannot run
 
 
 def test_existing_run_directory_is_not_overwritten(tmp_path):
