@@ -1,4 +1,4 @@
-"""Integrations with other FL systems. Each lives in its own module and imports its system lazily.
+"""Integrations with other FL systems. Each lives in its own module or package and imports its system lazily.
 
 - :mod:`flamingo_sim.integrations.fedscale`: run an experiment on FedScale's aggregator and
   executors (in-process or over gRPC); needs ``pip install 'flamingo-sim[fedscale]'``.

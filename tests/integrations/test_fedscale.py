@@ -216,7 +216,7 @@ def test_bad_engine_options_are_config_errors(tmp_path):
 
 
 def test_missing_runtime_names_the_install_command(monkeypatch, tmp_path):
-    monkeypatch.setattr(fsi, "_FS", None)
+    monkeypatch.setattr(fsi.loader, "_FS", None)  # the cache load_fedscale keeps
     monkeypatch.setitem(fsi.REQUIRED, "no_such_module_xyz", "grpcio")
     with pytest.raises(fsi.FedScaleUnavailable, match=r"pip install 'flamingo-sim\[fedscale\]'"):
         fsi.load_fedscale()
