@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -99,7 +99,8 @@ def run_experiment(
 
                 work = out / "fedscale" / f"{_safe(name)}-seed{seed}"
                 log(f"{name} seed {seed}: FedScale engine, " + (f"{executors} executor processes over gRPC" if executors else "in-process"))
-                rows.extend(run_fedscale(sim, experiment=experiment, work_dir=work, executors=executors, overrides=overrides))
+                with _RoundProgress(sim, cfg) as on_round:
+                    rows.extend(run_fedscale(sim, experiment=experiment, work_dir=work, executors=executors, overrides=overrides, on_round=on_round))
                 _write_metrics(out, pd.DataFrame(rows))
             else:
                 rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows))
@@ -139,21 +140,36 @@ def _run_one(sim: Simulation, ckpt: Path, cfg: ExperimentConfig, out: Path, done
         state = torch.load(ckpt, weights_only=False)
         sim.load_state_dict(state["simulation"])
         rows = list(state["rows"])
-    bar = progress(range(cfg.fl.rounds), desc=f"{sim.policy_name} seed {sim.seed}", total=cfg.fl.rounds, unit="round", initial=sim.round)
     every = cfg.checkpoint_every
-    try:
+    with _RoundProgress(sim, cfg, rows) as on_round:
         while not sim.is_done():
-            row = sim.step()
-            rows.append(row)
-            bar.update(1)
-            acc = next((r["accuracy"] for r in reversed(rows) if not np.isnan(r["accuracy"])), float("nan"))
-            bar.set_postfix_str(f"t={sim.clock_s / 3600:.2f} h acc={acc:.3f} online={row['n_online']}", refresh=False)
+            rows.append(sim.step())
+            on_round(rows[-1])
             if sim.round % every == 0 or sim.is_done():
                 _checkpoint(ckpt, sim, rows)
                 _write_metrics(out, pd.DataFrame(done_rows + rows))
-    finally:
-        bar.close()
     return rows
+
+
+class _RoundProgress:
+    """The progress bar of one (policy, seed): rounds, virtual time, latest accuracy, online."""
+
+    def __init__(self, sim: Simulation, cfg: ExperimentConfig, done_rows: Sequence[dict[str, Any]] = ()) -> None:
+        self.bar = progress(range(cfg.fl.rounds), desc=f"{sim.policy_name} seed {sim.seed}", total=cfg.fl.rounds, unit="round", initial=sim.round)
+        evaluated = [r["accuracy"] for r in done_rows if not np.isnan(r["accuracy"])]
+        self.accuracy = evaluated[-1] if evaluated else float("nan")
+
+    def __call__(self, row: dict[str, Any]) -> None:
+        if not np.isnan(row["accuracy"]):
+            self.accuracy = row["accuracy"]
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"t={row['time_s'] / 3600:.2f} h acc={self.accuracy:.3f} online={row['n_online']}", refresh=False)
+
+    def __enter__(self) -> "_RoundProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.close()
 
 
 def _checkpoint(path: Path, sim: Simulation, rows: list[dict[str, Any]]) -> None:

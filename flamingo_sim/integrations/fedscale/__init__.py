@@ -59,7 +59,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.integrations.fedscale.classes import CLASS_NAMES
@@ -99,16 +99,22 @@ def run_fedscale(
     executors: int = 0,
     overrides: Sequence[str] = (),
     weighted: bool = True,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run one (policy, seed) on FedScale: in-process if ``executors`` is 0, else distributed."""
+    """Run one (policy, seed) on FedScale: in-process if ``executors`` is 0, else distributed.
+
+    ``on_round(row)`` is called with each finished round's metrics row (the progress bar).
+    """
     with contextlib.ExitStack() as stack:
         if work_dir is None:
             work_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="flamingo-fedscale-"))
         if executors == 0:
-            return run_in_process(sim, work_dir=work_dir, weighted=weighted)
+            return run_in_process(sim, work_dir=work_dir, weighted=weighted, on_round=on_round)
         if experiment is None:
             raise FlamingoError("the distributed FedScale engine needs the experiment file (its executors load it)")
-        return run_distributed(sim, experiment=experiment, work_dir=work_dir, n_executors=executors, overrides=overrides, weighted=weighted)
+        return run_distributed(
+            sim, experiment=experiment, work_dir=work_dir, n_executors=executors, overrides=overrides, weighted=weighted, on_round=on_round
+        )
 
 
 def __getattr__(name: str) -> Any:  # FlamingoAggregator etc. on first use, importing FedScale then

@@ -41,7 +41,16 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
         ``rows`` collects one native-format metrics row per finished round.
         """
 
-        def __init__(self, args: argparse.Namespace, sim: Any, *, n_executors: int = 1, weighted: bool = True, poll_s: float = 0.01) -> None:
+        def __init__(
+            self,
+            args: argparse.Namespace,
+            sim: Any,
+            *,
+            n_executors: int = 1,
+            weighted: bool = True,
+            poll_s: float = 0.01,
+            on_round: Callable[[dict[str, Any]], None] | None = None,
+        ) -> None:
             with quiet_root_logging():
                 super().__init__(args)
             self.sim = sim
@@ -50,6 +59,7 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
             self.executors = list(range(n_executors))
             self.client_profiles: dict[int, Any] = {}
             self.rows: list[dict[str, Any]] = []
+            self.on_round = on_round  # called with each finished round's metrics row (progress)
             self.plan: Any = None
             self._next_plan: Any = None
             self.train_losses: list[float] = []
@@ -188,6 +198,8 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
                 state = self.model_wrapper.get_model().state_dict()
                 self.sim.params = {k: v.detach().clone() for k, v in state.items()}
             self.rows.append(self.sim.finish_round(plan, train_loss))
+            if self.on_round is not None:
+                self.on_round(self.rows[-1])
             self.round_end_wall_s.append(time.perf_counter())
             self.global_virtual_clock = self.sim.clock_s
 

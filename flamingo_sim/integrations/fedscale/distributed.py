@@ -79,6 +79,7 @@ def run_distributed(
     timeout_s: float | None = None,
     on_start: Callable[[int, list[subprocess.Popen]], None] | None = None,
     stats: dict[str, Any] | None = None,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``sim`` with FedScale's aggregator here, serving gRPC on ``ps_ip:ps_port`` (0: a free
     port), and ``n_executors`` executor processes; returns the metrics rows.
@@ -86,7 +87,8 @@ def run_distributed(
     With ``spawn`` the executors are started here (loopback) and always ended before return;
     without it, they are expected to connect from elsewhere (see :func:`executor_command`).
     ``on_start(port, processes)`` is called once they are started (tests use it); ``stats`` as
-    in :func:`~flamingo_sim.integrations.fedscale.in_process.run_in_process`.
+    in :func:`~flamingo_sim.integrations.fedscale.in_process.run_in_process`; ``on_round(row)``
+    after each finished round (the progress bar).
     """
     start = time.perf_counter()
     if n_executors < 1:
@@ -95,7 +97,7 @@ def run_distributed(
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     args = fedscale_args(sim.cfg, log_dir=work, ps_ip=ps_ip, ps_port=ps_port, num_executors=n_executors)
-    aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted)
+    aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted, on_round=on_round)
     procs: list[subprocess.Popen] = []
     logs: list[Path] = []
     try:

@@ -42,18 +42,25 @@ class _NoChannel:
 
 
 def run_in_process(
-    sim: Any, *, work_dir: str | Path, n_executors: int = 1, weighted: bool = True, stats: dict[str, Any] | None = None
+    sim: Any,
+    *,
+    work_dir: str | Path,
+    n_executors: int = 1,
+    weighted: bool = True,
+    stats: dict[str, Any] | None = None,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``sim`` (a fresh or resumed :class:`~flamingo_sim.fl.engine.Simulation`) to its end on
     FedScale's aggregator and ``n_executors`` executors in this process; returns the metrics rows.
 
     Deterministic: the executors are pumped in turn, no threads, no sockets. ``stats``, if
-    given, receives ``start_wall_s`` and ``round_end_wall_s`` (``time.perf_counter()`` values).
+    given, receives ``start_wall_s`` and ``round_end_wall_s`` (``time.perf_counter()`` values);
+    ``on_round(row)`` is called after each finished round (the progress bar).
     """
     start = time.perf_counter()
     cls = fedscale_classes()
     args = fedscale_args(sim.cfg, log_dir=work_dir, num_executors=n_executors)
-    aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted)
+    aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted, on_round=on_round)
     executors = []
     for rank in range(1, n_executors + 1):
         exe = cls.FlamingoExecutor(rank_args(args, rank), sim.parts.dataset, sim.parts.model)
