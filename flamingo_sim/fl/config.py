@@ -59,6 +59,7 @@ class ProxyConfig:
     beta: float = 1.0
     mean_samples: float = 115.5  # OpenImage: 1,672,231 samples / 14,477 clients
     model: str = "mlp"
+    seed: int = 0  # the task itself is fixed across run seeds, like a real dataset
 
 
 @dataclass(frozen=True)

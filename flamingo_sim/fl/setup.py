@@ -102,6 +102,6 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: in
     log(f"WARNING: the real {data.name} data is not available ({reason}); using the generated proxy task (data.fallback: proxy)")
     ds = SyntheticFederated(
         n_clients=px.n_clients, n_classes=px.n_classes, n_features=px.n_features,
-        alpha=px.alpha, beta=px.beta, seed=seed, mean_samples=px.mean_samples,
+        alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples,
     )
     return ds, px.model

@@ -135,3 +135,22 @@ def test_real_fedscale_layout_trains_the_named_dnn(tmp_path):
     assert result.summary["data"].startswith(f"FedScale image dataset at {root} (train split): 3 clients, 52 samples")
     assert result.metrics["n_kept"].tolist() == [2, 2]
     assert result.metrics["accuracy"].notna().all()
+
+
+def test_seeds_vary_the_run_not_the_task():
+    import torch
+
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.setup import build_components
+
+    exp = ROOT / "experiments/openimage_mobilenet.yaml"
+    cfg = load_experiment(exp, SMALL)
+    a, b = (build_components(cfg, exp, seed, log=lambda m: None) for seed in (0, 1))
+    # the proxy task is the same dataset for every seed (data.proxy.seed), like real data ...
+    assert all(torch.equal(u, v) for u, v in zip(a.dataset.client_data(7), b.dataset.client_data(7)))
+    assert all(torch.equal(u, v) for u, v in zip(a.test_data, b.test_data))
+    # ... while phones, bandwidths and the initial model differ
+    assert not (a.population.phone_idx == b.population.phone_idx).all()
+    assert not torch.equal(next(a.model.parameters()), next(b.model.parameters()))
+    c = build_components(load_experiment(exp, SMALL + ["data.proxy.seed=3"]), exp, 0, log=lambda m: None)
+    assert not torch.equal(a.dataset.client_data(7)[0], c.dataset.client_data(7)[0])
