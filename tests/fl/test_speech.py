@@ -190,3 +190,11 @@ def test_broken_speech_root_is_a_config_error(tmp_path):
     root.mkdir()
     with pytest.raises(ConfigError, match=r"speech_resnet34\.yaml: data\.root: .*client_data_mapping.train\.csv: mapping file not found"):
         run_experiment(ROOT / "experiments/speech_resnet34.yaml", out_dir=tmp_path / "run", overrides=[f"data.root={root}"], log=lambda m: None)
+
+
+def test_real_data_of_another_name_is_a_config_error(tmp_path):
+    from flamingo_sim.fl.run import run_experiment
+
+    with pytest.raises(ConfigError, match=r"data\.name: real 'synthetic' data cannot be read \(only 'openimage', 'google_speech'\)"):
+        run_experiment(ROOT / "experiments/speech_resnet34.yaml", out_dir=tmp_path / "run",
+                       overrides=[f"data.root={tmp_path}", "data.name=synthetic"], log=lambda m: None)
