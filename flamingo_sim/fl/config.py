@@ -67,7 +67,7 @@ class DataConfig:
     name: Literal["openimage", "google_speech", "synthetic"] = "openimage"
     root: Optional[Path] = None  # FedScale-layout dataset directory; absent -> fallback
     fallback: Literal["proxy", "error"] = "proxy"
-    image_size: int = 64  # real images are resized to image_size x image_size
+    image_size: int = 64  # real images (speech: log-mel spectrograms) are resized to image_size x image_size
     max_clients: Optional[int] = None  # use only the first N clients of the real data
     max_test_samples: Optional[int] = 2000
     proxy: ProxyConfig = field(default_factory=ProxyConfig)

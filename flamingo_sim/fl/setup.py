@@ -79,19 +79,21 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
 def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> tuple[Any, str]:
     """The real dataset if present, else the proxy (said loudly); returns (dataset, model name)."""
     from flamingo_sim.fl.data import FedScaleImageDataset, SyntheticFederated
+    from flamingo_sim.fl.speech import FedScaleSpeechDataset
 
+    readers = {"openimage": FedScaleImageDataset, "google_speech": FedScaleSpeechDataset}
     data = cfg.data
     src = str(experiment_path)
     reason = "data.root is not set"
     if data.root is not None:
         root = resolve_path(data.root, experiment_path)
         if root.exists():
-            if data.name != "openimage":
-                raise ConfigError(f"{src}: data.name: reading real {data.name!r} data is not supported yet (only 'openimage'); set data.root: null to run the proxy")
+            if data.name not in readers:
+                raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only {', '.join(map(repr, readers))}); set data.root: null to run the proxy")
             if cfg.model not in ARCHITECTURES:
                 raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
             try:
-                ds = FedScaleImageDataset(root, "train", data.image_size, max_clients=data.max_clients, max_test_samples=data.max_test_samples)
+                ds = readers[data.name](root, "train", data.image_size, max_clients=data.max_clients, max_test_samples=data.max_test_samples)
             except InputDataError as exc:
                 raise ConfigError(f"{src}: data.root: {exc}") from None
             return ds, ARCHITECTURES[cfg.model]
