@@ -53,7 +53,7 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
         raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} (profiled models: {', '.join(have)})")
     profiles = ProfileSet.load(profiles_dir, phones, cfg.model)
 
-    dataset, model_name = _dataset(cfg, experiment_path, seed, log)
+    dataset, model_name = _dataset(cfg, experiment_path, log)
     log(f"data: {dataset.description}")
     model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"))
     population = build_population(
@@ -76,9 +76,10 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     )
 
 
-def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> tuple[Any, str]:
+def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[Any, str]:
     """The real dataset if present, else the proxy (said loudly); returns (dataset, model name)."""
-    from flamingo_sim.fl.data import FedScaleImageDataset, SyntheticFederated
+    from flamingo_sim.fl.data import SyntheticFederated
+    from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
     from flamingo_sim.fl.speech import FedScaleSpeechDataset
 
     readers = {"openimage": FedScaleImageDataset, "google_speech": FedScaleSpeechDataset}

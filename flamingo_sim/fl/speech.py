@@ -1,6 +1,6 @@
 """Google Speech Commands in FedScale's client-partitioned layout, as log-mel "images".
 
-The layout is FedScale's (see :class:`~flamingo_sim.fl.data.FedScaleLayout`): mapping files
+The layout is FedScale's (see :class:`~flamingo_sim.fl.fedscale_data.FedScaleLayout`): mapping files
 ``root/client_data_mapping/{train,test}.csv`` with header
 ``client_id,sample_path,label_name,label_id`` and one WAV file per row at
 ``root/<train|test>/<sample_path>`` (16 kHz mono 16-bit PCM, about 1 s, 35 keyword classes).
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from flamingo_sim.fl.data import FedScaleLayout
+from flamingo_sim.fl.fedscale_data import FedScaleLayout
 
 __all__ = ["FedScaleSpeechDataset", "read_wav", "fix_length", "mel_filterbank", "log_mel_spectrogram", "hz_to_mel", "mel_to_hz"]
 
@@ -137,7 +137,7 @@ class FedScaleSpeechDataset(FedScaleLayout):
 
     The preprocessing (steps, parameters, departures from FedScale) is described in the module
     docstring. Client partitioning, filtering, laziness and errors are
-    :class:`~flamingo_sim.fl.data.FedScaleLayout`'s; an audio file that is missing, not a WAV,
+    :class:`~flamingo_sim.fl.fedscale_data.FedScaleLayout`'s; an audio file that is missing, not a WAV,
     or not 16-bit PCM is an :class:`~flamingo_sim.errors.InputDataError` naming the mapping
     file's line and the audio file, raised when its client is first read. A clip whose sample
     rate differs from ``sample_rate_hz`` is an error too (nothing is resampled).

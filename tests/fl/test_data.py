@@ -11,7 +11,8 @@ import torch
 from PIL import Image
 
 from flamingo_sim.errors import InputDataError
-from flamingo_sim.fl.data import FederatedDataset, FedScaleImageDataset, SyntheticFederated
+from flamingo_sim.fl.data import FederatedDataset, SyntheticFederated
+from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
 
 
 # ---------------------------------------------------------------- synthetic
