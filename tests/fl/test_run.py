@@ -15,6 +15,8 @@ from flamingo_sim.fl.run import run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["fl.rounds=4", "fl.participants_per_round=8", "fl.local_steps=4", "fl.eval_every=2", "data.proxy.n_clients=200"]
+#: Two one-step rounds of two clients on a tiny real-layout dataset (append data.root=...).
+TINY_REAL = ["data.image_size=32", "fl.rounds=2", "fl.participants_per_round=2", "fl.local_steps=1", "fl.eval_every=1", "policies=[baseline]"]
 
 
 @pytest.fixture(autouse=True)
@@ -128,8 +130,7 @@ def test_real_fedscale_layout_trains_the_named_dnn(tmp_path):
     result = run_experiment(
         ROOT / "experiments/openimage_mobilenet.yaml",
         out_dir=tmp_path / "run",
-        overrides=[f"data.root={root}", "data.image_size=32", "fl.rounds=2", "fl.participants_per_round=2",
-                   "fl.local_steps=1", "fl.eval_every=1", "policies=[baseline]"],
+        overrides=[f"data.root={root}", *TINY_REAL],
         log=lambda m: None,
     )
     assert result.summary["data"].startswith(f"FedScale image dataset at {root} (train split): 3 clients, 52 samples")

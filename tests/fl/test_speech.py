@@ -167,14 +167,14 @@ def test_bad_audio_names_file_and_line(tmp_path, write, message):
 
 def test_speech_experiment_trains_resnet34_on_the_layout(tmp_path):
     from flamingo_sim.fl.run import run_experiment
+    from tests.fl.test_run import TINY_REAL
 
     root = tmp_path / "google_speech"
     _write_speech(root, {"a": 16, "b": 17, "c": 16, "d": 5})
     result = run_experiment(
         ROOT / "experiments/speech_resnet34.yaml",
         out_dir=tmp_path / "run",
-        overrides=[f"data.root={root}", "data.image_size=32", "fl.rounds=2", "fl.participants_per_round=2",
-                   "fl.local_steps=1", "fl.eval_every=1", "policies=[baseline]"],
+        overrides=[f"data.root={root}", *TINY_REAL],
         log=lambda m: None,
     )
     assert result.summary["data"].startswith(f"FedScale Google Speech dataset at {root} (train split): 3 clients, 49 samples, 3 classes")
