@@ -92,7 +92,14 @@ class FLConfig:
     eval_every: int = 5
     selection: str = "uniform"  # or "pkg.module:Selector"
     deadline_s: Optional[float] = None  # drop clients that finish later than this after round start
-    train_mode: Literal["auto", "batched", "sequential"] = "auto"
+    # how a cohort trains (flamingo_sim.fl.training): auto picks per (model, image size, device);
+    # batched = vmap; sequential is the per-client reference loop; streams = model copies on CUDA streams
+    train_mode: Literal["auto", "batched", "vmap", "streams", "sequential"] = "auto"
+    device: str = "auto"  # auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda or cuda:N
+    threads: Optional[int] = None  # torch CPU threads, set once per run; null: OMP_NUM_THREADS if set, else the usable cores
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"  # tf32/bf16 only when asked (CUDA)
+    cuda_graphs: bool = False  # capture the batched step as a CUDA graph (CUDA only)
+    memory_budget_gb: Optional[float] = None  # per vmap chunk; null: 80 % of free GPU memory / half the RAM
 
     def __post_init__(self) -> None:
         for name in ("participants_per_round", "local_steps", "batch_size", "rounds", "eval_every"):
@@ -102,6 +109,13 @@ class FLConfig:
             raise ValueError(f"overcommit must be >= 1, got {self.overcommit}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.memory_budget_gb is not None and not self.memory_budget_gb > 0:
+            raise ValueError(f"memory_budget_gb must be > 0, got {self.memory_budget_gb}")
+        text = self.device.strip().lower()
+        if not (text in ("auto", "cpu", "cuda") or (text.startswith("cuda:") and text[5:].isdigit())):
+            raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 
 
 @dataclass(frozen=True)

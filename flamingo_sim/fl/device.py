@@ -3,9 +3,9 @@ numeric precision (``fl.precision``).
 
 - ``resolve_device("auto")`` takes the first CUDA GPU when one is visible, else the CPU;
   ``"cuda"`` / ``"cuda:N"`` demand a GPU and fail with one line when there is none.
-- :func:`set_threads` sets torch's intra-op thread count once per process (default: the cores
-  this process may use, ``os.sched_getaffinity``); torch's own default can oversubscribe a
-  shared machine.
+- :func:`set_threads` sets torch's intra-op thread count once per run (default: ``OMP_NUM_THREADS``
+  when set, else the cores this process may use, ``os.sched_getaffinity``); torch's own
+  default counts every core of the machine, which oversubscribes a container or a shared box.
 - :func:`precision_context` switches reduced precision on only when asked: ``"fp32"`` (the
   default) also turns cuDNN's TF32 convolutions *off* (torch enables them by default), so no
   result is silently computed in 10-bit mantissas; ``"tf32"`` allows TF32 matmuls and
@@ -23,7 +23,7 @@ import torch
 
 from flamingo_sim.errors import ConfigError
 
-__all__ = ["resolve_device", "set_threads", "usable_cores", "precision_context", "PRECISIONS"]
+__all__ = ["resolve_device", "set_threads", "default_threads", "usable_cores", "precision_context", "PRECISIONS"]
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 
@@ -59,9 +59,15 @@ def resolve_device(spec: str, key: str = "fl.device") -> torch.device:
     raise ConfigError(f"{key}: expected auto, cpu, cuda or cuda:N, got {spec!r}")
 
 
+def default_threads() -> int:
+    """``OMP_NUM_THREADS`` when the environment sets it, else the usable cores."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else usable_cores()
+
+
 def set_threads(n_threads: int | None) -> int:
-    """Set torch's intra-op threads to ``n_threads`` (``None``: the usable cores); returns it."""
-    n = usable_cores() if n_threads is None else int(n_threads)
+    """Set torch's intra-op threads to ``n_threads`` (``None``: :func:`default_threads`); returns it."""
+    n = default_threads() if n_threads is None else int(n_threads)
     if n < 1:
         raise ConfigError(f"fl.threads: expected a count >= 1, got {n_threads}")
     if torch.get_num_threads() != n:

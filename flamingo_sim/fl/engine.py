@@ -39,7 +39,8 @@ from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.population import Population
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.selection import Selector
-from flamingo_sim.fl.training import evaluate, train_cohort
+from flamingo_sim.fl.device import precision_context, resolve_device
+from flamingo_sim.fl.training import CohortTrainer, evaluate
 from flamingo_sim.rng import rng
 
 #: How far ahead (in trace slots) a task may look at whether the owner uses the phone.
@@ -103,7 +104,13 @@ class Simulation:
         self.clock_s = 0.0
         self.energy_cum_j = 0.0
         self.ever_lost = np.zeros(pop.n_clients, dtype=bool)
+        fl = self.cfg.fl
+        self.device = resolve_device(fl.device)
+        parts.model.to(self.device)
+        budget = None if fl.memory_budget_gb is None else int(fl.memory_budget_gb * (1 << 30))
+        self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget, cuda_graphs=fl.cuda_graphs)
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
+        self._test_data = tuple(t.to(self.device) for t in parts.test_data)
         self.model_wall_s = 0.0  # wall time in local training, FedAvg and evaluation (not checkpointed)
 
     # -- trace lookups -------------------------------------------------------------------------
@@ -209,8 +216,7 @@ class Simulation:
         started = time.perf_counter()
         ids = [int(c) for c in plan.kept]
         datas = [self.parts.dataset.client_data(c) for c in ids]
-        result = train_cohort(
-            self.parts.model,
+        result = self.trainer.train(
             self.params,
             datas,
             ids,
@@ -219,7 +225,6 @@ class Simulation:
             lr=cfg.fl.lr,
             seed=self.seed,
             round_idx=plan.round,
-            mode=cfg.fl.train_mode,
         )
         weights = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
         self.params = fedavg(result.params, weights)
@@ -306,8 +311,9 @@ class Simulation:
 
     def evaluate(self) -> tuple[float, float]:
         started = time.perf_counter()
-        x, y = self.parts.test_data
-        result = evaluate(self.parts.model, self.params, x, y)
+        x, y = self._test_data
+        with precision_context(self.cfg.fl.precision, self.device):
+            result = evaluate(self.parts.model, self.params, x, y)
         self.model_wall_s += time.perf_counter() - started
         return result
 
@@ -324,7 +330,7 @@ class Simulation:
             "clock_s": self.clock_s,
             "energy_cum_j": self.energy_cum_j,
             "ever_lost": self.ever_lost.copy(),
-            "params": {k: v.clone() for k, v in self.params.items()},
+            "params": {k: v.detach().cpu().clone() for k, v in self.params.items()},
             "budget": self.budget.state_dict(),
             "trace_budget": self.trace_budget.state_dict(),
             "policy": self.policy.state_dict(),
@@ -335,7 +341,7 @@ class Simulation:
         self.clock_s = float(state["clock_s"])
         self.energy_cum_j = float(state["energy_cum_j"])
         self.ever_lost = np.asarray(state["ever_lost"]).copy()
-        self.params = {k: v.clone() for k, v in state["params"].items()}
+        self.params = {k: v.to(self.device).clone() for k, v in state["params"].items()}
         self.budget.load_state_dict(state["budget"])
         self.trace_budget.load_state_dict(state["trace_budget"])
         self.policy.load_state_dict(state["policy"])

@@ -60,11 +60,27 @@ def run_experiment(
     log: Any = None,
     engine: str = "native",
     executors: int = 0,
+    device: str | None = None,
+    threads: int | None = None,
 ) -> RunResult:
-    """Run (or resume) the experiment in ``experiment`` and return its metrics and summary."""
+    """Run (or resume) the experiment in ``experiment`` and return its metrics and summary.
+
+    ``device`` and ``threads`` (the CLI's ``--device``/``--threads``) override ``fl.device`` and
+    ``fl.threads``, like ``--set`` would.
+    """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     _check_engine(engine, executors, resume)
+    overrides = list(overrides)
+    if device is not None:
+        overrides.append(f"fl.device={device}")
+    if threads is not None:
+        overrides.append(f"fl.threads={threads}")
     cfg = load_experiment(experiment, overrides)
+    from flamingo_sim.fl.device import resolve_device, set_threads
+
+    where = resolve_device(cfg.fl.device)
+    n_threads = set_threads(cfg.fl.threads)
+    log(f"training on {where}" + (f" ({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f" with {n_threads} CPU thread(s)") + f", precision {cfg.fl.precision}")
     if n_seeds is not None:
         if n_seeds < 1:
             raise ConfigError(f"--seeds: expected a count >= 1, got {n_seeds}")
