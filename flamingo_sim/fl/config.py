@@ -70,6 +70,8 @@ class DataConfig:
     image_size: int = 64  # real images (speech: log-mel spectrograms) are resized to image_size x image_size
     max_clients: Optional[int] = None  # use only the first N clients of the real data
     max_test_samples: Optional[int] = 2000
+    decode_workers: Optional[int] = None  # threads decoding real images/clips; null: the usable cores
+    cache_gb: float = 4.0  # decoded, resized real samples kept in memory (LRU)
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
 
 

@@ -83,6 +83,9 @@ class LRUCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    def __contains__(self, key: int) -> bool:
+        return key in self._items
+
 
 def check_client_id(client_id: int, n_clients: int) -> int:
     cid = int(client_id)

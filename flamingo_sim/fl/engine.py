@@ -119,6 +119,8 @@ class Simulation:
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
         self._test_data = tuple(t.to(self.device) for t in parts.test_data)
         self.model_wall_s = 0.0  # wall time in local training, FedAvg and evaluation (not checkpointed)
+        self.train_wall_s = 0.0  # of which local training and FedAvg (data decoding excluded)
+        self.samples_trained = 0  # samples through local SGD steps (not checkpointed)
 
     # -- trace lookups -------------------------------------------------------------------------
     def _trace_levels(self, t_s: float) -> np.ndarray:
@@ -223,7 +225,10 @@ class Simulation:
             return float("nan")
         started = time.perf_counter()
         ids = [int(c) for c in plan.kept]
+        if hasattr(self.parts.dataset, "prefetch"):  # real data: decode the cohort in parallel
+            self.parts.dataset.prefetch(ids)
         datas = [self.parts.dataset.client_data(c) for c in ids]
+        trained_from = time.perf_counter()
         result = self.trainer.train(
             self.params,
             datas,
@@ -236,6 +241,8 @@ class Simulation:
         )
         weights = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
         self.params = fedavg(result.params, weights)
+        self.train_wall_s += time.perf_counter() - trained_from
+        self.samples_trained += len(ids) * cfg.fl.local_steps * cfg.fl.batch_size
         self.model_wall_s += time.perf_counter() - started
         return float(result.losses.mean())
 

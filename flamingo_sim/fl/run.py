@@ -120,6 +120,7 @@ def run_experiment(
                 _write_metrics(out, pd.DataFrame(rows))
             else:
                 rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows))
+            _log_rates(sim, log)
 
     metrics = pd.DataFrame(rows)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
@@ -129,6 +130,17 @@ def run_experiment(
     print(format_summary(summary))
     log(f"run directory: {out}")
     return RunResult(out, metrics, summary)
+
+
+def _log_rates(sim: Simulation, log: Any) -> None:
+    """Samples/s trained, and beside it samples/s decoded where the data is decoded from files."""
+    if not sim.samples_trained or sim.train_wall_s <= 0:
+        return
+    line = f"{sim.policy_name} seed {sim.seed}: {sim.samples_trained / sim.train_wall_s:,.0f} samples/s trained on {sim.device}"
+    decoded = getattr(sim.parts.dataset, "images_per_s", None)
+    if decoded is not None and decoded == decoded:
+        line += f", {decoded:,.0f} samples/s decoded ({sim.parts.dataset.workers} threads)"
+    log(line)
 
 
 def _check_engine(engine: str, executors: int, resume: bool) -> None:
