@@ -302,3 +302,15 @@ def test_ctrl_c_on_the_cli_ends_every_process(tmp_path):
     while _processes_mentioning(str(out)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _processes_mentioning(str(out)) == []
+
+
+def test_executor_device_one_gpu_per_executor():
+    from flamingo_sim.errors import ConfigError
+    from flamingo_sim.integrations.fedscale.settings import executor_device
+
+    assert [executor_device("cuda", r, 2) for r in (1, 2, 3, 4)] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert [executor_device("auto", r, 4) for r in (1, 4)] == ["cuda:0", "cuda:3"]
+    assert executor_device("auto", 1, 0) == "cpu" and executor_device("cpu", 2, 8) == "cpu"
+    assert executor_device("cuda:1", 3, 2) == "cuda:1"
+    with pytest.raises(ConfigError, match="^fl.device: 'cuda' asked for a CUDA GPU but torch sees none; use --device cpu$"):
+        executor_device("cuda", 1, 0)
