@@ -127,13 +127,6 @@ class Source:
     def is_csv(self) -> bool:
         return self.format.startswith("csv")
 
-    def available(self) -> set[str]:
-        """Canonical columns present in the first sample file (plus battery_details columns)."""
-        cols = set(self._columns(self.files[0]))
-        for f in self.detail_files:
-            cols |= set(_DETAIL_COLUMNS) & set(_csv_header(f)[0])
-        return cols
-
     def _columns(self, f: Path) -> list[str]:
         if self.is_csv:
             return _csv_header(f)[0]
