@@ -88,7 +88,7 @@ def run_experiment(
             raise ConfigError("resume: needs out_dir, the run directory to continue")
         _check_resumable(out, cfg)
     elif out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out}: run directory exists and is not empty (resume it, or choose another run directory)")
+        raise ConfigError(f"{out}: run directory exists and is not empty (continue it with resume, or choose another out_dir)")
     from flamingo_sim.fl.setup import build_components, make_policy
 
     # Everything a config can get wrong fails here, before the run directory is touched.

@@ -94,7 +94,7 @@ def run_distributed(
     """
     start = time.perf_counter()
     if n_executors < 1:
-        raise FlamingoError(f"--executors: need at least 1 executor, got {n_executors}")
+        raise FlamingoError(f"n_executors: need at least 1 executor, got {n_executors}")
     cls = fedscale_classes()
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
