@@ -7,7 +7,7 @@ Public API (see each module's docstring for the models):
 - :mod:`.profiles`: :class:`Profile`, :class:`ChoiceProfile`, :func:`prune`,
   :func:`load_profile`, :func:`save_profile`, :class:`ProfileSet`.
 - :mod:`.calibrate`: the physical model behind the shipped ``calibrated`` profiles.
-- :mod:`.battery`: :class:`Battery`, :func:`energy_from_readings`, :class:`EnergyBudget`.
+- :mod:`.battery`: :func:`discharge_intervals`, :class:`EnergyBudget`.
 - :mod:`.execution`: :class:`InterferenceModel`, :func:`run_ladder` (control loop, vectorised).
 - :mod:`.cores`: :func:`discover_cores` (this machine's cores grouped into core types).
 - :mod:`.energy`: :class:`EnergySource` readers (RAPL, battery sysfs, Termux, battery level),
