@@ -18,7 +18,7 @@ Checkpoints, the metrics file and the progress bar are callbacks
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, runtime_checkable
 
 from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.io import progress
@@ -80,7 +80,7 @@ class ProgressBar(Callback):
 
     def on_run_begin(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:
         rounds = sim.cfg.fl.rounds
-        self.bar = progress(range(rounds), desc=f"{sim.policy_name} seed {sim.seed}", total=rounds, unit="round", initial=sim.round)
+        self.bar: Any = progress(range(rounds), desc=f"{sim.policy_name} seed {sim.seed}", total=rounds, unit="round", initial=sim.round)
         evaluated = [r.accuracy for r in records if not math.isnan(r.accuracy)]
         self.accuracy = evaluated[-1] if evaluated else float("nan")
 

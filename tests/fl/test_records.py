@@ -108,6 +108,6 @@ def test_clock_past_the_trace_horizon_is_said_once():
     sim.step()
     sim.step()
     assert said == [
-        "WARNING: virtual time 0.5 h passed the trace set's wrap-free horizon of 0.5 h (round 3); "
-        "from there on clients replay their battery traces from the start"
+        ("WARNING: virtual time 0.5 h passed the trace set's wrap-free horizon of 0.5 h (round 3); "
+        "from there on clients replay their battery traces from the start")
     ]
