@@ -24,8 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", metavar="DEVICE",
                    help="where to train: auto (a GPU when one is visible), cpu, cuda or cuda:N (sets fl.device)")
     p.add_argument("--threads", type=int, metavar="N",
-                   help="torch CPU threads (sets fl.threads; default: the usable cores)")
-    p.set_defaults(func=_run)
+                   help="torch CPU threads (sets fl.threads; default: OMP_NUM_THREADS or the usable cores)")
+    p.set_defaults(func=_run, cli_flags={
+        "n_seeds": "--seeds", "out_dir": "--out", "engine": "--engine", "executors": "--executors", "resume": "--resume", "override": "--set",
+        "device": "--device", "threads": "--threads",
+    })
 
 
 def _run(args: argparse.Namespace) -> int:
