@@ -27,7 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="torch CPU threads (sets fl.threads; default: OMP_NUM_THREADS or the usable cores)")
     p.set_defaults(func=_run, cli_flags={
         "n_seeds": "--seeds", "out_dir": "--out", "engine": "--engine", "executors": "--executors", "resume": "--resume", "override": "--set",
-        "device": "--device", "threads": "--threads",
     })
 
 
