@@ -20,10 +20,11 @@ rounding, the per-client loop being the reference):
   optionally each step is a replayed CUDA graph (``cuda_graphs``).
 - ``"streams"``: ``n_streams`` model copies on concurrent CUDA streams
   (:func:`flamingo_sim.fl.batched.train_streams`).
-- ``"auto"``: :func:`choose_strategy` for (model, image size, device): vmap on the CPU and on
-  CUDA, except streams on CUDA for networks with grouped (depthwise) convolutions on images of
-  128 px or more, where vmap's grouped convolutions are slow; the per-client loop when the
-  model does not vmap or only one client fits in memory at a time.
+- ``"auto"``: :func:`choose_strategy` for (model, image size, device): vmap, except the
+  per-client loop for convolutional networks on the CPU (vmap turns their convolutions into
+  grouped ones, which oneDNN runs slower than the loop: measured 0.5-1.0x on 2 cores) and
+  streams on CUDA for networks with grouped (depthwise) convolutions on images of 128 px or
+  more; the per-client loop when the model does not vmap or only one client fits in memory.
 
 BatchNorm running statistics are aggregated like every other state entry: FedAvg's
 sample-weighted mean of the clients' running means and variances, ``num_batches_tracked``
@@ -106,10 +107,16 @@ def _has_grouped_conv(model: nn.Module) -> bool:
     return any(isinstance(m, nn.Conv2d) and m.groups > 1 for m in model.modules())
 
 
+def _has_conv(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+
+
 def choose_strategy(model: nn.Module, input_shape: Sequence[int], device: torch.device, clients_per_chunk: int) -> str:
     """The fastest strategy measured for (model, input size, device); see the module docstring."""
     if not supports_batched(model) or clients_per_chunk < 2:
         return "streams" if device.type == "cuda" else "sequential"
+    if device.type == "cpu" and _has_conv(model):
+        return "sequential"  # vmap turns convolutions into grouped ones, slower on the CPU
     if device.type == "cuda" and _has_grouped_conv(model) and len(input_shape) == 3 and min(input_shape[1:]) >= STREAMS_MIN_IMAGE_PX:
         return "streams"
     return "vmap"

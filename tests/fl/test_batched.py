@@ -98,7 +98,8 @@ def test_auto_strategy_by_model_image_and_device():
     mobilenet = build_model("mobilenet_v2", (3, 32, 32), 5)
     resnet = build_model("resnet34", (3, 32, 32), 5)
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert choose_strategy(mobilenet, (3, 224, 224), cpu, 8) == "vmap"
+    assert choose_strategy(mobilenet, (3, 224, 224), cpu, 8) == "sequential"  # convolutions on the CPU
+    assert choose_strategy(build_model("mlp", (60,), 10), (60,), cpu, 8) == "vmap"
     assert choose_strategy(mobilenet, (3, 224, 224), cuda, 8) == "streams"
     assert choose_strategy(mobilenet, (3, 64, 64), cuda, 8) == "vmap"
     assert choose_strategy(resnet, (3, 224, 224), cuda, 8) == "vmap"
@@ -111,7 +112,7 @@ def test_memory_budget_sets_the_chunk():
     state = sum(v.numel() * v.element_size() for v in model.state_dict().values())
     # activations of one sample: conv, bn, dw, bn2 outputs 8x8x8 each, dropout 8, fc 4 (float32)
     assert per == 4 * state + 2 * 8 * 4 * (4 * 512 + 8 + 4)
-    trainer = CohortTrainer(model, memory_budget_bytes=3 * per + 1)
+    trainer = CohortTrainer(model, strategy="vmap", memory_budget_bytes=3 * per + 1)
     assert trainer.plan((3, 8, 8), 8, n_clients=10) == ("vmap", 3)
     assert CohortTrainer(model, memory_budget_bytes=per).plan((3, 8, 8), 8, n_clients=10) == ("sequential", 1)
 
