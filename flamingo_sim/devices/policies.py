@@ -48,6 +48,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from flamingo_sim.config import check_ranges
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.errors import ConfigError
@@ -79,12 +80,7 @@ class PolicyConfig:
     interference: InterferenceModel = field(default_factory=InterferenceModel)
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_battery_pct <= 100:
-            raise ValueError(f"min_battery_pct must be in [0, 100], got {self.min_battery_pct}")
-        if self.interference_factor < 1.0:
-            raise ValueError(f"interference_factor must be >= 1, got {self.interference_factor}")
-        if self.probe_s <= 0:
-            raise ValueError(f"probe_s must be positive, got {self.probe_s}")
+        check_ranges(self, max_temperature_c="[-50, 150]", min_battery_pct="[0, 100]", interference_factor=">= 1", probe_s="> 0")
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ class Components:
     model: torch.nn.Module
     test_data: tuple[torch.Tensor, torch.Tensor]
     choice_labels: tuple[str, ...]
+    model_size_source: str = "network.model_size_mb"  # where cfg.network.model_size_mb came from
 
 
 @dataclass(frozen=True)
@@ -313,7 +314,7 @@ class Simulation:
 
     def is_done(self) -> bool:
         fl = self.cfg.fl
-        if self.round >= fl.rounds:
+        if fl.rounds is not None and self.round >= fl.rounds:
             return True
         return fl.horizon_h is not None and self.clock_s >= fl.horizon_h * 3600.0
 

@@ -36,7 +36,7 @@ from flamingo_sim.fl.config import ExperimentConfig, load_experiment
 from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.metrics import format_summary, summarize
 from flamingo_sim.fl.selection import make_selector
-from flamingo_sim.io import atomic_path, progress, write_json
+from flamingo_sim.io import ProgressBar, atomic_path, progress, write_json
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,7 @@ def run_experiment(
     # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
+    make_selector(cfg.fl.selection, source=f"{experiment}: fl.selection")
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=log)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "config.yaml") as tmp:
@@ -107,7 +108,8 @@ def run_experiment(
 
     metrics = pd.DataFrame(rows)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
-    summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine, **summary}
+    summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine,
+               "model_size_mb": first_parts.cfg.network.model_size_mb, "model_size_source": first_parts.model_size_source, **summary}
     _write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     print(format_summary(summary))
@@ -155,7 +157,7 @@ class _RoundProgress:
     """The progress bar of one (policy, seed): rounds, virtual time, latest accuracy, online."""
 
     def __init__(self, sim: Simulation, cfg: ExperimentConfig, done_rows: Sequence[dict[str, Any]] = ()) -> None:
-        self.bar = progress(range(cfg.fl.rounds), desc=f"{sim.policy_name} seed {sim.seed}", total=cfg.fl.rounds, unit="round", initial=sim.round)
+        self.bar: ProgressBar[int] = progress(None, desc=f"{sim.policy_name} seed {sim.seed}", total=cfg.fl.rounds, unit="round", initial=sim.round)
         evaluated = [r["accuracy"] for r in done_rows if not np.isnan(r["accuracy"])]
         self.accuracy = evaluated[-1] if evaluated else float("nan")
 

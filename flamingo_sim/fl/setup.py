@@ -7,14 +7,18 @@ experiment file and the key.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
+
+import torch
 
 from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, InputDataError
-from flamingo_sim.fl.config import ExperimentConfig, require_path, resolve_path
+from flamingo_sim.fl.config import PROXY_MIN_SAMPLES, ExperimentConfig, require_path, resolve_path
 from flamingo_sim.fl.engine import Components
+from flamingo_sim.fl.models import build_model
 from flamingo_sim.fl.population import build_population
 
 #: Profile model name -> torchvision architecture trained on real data.
@@ -30,7 +34,6 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     """Load traces, profiles and data; assign traces, phones and bandwidths to clients."""
     from flamingo_sim.devices.profiles import ProfileSet
     from flamingo_sim.devices.soc import load_phones
-    from flamingo_sim.fl.models import build_model
     from flamingo_sim.rng import derive_seed
     from flamingo_sim.traces.store import load_client_traces
 
@@ -56,6 +59,9 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     dataset, model_name = _dataset(cfg, experiment_path, log)
     log(f"data: {dataset.description}")
     model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"))
+    size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
+    cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
+    log(f"model update: {size_mb:.2f} MB each way ({size_source})")
     population = build_population(
         n_clients=dataset.n_clients,
         n_trace_clients=traces.n_clients,
@@ -73,7 +79,25 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
         model=model,
         test_data=dataset.test_data(),
         choice_labels=tuple(profiles.labels),
+        model_size_source=size_source,
     )
+
+
+def update_size_mb(cfg: ExperimentConfig, n_classes: int, trained: str, model: torch.nn.Module) -> tuple[float, str]:
+    """The size of one model transfer in MB, and where it comes from.
+
+    ``network.model_size_mb`` if set; else the parameters of the DNN ``cfg.model`` names (the
+    network the device profiles price) for ``n_classes`` outputs, 4 bytes (float32) each. When
+    ``cfg.model`` is no trainable architecture (a user-profiled model), the model trained.
+    """
+    if cfg.network.model_size_mb is not None:
+        return cfg.network.model_size_mb, "network.model_size_mb"
+    arch = ARCHITECTURES.get(cfg.model)
+    if arch is not None and arch != trained:
+        model = build_model(arch, (3, 32, 32), n_classes)  # the input size does not change the parameter count
+        trained = arch
+    n = sum(p.numel() for p in model.parameters())
+    return n * 4 / 1e6, f"derived: {trained} with {n_classes} classes, {n:,} parameters x 4 bytes"
 
 
 def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[Any, str]:
@@ -105,6 +129,6 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
     log(f"WARNING: the real {data.name} data is not available ({reason}); using the generated proxy task (data.fallback: proxy)")
     ds = SyntheticFederated(
         n_clients=px.n_clients, n_classes=px.n_classes, n_features=px.n_features,
-        alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples,
+        alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples, min_samples=PROXY_MIN_SAMPLES,
     )
     return ds, px.model
