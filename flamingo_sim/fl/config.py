@@ -2,7 +2,8 @@
 
 A shipped example is ``experiments/openimage_mobilenet.yaml``; every key is documented on the
 dataclass fields below. Paths in the file are resolved relative to the current directory
-first, then to the experiment file's directory and the project root.
+first, then to the experiment file's directory (and its parent), then among the shipped data
+(:func:`flamingo_sim.resources.data_root`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Literal, Optional, Union
 from flamingo_sim.config import FieldError, check_ranges, load_config
 from flamingo_sim.devices.policies import PolicyConfig
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.resources import data_root
 
 #: The paper's five phones with an equal share each (override ``phones.mix`` in the YAML).
 DEFAULT_PHONE_MIX = {
@@ -40,7 +42,9 @@ class TracesConfig:
 @dataclass(frozen=True)
 class PhonesConfig:
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PHONE_MIX))  # phone -> share of clients
-    profiles_dir: Path = Path("profiles")
+    # directories searched for phones and profiles before the shipped ones (null: the user's
+    # profiles directory, where `flamingo-sim profile` writes; see flamingo_sim.resources)
+    profiles_dir: Union[Path, list[Path], None] = None
 
     def __post_init__(self) -> None:
         if not self.mix:
@@ -169,14 +173,14 @@ def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = (
 
 
 def resolve_path(value: Path, experiment_path: str | Path | None) -> Path:
-    """Find a path named in a config: as given, beside the experiment, or in the project root."""
+    """Find a path named in a config: as given, beside the experiment (or in its parent), or among the shipped data."""
     if value.is_absolute() or value.exists():
         return value
     candidates = []
     if experiment_path is not None:
         exp_dir = Path(experiment_path).resolve().parent
         candidates += [exp_dir / value, exp_dir.parent / value]
-    candidates.append(Path(__file__).resolve().parents[2] / value)
+    candidates.append(data_root() / value)
     for cand in candidates:
         if cand.exists():
             return cand

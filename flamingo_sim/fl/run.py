@@ -36,6 +36,7 @@ from flamingo_sim.fl.config import ExperimentConfig, load_experiment
 from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.metrics import format_summary, summarize
 from flamingo_sim.fl.selection import make_selector
+from flamingo_sim.resources import find_experiment
 from flamingo_sim.io import ProgressBar, atomic_path, progress, write_json
 
 
@@ -64,6 +65,7 @@ def run_experiment(
     """Run (or resume) the experiment in ``experiment`` and return its metrics and summary."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     _check_engine(engine, executors, resume)
+    experiment = find_experiment(experiment)
     cfg = load_experiment(experiment, overrides)
     if n_seeds is not None:
         if n_seeds < 1:

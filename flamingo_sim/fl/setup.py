@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import torch
 
+from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, InputDataError
@@ -20,6 +21,7 @@ from flamingo_sim.fl.config import PROXY_MIN_SAMPLES, ExperimentConfig, require_
 from flamingo_sim.fl.engine import Components
 from flamingo_sim.fl.models import build_model
 from flamingo_sim.fl.population import build_population
+from flamingo_sim.resources import shipped, user_profiles_dir
 
 #: Profile model name -> torchvision architecture trained on real data.
 ARCHITECTURES = {"mobilenet_v2": "mobilenet_v2", "shufflenet_v2_x2": "shufflenet_v2_x2_0", "resnet34": "resnet34"}
@@ -30,10 +32,20 @@ def make_policy(name: str, cfg: ExperimentConfig) -> Policy:
     return _make_policy(name, cfg.policy)
 
 
+def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> ProfileDirs:
+    """The experiment's profile search path: ``phones.profiles_dir`` (default: the user's
+    profiles directory, if it exists), then the shipped profiles."""
+    given = cfg.phones.profiles_dir
+    if given is None:
+        dirs = [user_profiles_dir()]
+    else:
+        key = "phones.profiles_dir"
+        dirs = [require_path(p, experiment_path, key, "profiles directory") for p in (given if isinstance(given, list) else [given])]
+    return ProfileDirs.of([*dirs, shipped("profiles")])
+
+
 def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> Components:
     """Load traces, profiles and data; assign traces, phones and bandwidths to clients."""
-    from flamingo_sim.devices.profiles import ProfileSet
-    from flamingo_sim.devices.soc import load_phones
     from flamingo_sim.rng import derive_seed
     from flamingo_sim.traces.store import load_client_traces
 
@@ -44,17 +56,17 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     except InputDataError as exc:
         raise ConfigError(f"{src}: traces.path: {exc}") from None
 
-    profiles_dir = require_path(cfg.phones.profiles_dir, experiment_path, "phones.profiles_dir", "profiles directory")
-    catalogue = load_phones(profiles_dir)
+    search = profile_dirs(cfg, experiment_path)
+    catalogue = search.phones()
     unknown = [p for p in cfg.phones.mix if p not in catalogue]
     if unknown:
         raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
     phones = [p for p, share in cfg.phones.mix.items() if share > 0]
-    missing = [p for p in phones if not (profiles_dir / p / f"{cfg.model}.yaml").is_file()]
+    missing = [p for p in phones if search.find(p, cfg.model) is None]
     if missing:
-        have = sorted({f.stem for f in profiles_dir.glob("*/*.yaml") if f.parent.name in catalogue})
-        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} (profiled models: {', '.join(have)})")
-    profiles = ProfileSet.load(profiles_dir, phones, cfg.model)
+        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} "
+                          f"(profiled models: {', '.join(search.models())})")
+    profiles = search.load_set(phones, cfg.model)
 
     dataset, model_name = _dataset(cfg, experiment_path, log)
     log(f"data: {dataset.description}")
