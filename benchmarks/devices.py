@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         fast = run_ladder(*call)
         ref = run_ladder_reference(*call)
         assert np.array_equal(fast.steps, ref.steps) and np.allclose(fast.duration_s, ref.duration_s)
-        t_fast = _best_of(lambda: run_ladder(*call), 5)
-        t_ref = _best_of(lambda: run_ladder_reference(*call), 1)
+        t_fast = _best_of(lambda call=call: run_ladder(*call), 5)
+        t_ref = _best_of(lambda call=call: run_ladder_reference(*call), 1)
         print(f"{name:>9}: vectorised {t_fast * 1e3:8.1f} ms   per-step loop {t_ref * 1e3:8.1f} ms   ratio {t_ref / t_fast:6.1f}x")
     # End to end through the policy API (decisions, ladders, choice counts), profiles shared.
     for pol in (BaselinePolicy(), FlamingoPolicy()):
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             pol.shared_table[:] = True
         req = TaskRequest(np.arange(k), phone, args.steps, 0.0, g.uniform(0, 100, k), g.random(k) < 0.3,
                           g.uniform(25, 38, k), in_use, args.slot_s)
-        t_pol = _best_of(lambda: pol.run_tasks(req), 5)
+        t_pol = _best_of(lambda pol=pol, req=req: pol.run_tasks(req), 5)
         print(f"{pol.name:>9}: policy.run_tasks {t_pol * 1e3:8.1f} ms")
     return 0
 

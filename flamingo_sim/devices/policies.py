@@ -44,7 +44,7 @@ the phone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -179,6 +179,12 @@ class _PolicyBase:
         fg = self.config.interference
         self._label_shared = np.array([fg.shares(c) for c in profile_set.label_cores], dtype=bool)
 
+    @property
+    def _profiles(self) -> ProfileSet:
+        if self.profile_set is None:
+            raise RuntimeError(f"{type(self).__name__}.init must be called first")
+        return self.profile_set
+
     def _ready(self, req: TaskRequest) -> ProfileSet:
         if self.profile_set is None:
             raise RuntimeError(f"{type(self).__name__}.init must be called before run_tasks")
@@ -189,7 +195,7 @@ class _PolicyBase:
 
     def _price(self, req: TaskRequest, lat, pw, label, n_rungs, controlled, run) -> tuple:
         """Run the selected tasks (mask ``run``) on their ladders; returns full-size arrays."""
-        ps = self.profile_set
+        ps = self._profiles
         k = req.k
         dur, en, inter = np.zeros(k), np.zeros(k), np.zeros(k)
         counts = np.zeros((k, ps.n_labels), dtype=np.int64)
@@ -247,7 +253,7 @@ class FlamingoPolicy(_PolicyBase):
 
     def profiled(self, client_idx: np.ndarray) -> np.ndarray:
         """Whether each client has its device model's profile (own or shared)."""
-        ps = self.profile_set
+        ps = self._profiles
         ph = self.client_phone[client_idx]
         own = self.explored[client_idx] >= ps.n_space[ph]
         return own | (self.config.share_profiles & self.shared_table[ph])
@@ -326,7 +332,7 @@ class FlamingoPolicy(_PolicyBase):
         self.shared_table = np.asarray(state["shared_table"], dtype=bool).copy()
 
 
-_BUILTIN = {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy}
+_BUILTIN: dict[str, Callable[[PolicyConfig | None], Policy]] = {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy}
 
 
 def make_policy(spec: str, config: PolicyConfig | None = None) -> Policy:

@@ -45,7 +45,7 @@ import yaml
 from flamingo_sim.devices.cores import CoreDiscovery, discover_cores
 from flamingo_sim.devices.energy import Detection, PowerMeter, detect_energy_source
 from flamingo_sim.devices.profiles import ChoiceProfile, Profile, profile_path, save_profile
-from flamingo_sim.devices.soc import PHONES_DIR, PHONES_FILE, CoreLayout, Phone, SocSpec, load_phones, state_space
+from flamingo_sim.devices.soc import PHONES_DIR, PHONES_FILE, CoreLayout, Phone, SocSpec, state_space
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.io import atomic_path, progress
 

@@ -84,6 +84,10 @@ class Simulation:
     def __init__(self, parts: Components, policy: Any, policy_name: str, seed: int, selector: Selector) -> None:
         self.parts = parts
         self.cfg = parts.cfg
+        size_mb = parts.cfg.network.model_size_mb
+        if size_mb is None:
+            raise ValueError("Components.cfg.network.model_size_mb is unset; flamingo_sim.fl.setup.build_components resolves it")
+        self.model_size_mb: float = size_mb  # one model transfer, each way
         self.policy = policy
         self.policy_name = policy_name
         self.seed = seed
@@ -170,7 +174,7 @@ class Simulation:
             slot_s=float(self.parts.traces.step_s),
         )
         outcome = self.policy.run_tasks(request)
-        comm_s = pop.comm_s(cfg.network.model_size_mb, chosen)
+        comm_s = pop.comm_s(self.model_size_mb, chosen)
         duration_s = outcome.duration_s + comm_s
 
         # 4. settle: who counts, how long the round lasts, what it cost

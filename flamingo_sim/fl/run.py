@@ -36,8 +36,8 @@ from flamingo_sim.fl.config import ExperimentConfig, load_experiment
 from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.metrics import format_summary, summarize
 from flamingo_sim.fl.selection import make_selector
-from flamingo_sim.resources import find_experiment
 from flamingo_sim.io import ProgressBar, atomic_path, progress, write_json
+from flamingo_sim.resources import find_experiment
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,8 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
         root = resolve_path(data.root, experiment_path)
         if root.exists():
             if data.name not in readers:
-                raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only {', '.join(map(repr, readers))}); set data.root: null to run the proxy")
+                raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only {', '.join(map(repr, readers))}); "
+                                  "set data.root: null to run the proxy")
             if cfg.model not in ARCHITECTURES:
                 raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
             try:

@@ -14,7 +14,6 @@ from flamingo_sim.errors import InputDataError
 from flamingo_sim.fl.data import FederatedDataset, SyntheticFederated
 from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
 
-
 # ---------------------------------------------------------------- synthetic
 
 

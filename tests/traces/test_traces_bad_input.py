@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from trace_helpers import regular_device, table_of
 
 from flamingo_sim.cli import main
-from trace_helpers import regular_device, table_of
 
 
 def _run(capsys, *args):
