@@ -2,8 +2,9 @@
 
 Shipped with the package (``importlib.resources``, so a wheel installed anywhere has them):
 the phone catalogue and profiles (``profiles``), the trace set (``traces/synthetic``) and the
-experiments (``experiments``), under :func:`data_root`. In a checkout the top-level
-``profiles/``, ``traces/`` and ``experiments/`` are links to the same folders.
+experiments (``experiments``), under :func:`data_root`. In the source tree the entries of
+``flamingo_sim/data/`` are links to the top-level ``profiles/``, ``traces/`` and
+``experiments/``; building a wheel copies the files they point to.
 
 The user's own files (profiles measured with ``flamingo-sim profile``) go under
 :func:`user_home`: ``$FLAMINGO_SIM_HOME`` if set, else ``$XDG_DATA_HOME/flamingo-sim``, else
