@@ -107,6 +107,7 @@ def _write_fedscale(root: Path, clients: dict[str, int], n_test: int = 4) -> Non
         (root / "client_data_mapping" / f"{split}.csv").write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_fedscale_reads_layout_filters_small_clients(tmp_path):
     _write_fedscale(tmp_path, {"c9": 5, "c1": 2, "c5": 6})
     ds = FedScaleImageDataset(tmp_path, "train", image_size=8, min_samples_per_client=3)
