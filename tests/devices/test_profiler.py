@@ -49,6 +49,7 @@ class CpuCounter:
         return "fake counter: 1 W + 2 W per busy core"
 
 
+@pytest.mark.slow
 def test_cli_profile_on_this_machine_round_trips(tmp_path, capsys):
     """The real command: one measured latency per choice of the discovered state space."""
     out_dir = tmp_path / "mine"
@@ -75,6 +76,7 @@ def test_cli_profile_on_this_machine_round_trips(tmp_path, capsys):
     assert "box / mobilenet_v2 (measured)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_measured_power_goes_into_a_profile_the_simulator_accepts(catalogue_dir):
     """With a (fake) energy counter: power above idle per choice; loads beside a shipped phone."""
     before_mask, before_threads = os.sched_getaffinity(0), torch.get_num_threads()

@@ -173,6 +173,7 @@ def test_fedscale_reads_images_lazily_per_client(tmp_path):
         ds.client_data(1)
 
 
+@pytest.mark.slow
 def test_fedscale_end_to_end_with_mobilenet(tmp_path):
     from flamingo_sim.fl.aggregate import fedavg
     from flamingo_sim.fl.models import build_model

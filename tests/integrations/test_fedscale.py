@@ -69,6 +69,7 @@ def _assert_same_rounds(native, other, acc_tol=1e-4):
 
 
 @needs_fedscale
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["baseline", "flamingo"])
 def test_in_process_matches_the_native_engine(small, policy, tmp_path):
     _, parts = small
@@ -195,6 +196,7 @@ def test_distributed_cleans_up_on_interrupt(small, tmp_path):
 
 
 @needs_fedscale
+@pytest.mark.slow
 def test_run_experiment_with_the_fedscale_engine_writes_the_native_run_directory(tmp_path):
     over = SMALL + ["fl.rounds=2", "policies=[baseline]"]
     native = run_experiment(EXP, out_dir=tmp_path / "native", overrides=over, log=lambda _m: None)
