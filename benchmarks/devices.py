@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from flamingo_sim.devices.execution import InterferenceModel, run_ladder, run_ladder_reference
+from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.policies import BaselinePolicy, FlamingoPolicy, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.rng import rng
+from tests.devices.ladder_reference import run_ladder_reference
 
 REPO = Path(__file__).resolve().parents[1]
 

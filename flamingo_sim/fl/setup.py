@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -18,6 +18,7 @@ from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, InputDataError
 from flamingo_sim.fl.config import PROXY_MIN_SAMPLES, ExperimentConfig, require_path, resolve_path
+from flamingo_sim.fl.data import FederatedDataset
 from flamingo_sim.fl.engine import Components
 from flamingo_sim.fl.models import build_model
 from flamingo_sim.fl.population import build_population
@@ -112,7 +113,7 @@ def update_size_mb(cfg: ExperimentConfig, n_classes: int, trained: str, model: t
     return n * 4 / 1e6, f"derived: {trained} with {n_classes} classes, {n:,} parameters x 4 bytes"
 
 
-def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[Any, str]:
+def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[FederatedDataset, str]:
     """The real dataset if present, else the proxy (said loudly); returns (dataset, model name)."""
     from flamingo_sim.fl.data import SyntheticFederated
     from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
