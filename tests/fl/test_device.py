@@ -67,7 +67,7 @@ def test_bad_device_fails_before_anything_is_written(tmp_path, capsys):
     code = main(["run", str(ROOT / "experiments/openimage_mobilenet.yaml"), "--out", str(out), "--device", "tpu"])
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "fl: device must be auto, cpu, cuda or cuda:N, got 'tpu'" in err[0]
+    assert len(err) == 1 and "device: expected auto, cpu, cuda or cuda:N, got 'tpu'" in err[0]
     assert not out.exists()
 
 
