@@ -51,6 +51,8 @@ class DecodedCache:
         self.description = f"{dataset.description}; decoded on {self.workers} threads, cache {cache_bytes / 2**30:.1f} GiB"
 
     def __getattr__(self, name: str) -> Any:
+        if name == "dataset":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self.dataset, name)
 
     @property
