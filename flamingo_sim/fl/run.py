@@ -91,8 +91,6 @@ def run_experiment(
     from flamingo_sim.fl.device import resolve_device, set_threads
 
     where = resolve_device(cfg.fl.device)
-    n_threads = set_threads(cfg.fl.threads)
-    say(f"training on {where}" + (f" ({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f" with {n_threads} CPU thread(s)") + f", precision {cfg.fl.precision}")
     if n_seeds is not None:
         if n_seeds < 1:
             raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
@@ -109,6 +107,8 @@ def run_experiment(
     # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
+    n_threads = set_threads(cfg.fl.threads)
+    say(f"training on {where}" + (f" ({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f" with {n_threads} CPU thread(s)") + f", precision {cfg.fl.precision}")
     make_selector(cfg.fl.selection, source=f"{experiment}: fl.selection")
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
     out.mkdir(parents=True, exist_ok=True)
