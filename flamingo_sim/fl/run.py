@@ -107,13 +107,13 @@ def run_experiment(
     # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
-    n_threads = set_threads(cfg.fl.threads)
-    say(f"training on {where}" + (f" ({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f" with {n_threads} CPU thread(s)") + f", precision {cfg.fl.precision}")
     make_selector(cfg.fl.selection, source=f"{experiment}: fl.selection")
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "config.yaml") as tmp:
         tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
+    n_threads = set_threads(cfg.fl.threads)
+    say(f"training on {where}" + (f" ({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f" with {n_threads} CPU thread(s)") + f", precision {cfg.fl.precision}")
 
     records: list[RoundRecord] = []
     data_description = None
