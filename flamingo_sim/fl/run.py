@@ -5,9 +5,13 @@ The run directory holds:
 - ``config.yaml``     the resolved experiment config (every default filled in);
 - ``metrics.parquet`` one row per (policy, seed, round), see :data:`flamingo_sim.fl.metrics.COLUMNS`;
 - ``summary.json``    time to target, energy to target, speedup, energy efficiency, clients lost;
-- ``checkpoints/``    one ``<policy>-seed<k>.pt`` per run, written atomically every
+- ``inputs.json``     SHA-256 of every input file (traces, profiles, dataset mapping): ``--resume``
+  refuses to continue on changed inputs;
+- ``checkpoints/``    one ``<policy>-seed<k>.pt`` per run (checksummed, the previous one kept as
+  ``.prev`` until the new one is verified; :mod:`flamingo_sim.fl.checkpoint`), written every
   ``checkpoint_every`` rounds and at the end, so that ``--resume`` continues a killed run and
   produces exactly what an uninterrupted run would (native engine only);
+- ``.lock``           held by the one process writing the directory (:mod:`flamingo_sim.fl.rundir`).
 - ``fedscale/``       with ``engine="fedscale"``: FedScale's logs and the executors' output,
   one ``<policy>-seed<k>/`` per run.
 
@@ -27,14 +31,13 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
-import yaml
 
-from flamingo_sim.config import to_mapping
 from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.fl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from flamingo_sim.fl.config import ExperimentConfig, load_experiment
 from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.metrics import format_summary, summarize
+from flamingo_sim.fl.rundir import check_run_dir, run_guard
 from flamingo_sim.fl.selection import make_selector
 from flamingo_sim.io import atomic_path, progress, write_json
 
@@ -70,21 +73,23 @@ def run_experiment(
             raise ConfigError(f"--seeds: expected a count >= 1, got {n_seeds}")
         cfg = replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
     out = Path(out_dir) if out_dir is not None else default_out_dir(cfg)
-    if resume:
-        if out_dir is None:
-            raise ConfigError("--resume needs --out DIR: the run directory to continue")
-        _check_resumable(out, cfg)
-    elif out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out}: run directory exists and is not empty (use --resume to continue it, or another --out)")
+    if resume and out_dir is None:
+        raise ConfigError("--resume needs --out DIR: the run directory to continue")
+    check_run_dir(out, cfg, resume)
     from flamingo_sim.fl.setup import build_components, make_policy
 
     # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=log)
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out / "config.yaml") as tmp:
-        tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
+    with run_guard(out, cfg, experiment, resume=resume):
+        return _run_locked(cfg, experiment, out, first_parts, overrides, log, engine, executors)
+
+
+def _run_locked(
+    cfg: ExperimentConfig, experiment: str | Path, out: Path, first_parts: Any, overrides: Sequence[str], log: Any, engine: str, executors: int
+) -> RunResult:
+    from flamingo_sim.fl.setup import build_components, make_policy
 
     rows: list[dict[str, Any]] = []
     data_description = None
@@ -103,7 +108,7 @@ def run_experiment(
                     rows.extend(run_fedscale(sim, experiment=experiment, work_dir=work, executors=executors, overrides=overrides, on_round=on_round))
                 _write_metrics(out, pd.DataFrame(rows))
             else:
-                rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows))
+                rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows, log))
 
     metrics = pd.DataFrame(rows)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
@@ -134,11 +139,14 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
-def _run_one(sim: Simulation, ckpt: Path, cfg: ExperimentConfig, out: Path, done_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _run_one(sim: Simulation, ckpt: Path, cfg: ExperimentConfig, out: Path, done_rows: list[dict[str, Any]], log: Any) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    if ckpt.exists():
-        state = torch.load(ckpt, weights_only=False)
-        sim.load_state_dict(state["simulation"])
+    state = load_checkpoint(ckpt, log)
+    if state is not None:
+        try:
+            sim.load_state_dict(state["simulation"])
+        except (KeyError, ValueError, RuntimeError) as exc:
+            raise CheckpointError(f"{ckpt}: does not fit this run ({exc})") from None
         rows = list(state["rows"])
     every = cfg.checkpoint_every
     with _RoundProgress(sim, cfg, rows) as on_round:
@@ -173,22 +181,12 @@ class _RoundProgress:
 
 
 def _checkpoint(path: Path, sim: Simulation, rows: list[dict[str, Any]]) -> None:
-    with atomic_path(path) as tmp:
-        torch.save({"simulation": sim.state_dict(), "rows": rows}, tmp)
+    save_checkpoint(path, {"simulation": sim.state_dict(), "rows": rows})
 
 
 def _write_metrics(out: Path, metrics: pd.DataFrame) -> None:
     with atomic_path(out / "metrics.parquet") as tmp:
         metrics.to_parquet(tmp, index=False)
-
-
-def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
-    saved = out / "config.yaml"
-    if not saved.is_file():
-        raise ConfigError(f"{out}: not a run directory (no config.yaml) - nothing to resume")
-    before = yaml.safe_load(saved.read_text())
-    if before != to_mapping(cfg):
-        raise ConfigError(f"{out}: the experiment config differs from the one this run started with; resume with the same config and --set options")
 
 
 def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -203,4 +201,4 @@ def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     return pd.read_parquet(metrics_path), summary
 
 
-__all__ = ["run_experiment", "load_run", "RunResult"]
+__all__ = ["RunResult", "load_run", "run_experiment"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _report(args: argparse.Namespace) -> int:
     from flamingo_sim.report.write import write_report
 
-    result = write_report(args.run_dirs, args.out, labels=args.labels, formats=args.formats)
+    from flamingo_sim.report.data import load_runs
+
+    runs = load_runs(args.run_dirs, args.labels)
+    for run in runs:
+        if run.summary.get("incomplete"):
+            print(f"flamingo-sim report: {run.path}: incomplete run: {run.summary['incomplete']}", file=sys.stderr)
+    result = write_report(runs, args.out, formats=args.formats)
     print(f"report: {result.markdown}")
     print(f"        {result.html}")
     for stem, paths in result.figures.items():

@@ -36,8 +36,11 @@ __all__ = [
     "write_trace_set",
     "EXTRA_COLUMNS",
     "STEP_S",
+    "TRACE_SET",
 ]
 
+#: The kind of output a trace set is (its directory's manifest, see :func:`flamingo_sim.io.atomic_dir`).
+TRACE_SET = "trace-set"
 #: The resampling grid step (seconds).
 STEP_S = 600
 #: Optional extra columns, in the order they are written.
@@ -272,7 +275,7 @@ def write_trace_set(out_dir: str | Path, series: list[DeviceSeries], n_shifts: i
 
     series = sorted(series, key=lambda s: s.device_id)
     out_dir = Path(out_dir)
-    with atomic_dir(out_dir) as stage:
+    with atomic_dir(out_dir, TRACE_SET) as stage:
         pq.write_table(
             devices_table(series),
             stage / "devices.parquet",
