@@ -68,10 +68,10 @@ def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: boo
         clean_stale(out, recursive=True)
         if resume:
             check_inputs(out, cfg, experiment)
-        else:
+        else:  # inputs first: config.yaml marks a run directory that can be resumed
+            record_inputs(out, cfg, experiment)
             with atomic_path(out / "config.yaml") as tmp:
                 tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
-            record_inputs(out, cfg, experiment)
         how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
         try:
             yield
