@@ -65,9 +65,18 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as exc:
+        _name(exc, path)
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _name(exc: OSError, path: Path) -> None:
+    """An OS error while writing ``path`` names ``path`` (not a temporary) where it names no file."""
+    if exc.filename is None or _TEMP.match(Path(str(exc.filename)).name):
+        exc.filename = str(path)
 
 
 def check_out_dir(path: str | Path, kind: str, flag: str = "--out") -> Path:
@@ -124,6 +133,9 @@ def atomic_dir(path: str | Path, kind: str, flag: str = "--out") -> Iterator[Pat
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(stage, path)
+    except OSError as exc:
+        _name(exc, path)
+        raise
     finally:
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)
