@@ -82,7 +82,7 @@ def run_experiment(
     for name in cfg.policies:
         make_policy(name, cfg)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=log)
-    with run_guard(out, cfg, experiment, resume=resume):
+    with run_guard(out, cfg, experiment, resume=resume, resumable=engine == "native"):
         return _run_locked(cfg, experiment, out, first_parts, overrides, log, engine, executors)
 
 

@@ -61,8 +61,11 @@ def _check_resumable(out: Path, cfg: Any) -> None:
 
 
 @contextlib.contextmanager
-def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: bool) -> Iterator[None]:
-    """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume)."""
+def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: bool, resumable: bool = True) -> Iterator[None]:
+    """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume).
+
+    ``resumable``: whether the engine writes checkpoints (what the message on an interruption says).
+    """
     with run_lock(out):
         check_run_dir(out, cfg, resume)  # again, under the lock: another writer may have been first
         clean_stale(out, recursive=True)
@@ -72,7 +75,10 @@ def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: boo
             record_inputs(out, cfg, experiment)
             with atomic_path(out / "config.yaml") as tmp:
                 tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
-        how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
+        if resumable:
+            how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
+        else:
+            how = "this engine writes no checkpoints: start the run again with another --out"
         try:
             yield
         except KeyboardInterrupt as exc:
