@@ -12,9 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from flamingo_sim.faults import check_writable, describe_os_error, run_lock
 from flamingo_sim.errors import FlamingoError
-from flamingo_sim.io import MANIFEST, OutputError, atomic_dir, atomic_path, check_out_dir, clean_stale
+from flamingo_sim.faults import check_writable, describe_os_error, run_lock
+from flamingo_sim.io import (
+    MANIFEST,
+    OutputError,
+    atomic_dir,
+    atomic_path,
+    check_out_dir,
+    clean_stale,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,16 +39,16 @@ def test_atomic_path_honours_the_umask(tmp_path):
 def test_atomic_dir_refuses_a_file_and_a_directory_of_user_files(tmp_path):
     user_file = tmp_path / "notes.txt"
     user_file.write_text("mine")
-    with pytest.raises(OutputError, match=r"^--out .*notes.txt: exists and is not a directory; refusing to replace it - choose a new directory path$"):
-        with atomic_dir(user_file, "trace-set"):
-            pass
+    with pytest.raises(OutputError, match=r"^--out .*notes.txt: exists and is not a directory; refusing to replace it - choose a new directory path$"), \
+            atomic_dir(user_file, "trace-set"):
+        pass
     assert user_file.read_text() == "mine"
     user_dir = tmp_path / "photos"
     user_dir.mkdir()
     (user_dir / "cat.jpg").write_text("meow")
-    with pytest.raises(OutputError, match=r"holds files flamingo-sim did not write \(no \.flamingo-sim\.json\); refusing to replace it - choose a new or empty directory$"):
-        with atomic_dir(user_dir, "trace-set"):
-            pass
+    with pytest.raises(OutputError, match=r"holds files flamingo-sim did not write \(no \.flamingo-sim\.json\); refusing to replace it - choose a new or empty directory$"), \
+            atomic_dir(user_dir, "trace-set"):
+        pass
     assert (user_dir / "cat.jpg").read_text() == "meow"
     # another kind of this tool's output is refused too; an empty directory and the same kind are replaced
     with atomic_dir(tmp_path / "rep", "report") as stage:
@@ -123,9 +130,8 @@ def test_second_writer_is_refused_naming_the_holder(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(FlamingoError) as info:
-            with run_lock(tmp_path / "run"):
-                pass
+        with pytest.raises(FlamingoError) as info, run_lock(tmp_path / "run"):
+            pass
         assert str(info.value) == (
             f"{tmp_path / 'run'}: another flamingo-sim process (PID {holder.pid}) is writing this run directory; "
             "wait for it to end or choose another --out"

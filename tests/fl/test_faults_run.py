@@ -20,7 +20,13 @@ import torch
 
 from flamingo_sim.cli import main
 from flamingo_sim.errors import ConfigError, FlamingoError
-from flamingo_sim.fl.checkpoint import MAGIC, CheckpointError, load_checkpoint, prev_path, save_checkpoint
+from flamingo_sim.fl.checkpoint import (
+    MAGIC,
+    CheckpointError,
+    load_checkpoint,
+    prev_path,
+    save_checkpoint,
+)
 from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.run import run_experiment
 
@@ -193,7 +199,7 @@ def test_report_of_an_incomplete_run_says_so(tmp_path, monkeypatch, capsys):
 
 # -- subprocesses: a full disk, SIGTERM, SIGKILL ---------------------------------------------------
 def _cli(out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--out", str(out), *sum((["--set", s] for s in TINY), []), *extra]
+    return [sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--out", str(out), *[a for s in TINY for a in ("--set", s)], *extra]
 
 
 def _leftovers(out: Path) -> list[str]:
@@ -206,7 +212,7 @@ def test_disk_full_is_one_line_naming_resume_and_the_resumed_run_is_identical(wh
     limit = ("import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
              "resource.setrlimit(resource.RLIMIT_FSIZE, (40000, 40000)); sys.argv = sys.argv[1:]; "
              "runpy.run_module('flamingo_sim', run_name='__main__')")
-    proc = subprocess.run([sys.executable, "-c", limit, *_cli(out)[2:]], capture_output=True, text=True, env=QUIET, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", limit, *_cli(out)[2:]], capture_output=True, text=True, env=QUIET, timeout=300, check=False)
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
     assert re.fullmatch(
@@ -214,7 +220,7 @@ def test_disk_full_is_one_line_naming_resume_and_the_resumed_run_is_identical(wh
         rf"file-size limit is reached\): free space, nothing half-written was kept; continue it with: flamingo-sim run \S+ --out "
         rf"{re.escape(str(out))} --resume \(and the same --set options\)", line), line
     assert "Traceback" not in proc.stderr and _leftovers(out) == []
-    proc = subprocess.run(_cli(out, "--resume"), capture_output=True, text=True, env=QUIET, timeout=300)
+    proc = subprocess.run(_cli(out, "--resume"), capture_output=True, text=True, env=QUIET, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), whole.metrics)
 
@@ -239,7 +245,7 @@ def test_sigterm_is_handled_like_sigint(whole, tmp_path):
         f"flamingo-sim run: interrupted (SIGTERM); continue it with: flamingo-sim run {EXP} --out {out} --resume (and the same --set options)"
     )
     assert _leftovers(out) == []
-    proc = subprocess.run(_cli(out, "--resume"), capture_output=True, text=True, env=QUIET, timeout=300)
+    proc = subprocess.run(_cli(out, "--resume"), capture_output=True, text=True, env=QUIET, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), whole.metrics)
 
@@ -267,7 +273,7 @@ def test_sigkill_at_ten_random_points_then_resume_is_bit_identical(whole, tmp_pa
         if not (out / "config.yaml").exists():  # killed before the run directory was written
             shutil.rmtree(out, ignore_errors=True)
             first = True
-    proc = subprocess.run(_cli(out, *([] if first else ["--resume"])), capture_output=True, text=True, env=QUIET, timeout=300)
+    proc = subprocess.run(_cli(out, *([] if first else ["--resume"])), capture_output=True, text=True, env=QUIET, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), whole.metrics)
     assert _leftovers(out) == []

@@ -333,7 +333,7 @@ def _alive(pid: int) -> bool:
 def test_executors_die_with_their_parent(tmp_path, sig):
     """SIGTERM (handled: message, exit 143) or SIGKILL (no clean-up runs) to `run --engine fedscale --executors 2`."""
     cmd = [sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--out", str(tmp_path / "run"), "--engine", "fedscale",
-           "--executors", "2", *sum((["--set", s] for s in [*SMALL, "fl.rounds=50"]), [])]
+           "--executors", "2", *[a for s in [*SMALL, "fl.rounds=50"] for a in ("--set", s)]]
     env = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 180
