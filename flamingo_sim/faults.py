@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,9 +123,14 @@ def run_lock(run_dir: str | Path) -> Iterator[Path]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            holder = ""
+            for _ in range(20):  # the holder writes its PID just after locking
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+                if holder:
+                    break
+                time.sleep(0.01)
             raise FlamingoError(
-                f"{run_dir}: another flamingo-sim process (PID {holder}) is writing this run directory; "
+                f"{run_dir}: another flamingo-sim process (PID {holder or '?'}) is writing this run directory; "
                 "wait for it to end or choose another --out"
             ) from None
         os.ftruncate(fd, 0)

@@ -86,3 +86,22 @@ def test_out_in_proc_is_one_line(dump, capsys):
     assert _prep(dump, "/proc/flamingo-traces") == 2
     err = _err(capsys)
     assert err.startswith("flamingo-sim prep-traces: error: /proc: ") and err.endswith(")")
+
+
+def test_prep_traces_on_a_full_disk_is_one_line_and_leaves_nothing(dump, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000)); sys.argv = sys.argv[1:]; "
+            "runpy.run_module('flamingo_sim', run_name='__main__')")
+    out = tmp_path / "ts"
+    env = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", code, "flamingo-sim", "prep-traces", str(dump), "--out", str(out), "--max-date", "2026-01-01"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"flamingo-sim prep-traces: error: {out}: File too large (EFBIG); the disk is full (or a quota or "
+                                   "file-size limit is reached): free space, nothing half-written was kept")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.parquet"]  # no staging directory, no partial trace set
