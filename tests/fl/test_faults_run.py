@@ -277,3 +277,51 @@ def test_sigkill_at_ten_random_points_then_resume_is_bit_identical(whole, tmp_pa
     assert proc.returncode == 0, proc.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), whole.metrics)
     assert _leftovers(out) == []
+
+
+def _userns_mounts() -> bool:
+    """Whether this machine lets an unprivileged user namespace mount a tmpfs (unshare -rm)."""
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True, check=False) \
+        if shutil.which("unshare") else None
+    return probe is not None and probe.returncode == 0
+
+
+needs_mounts = pytest.mark.skipif(not _userns_mounts(), reason="no user namespace with mounts (unshare -rm) to make a small or read-only tmpfs")
+
+
+@needs_mounts
+@pytest.mark.parametrize("command", [pytest.param("run", marks=pytest.mark.slow), "prep-traces", "synth-greenhub"])
+def test_a_read_only_mount_is_one_line_before_any_work(tmp_path, command):
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    argv = {
+        "run": _cli(mnt / "run")[3:],
+        "prep-traces": ["prep-traces", str(ROOT / "traces" / "synthetic" / "devices.parquet"), "--out", str(mnt / "ts")],
+        "synth-greenhub": ["synth-greenhub", "--out", str(mnt / "dump")],
+    }[command]
+    script = f"mount -t tmpfs -o ro,size=64k tmpfs {mnt} && exec {sys.executable} -m flamingo_sim {' '.join(map(str, argv))}"
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=QUIET, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"flamingo-sim {command}: error: {mnt}: Read-only file system (EROFS)"
+
+
+@pytest.mark.slow
+@needs_mounts
+def test_a_really_full_disk_mid_run_then_resume_on_more_space_is_identical(whole, tmp_path):
+    """A 100 KiB tmpfs fills up at the second checkpoint (ENOSPC); after growing it, --resume ends the run."""
+    mnt, host = tmp_path / "disk", tmp_path / "host"
+    mnt.mkdir()
+    host.mkdir()
+    run = " ".join(_cli(mnt / "run"))
+    script = (f"mount -t tmpfs -o size=100k tmpfs {mnt} && {{ {run} 2> {host}/err1; echo $? > {host}/rc1; "
+              f"ls -a {mnt}/run {mnt}/run/checkpoints > {host}/ls; mount -o remount,size=20m {mnt} && {run} --resume 2> {host}/err2; "
+              f"echo $? > {host}/rc2; cp {mnt}/run/metrics.parquet {host}/; }}")
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=QUIET, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    err1 = (host / "err1").read_text().strip().splitlines()[-1]
+    assert (host / "rc1").read_text().strip() == "2", err1
+    assert re.fullmatch(rf"flamingo-sim run: error: {re.escape(str(mnt))}/run/\S+: No space left on device \(ENOSPC\); the disk is full "
+                        rf".*; continue it with: flamingo-sim run \S+ --out {re.escape(str(mnt / 'run'))} --resume \(and the same --set options\)", err1), err1
+    assert not [n for n in (host / "ls").read_text().split() if n.endswith((".tmp", ".staging", ".old"))]  # nothing half-written
+    assert (host / "rc2").read_text().strip() == "0", (host / "err2").read_text()
+    pd.testing.assert_frame_equal(pd.read_parquet(host / "metrics.parquet"), whole.metrics)
