@@ -74,7 +74,12 @@ def describe_os_error(exc: OSError, path: str | Path | None = None) -> str:
     """``PATH: reason (ERRNO_NAME)`` of an OS error, one line; ``path`` where the error names none."""
     code = _errno_of(exc)
     where = exc.filename if exc.filename is not None else path
-    reason = os.strerror(code) if code is not None else (exc.strerror or str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    if code is not None:
+        reason = os.strerror(code)
+    elif exc.strerror:
+        reason = exc.strerror
+    else:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     name = errno.errorcode.get(code, str(code)) if code is not None else type(exc).__name__
     line = f"{where}: {reason} ({name})" if where is not None else f"{reason} ({name})"
     if code in DISK_FULL:
@@ -91,7 +96,7 @@ def check_writable(path: str | Path, *, directory: bool = True) -> None:
     path = Path(path).absolute()
     if path.exists():
         if directory and not path.is_dir():
-            raise FileExistsError(errno.EEXIST, "exists and is not a directory", str(path))
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
         if not directory and path.is_dir():
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     probe_dir = path if directory and path.is_dir() else path.parent

@@ -105,3 +105,11 @@ def test_prep_traces_on_a_full_disk_is_one_line_and_leaves_nothing(dump, tmp_pat
     assert proc.stderr.strip() == (f"flamingo-sim prep-traces: error: {out}: File too large (EFBIG); the disk is full (or a quota or "
                                    "file-size limit is reached): free space, nothing half-written was kept")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.parquet"]  # no staging directory, no partial trace set
+
+
+def test_run_out_onto_a_file_is_one_line(tmp_path, capsys):
+    target = tmp_path / "results.csv"
+    target.write_text("a,b\n")
+    assert main(["run", "experiments/openimage_mobilenet.yaml", "--out", str(target)]) == 2
+    assert _err(capsys) == f"flamingo-sim run: error: {target}: Not a directory (ENOTDIR)"
+    assert target.read_text() == "a,b\n"

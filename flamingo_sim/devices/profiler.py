@@ -375,6 +375,10 @@ def run_profile(req: ProfileRequest, profiles_dir: str | Path = "profiles", phon
     _known_phone(profiles_dir, name, discovery.layout)  # a clash is refused before measuring
     if out is not None:
         _check_profile_out(Path(out))
+    else:
+        from flamingo_sim.faults import check_writable
+
+        check_writable(profile_path(profiles_dir, name, req.model).parent)  # before measuring
     m = measure(req, discovery=discovery, log=log, **measure_kwargs)
     cap = capacity_mah if capacity_mah is not None else m.battery_capacity_mah
     placeholder = False
