@@ -15,7 +15,7 @@ import sys
 from typing import Sequence
 
 from flamingo_sim import __version__
-from flamingo_sim.errors import FlamingoError
+from flamingo_sim.errors import FlamingoError, in_cli_terms
 from flamingo_sim.faults import Interrupted, describe_os_error, stop_signals
 
 #: Modules whose ``register(subparsers)`` adds commands, in the order ``--help`` lists them.
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with stop_signals():
             return int(args.func(args) or 0)
     except FlamingoError as exc:
-        print(f"flamingo-sim {args.command}: error: {exc}", file=sys.stderr)
+        print(f"flamingo-sim {args.command}: error: {in_cli_terms(str(exc), getattr(args, 'cli_flags', {}))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `flamingo-sim profiles --json | head`
         sys.stderr.close()
@@ -60,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (docker stop, a batch scheduler)
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         hint = getattr(exc, "hint", None)
+        hint = in_cli_terms(hint, getattr(args, "cli_flags", {})) if hint else None
         name = signal.Signals(signum).name
         print(f"flamingo-sim {args.command}: interrupted ({name})" + (f"; {hint}" if hint else ""), file=sys.stderr)
         return 128 + signum

@@ -136,7 +136,7 @@ def run_lock(run_dir: str | Path) -> Iterator[Path]:
                 time.sleep(0.01)
             raise FlamingoError(
                 f"{run_dir}: another flamingo-sim process (PID {holder or '?'}) is writing this run directory; "
-                "wait for it to end or choose another --out"
+                "wait for it to end or choose another out_dir"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

@@ -79,7 +79,7 @@ def _name(exc: OSError, path: Path) -> None:
         exc.filename = str(path)
 
 
-def check_out_dir(path: str | Path, kind: str, flag: str = "--out") -> Path:
+def check_out_dir(path: str | Path, kind: str, flag: str = "out_dir") -> Path:
     """Refuse ``path`` unless it is absent, an empty directory, or a ``kind`` output of this tool.
 
     Raises :class:`OutputError` with one line saying how to choose another path.
@@ -108,7 +108,7 @@ def _manifest_kind(path: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | Path, kind: str, flag: str = "--out") -> Iterator[Path]:
+def atomic_dir(path: str | Path, kind: str, flag: str = "out_dir") -> Iterator[Path]:
     """Yield an empty staging directory; on success it replaces ``path`` as a whole.
 
     ``path`` must be absent, empty or an earlier ``kind`` output (:func:`check_out_dir`); the

@@ -39,7 +39,7 @@ def test_atomic_path_honours_the_umask(tmp_path):
 def test_atomic_dir_refuses_a_file_and_a_directory_of_user_files(tmp_path):
     user_file = tmp_path / "notes.txt"
     user_file.write_text("mine")
-    with pytest.raises(OutputError, match=r"^--out .*notes.txt: exists and is not a directory; refusing to replace it - choose a new directory path$"), \
+    with pytest.raises(OutputError, match=r"^out_dir .*notes.txt: exists and is not a directory; refusing to replace it - choose a new directory path$"), \
             atomic_dir(user_file, "trace-set"):
         pass
     assert user_file.read_text() == "mine"
@@ -134,7 +134,7 @@ def test_second_writer_is_refused_naming_the_holder(tmp_path):
             pass
         assert str(info.value) == (
             f"{tmp_path / 'run'}: another flamingo-sim process (PID {holder.pid}) is writing this run directory; "
-            "wait for it to end or choose another --out"
+            "wait for it to end or choose another out_dir"
         )
     finally:
         holder.kill()

@@ -160,7 +160,7 @@ def load_checkpoint(path: str | Path, log: Callable[[str], None]) -> dict[str, A
             log(f"WARNING: {errors[0]}; resuming from the previous checkpoint {candidate}")
         return state
     if errors:
-        raise CheckpointError(f"{errors[0]}; no good earlier checkpoint - start the run again with another --out")
+        raise CheckpointError(f"{errors[0]}; no good earlier checkpoint - start the run again with another out_dir")
     return None
 
 
@@ -216,7 +216,7 @@ def check_inputs(run_dir: Path, cfg: Any, experiment: str | Path | None) -> None
         if _sha256(path) != entry["sha256"]:
             raise ConfigError(
                 f"{run_dir}: cannot resume: input {key} ({path}) changed since the run started; "
-                "restore it or start a new run with another --out"
+                "restore it or start a new run with another out_dir"
             )
 
 

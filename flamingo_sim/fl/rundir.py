@@ -44,7 +44,7 @@ def check_run_dir(out: Path, cfg: Any, resume: bool) -> None:
     if resume:
         _check_resumable(out, cfg)
     elif _outputs(out):
-        raise ConfigError(f"{out}: run directory exists and is not empty (use --resume to continue it, or another --out)")
+        raise ConfigError(f"{out}: run directory exists and is not empty (continue it with resume, or choose another out_dir)")
 
 
 def _check_resumable(out: Path, cfg: Any) -> None:
@@ -56,7 +56,7 @@ def _check_resumable(out: Path, cfg: Any) -> None:
         more = f" and {len(diff) - 3} more" if len(diff) > 3 else ""
         raise ConfigError(
             f"{out}: the experiment config differs from the one this run started with in {', '.join(diff[:3])}{more}; "
-            "resume with the same config and --set options"
+            "resume with the same config and overrides"
         )
 
 
@@ -78,7 +78,7 @@ def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: boo
         if resumable:
             how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
         else:
-            how = "this engine writes no checkpoints: start the run again with another --out"
+            how = "this engine writes no checkpoints: start the run again with another out_dir"
         try:
             yield
         except KeyboardInterrupt as exc:

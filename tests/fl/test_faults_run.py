@@ -116,7 +116,7 @@ def test_damaged_checkpoint_is_named_and_the_previous_one_used(tmp_path, how, me
     # with no good checkpoint at all: one line naming the file
     _damage(path, how)
     prev_path(path).unlink()
-    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(path))}: {message}; no good earlier checkpoint - start the run again with another --out$"):
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(path))}: {message}; no good earlier checkpoint - start the run again with another out_dir$"):
         load_checkpoint(path, log=print)
 
 
