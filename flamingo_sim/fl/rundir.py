@@ -78,7 +78,7 @@ def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: boo
         if resumable:
             how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
         else:
-            how = "this engine writes no checkpoints: start the run again with another out_dir"
+            how = "this run keeps no checkpoints (FedScale): start it again with another out_dir"
         try:
             yield
         except KeyboardInterrupt as exc:

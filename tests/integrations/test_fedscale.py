@@ -356,8 +356,8 @@ def test_executors_die_with_their_parent(tmp_path, sig):
     _, err = proc.communicate(timeout=60)
     if sig == signal.SIGTERM:
         assert proc.returncode == 143, err
-        assert err.strip().splitlines()[-1] == ("flamingo-sim run: interrupted (SIGTERM); this engine writes no checkpoints: "
-                                                "start the run again with another --out")
+        assert err.strip().splitlines()[-1] == ("flamingo-sim run: interrupted (SIGTERM); this run keeps no checkpoints (FedScale): "
+                                                "start it again with another --out")
     else:
         assert proc.returncode == -signal.SIGKILL
     until = time.monotonic() + 5
