@@ -24,11 +24,12 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from flamingo_sim.errors import FlamingoError
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 __all__ = ["MANIFEST", "OutputError", "atomic_dir", "atomic_path", "check_out_dir", "clean_stale", "progress", "write_json"]
 
@@ -202,8 +203,20 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def progress(iterable: Iterable[T], *, desc: str, total: int | None = None, unit: str = "it", **kwargs: Any) -> Iterable[T]:
-    """A progress bar on stderr (tqdm); silent when ``FLAMINGO_SIM_QUIET`` is set."""
+class ProgressBar(Protocol[T_co]):
+    """What callers use of a tqdm bar: iterate it, or update it by hand."""
+
+    def __iter__(self) -> Iterator[T_co]: ...
+    def update(self, n: float = 1) -> object: ...
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None: ...
+    def close(self) -> None: ...
+
+
+def progress(iterable: Iterable[T] | None, *, desc: str, total: int | None = None, unit: str = "it", **kwargs: Any) -> ProgressBar[T]:
+    """A progress bar on stderr (tqdm); silent when ``FLAMINGO_SIM_QUIET`` is set.
+
+    ``iterable`` None: a bar updated by hand (``update``), of ``total`` steps (None: unknown).
+    """
     from tqdm.auto import tqdm
 
     disable = bool(os.environ.get("FLAMINGO_SIM_QUIET"))

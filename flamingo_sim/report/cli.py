@@ -33,6 +33,6 @@ def _report(args: argparse.Namespace) -> int:
     result = write_report(runs, args.out, formats=args.formats)
     print(f"report: {result.markdown}")
     print(f"        {result.html}")
-    for stem, paths in result.figures.items():
+    for paths in result.figures.values():
         print(f"figure: {', '.join(str(p) for p in paths)}")
     return 0
