@@ -176,12 +176,17 @@ def input_files(cfg: Any, experiment: str | Path | None) -> dict[str, Path]:
     traces = resolve_path(cfg.traces.path, experiment)
     for name in ("devices.parquet", "clients.parquet"):
         files[f"traces.path {name}"] = traces / name
-    profiles = resolve_path(cfg.phones.profiles_dir, experiment)
-    files["phones.profiles_dir phones.yaml"] = profiles / "phones.yaml"
+    from flamingo_sim.fl.setup import profile_dirs
+
+    search = profile_dirs(cfg, experiment)
+    for d in search.dirs:  # the phone catalogue: every directory of the search path
+        files[f"phones.profiles_dir {d / 'phones.yaml'}"] = d / "phones.yaml"
+        for phone, share in cfg.phones.mix.items():
+            if share > 0:
+                files[f"phones.profiles_dir {d / 'phones.d' / phone}.yaml"] = d / "phones.d" / f"{phone}.yaml"
     for phone, share in cfg.phones.mix.items():
-        if share > 0:
-            files[f"phones.profiles_dir phones.d/{phone}.yaml"] = profiles / "phones.d" / f"{phone}.yaml"
-            files[f"phones.profiles_dir {phone}/{cfg.model}.yaml"] = profiles / phone / f"{cfg.model}.yaml"
+        if share > 0:  # the profile the run uses: the first one found on the search path
+            files[f"phones.profiles_dir {phone}/{cfg.model}.yaml"] = search.path(phone, cfg.model)
     if cfg.data.root is not None:
         root = resolve_path(cfg.data.root, experiment)
         for split in ("train", "test"):
