@@ -111,7 +111,7 @@ def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> None:
             continue
         trainer = CohortTrainer(model, **settings)
         try:
-            secs, res = _median_s(lambda: trainer.train(state, datas, ids, args.steps, args.batch_size, 0.01, 0, 1), args.repeats, device)
+            secs, res = _median_s(lambda t=trainer: t.train(state, datas, ids, args.steps, args.batch_size, 0.01, 0, 1), args.repeats, device)
         except torch.OutOfMemoryError:
             print(f"  {name:<16} out of memory")
             continue
@@ -123,7 +123,6 @@ def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> None:
         print(f"  {label:<22} {secs:9.4f} s/round {samples / secs:12,.0f} samples/s  vs loop {ratio}{diff}")
         if name == "loop":
             loop_s, loop_res = secs, res
-        del trainer
 
 
 def main(argv: list[str] | None = None) -> None:

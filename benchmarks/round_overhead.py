@@ -115,7 +115,8 @@ def main() -> None:
         for policy in ("baseline", "flamingo"):
             o = [r["overhead_ms"] for r in results[("old", n, policy)]]
             w = [r["overhead_ms"] for r in results[("new", n, policy)]]
-            print(f"{policy:<10} {n:>9,} {statistics.median(o):>9.2f} {statistics.median(w):>9.2f} {statistics.median(o) / statistics.median(w):>7.2f}x  {min(w):6.2f}-{max(w):6.2f}")
+            mo, mw = statistics.median(o), statistics.median(w)
+            print(f"{policy:<10} {n:>9,} {mo:>9.2f} {mw:>9.2f} {mo / mw:>7.2f}x  {min(w):6.2f}-{max(w):6.2f}")
     n = sizes[0]
     for policy in ("baseline", "flamingo"):
         rows = results[("new", n, policy)]

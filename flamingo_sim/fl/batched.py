@@ -174,7 +174,9 @@ def train_streams(
     return stacked, torch.stack(losses)  # type: ignore[arg-type]
 
 
-def train_one_client(work: nn.Module, state: dict[str, Tensor], x: Tensor, y: Tensor, idx: Tensor, lr: float, device: torch.device) -> tuple[dict[str, Tensor], Tensor]:
+def train_one_client(
+    work: nn.Module, state: dict[str, Tensor], x: Tensor, y: Tensor, idx: Tensor, lr: float, device: torch.device
+) -> tuple[dict[str, Tensor], Tensor]:
     """Plain SGD (no momentum, no weight decay) of one client on ``work``: the reference."""
     work.load_state_dict(state)
     x, y, idx = x.to(device, non_blocking=True), y.to(device, non_blocking=True), idx.to(device, non_blocking=True)

@@ -39,11 +39,11 @@ from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.fl.aggregate import fedavg
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data import FederatedDataset
+from flamingo_sim.fl.device import precision_context, resolve_device
 from flamingo_sim.fl.population import Population
 from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.selection import Selector
-from flamingo_sim.fl.device import precision_context, resolve_device
 from flamingo_sim.fl.training import CohortTrainer, evaluate
 from flamingo_sim.rng import rng
 from flamingo_sim.traces.store import ClientTraces

@@ -248,7 +248,9 @@ class CohortTrainer:
             state[name] = value.detach().to(device=self.device, dtype=state[name].dtype)
         return state
 
-    def _vmap_chunk(self, state: dict[str, Tensor], client_datas: Sequence[tuple[Tensor, Tensor]], indices: Sequence[Tensor], lr: float) -> tuple[dict[str, Tensor], Tensor]:
+    def _vmap_chunk(
+        self, state: dict[str, Tensor], client_datas: Sequence[tuple[Tensor, Tensor]], indices: Sequence[Tensor], lr: float
+    ) -> tuple[dict[str, Tensor], Tensor]:
         # All clients' samples in one tensor, moved once; per-step gather indices offset into it.
         k = len(client_datas)
         x_all = torch.cat([x for x, _ in client_datas])
