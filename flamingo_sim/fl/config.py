@@ -40,8 +40,13 @@ class TracesConfig:
 class PhonesConfig:
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PHONE_MIX))  # phone -> share of clients
     profiles_dir: Path = Path("profiles")
+    profile_set: str = "paper"  # "paper" (Table 1 matched) or "anchored" (plausible absolute values); see devices/calibrate.py
 
     def __post_init__(self) -> None:
+        from flamingo_sim.devices.profiles import PROFILE_SETS
+
+        if self.profile_set not in PROFILE_SETS:
+            raise ValueError(f"profile_set: expected one of {', '.join(PROFILE_SETS)}, got {self.profile_set!r}")
         if not self.mix:
             raise ValueError("mix: name at least one phone")
         if any(share < 0 for share in self.mix.values()) or sum(self.mix.values()) <= 0:

@@ -28,7 +28,7 @@ def make_policy(name: str, cfg: ExperimentConfig) -> Policy:
 
 def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> Components:
     """Load traces, profiles and data; assign traces, phones and bandwidths to clients."""
-    from flamingo_sim.devices.profiles import ProfileSet
+    from flamingo_sim.devices.profiles import ProfileSet, profile_path
     from flamingo_sim.devices.soc import load_phones
     from flamingo_sim.fl.models import build_model
     from flamingo_sim.rng import derive_seed
@@ -47,11 +47,13 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     if unknown:
         raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
     phones = [p for p, share in cfg.phones.mix.items() if share > 0]
-    missing = [p for p in phones if not (profiles_dir / p / f"{cfg.model}.yaml").is_file()]
+    pset = cfg.phones.profile_set
+    missing = [p for p in phones if not profile_path(profiles_dir, p, cfg.model, pset).is_file()]
     if missing:
         have = sorted({f.stem for f in profiles_dir.glob("*/*.yaml") if f.parent.name in catalogue})
-        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} (profiled models: {', '.join(have)})")
-    profiles = ProfileSet.load(profiles_dir, phones, cfg.model)
+        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} in profile set "
+                          f"{pset!r} (profiled models: {', '.join(have)})")
+    profiles = ProfileSet.load(profiles_dir, phones, cfg.model, pset)
 
     dataset, model_name = _dataset(cfg, experiment_path, log)
     log(f"data: {dataset.description}")

@@ -74,7 +74,7 @@ def test_flamingo_gives_cores_back_under_interference(ps, profiles_dir):
     pol.init(1, np.array([1]), ps)
     pol.shared_table[1] = True  # the coordinator already holds the Mi 10 profile
     prof = load_profile(profiles_dir, "mi_10", "mobilenet_v2")
-    assert [c.label for c in prof.choices] == ["7", "4", "0"]
+    assert [c.label for c in prof.choices] == ["7", "4", "01", "0"]
     out = pol.run_tasks(req([0], [1], 5, in_use=[[True]]))
     # "7" is held by the foreground app: one 2x step, detected, then "4" (free) for 4 steps
     t7, t4 = prof.choices[0].step_latency_s, prof.choices[1].step_latency_s
