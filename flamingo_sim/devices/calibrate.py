@@ -58,7 +58,14 @@ from pathlib import Path
 
 import yaml
 
-from flamingo_sim.devices.profiles import MODELS, PROFILE_SETS, ChoiceProfile, Profile, profile_path, save_profile
+from flamingo_sim.devices.profiles import (
+    MODELS,
+    PROFILE_SETS,
+    ChoiceProfile,
+    Profile,
+    profile_path,
+    save_profile,
+)
 from flamingo_sim.devices.soc import Choice, Phone, load_phones, state_space
 
 __all__ = ["DnnModel", "DNN_MODELS", "TABLE1", "MAX_CONTENTION", "BATCH", "model_choice", "contention_bound",

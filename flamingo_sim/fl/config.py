@@ -28,12 +28,16 @@ DEFAULT_PHONE_MIX = {
 @dataclass(frozen=True)
 class TracesConfig:
     path: Path = Path("traces/synthetic")  # a prep-traces output directory
-    min_pct: float = 10.0  # below this effective battery level a client goes offline
-    reentry_pct: float = 20.0  # ...and comes back once charging lifts it above this
+    min_pct: float = 10.0  # below this effective battery level a client goes offline (the paper's rule)
+    # An offline client comes back once charging lifts it to this level. None (default): min_pct,
+    # as in the paper; a higher value adds a hysteresis the paper does not have.
+    reentry_pct: Optional[float] = None
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_pct < self.reentry_pct <= 100:
-            raise ValueError(f"need 0 <= min_pct < reentry_pct <= 100, got {self.min_pct} and {self.reentry_pct}")
+        if self.reentry_pct is None:
+            object.__setattr__(self, "reentry_pct", self.min_pct)
+        if not 0 <= self.min_pct <= self.reentry_pct <= 100:
+            raise ValueError(f"need 0 <= min_pct <= reentry_pct <= 100, got {self.min_pct} and {self.reentry_pct}")
 
 
 @dataclass(frozen=True)
