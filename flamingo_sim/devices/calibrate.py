@@ -214,8 +214,19 @@ def _round(p: Profile, digits: int = 4) -> Profile:
     def r(x: float) -> float:
         return float(f"{x:.{digits}g}")
 
-    chs = tuple(ChoiceProfile(c.cores, r(c.step_latency_s), r(c.power_w)) for c in p.all_choices)
+    def r_opt(x: float | None) -> float | None:
+        return None if x is None else r(x)
+
+    chs = tuple(ChoiceProfile(c.cores, r(c.step_latency_s), r_opt(c.power_w)) for c in p.all_choices)
     return Profile(p.phone, p.model, p.provenance, p.batch_size, chs, p.notes)
+
+
+def _efficiency(p: Profile) -> float:
+    """The energy efficiency of a calibrated profile (which always has power)."""
+    eff = p.energy_efficiency
+    if eff is None:
+        raise ValueError(f"calibrated profile {p.phone.name}/{p.model} has no power")
+    return eff
 
 
 def calibrate_profile(phone: Phone, model: str, profile_set: str = "paper") -> tuple[Profile, float, float]:
@@ -232,11 +243,11 @@ def calibrate_profile(phone: Phone, model: str, profile_set: str = "paper") -> t
             kb = _bisect(lambda k: _profile(phone, dnn, k, kl, sigma).speedup, 0.0, 1e4, speedup)
         if profile_set == "anchored":
             kb = min(kb, _max_kappa(phone, dnn, big=True))
-        if abs(_profile(phone, dnn, kb, kl, sigma).energy_efficiency - eff) > 1e-9:
-            sigma = _bisect(lambda s: _profile(phone, dnn, kb, kl, s).energy_efficiency, 0.0, 1.0, eff)
+        if abs(_efficiency(_profile(phone, dnn, kb, kl, sigma)) - eff) > 1e-9:
+            sigma = _bisect(lambda s: _efficiency(_profile(phone, dnn, kb, kl, s)), 0.0, 1.0, eff)
     prof = _profile(phone, dnn, kb, kl, sigma)
     src = (f"Table 1 target speedup {target[0]}x, energy efficiency {target[1]}x; reached "
-           f"{prof.speedup:.3g}x, {prof.energy_efficiency:.3g}x" if target else "no Table 1 target: model defaults")
+           f"{prof.speedup:.3g}x, {_efficiency(prof):.3g}x" if target else "no Table 1 target: model defaults")
     notes = (
         f"calibrated by flamingo_sim.devices.calibrate, profile set {profile_set!r} (kappa_big={kb:.6g}, "
         f"kappa_little={kl:.6g}, sigma={sigma:.6g}; {src}). W={dnn.work_gflop:.4g} GFLOP, g={dnn.gflops} GFLOP/s, "

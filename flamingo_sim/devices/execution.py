@@ -42,6 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flamingo_sim.config import FieldError, check_ranges
+
 __all__ = ["InterferenceModel", "LadderResult", "run_ladder", "DEFAULT_SLOWDOWN", "DEFAULT_FOREGROUND_CORES"]
 
 #: Slowdown of a training thread that shares a core with the foreground app where neither the
@@ -68,10 +70,9 @@ class InterferenceModel:
     in_use_threshold: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.shared_core_slowdown is not None and self.shared_core_slowdown < 1.0:
-            raise ValueError(f"shared_core_slowdown must be >= 1, got {self.shared_core_slowdown}")
-        if not 0.0 <= self.in_use_threshold < 1.0:
-            raise ValueError(f"in_use_threshold must be in [0, 1), got {self.in_use_threshold}")
+        check_ranges(self, foreground_cores=">= 0", shared_core_slowdown=">= 1", in_use_threshold="[0, 1)")
+        if self.foreground_cores is not None and len(set(self.foreground_cores)) != len(self.foreground_cores):
+            raise FieldError("foreground_cores", "each core index once", list(self.foreground_cores))
 
     def cores_for(self, soc_cores: tuple[int, ...]) -> tuple[int, ...]:
         """The foreground cores on a SoC whose own value is ``soc_cores``."""

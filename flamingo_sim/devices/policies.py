@@ -51,10 +51,11 @@ the phone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from flamingo_sim.config import check_ranges
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.errors import ConfigError
@@ -88,14 +89,8 @@ class PolicyConfig:
     interference: InterferenceModel = field(default_factory=InterferenceModel)
 
     def __post_init__(self) -> None:
-        if self.explore_steps < 1:
-            raise ValueError(f"explore_steps must be >= 1, got {self.explore_steps}")
-        if not 0 <= self.min_battery_pct <= 100:
-            raise ValueError(f"min_battery_pct must be in [0, 100], got {self.min_battery_pct}")
-        if self.interference_factor < 1.0:
-            raise ValueError(f"interference_factor must be >= 1, got {self.interference_factor}")
-        if self.probe_s <= 0:
-            raise ValueError(f"probe_s must be positive, got {self.probe_s}")
+        check_ranges(self, max_temperature_c="[-50, 150]", min_battery_pct="[0, 100]", interference_factor=">= 1", probe_s="> 0",
+                     explore_steps=">= 1")
 
 
 @dataclass(frozen=True)
@@ -154,7 +149,7 @@ class TaskOutcome:
     steps_by_choice: np.ndarray
     labels: tuple[str, ...]
     mode: np.ndarray
-    interrupted: np.ndarray = field(default=None)  # type: ignore[assignment]  # bool (k,), default all False
+    interrupted: np.ndarray = field(default=None)  # type: ignore[arg-type]  # bool (k,), default (None) all False
 
     def __post_init__(self) -> None:
         k = len(np.asarray(self.accepted))
@@ -213,6 +208,12 @@ class _PolicyBase:
         self._label_shared = np.array([[bool(set(c) & h) for c in profile_set.label_cores] for h in held], dtype=bool)
         self._slowdown = np.array([fg.slowdown_for(soc.shared_core_slowdown) for soc in socs])
 
+    @property
+    def _profiles(self) -> ProfileSet:
+        if self.profile_set is None:
+            raise RuntimeError(f"{type(self).__name__}.init must be called first")
+        return self.profile_set
+
     def _ready(self, req: TaskRequest) -> ProfileSet:
         if self.profile_set is None:
             raise RuntimeError(f"{type(self).__name__}.init must be called before run_tasks")
@@ -225,7 +226,7 @@ class _PolicyBase:
         """Run the selected tasks (mask ``run``) on their ladders; returns full-size arrays
         ``(duration_s, energy_j, interference_s, steps per label, end_s)``. ``n_steps`` (k,)
         defaults to the request's; ``start_s`` (k,) to 0."""
-        ps = self.profile_set
+        ps = self._profiles
         k = req.k
         dur, en, inter, end = np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k)
         counts = np.zeros((k, ps.n_labels), dtype=np.int64)
@@ -289,7 +290,7 @@ class FlamingoPolicy(_PolicyBase):
 
     def profiled(self, client_idx: np.ndarray) -> np.ndarray:
         """Whether each client has its device model's profile (own or shared)."""
-        ps = self.profile_set
+        ps = self._profiles
         ph = self.client_phone[client_idx]
         own = self.explored[client_idx] >= ps.n_space[ph]
         return own | (self.config.share_profiles & self.shared_table[ph])
@@ -425,7 +426,7 @@ class FlamingoPolicy(_PolicyBase):
         self._pending = None
 
 
-_BUILTIN = {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy}
+_BUILTIN: dict[str, Callable[[PolicyConfig | None], Policy]] = {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy}
 
 
 def make_policy(spec: str, config: PolicyConfig | None = None) -> Policy:
