@@ -107,7 +107,9 @@ def run_sensitivity(
                 raise ConfigError(f"--vary {knob.key}={value}: {exc}") from None
             plan.append((knob.key, value, sets, to_mapping(cfg) == reference))
 
-    quiet = lambda _msg: None
+    def quiet(_msg: str) -> None:
+        pass
+
     runs_dir = out / "runs"
     log(f"sensitivity: reference run + {sum(not same for *_, same in plan)} varied runs of {experiment}")
     ref = run_experiment(experiment, out_dir=runs_dir / "reference", overrides=list(overrides), n_seeds=n_seeds, log=quiet)

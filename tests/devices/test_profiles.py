@@ -122,7 +122,9 @@ def test_absolute_values_within_public_bounds(profiles_dir, pset, phone, model):
 def test_pixel3_is_slower_than_sd855_per_big_core(profiles_dir, pset, model):
     pixel = load_profile(profiles_dir, "pixel_3", model, profile_set=pset)
     s10e = load_profile(profiles_dir, "galaxy_s10e", model, profile_set=pset)
-    lat = lambda p: next(c.step_latency_s for c in p.all_choices if c.label == "4")
+    def lat(p):
+        return next(c.step_latency_s for c in p.all_choices if c.label == "4")
+
     assert 1.5 <= lat(pixel) / lat(s10e) <= 2.0
 
 
