@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["atomic_path", "atomic_dir", "write_json", "progress"]
+__all__ = ["atomic_path", "atomic_dir", "write_json", "progress", "LineProgress"]
 
 
 @contextlib.contextmanager
@@ -85,9 +85,68 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def progress(iterable: Iterable[T], *, desc: str, total: int | None = None, unit: str = "it", **kwargs: Any) -> Iterable[T]:
-    """A progress bar on stderr (tqdm); silent when ``FLAMINGO_SIM_QUIET`` is set."""
+def progress(iterable: Iterable[T], *, desc: str, total: int | None = None, unit: str = "it", stream: Any = None, **kwargs: Any) -> Any:
+    """Progress on stderr: a tqdm bar on a terminal, plain periodic lines otherwise (a log file).
+
+    Silent when ``FLAMINGO_SIM_QUIET`` is set. Both kinds iterate over ``iterable`` and offer
+    ``update(n)``, ``set_postfix_str(text)`` and ``close()``.
+    """
+    stream = sys.stderr if stream is None else stream
+    disable = bool(os.environ.get("FLAMINGO_SIM_QUIET"))
+    if not disable and not (hasattr(stream, "isatty") and stream.isatty()):
+        return LineProgress(iterable, desc=desc, total=total, unit=unit, stream=stream, initial=int(kwargs.get("initial", 0)))
     from tqdm.auto import tqdm
 
-    disable = bool(os.environ.get("FLAMINGO_SIM_QUIET"))
-    return tqdm(iterable, desc=desc, total=total, unit=unit, disable=disable, file=sys.stderr, dynamic_ncols=True, **kwargs)
+    return tqdm(iterable, desc=desc, total=total, unit=unit, disable=disable, file=stream, dynamic_ncols=True, **kwargs)
+
+
+class LineProgress:
+    """Progress as whole lines, for output that is not a terminal.
+
+    A line ``desc: n/total unit (p %) postfix`` is written each time another tenth of ``total``
+    is done, or :data:`LINE_EVERY_S` seconds after the last line, and once at ``close`` if the
+    count moved since the last line.
+    """
+
+    def __init__(self, iterable: Iterable[T], *, desc: str, total: int | None, unit: str, stream: Any, initial: int = 0) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self.iterable, self.desc, self.total, self.unit, self.stream = iterable, desc, total, unit, stream
+        self.n = initial
+        self.postfix = ""
+        self._printed_n = initial
+        self._printed_at = self._clock()
+        self._closed = False
+
+    def __iter__(self) -> Iterator[T]:
+        for item in self.iterable:
+            yield item
+            self.update(1)
+        self.close()
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self.postfix = text
+
+    def update(self, n: int = 1) -> None:
+        before = self.n
+        self.n += n
+        tenth = (lambda k: 10 * k // self.total) if self.total else (lambda k: 0)
+        if tenth(self.n) > tenth(before) or self._clock() - self._printed_at >= LINE_EVERY_S:
+            self._line()
+
+    def close(self) -> None:
+        if not self._closed and self.n != self._printed_n:
+            self._line()
+        self._closed = True
+
+    def _line(self) -> None:
+        count = f"{self.n}/{self.total}" if self.total else f"{self.n}"
+        share = f" ({100 * self.n / self.total:.0f} %)" if self.total else ""
+        tail = f" {self.postfix}" if self.postfix else ""
+        print(f"{self.desc}: {count} {self.unit}{share}{tail}", file=self.stream, flush=True)
+        self._printed_n, self._printed_at = self.n, self._clock()
+
+
+#: Seconds between two progress lines when output is not a terminal (unless a tenth is done first).
+LINE_EVERY_S = 30.0

@@ -77,6 +77,13 @@ class RoundPlan:
     kept: np.ndarray  # int64 clients whose updates count, fastest first
 
 
+def _exploring(outcome: Any, energy_spent_j: np.ndarray) -> dict[str, Any]:
+    """Selected clients whose task explored an execution choice, and the energy they drew."""
+    mode = getattr(outcome, "mode", None)
+    exploring = np.zeros(len(energy_spent_j), bool) if mode is None else np.asarray(mode) == "explore"
+    return {"n_exploring": int(exploring.sum()), "energy_exploring_j": float(energy_spent_j[exploring].sum())}
+
+
 class Simulation:
     """One policy's federated job over one seed."""
 
@@ -271,12 +278,31 @@ class Simulation:
             "interference_s": float(interference_s.sum()),
             "clients_lost": int(lost_now.sum()),
             "clients_lost_cum": int(self.ever_lost.sum()),
+            **_exploring(outcome, settled.energy_spent_j),
         }
         for j, label in enumerate(self.parts.choice_labels):
             row[f"steps_{label}"] = int(counts[j]) if counts is not None else 0
         chosen_phone = pop.phone_idx[chosen]
         for p, phone in enumerate(pop.phone_names):
             row[f"interference_s_{phone}"] = float(interference_s[chosen_phone == p].sum())
+        return row
+
+    def initial_row(self) -> dict[str, Any]:
+        """Round 0: the initial model evaluated at t = 0, nothing trained, every client as the trace has it."""
+        if self.round != 0:
+            raise ValueError(f"initial_row: the simulation is at round {self.round}, not 0")
+        accuracy, loss = self.evaluate()
+        pop = self.parts.population
+        row: dict[str, Any] = {
+            "policy": self.policy_name, "seed": self.seed, "round": 0, "time_s": 0.0, "duration_s": 0.0,
+            "accuracy": accuracy, "loss": loss, "train_loss": float("nan"),
+            "n_online": int(self.budget.online.sum()), "n_selected": 0, "n_kept": 0,
+            **{f"dropped_{r}": 0 for r in DROP_REASONS},
+            "energy_j": 0.0, "energy_cum_j": 0.0, "interference_s": 0.0, "clients_lost": 0, "clients_lost_cum": 0,
+            "n_exploring": 0, "energy_exploring_j": 0.0,
+        }
+        row.update({f"steps_{label}": 0 for label in self.parts.choice_labels})
+        row.update({f"interference_s_{phone}": 0.0 for phone in pop.phone_names})
         return row
 
     def _online_at_finish(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:

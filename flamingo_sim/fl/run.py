@@ -99,6 +99,7 @@ def run_experiment(
 
                 work = out / "fedscale" / f"{_safe(name)}-seed{seed}"
                 log(f"{name} seed {seed}: FedScale engine, " + (f"{executors} executor processes over gRPC" if executors else "in-process"))
+                rows.append(sim.initial_row())
                 with _RoundProgress(sim, cfg) as on_round:
                     rows.extend(run_fedscale(sim, experiment=experiment, work_dir=work, executors=executors, overrides=overrides, on_round=on_round))
                 _write_metrics(out, pd.DataFrame(rows))
@@ -140,6 +141,8 @@ def _run_one(sim: Simulation, ckpt: Path, cfg: ExperimentConfig, out: Path, done
         state = torch.load(ckpt, weights_only=False)
         sim.load_state_dict(state["simulation"])
         rows = list(state["rows"])
+    else:
+        rows.append(sim.initial_row())  # round 0: every curve starts at t = 0
     every = cfg.checkpoint_every
     with _RoundProgress(sim, cfg, rows) as on_round:
         while not sim.is_done():
@@ -162,8 +165,8 @@ class _RoundProgress:
     def __call__(self, row: dict[str, Any]) -> None:
         if not np.isnan(row["accuracy"]):
             self.accuracy = row["accuracy"]
-        self.bar.update(1)
         self.bar.set_postfix_str(f"t={row['time_s'] / 3600:.2f} h acc={self.accuracy:.3f} online={row['n_online']}", refresh=False)
+        self.bar.update(1)
 
     def __enter__(self) -> "_RoundProgress":
         return self
