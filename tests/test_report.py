@@ -118,7 +118,7 @@ def test_choice_mix_edges_are_cumulative_step_shares(runs):
     one = runs[1]
     lines = lines_by_gid(FIGURES["choice_mix"]([one]))
     labels = choice_columns(one.metrics)
-    rows = one.metrics[one.metrics["policy"] == "flamingo"].sort_values("round")
+    rows = one.metrics[(one.metrics["policy"] == "flamingo") & (one.metrics["round"] >= 1)].sort_values("round")
     steps = rows[[f"steps_{c}" for c in labels]].to_numpy(float)
     cum = np.cumsum(steps / steps.sum(axis=1, keepdims=True), axis=1)
     drawn = [c for c in labels if f"{one.label}|flamingo|mix|{c}" in lines]

@@ -154,10 +154,12 @@ def choice_columns(metrics: pd.DataFrame) -> list[str]:
 def choice_mix(run: Run, policy: str) -> pd.DataFrame:
     """Share of the kept clients' local steps run on each execution choice, per round (mean over seeds).
 
-    Index: round; columns: choice labels; rows sum to 1 (0 where a round kept nobody).
+    Index: round (from 1: round 0, the initial model, trains nothing); columns: choice labels;
+    rows sum to 1 (0 where a round kept nobody).
     """
     labels = choice_columns(run.metrics)
     rows = run.rows(policy)
+    rows = rows[rows["round"] >= 1]
     steps = rows[[f"steps_{c}" for c in labels]].to_numpy(float)
     total = steps.sum(axis=1, keepdims=True)
     share = np.divide(steps, total, out=np.zeros_like(steps), where=total > 0)

@@ -3,9 +3,10 @@
 Every curve starts at round 0 / t = 0 (the initial model, every client as its trace has it).
 Flamingo's exploration phase (rounds with a client exploring execution choices) is shaded in
 the policy's colour on the accuracy panel, so a reader sees why its first hours are slow.
-Clients available are drawn on a full scale from 0, with an inset-free second view: the
-round-based panel shows the per-round story the paper tells ("the baseline steadily loses
-devices with every passing round"), the hour-based one the same over the owners' time.
+Accuracy is the mean over seeds with the band from the lowest to the highest seed (with 2-3
+seeds a Student-t band is mostly its t quantile). Clients available are drawn on a full scale
+from 0: the round-based panel shows the per-round story the paper tells ("the baseline steadily
+loses devices with every passing round"), the hour-based one the same over the owners' time.
 
 Each line carries a ``gid`` ``"<task>|<policy>|<what>"`` (``accuracy``, ``online_round``,
 ``online_time``, ``exploration``) so a test can compare it with the metrics.
@@ -25,13 +26,23 @@ from flamingo_sim.reproduce.tables import TaskResult
 from flamingo_sim.report.data import S_PER_H, Run, policy_curve
 from flamingo_sim.report.plots import STYLE, policy_colors
 
-__all__ = ["figure6", "mean_by_round"]
+__all__ = ["figure6", "mean_by_round", "seed_range"]
 
 
 def mean_by_round(metrics: pd.DataFrame, policy: str, column: str) -> pd.Series:
     """``column`` of ``policy`` per round, mean over the seeds that reached that round."""
     rows = metrics[metrics["policy"] == policy]
     return rows.groupby("round")[column].mean()
+
+
+def seed_range(run: Run, policy: str, column: str, grid_h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lowest and highest seed of ``column`` at each virtual hour of ``grid_h`` (each seed interpolated linearly)."""
+    ys = []
+    for seed in run.seeds:
+        rows = run.rows(policy, seed).dropna(subset=[column])
+        ys.append(np.interp(grid_h, rows["time_s"].to_numpy(float) / S_PER_H, rows[column].to_numpy(float)))
+    stack = np.vstack(ys)
+    return stack.min(axis=0), stack.max(axis=0)
 
 
 def _run(r: TaskResult) -> Run:
@@ -55,8 +66,9 @@ def figure6(results: Sequence[TaskResult]) -> Figure:
                 color = colors[policy]
                 c = policy_curve(run, policy, "accuracy")
                 acc.plot(c.x, c.y, color=color, gid=f"{r.task}|{policy}|accuracy")
-                if c.lo is not None:
-                    acc.fill_between(c.x, np.maximum(c.lo, 0), np.minimum(c.hi, 1), color=color, alpha=0.2, lw=0)
+                if c.n_seeds > 1:
+                    lo, hi = seed_range(run, policy, "accuracy", c.x)
+                    acc.fill_between(c.x, lo, hi, color=color, alpha=0.2, lw=0, gid=f"{r.task}|{policy}|accuracy|range")
                 x = (r.summary["policies"][policy].get("exploration") or {}).get("time_s")
                 if x:
                     acc.axvspan(0, x / S_PER_H, color=color, alpha=0.12, lw=0, gid=f"{r.task}|{policy}|exploration")

@@ -93,7 +93,7 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
         "Runs: " + ", ".join(f"`{r.run_dir}`" for r in results) + ".",
     ]
     fidelity = fidelity_note(results)
-    fig_caption = ("Figure 6 analogue. (a) test accuracy vs virtual time (mean over seeds, 95 % band; dashed: target; shaded: "
+    fig_caption = ("Figure 6 analogue. (a) test accuracy vs virtual time (mean over seeds; band: lowest to highest seed; dashed: target; shaded: "
                    "Flamingo's exploration phase); (b) clients available (online: trace and energy budget allow) at each "
                    "round's start vs round; (c) the same vs virtual time. Every curve starts at round 0, t = 0.")
     md = ["# Flamingo (DistributedML '23) reproduced with flamingo-sim", ""] + head + [""]
