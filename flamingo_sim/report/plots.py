@@ -107,10 +107,11 @@ def _figure(nrows: int = 1, ncols: int = 1, size_in: tuple[float, float] = COLUM
 
 
 def _legend(fig: Figure, runs: Sequence[Run], colors: dict[str, str], *, extra: Sequence = ()) -> None:
-    """Policies (colours), runs (line styles) and ``extra`` handles, below the axes."""
+    """Policies (colours), runs (line styles, where a panel overlays several) and ``extra`` handles, below the axes."""
     handles = [Line2D([], [], color=c, label=p) for p, c in colors.items()]
-    if len(runs) > 1:
-        handles += [Line2D([], [], color="0.3", ls=RUN_STYLES[i % len(RUN_STYLES)], label=r.label) for i, r in enumerate(runs)]
+    for members in experiment_groups(runs).values():
+        if len(members) > 1:
+            handles += [Line2D([], [], color="0.3", ls=RUN_STYLES[k % len(RUN_STYLES)], label=r.label) for k, (_, r) in enumerate(members)]
     handles += list(extra)
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), handlelength=1.8, columnspacing=1.2)
 
@@ -138,8 +139,8 @@ def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, s
         extra: list = []
         for g, (name, members) in enumerate(groups.items()):
             ax = axes[0, g]
-            for i, run in members:
-                ls = RUN_STYLES[i % len(RUN_STYLES)]
+            for k, (_, run) in enumerate(members):
+                ls = RUN_STYLES[k % len(RUN_STYLES)]
                 for policy in run.policies:
                     c = policy_curve(run, policy, column, scale=scale)
                     color = colors[policy]
@@ -157,7 +158,7 @@ def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, s
             if from_zero:
                 ax.set_ylim(bottom=0)
             if column == "accuracy":
-                handles = _target_lines(ax, [run for _, run in members])
+                handles = _target_lines(ax, [run for _, run in members], label_value=len(groups) == 1)
                 extra = extra or handles
         if len(groups) > 1:
             fig.suptitle(title)
@@ -168,7 +169,7 @@ def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, s
     return fig
 
 
-def _target_lines(ax, runs: Sequence[Run]) -> list:
+def _target_lines(ax, runs: Sequence[Run], label_value: bool = True) -> list:
     handles = []
     for i, run in enumerate(runs):
         target = target_accuracy(run)
@@ -176,7 +177,7 @@ def _target_lines(ax, runs: Sequence[Run]) -> list:
             continue
         ax.axhline(target, color="0.35", lw=0.8, ls=(0, (4, 2)), gid=f"{run.label}|target")
         if i == 0:
-            handles.append(Line2D([], [], color="0.35", lw=0.8, ls=(0, (4, 2)), label=f"target {target:.3f}"))
+            handles.append(Line2D([], [], color="0.35", lw=0.8, ls=(0, (4, 2)), label=f"target {target:.3f}" if label_value else "target accuracy"))
     handles.append(Line2D([], [], color="0.3", marker="*", ls="", ms=7, label="time to target"))
     return handles
 
@@ -245,7 +246,7 @@ def choice_mix_figure(runs: Sequence[Run]) -> Figure:
                     below = top
                 ax.set_ylim(0, 1)
                 ax.set_xlim(x.min() - 0.5, x.max() + 0.5)
-                ax.set_title(policy if len(runs) == 1 else f"{policy} ({run.label})")
+                ax.set_title(policy if len(runs) == 1 else f"{policy}\n{run.label}")
                 ax.set_xlabel("round")
                 if j == 0:
                     ax.set_ylabel("share of local steps")

@@ -1,4 +1,5 @@
-"""The Figure 6 analogue: one row per task; accuracy vs virtual time, clients available vs round and vs hours.
+"""The Figure 6 analogue: one row per task; accuracy vs virtual time, clients available vs round and
+vs hours, and the distinct clients lost to training vs round.
 
 Every curve starts at round 0 / t = 0 (the initial model, every client as its trace has it).
 Flamingo's exploration phase (rounds with a client exploring execution choices) is shaded in
@@ -9,7 +10,7 @@ from 0: the round-based panel shows the per-round story the paper tells ("the ba
 loses devices with every passing round"), the hour-based one the same over the owners' time.
 
 Each line carries a ``gid`` ``"<task>|<policy>|<what>"`` (``accuracy``, ``online_round``,
-``online_time``, ``exploration``) so a test can compare it with the metrics.
+``online_time``, ``lost_round``, ``exploration``) so a test can compare it with the metrics.
 """
 
 from __future__ import annotations
@@ -50,17 +51,17 @@ def _run(r: TaskResult) -> Run:
 
 
 def figure6(results: Sequence[TaskResult]) -> Figure:
-    """3 columns x one row per task (see the module docstring)."""
+    """4 columns x one row per task (see the module docstring)."""
     from matplotlib import rc_context
 
     policies = list(dict.fromkeys(p for r in results for p in r.metrics["policy"]))
     colors = policy_colors(policies)
     with rc_context(STYLE):
-        fig = Figure(figsize=(7.0, 1.9 * len(results) + 0.6), layout="constrained")
-        axes = fig.subplots(len(results), 3, squeeze=False)
+        fig = Figure(figsize=(8.8, 1.9 * len(results) + 0.6), layout="constrained")
+        axes = fig.subplots(len(results), 4, squeeze=False)
         for i, r in enumerate(results):
             run = _run(r)
-            acc, by_round, by_time = axes[i]
+            acc, by_round, by_time, lost = axes[i]
             top = float(r.metrics["n_online"].max())
             for policy in run.policies:
                 color = colors[policy]
@@ -76,6 +77,8 @@ def figure6(results: Sequence[TaskResult]) -> Figure:
                 by_round.plot(online.index, online.to_numpy(), color=color, gid=f"{r.task}|{policy}|online_round")
                 c = policy_curve(run, policy, "n_online")
                 by_time.plot(c.x, c.y, color=color, gid=f"{r.task}|{policy}|online_time")
+                gone = mean_by_round(r.metrics, policy, "clients_lost_cum")
+                lost.plot(gone.index, gone.to_numpy(), color=color, gid=f"{r.task}|{policy}|lost_round")
             targets = [t for t in r.summary.get("target_accuracy_by_seed", {}).values() if t is not None]
             if targets:
                 acc.axhline(float(np.mean(targets)), color="0.35", lw=0.8, ls=(0, (4, 2)))
@@ -86,14 +89,19 @@ def figure6(results: Sequence[TaskResult]) -> Figure:
             for ax in (acc, by_time):
                 ax.set_xlim(left=0)
             by_round.set_xlim(left=0)
+            lost.set_xlim(left=0)
+            lost.set_ylim(bottom=0)
+            lost.set_ylabel("clients lost (cumulative)")
             if i == len(results) - 1:
                 acc.set_xlabel("virtual time (h)")
                 by_round.set_xlabel("round")
                 by_time.set_xlabel("virtual time (h)")
+                lost.set_xlabel("round")
             if i == 0:
                 acc.set_title("(a) accuracy vs virtual time")
                 by_round.set_title("(b) clients available vs round")
                 by_time.set_title("(c) clients available vs time")
+                lost.set_title("(d) clients lost to training")
         handles = [Line2D([], [], color=c, label=p) for p, c in colors.items()]
         handles += [Line2D([], [], color="0.35", lw=0.8, ls=(0, (4, 2)), label="target accuracy"),
                     Patch(color=colors.get("flamingo", "0.6"), alpha=0.25, label="exploration phase")]

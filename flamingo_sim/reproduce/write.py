@@ -95,7 +95,8 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
     fidelity = fidelity_note(results)
     fig_caption = ("Figure 6 analogue. (a) test accuracy vs virtual time (mean over seeds; band: lowest to highest seed; dashed: target; shaded: "
                    "Flamingo's exploration phase); (b) clients available (online: trace and energy budget allow) at each "
-                   "round's start vs round; (c) the same vs virtual time. Every curve starts at round 0, t = 0.")
+                   "round's start vs round, on a full scale; (c) the same vs virtual time; (d) distinct clients lost to training "
+                   "(offline only because training drained them) vs round. Every curve starts at round 0, t = 0.")
     md = ["# Flamingo (DistributedML '23) reproduced with flamingo-sim", ""] + head + [""]
     md += _md_table(t1) + _md_table(t2) + [fidelity, ""] + _md_table(t3)
     md += ["### Figure 6 analogue", "", "![figure 6](figure6.png)", "", fig_caption, ""]
