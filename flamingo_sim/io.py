@@ -14,7 +14,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, Generic, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -100,7 +100,7 @@ def progress(iterable: Iterable[T], *, desc: str, total: int | None = None, unit
     return tqdm(iterable, desc=desc, total=total, unit=unit, disable=disable, file=stream, dynamic_ncols=True, **kwargs)
 
 
-class LineProgress:
+class LineProgress(Generic[T]):
     """Progress as whole lines, for output that is not a terminal.
 
     A line ``desc: n/total unit (p %) postfix`` is written each time another tenth of ``total``

@@ -35,4 +35,4 @@ def reproduce(
     first = experiment_path(done[0].task)
     profiles_dir = resolve_path(load_experiment(first, done[0].overrides).phones.profiles_dir, first)
     results = load_results([(d.task, d.run_dir) for d in done])
-    return write_reproduction(results, out_dir, quick=quick, profiles_dir=profiles_dir)
+    return write_reproduction(results, out_dir, quick=quick, profiles_dir=profiles_dir, overrides={d.task: d.overrides for d in done})

@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -102,7 +103,7 @@ def figure6(results: Sequence[TaskResult]) -> Figure:
                 by_round.set_title("(b) clients available vs round")
                 by_time.set_title("(c) clients available vs time")
                 lost.set_title("(d) clients lost to training")
-        handles = [Line2D([], [], color=c, label=p) for p, c in colors.items()]
+        handles: list[Artist] = [Line2D([], [], color=c, label=p) for p, c in colors.items()]
         handles += [Line2D([], [], color="0.35", lw=0.8, ls=(0, (4, 2)), label="target accuracy"),
                     Patch(color=colors.get("flamingo", "0.6"), alpha=0.25, label="exploration phase")]
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))

@@ -104,16 +104,15 @@ def table2(results: Sequence[TaskResult]) -> Table:
     rows = []
     for r in results:
         b, f = r.summary["policies"][r.baseline], r.summary["policies"][r.policy]
-        for key, name, ratio, unit, scale, digits in (
-            ("time_to_target_s", "time to target (h)", "speedup", "h", 1 / 3600, 2),
-            ("energy_to_target_j", "energy to target (kJ)", "energy_efficiency", "kJ", 1e-3, 1),
+        for key, name, ratio, scale, digits in (
+            ("time_to_target_s", "time to target (h)", "speedup", 1 / 3600, 2),
+            ("energy_to_target_j", "energy to target (kJ)", "energy_efficiency", 1e-3, 1),
         ):
-            per_seed = lambda e: ", ".join(num(s[key], digits, scale) for s in e["per_seed"].values())  # noqa: E731
             paper_cell = "not transcribed" if ratio == "speedup" else f"{paper.ENERGY_EFFICIENCY_RANGE[0]}-{paper.ENERGY_EFFICIENCY_RANGE[1]:.0f}x over the 3 tasks"
             rows.append([
                 r.label, name,
-                ci_text(b[key], b.get(f"{key}_ci"), digits, scale), per_seed(b),
-                ci_text(f[key], f.get(f"{key}_ci"), digits, scale), per_seed(f),
+                ci_text(b[key], b.get(f"{key}_ci"), digits, scale), _per_seed(b, key, digits, scale),
+                ci_text(f[key], f.get(f"{key}_ci"), digits, scale), _per_seed(f, key, digits, scale),
                 ratio_text(f.get(ratio), f.get(f"{ratio}_ci")), paper_cell,
             ])
     columns = ["task", "quantity", "baseline mean [95 % CI]", "baseline per seed", "Flamingo mean [95 % CI]", "Flamingo per seed",
@@ -121,6 +120,10 @@ def table2(results: Sequence[TaskResult]) -> Table:
     return Table("Table 2: time and training energy to the target accuracy, per task", columns, rows,
                  "Target: the highest accuracy both policies reach, per seed. Intervals: 95 % percentile bootstrap over seeds "
                  "(paired for the ratio). The ratio is of the means, so it agrees with the means beside it.")
+
+
+def _per_seed(entry: dict[str, Any], key: str, digits: int, scale: float) -> str:
+    return ", ".join(num(s[key], digits, scale) for s in entry["per_seed"].values())
 
 
 def table3(results: Sequence[TaskResult]) -> Table:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.reproduce import paper
@@ -71,8 +71,9 @@ def _html_table(t: Table) -> str:
     return f"<h3>{e(t.title)}</h3>\n<table><tr>{head}</tr>\n{body}\n</table>\n{note}"
 
 
-def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles_dir: Path) -> Path:
-    """Write the report into ``out_dir``; returns the Markdown file."""
+def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles_dir: Path,
+                       overrides: Mapping[str, Sequence[str]] | None = None) -> Path:
+    """Write the report into ``out_dir``; returns the Markdown file. ``overrides``: task -> the ``--set`` list it ran with."""
     from flamingo_sim.report.write import write_report
 
     out = Path(out_dir)
@@ -92,6 +93,8 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
         "(4567, no monitoring) vs Flamingo, on the same traces, phones, data and seeds. Paper: " + paper.SOURCE + ".",
         "Runs: " + ", ".join(f"`{r.run_dir}`" for r in results) + ".",
     ]
+    if overrides and any(overrides.values()):
+        head.append("Overrides: " + "; ".join(f"{task}: {', '.join(f'`{o}`' for o in own)}" for task, own in overrides.items() if own) + ".")
     fidelity = fidelity_note(results)
     fig_caption = ("Figure 6 analogue. (a) test accuracy vs virtual time (mean over seeds; band: lowest to highest seed; dashed: target; shaded: "
                    "Flamingo's exploration phase); (b) clients available (online: trace and energy budget allow) at each "
@@ -111,7 +114,7 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
 
     e = html.escape
     body = "\n".join([
-        f"<h1>Flamingo (DistributedML '23) reproduced with flamingo-sim</h1>",
+        "<h1>Flamingo (DistributedML '23) reproduced with flamingo-sim</h1>",
         *(f"<p>{e(line)}</p>" for line in head),
         _html_table(t1), _html_table(t2), f"<p>{e(fidelity)}</p>", _html_table(t3),
         f'<h3>Figure 6 analogue</h3><figure><img src="figure6.png" width="900" alt="figure 6"><figcaption>{e(fig_caption)}</figcaption></figure>',

@@ -82,6 +82,7 @@ def test_report_opens_with_the_three_tables_and_the_figure(out):
     headings = [line for line in md.splitlines() if line.startswith("### ")]
     assert [h.split(":")[0] for h in headings[:4]] == ["### Table 1", "### Table 2", "### Table 3", "### Figure 6 analogue"]
     assert md.index("Fidelity: ") < md.index("### Table 3")  # the proxy note sits next to Table 2
+    assert "Overrides: openimage_mobilenet: `fl.rounds=5`, `fl.participants_per_round=6`" in md
     with Image.open(out / "figure6.png") as img:
         assert img.size[0] >= 1000
     html = (out / "report.html").read_text()
