@@ -179,7 +179,9 @@ def interference_per_phone(run: Run, policy: str) -> pd.DataFrame:
     Index: phone; columns ``mean_s`` and ``ci_s`` (0 with one seed).
     """
     phones = phone_columns(run.metrics)
-    per_seed = np.array([[run.rows(policy, s)[f"interference_s_{p}"].mean() for p in phones] for s in run.seeds])
+    trained = [run.rows(policy, s) for s in run.seeds]
+    trained = [rows[rows["round"] >= 1] for rows in trained]  # round 0 (the initial model) trains nothing
+    per_seed = np.array([[rows[f"interference_s_{p}"].mean() for p in phones] for rows in trained])
     n = per_seed.shape[0]
     half = _t975(n - 1) * per_seed.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(len(phones))
     return pd.DataFrame({"mean_s": per_seed.mean(axis=0), "ci_s": half}, index=pd.Index(phones, name="phone"))
