@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="[TASK:]KEY=VALUE",
                    help="override a config key for every task, or for one with TASK:, e.g. "
                    "--set openimage_mobilenet:data.root=/data/openimage (repeatable)")
-    p.set_defaults(func=_reproduce)
+    p.set_defaults(func=_reproduce, cli_flags={"overrides": "--set", "tasks": "--tasks", "n_seeds": "--seeds"})
 
 
 def _reproduce(args: argparse.Namespace) -> int:

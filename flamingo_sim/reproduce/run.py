@@ -56,7 +56,7 @@ def task_overrides(task: str, overrides: Sequence[str], quick: bool) -> tuple[st
         head, sep, rest = item.partition(":")
         if sep and "=" not in head:
             if head not in TASKS:
-                raise ConfigError(f"--set {item}: unknown task {head!r} (expected one of {', '.join(TASKS)})")
+                raise ConfigError(f"overrides: {item}: unknown task {head!r} (expected one of {', '.join(TASKS)})")
             if head == task:
                 own.append(rest)
         else:
@@ -77,10 +77,10 @@ def run_tasks(
     log = log or (lambda msg: print(msg, file=sys.stderr))
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
-        raise ConfigError(f"--tasks: expected some of {', '.join(TASKS)}, got {', '.join(unknown) or 'none'}")
+        raise ConfigError(f"tasks: expected some of {', '.join(TASKS)}, got {', '.join(unknown) or 'none'}")
     seeds = n_seeds if n_seeds is not None else (QUICK_SEEDS if quick else DEFAULT_SEEDS)
     if seeds < 1:
-        raise ConfigError(f"--seeds: expected a count >= 1, got {seeds}")
+        raise ConfigError(f"n_seeds: expected a count >= 1, got {seeds}")
     plan = [(t, task_overrides(t, overrides, quick)) for t in tasks]
     for task, own in plan:  # every config error before anything runs
         load_experiment(experiment_path(task), own)

@@ -191,7 +191,9 @@ def test_bad_override_is_one_line_before_any_output(tmp_path, capsys):
     out = tmp_path / "never"
     assert main(["reproduce", "--out", str(out), "--set", "nosuch:fl.rounds=3"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "flamingo-sim reproduce: error: --set nosuch:fl.rounds=3: unknown task 'nosuch' (expected one of openimage_mobilenet, openimage_shufflenet, speech_resnet34)"
+    assert err == "flamingo-sim reproduce: error: --set: nosuch:fl.rounds=3: unknown task 'nosuch' (expected one of openimage_mobilenet, openimage_shufflenet, speech_resnet34)"
     assert main(["reproduce", "--out", str(out), "--set", "speech_resnet34:fl.nokey=3"]) == 2
     assert "fl.nokey" in capsys.readouterr().err
+    assert main(["reproduce", "--out", str(out), "--tasks", "mnist"]) == 2
+    assert capsys.readouterr().err.strip().endswith("error: --tasks: expected some of openimage_mobilenet, openimage_shufflenet, speech_resnet34, got mnist")
     assert not out.exists()
