@@ -115,7 +115,7 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
     e = html.escape
     body = "\n".join([
         "<h1>Flamingo (DistributedML '23) reproduced with flamingo-sim</h1>",
-        *(f"<p>{e(line)}</p>" for line in head),
+        *(f"<p>{e(line.replace('`', ''))}</p>" for line in head),
         _html_table(t1), _html_table(t2), f"<p>{e(fidelity)}</p>", _html_table(t3),
         f'<h3>Figure 6 analogue</h3><figure><img src="figure6.png" width="900" alt="figure 6"><figcaption>{e(fig_caption)}</figcaption></figure>',
         "<h2>Each task on three bases</h2>",
