@@ -14,9 +14,10 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Generic, Iterable, Iterator, TypeVar
+from typing import Any, Generic, Iterable, Iterator, Protocol, TypeVar
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 __all__ = ["atomic_path", "atomic_dir", "write_json", "progress", "LineProgress"]
 
@@ -85,11 +86,23 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def progress(iterable: Iterable[T], *, desc: str, total: int | None = None, unit: str = "it", stream: Any = None, **kwargs: Any) -> Any:
+class ProgressBar(Protocol[T_co]):
+    """What callers use of a tqdm bar: iterate it, or update it by hand."""
+
+    def __iter__(self) -> Iterator[T_co]: ...
+    def update(self, n: float = 1) -> object: ...
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None: ...
+    def close(self) -> None: ...
+
+
+def progress(
+    iterable: Iterable[T] | None, *, desc: str, total: int | None = None, unit: str = "it", stream: Any = None, **kwargs: Any
+) -> ProgressBar[T]:
     """Progress on stderr: a tqdm bar on a terminal, plain periodic lines otherwise (a log file).
 
-    Silent when ``FLAMINGO_SIM_QUIET`` is set. Both kinds iterate over ``iterable`` and offer
-    ``update(n)``, ``set_postfix_str(text)`` and ``close()``.
+    Silent when ``FLAMINGO_SIM_QUIET`` is set. ``iterable`` None: a bar updated by hand
+    (``update``), of ``total`` steps (None: unknown). Both kinds offer ``update(n)``,
+    ``set_postfix_str(text)`` and ``close()``.
     """
     stream = sys.stderr if stream is None else stream
     disable = bool(os.environ.get("FLAMINGO_SIM_QUIET"))
@@ -108,7 +121,7 @@ class LineProgress(Generic[T]):
     count moved since the last line.
     """
 
-    def __init__(self, iterable: Iterable[T], *, desc: str, total: int | None, unit: str, stream: Any, initial: int = 0) -> None:
+    def __init__(self, iterable: Iterable[T] | None, *, desc: str, total: int | None, unit: str, stream: Any, initial: int = 0) -> None:
         import time
 
         self._clock = time.monotonic
@@ -120,17 +133,17 @@ class LineProgress(Generic[T]):
         self._closed = False
 
     def __iter__(self) -> Iterator[T]:
-        for item in self.iterable:
+        for item in self.iterable or ():
             yield item
             self.update(1)
         self.close()
 
-    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-        self.postfix = text
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        self.postfix = s
 
-    def update(self, n: int = 1) -> None:
+    def update(self, n: float = 1) -> None:
         before = self.n
-        self.n += n
+        self.n += int(n)
         tenth = (lambda k: 10 * k // self.total) if self.total else (lambda k: 0)
         if tenth(self.n) > tenth(before) or self._clock() - self._printed_at >= LINE_EVERY_S:
             self._line()
