@@ -129,8 +129,10 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
                 pairs = [(base.get(s, {}).get(key), r[key]) for s, r in runs.items()]
                 entry[f"{name}_per_seed"] = {str(s): _ratio(b, v) for s, (b, v) in zip(runs, pairs)}
                 ratio = None
-                if pairs and all(b is not None and v is not None for b, v in pairs):
-                    ratio = ratio_of_means([b for b, _ in pairs], [v for _, v in pairs], f"{policy}|{name}")
+                nums = [float(b) for b, _ in pairs if b is not None]
+                dens = [float(v) for _, v in pairs if v is not None]
+                if pairs and len(nums) == len(dens) == len(pairs):
+                    ratio = ratio_of_means(nums, dens, f"{policy}|{name}")
                 entry[name] = ratio["value"] if ratio else None
                 entry[f"{name}_ci"] = ratio["ci"] if ratio else None
             entry["exploration"] = exploration_cost(metrics, policy, baseline)

@@ -156,7 +156,8 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} figure{{margin:1
 <body><h1>flamingo-sim report: {e(title)}</h1>
 <ul>{items}</ul>
 <h2>Summary</h2>
-<p>Means over seeds; - where some seed never reached the target. Speedup and energy efficiency are relative to the baseline (a ratio of means over seeds). Clients lost: at the end of each policy's own run.</p>
+<p>Means over seeds; - where some seed never reached the target. Speedup and energy efficiency are relative to the baseline
+(a ratio of means over seeds). Clients lost: at the end of each policy's own run.</p>
 <table><tr>{head}</tr>
 {rows}
 </table>

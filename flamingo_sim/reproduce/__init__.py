@@ -26,13 +26,14 @@ def reproduce(
     log: Callable[[str], Any] | None = None,
 ) -> Path:
     """Run (or resume) the paper's tasks into ``out_dir/runs/`` and write the report; returns ``report.md``."""
-    from flamingo_sim.fl.config import load_experiment, resolve_path
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.setup import profile_dirs
     from flamingo_sim.reproduce.paper import TASKS
     from flamingo_sim.reproduce.run import experiment_path, run_tasks
     from flamingo_sim.reproduce.write import load_results, write_reproduction
 
     done = run_tasks(out_dir, tasks=tuple(tasks or TASKS), n_seeds=n_seeds, quick=quick, overrides=overrides, log=log)
     first = experiment_path(done[0].task)
-    profiles_dir = resolve_path(load_experiment(first, done[0].overrides).phones.profiles_dir, first)
+    profiles = profile_dirs(load_experiment(first, done[0].overrides), first)
     results = load_results([(d.task, d.run_dir) for d in done])
-    return write_reproduction(results, out_dir, quick=quick, profiles_dir=profiles_dir, overrides={d.task: d.overrides for d in done})
+    return write_reproduction(results, out_dir, quick=quick, profiles=profiles, overrides={d.task: d.overrides for d in done})

@@ -24,9 +24,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from flamingo_sim.reproduce.tables import TaskResult
 from flamingo_sim.report.data import S_PER_H, Run, policy_curve
 from flamingo_sim.report.plots import STYLE, policy_colors
+from flamingo_sim.reproduce.tables import TaskResult
 
 __all__ = ["figure6", "mean_by_round", "seed_range"]
 

@@ -44,9 +44,9 @@ class TaskRun:
 
 def experiment_path(task: str) -> Path:
     """The shipped experiment YAML of ``task``."""
-    from flamingo_sim.report.notebook import repo_path
+    from flamingo_sim.resources import shipped
 
-    return repo_path(f"experiments/{task}.yaml")
+    return shipped("experiments") / f"{task}.yaml"
 
 
 def task_overrides(task: str, overrides: Sequence[str], quick: bool) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.reproduce import paper
 from flamingo_sim.reproduce.ux import UX_MEASURE, UX_UNIT, improvement_pct, ux_impact_per_phone
 
@@ -77,16 +78,13 @@ def ratio_text(value: float | None, ci: Sequence[float] | None) -> str:
     return text
 
 
-def table1(profiles_dir: Path, phones: Sequence[str]) -> Table:
-    """Table 1 from the profiles: simulated / paper, speedup then energy efficiency, per model."""
-    from flamingo_sim.devices.profiles import load_profile
-    from flamingo_sim.devices.soc import load_phones
-
-    catalogue = load_phones(profiles_dir)
+def table1(profiles: ProfileDirs, phones: Sequence[str]) -> Table:
+    """Table 1 from the profiles (the runs' search path): simulated / paper, speedup then energy efficiency, per model."""
+    catalogue = profiles.phones()
     rows = []
     for phone in phones:
         cells = [PHONE_NAMES.get(phone, phone)]
-        profs = {m: load_profile(profiles_dir, phone, m, phones=catalogue) for m in MODELS}
+        profs = {m: profiles.load(phone, m, phones=catalogue) for m in MODELS}
         for kind in ("speedup", "energy_efficiency"):
             for m in MODELS:
                 ours = getattr(profs[m], kind)
@@ -108,7 +106,8 @@ def table2(results: Sequence[TaskResult]) -> Table:
             ("time_to_target_s", "time to target (h)", "speedup", 1 / 3600, 2),
             ("energy_to_target_j", "energy to target (kJ)", "energy_efficiency", 1e-3, 1),
         ):
-            paper_cell = "not transcribed" if ratio == "speedup" else f"{paper.ENERGY_EFFICIENCY_RANGE[0]}-{paper.ENERGY_EFFICIENCY_RANGE[1]:.0f}x over the 3 tasks"
+            lo, hi = paper.ENERGY_EFFICIENCY_RANGE
+            paper_cell = "not transcribed" if ratio == "speedup" else f"{lo}-{hi:.0f}x over the 3 tasks"
             rows.append([
                 r.label, name,
                 ci_text(b[key], b.get(f"{key}_ci"), digits, scale), _per_seed(b, key, digits, scale),

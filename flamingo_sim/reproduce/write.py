@@ -11,6 +11,7 @@ import html
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.reproduce import paper
 from flamingo_sim.reproduce.figure import figure6
@@ -71,14 +72,14 @@ def _html_table(t: Table) -> str:
     return f"<h3>{e(t.title)}</h3>\n<table><tr>{head}</tr>\n{body}\n</table>\n{note}"
 
 
-def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles_dir: Path,
+def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles: ProfileDirs,
                        overrides: Mapping[str, Sequence[str]] | None = None) -> Path:
     """Write the report into ``out_dir``; returns the Markdown file. ``overrides``: task -> the ``--set`` list it ran with."""
     from flamingo_sim.report.write import write_report
 
     out = Path(out_dir)
     phones = list(dict.fromkeys(c[len("interference_s_"):] for r in results for c in r.metrics.columns if c.startswith("interference_s_")))
-    t1, t2, t3 = table1(profiles_dir, phones), table2(results), table3(results)
+    t1, t2, t3 = table1(profiles, phones), table2(results), table3(results)
     per_task = [bases_table(r) for r in results]
     fig = figure6(results)
     for fmt in ("png", "svg"):

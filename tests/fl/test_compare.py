@@ -17,10 +17,10 @@ NAN = math.nan
 
 def rows(policy, seed, times, accs, energy, lost, exploring=None):
     out = []
-    for i, (t, a, e, l) in enumerate(zip(times, accs, energy, lost)):
+    for i, (t, a, e, gone) in enumerate(zip(times, accs, energy, lost)):
         out.append({
             "policy": policy, "seed": seed, "round": i, "time_s": float(t), "accuracy": a, "energy_cum_j": float(e),
-            "clients_lost_cum": l, "n_exploring": (exploring or [0] * len(times))[i], "energy_exploring_j": 0.0,
+            "clients_lost_cum": gone, "n_exploring": (exploring or [0] * len(times))[i], "energy_exploring_j": 0.0,
             **{f"dropped_{r}": 0 for r in DROP_REASONS},
         })
     return out

@@ -137,7 +137,7 @@ def test_table3_is_read_from_the_metrics(out):
             impact = {}
             for policy in ("baseline", "flamingo"):
                 per_seed = []
-                for seed, f in m.groupby("seed"):
+                for _, f in m.groupby("seed"):
                     last = f.groupby("policy")["round"].max().min()
                     sel = f[(f["policy"] == policy) & (f["round"].between(1, last))]
                     per_seed.append(sel[f"interference_s_{phone}"].sum() / last)
