@@ -131,7 +131,7 @@ def incomplete_summary(path: Path, metrics: pd.DataFrame) -> dict[str, Any]:
         raise FlamingoError(f"{path}/config.yaml: not an experiment config")
     policies, seeds = list(cfg.get("policies") or []), list(cfg.get("seeds") or [])
     rounds = (cfg.get("fl") or {}).get("rounds")
-    done = len(metrics)
+    done = int((metrics["round"] >= 1).sum())  # rounds trained (round 0 is the initial model)
     expected = f"{done} of {int(rounds) * len(policies) * len(seeds)} rounds" if rounds else f"{done} rounds (of fl.horizon_h)"
     baseline = policies[0] if policies else str(metrics["policy"].iloc[0])
     target = cfg.get("target_accuracy", "highest_common")
