@@ -4,7 +4,7 @@ The proxies ("logreg", "mlp") have no BatchNorm, dropout or buffers, so a whole 
 trained at once with ``torch.func.vmap`` (see :mod:`flamingo_sim.fl.training`). The
 torchvision models ("mobilenet_v2", "shufflenet_v2_x2_0", "resnet34") are built untrained
 (``weights=None``) with ``num_classes`` outputs; they contain BatchNorm and train one client
-at a time.
+at a time
 """
 
 from __future__ import annotations
