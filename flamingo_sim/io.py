@@ -24,14 +24,14 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from flamingo_sim.errors import FlamingoError
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
-__all__ = ["MANIFEST", "OutputError", "atomic_dir", "atomic_path", "check_out_dir", "clean_stale", "progress", "write_json"]
+__all__ = ["MANIFEST", "OutputError", "atomic_dir", "atomic_path", "check_out_dir", "clean_stale", "progress", "write_json", "LineProgress"]
 
 #: The file that marks a directory as this tool's output (its kind inside).
 MANIFEST = ".flamingo-sim.json"
@@ -212,12 +212,71 @@ class ProgressBar(Protocol[T_co]):
     def close(self) -> None: ...
 
 
-def progress(iterable: Iterable[T] | None, *, desc: str, total: int | None = None, unit: str = "it", **kwargs: Any) -> ProgressBar[T]:
-    """A progress bar on stderr (tqdm); silent when ``FLAMINGO_SIM_QUIET`` is set.
+def progress(
+    iterable: Iterable[T] | None, *, desc: str, total: int | None = None, unit: str = "it", stream: Any = None, **kwargs: Any
+) -> ProgressBar[T]:
+    """Progress on stderr: a tqdm bar on a terminal, plain periodic lines otherwise (a log file).
 
-    ``iterable`` None: a bar updated by hand (``update``), of ``total`` steps (None: unknown).
+    Silent when ``FLAMINGO_SIM_QUIET`` is set. ``iterable`` None: a bar updated by hand
+    (``update``), of ``total`` steps (None: unknown). Both kinds offer ``update(n)``,
+    ``set_postfix_str(text)`` and ``close()``.
     """
+    stream = sys.stderr if stream is None else stream
+    disable = bool(os.environ.get("FLAMINGO_SIM_QUIET"))
+    if not disable and not (hasattr(stream, "isatty") and stream.isatty()):
+        return LineProgress(iterable, desc=desc, total=total, unit=unit, stream=stream, initial=int(kwargs.get("initial", 0)))
     from tqdm.auto import tqdm
 
-    disable = bool(os.environ.get("FLAMINGO_SIM_QUIET"))
-    return tqdm(iterable, desc=desc, total=total, unit=unit, disable=disable, file=sys.stderr, dynamic_ncols=True, **kwargs)
+    return tqdm(iterable, desc=desc, total=total, unit=unit, disable=disable, file=stream, dynamic_ncols=True, **kwargs)
+
+
+class LineProgress(Generic[T]):
+    """Progress as whole lines, for output that is not a terminal.
+
+    A line ``desc: n/total unit (p %) postfix`` is written each time another tenth of ``total``
+    is done, or :data:`LINE_EVERY_S` seconds after the last line, and once at ``close`` if the
+    count moved since the last line.
+    """
+
+    def __init__(self, iterable: Iterable[T] | None, *, desc: str, total: int | None, unit: str, stream: Any, initial: int = 0) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self.iterable, self.desc, self.total, self.unit, self.stream = iterable, desc, total, unit, stream
+        self.n = initial
+        self.postfix = ""
+        self._printed_n = initial
+        self._printed_at = self._clock()
+        self._closed = False
+
+    def __iter__(self) -> Iterator[T]:
+        for item in self.iterable or ():
+            yield item
+            self.update(1)
+        self.close()
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        self.postfix = s
+
+    def update(self, n: float = 1) -> None:
+        before = self.n
+        self.n += int(n)
+        tenth = (lambda k: 10 * k // self.total) if self.total else (lambda k: 0)
+        if tenth(self.n) > tenth(before) or self._clock() - self._printed_at >= LINE_EVERY_S:
+            self._line()
+
+    def close(self) -> None:
+        if not self._closed and self.n != self._printed_n:
+            self._line()
+        self._closed = True
+
+    def _line(self) -> None:
+        count = f"{self.n}/{self.total}" if self.total else f"{self.n}"
+        share = f" ({100 * self.n / self.total:.0f} %)" if self.total else ""
+        tail = f" {self.postfix}" if self.postfix else ""
+        print(f"{self.desc}: {count} {self.unit}{share}{tail}", file=self.stream, flush=True)
+        self._printed_n, self._printed_at = self.n, self._clock()
+
+
+#: Seconds between two progress lines when output is not a terminal (unless a tenth is done first).
+LINE_EVERY_S = 30.0

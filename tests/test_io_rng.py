@@ -65,3 +65,63 @@ def test_atomic_dir_gets_the_usual_permissions(tmp_path):
     finally:
         os.umask(umask)
     assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o755
+
+
+# --- progress ----------------------------------------------------------------------------------
+
+
+class _Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, []
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> int:
+        self.text.append(s)
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_off_a_terminal_prints_a_line_per_tenth(monkeypatch):
+    from flamingo_sim.io import LineProgress, progress
+
+    monkeypatch.delenv("FLAMINGO_SIM_QUIET", raising=False)
+    stream = _Stream(tty=False)
+    bar = progress(range(20), desc="baseline seed 0", total=20, unit="round", stream=stream)
+    assert isinstance(bar, LineProgress)
+    for i in range(20):
+        bar.set_postfix_str(f"acc={i}")
+        bar.update(1)
+    bar.close()
+    lines = "".join(stream.text).splitlines()
+    assert len(lines) == 10  # rounds 2, 4, ..., 20: one line per tenth, no carriage returns
+    assert lines[0] == "baseline seed 0: 2/20 round (10 %) acc=1"
+    assert lines[-1] == "baseline seed 0: 20/20 round (100 %) acc=19"
+    assert "\r" not in "".join(stream.text)
+
+
+def test_progress_line_at_close_and_iteration(monkeypatch):
+    from flamingo_sim.io import progress
+
+    monkeypatch.delenv("FLAMINGO_SIM_QUIET", raising=False)
+    stream = _Stream(tty=False)
+    assert list(progress(iter("abc"), desc="chunks", unit="chunk", stream=stream)) == ["a", "b", "c"]
+    assert "".join(stream.text) == "chunks: 3 chunk\n"  # no total: one line at the end (or every 30 s)
+
+
+def test_progress_on_a_terminal_is_a_bar(monkeypatch):
+    from tqdm import tqdm
+
+    from flamingo_sim.io import progress
+
+    monkeypatch.delenv("FLAMINGO_SIM_QUIET", raising=False)
+    bar = progress(range(3), desc="x", total=3, stream=_Stream(tty=True))
+    assert isinstance(bar, tqdm)
+    bar.close()
+    monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
+    quiet = _Stream(tty=False)
+    assert list(progress(range(3), desc="x", total=3, stream=quiet)) == [0, 1, 2]
+    assert all(s.strip() == "" for s in quiet.text)

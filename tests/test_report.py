@@ -117,7 +117,7 @@ def test_choice_mix_edges_are_cumulative_step_shares(runs):
     one = runs[1]
     lines = lines_by_gid(FIGURES["choice_mix"]([one]))
     labels = choice_columns(one.metrics)
-    rows = one.metrics[one.metrics["policy"] == "flamingo"].sort_values("round")
+    rows = one.metrics[(one.metrics["policy"] == "flamingo") & (one.metrics["round"] >= 1)].sort_values("round")
     steps = rows[[f"steps_{c}" for c in labels]].to_numpy(float)
     cum = np.cumsum(steps / steps.sum(axis=1, keepdims=True), axis=1)
     drawn = [c for c in labels if f"{one.label}|flamingo|mix|{c}" in lines]
@@ -137,7 +137,7 @@ def test_interference_bars_are_mean_per_round_per_phone(runs):
     bars = {c.get_label(): c for c in fig.axes[0].containers}
     for policy in ("baseline", "flamingo"):
         heights = [p.get_height() for p in bars[f"{one.label}|{policy}|interference"].patches]
-        rows = one.metrics[one.metrics["policy"] == policy]
+        rows = one.metrics[(one.metrics["policy"] == policy) & (one.metrics["round"] >= 1)]  # rounds that trained
         np.testing.assert_allclose(heights, [rows[f"interference_s_{p}"].mean() for p in phones])
         assert bars[f"{one.label}|{policy}|interference"].patches[0].get_facecolor()[:3] == pytest.approx(
             tuple(int(POLICY_COLORS[policy][i : i + 2], 16) / 255 for i in (1, 3, 5))

@@ -89,8 +89,8 @@ class ProgressBar(Callback):
     def on_round_end(self, sim: "Simulation", record: RoundRecord) -> bool:
         if not math.isnan(record.accuracy):
             self.accuracy = record.accuracy
-        self.bar.update(1)
         self.bar.set_postfix_str(f"t={record.time_s / 3600:.2f} h acc={self.accuracy:.3f} online={record.n_online}", refresh=False)
+        self.bar.update(1)
         return False
 
     def on_run_end(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:

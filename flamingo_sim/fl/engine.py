@@ -86,6 +86,13 @@ class RoundPlan:
     kept: np.ndarray  # int64 clients whose updates count, fastest first
 
 
+def _exploring(outcome: Any, energy_spent_j: np.ndarray) -> dict[str, Any]:
+    """Selected clients whose task explored an execution choice, and the energy they drew."""
+    mode = getattr(outcome, "mode", None)
+    exploring = np.zeros(len(energy_spent_j), bool) if mode is None else np.asarray(mode) == "explore"
+    return {"n_exploring": int(exploring.sum()), "energy_exploring_j": float(energy_spent_j[exploring].sum())}
+
+
 class Simulation:
     """One policy's federated job over one seed.
 
@@ -354,6 +361,22 @@ class Simulation:
             steps_by_choice={label: int(counts[j]) if counts is not None else 0 for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(foreground_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
+            **_exploring(outcome, settled.energy_spent_j),
+        )
+
+    def initial_record(self) -> RoundRecord:
+        """Round 0: the initial model evaluated at t = 0, nothing trained, every client as its trace has it."""
+        if self.round != 0:
+            raise ValueError(f"initial_record: the simulation is at round {self.round}, not 0")
+        accuracy, loss = self.evaluate()
+        return RoundRecord(
+            policy=self.policy_name, seed=self.seed, round=0, time_s=0.0, duration_s=0.0,
+            accuracy=accuracy, loss=loss, train_loss=float("nan"),
+            n_online=int(self.budget.online.sum()), n_selected=0, n_kept=0, dropped={r: 0 for r in DROP_REASONS},
+            energy_j=0.0, energy_cum_j=0.0, interference_s=0.0, clients_lost=0, clients_lost_cum=0,
+            steps_by_choice={label: 0 for label in self.parts.choice_labels},
+            interference_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
+            foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
         )
 
     def _check_horizon(self) -> None:

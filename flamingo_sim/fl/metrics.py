@@ -38,6 +38,8 @@ COLUMNS = {
     "interference_s": "time training shared a core with the owner's foreground app this round, all attempts (s)",
     "clients_lost": "clients offline now only because training drained them",
     "clients_lost_cum": "distinct clients that have been lost so far",
+    "n_exploring": "selected clients that ran an exploring task this round (execution-choice profiling)",
+    "energy_exploring_j": "training energy those exploring clients drew this round (J)",
 }
 
 
@@ -90,9 +92,16 @@ def ux_slowed_frac(rows: pd.DataFrame) -> dict[str, float | None]:
 def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = "baseline") -> dict[str, Any]:
     """Summary per policy, averaged over seeds; ``None`` where a seed did not reach the target.
 
-    ``speedup`` = baseline time to target / policy time to target; ``energy_efficiency`` =
-    baseline training energy to target / policy training energy to target.
+    ``speedup`` = mean baseline time to target / mean policy time to target (a ratio of means,
+    so it agrees with the printed mean times); ``energy_efficiency`` likewise with training
+    energy to target. Beside each: ``<name>_ci``, the 95 % paired bootstrap interval over seeds
+    (``None`` with one seed), and ``<name>_per_seed``. Every mean has a ``<key>_ci`` too.
+    ``comparisons`` holds every policy's state on three bases (equal rounds, equal virtual time,
+    at the target: :func:`flamingo_sim.fl.compare.compare_on_bases`); ``exploration`` the cost
+    of each non-baseline policy's exploration phase (:func:`~flamingo_sim.fl.compare.exploration_cost`).
     """
+    from flamingo_sim.fl.compare import bootstrap_ci, compare_on_bases, exploration_cost, ratio_of_means
+
     policies = list(dict.fromkeys(metrics["policy"]))
     seeds = sorted(metrics["seed"].unique().tolist())
     per_seed: dict[str, dict[int, dict[str, Any]]] = {p: {} for p in policies}
@@ -128,14 +137,24 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
         }
         entry["clients_lost"] = _mean_or_none([r["clients_lost"] for r in runs.values()])
         entry["ux_slowed_frac"] = ux_slowed_frac(metrics[metrics["policy"] == policy])
+        for key in ("time_to_target_s", "energy_to_target_j"):
+            entry[f"{key}_ci"] = bootstrap_ci([r[key] for r in runs.values()], f"{policy}|{key}") if entry[key] is not None else None
         entry["per_seed"] = {str(s): r for s, r in runs.items()}
         if policy != baseline and baseline in per_seed:
             base = per_seed[baseline]
-            speedups = [_ratio(base.get(s, {}).get("time_to_target_s"), r["time_to_target_s"]) for s, r in runs.items()]
-            effs = [_ratio(base.get(s, {}).get("energy_to_target_j"), r["energy_to_target_j"]) for s, r in runs.items()]
-            entry["speedup"] = _mean_or_none(speedups)
-            entry["energy_efficiency"] = _mean_or_none(effs)
+            for name, key in (("speedup", "time_to_target_s"), ("energy_efficiency", "energy_to_target_j")):
+                pairs = [(base.get(s, {}).get(key), r[key]) for s, r in runs.items()]
+                entry[f"{name}_per_seed"] = {str(s): _ratio(b, v) for s, (b, v) in zip(runs, pairs)}
+                ratio = None
+                nums = [float(b) for b, _ in pairs if b is not None]
+                dens = [float(v) for _, v in pairs if v is not None]
+                if pairs and len(nums) == len(dens) == len(pairs):
+                    ratio = ratio_of_means(nums, dens, f"{policy}|{name}")
+                entry[name] = ratio["value"] if ratio else None
+                entry[f"{name}_ci"] = ratio["ci"] if ratio else None
+            entry["exploration"] = exploration_cost(metrics, policy, baseline)
         summary["policies"][policy] = entry
+    summary["comparisons"] = compare_on_bases(metrics, targets)
     return summary
 
 
@@ -147,12 +166,12 @@ def format_summary(summary: dict[str, Any]) -> str:
             return "-"
         return f"{value / scale:.{digits}f}{unit}"
 
-    header = f"{'policy':<12} {'time to target':>15} {'energy to target':>17} {'final acc':>9} {'lost':>6} {'speedup':>8} {'energy eff':>10}"
+    header = f"{'policy':<12} {'time to target':>15} {'energy to target':>17} {'final acc':>9} {'lost@end':>8} {'speedup':>8} {'energy eff':>10}"
     lines = [header, "-" * len(header)]
     for policy, e in summary["policies"].items():
         lines.append(
             f"{policy:<12} {fmt(e['time_to_target_s'], 3600, 2, ' h'):>15} {fmt(e['energy_to_target_j'], 1000, 1, ' kJ'):>17} "
-            f"{fmt(e['final_accuracy'], 1, 3):>9} {fmt(e['clients_lost'], 1, 0):>6} "
+            f"{fmt(e['final_accuracy'], 1, 3):>9} {fmt(e['clients_lost'], 1, 0):>8} "
             f"{fmt(e.get('speedup'), 1, 2, 'x'):>8} {fmt(e.get('energy_efficiency'), 1, 2, 'x'):>10}"
         )
     ux = {p: e.get("ux_slowed_frac") or {} for p, e in summary["policies"].items()}
@@ -161,4 +180,23 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"{p} " + ", ".join(f"{ph} {fmt(v, 0.01, 0, '%')}" for ph, v in fr.items()) for p, fr in ux.items()))
     targets = {s: t for s, t in summary["target_accuracy_by_seed"].items()}
     lines.append(f"target accuracy ({summary['target']}): " + ", ".join(f"seed {s}: {fmt(t, 1, 3)}" for s, t in targets.items()))
+    for policy, e in summary["policies"].items():
+        for name in ("speedup", "energy_efficiency"):
+            if e.get(f"{name}_ci"):
+                lo, hi = e[f"{name}_ci"]
+                lines.append(f"{policy} {name.replace('_', ' ')}: {e[name]:.2f}x (ratio of means; 95 % bootstrap CI {lo:.2f}-{hi:.2f}x)")
+    for basis, block in summary.get("comparisons", {}).items():
+        cells = []
+        for policy, e in block["policies"].items():
+            cells.append(f"{policy} {fmt(e['clients_lost'], 1, 0)} lost, {fmt(e['energy_j'], 1000, 1, ' kJ')}, "
+                         f"{fmt(e['time_s'], 3600, 2, ' h')}, round {fmt(e['round'], 1, 0)}")
+        lines.append(f"{basis.replace('_', ' ')}: " + "; ".join(cells))
+    for policy, e in summary["policies"].items():
+        x = e.get("exploration")
+        if x:
+            lines.append(
+                f"exploration ({policy}): rounds 1-{x['rounds']:.0f}, {fmt(x['time_s'], 3600, 2, ' h')} and {fmt(x['energy_j'], 1000, 1, ' kJ')} "
+                f"({fmt(x['exploring_energy_j'], 1000, 1, ' kJ')} by exploring clients); the baseline's same rounds: "
+                f"{fmt(x['baseline_time_s'], 3600, 2, ' h')}, {fmt(x['baseline_energy_j'], 1000, 1, ' kJ')}"
+            )
     return "\n".join(lines)

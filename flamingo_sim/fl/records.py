@@ -27,7 +27,9 @@ class RoundRecord:
     ``dropped`` maps every drop reason (:data:`flamingo_sim.fl.rounds.DROP_REASONS`) to its
     count; ``steps_by_choice`` maps each execution-choice label to the local steps the kept
     clients ran on it; ``interference_s_by_phone`` maps each phone model to the interference
-    its selected clients caused (all attempts). The mappings are read-only.
+    its selected clients caused (all attempts). The mappings are read-only. ``n_exploring`` and
+    ``energy_exploring_j``: selected clients whose task explored an execution choice, and the
+    energy they drew.
     """
 
     policy: str
@@ -50,6 +52,8 @@ class RoundRecord:
     steps_by_choice: Mapping[str, int]
     interference_s_by_phone: Mapping[str, float]
     foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
+    n_exploring: int = 0
+    energy_exploring_j: float = 0.0
 
     def __post_init__(self) -> None:
         if set(self.dropped) != set(DROP_REASONS):
@@ -80,6 +84,8 @@ class RoundRecord:
             "interference_s": self.interference_s,
             "clients_lost": self.clients_lost,
             "clients_lost_cum": self.clients_lost_cum,
+            "n_exploring": self.n_exploring,
+            "energy_exploring_j": self.energy_exploring_j,
         }
         row.update({f"{_STEPS}{label}": n for label, n in self.steps_by_choice.items()})
         row.update({f"{_INTERFERENCE}{phone}": s for phone, s in self.interference_s_by_phone.items()})
@@ -94,6 +100,8 @@ class RoundRecord:
                                      "clients_lost", "clients_lost_cum")}
         return cls(
             **plain,
+            n_exploring=int(row.get("n_exploring", 0)),
+            energy_exploring_j=float(row.get("energy_exploring_j", 0.0)),
             dropped={r: row[f"dropped_{r}"] for r in DROP_REASONS},
             steps_by_choice={k[len(_STEPS):]: v for k, v in row.items() if k.startswith(_STEPS)},
             interference_s_by_phone={k[len(_INTERFERENCE):]: v for k, v in row.items() if k.startswith(_INTERFERENCE)},

@@ -137,11 +137,11 @@ def _run_all(
         for name in cfg.policies:
             sim = Simulation(parts, make_policy(name, cfg), name, seed, make_selector(cfg.fl.selection), log=horizon_log)
             run_name = f"{_safe(name)}-seed{seed}"
-            done: list[RoundRecord] = []
+            done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
             hooks = [ProgressBar(), _MetricsWriter(out, records, cfg.checkpoint_every)]
             if runner.resumable:
                 ckpt = out / "checkpoints" / f"{run_name}.pt"
-                done = _resume(sim, ckpt, say)
+                done = _resume(sim, ckpt, say) or done
                 hooks.append(_Checkpointer(ckpt, cfg.checkpoint_every))
             records.extend(runner.run(sim, CallbackList(hooks + user_callbacks.callbacks), done, out / engine / run_name))
             _log_rates(sim, say)

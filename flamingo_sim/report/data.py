@@ -131,7 +131,7 @@ def incomplete_summary(path: Path, metrics: pd.DataFrame) -> dict[str, Any]:
         raise FlamingoError(f"{path}/config.yaml: not an experiment config")
     policies, seeds = list(cfg.get("policies") or []), list(cfg.get("seeds") or [])
     rounds = (cfg.get("fl") or {}).get("rounds")
-    done = len(metrics)
+    done = int((metrics["round"] >= 1).sum())  # rounds trained (round 0 is the initial model)
     expected = f"{done} of {int(rounds) * len(policies) * len(seeds)} rounds" if rounds else f"{done} rounds (of fl.horizon_h)"
     baseline = policies[0] if policies else str(metrics["policy"].iloc[0])
     target = cfg.get("target_accuracy", "highest_common")
@@ -184,10 +184,12 @@ def choice_columns(metrics: pd.DataFrame) -> list[str]:
 def choice_mix(run: Run, policy: str) -> pd.DataFrame:
     """Share of the kept clients' local steps run on each execution choice, per round (mean over seeds).
 
-    Index: round; columns: choice labels; rows sum to 1 (0 where a round kept nobody).
+    Index: round (from 1: round 0, the initial model, trains nothing); columns: choice labels;
+    rows sum to 1 (0 where a round kept nobody).
     """
     labels = choice_columns(run.metrics)
     rows = run.rows(policy)
+    rows = rows[rows["round"] >= 1]
     steps = rows[[f"steps_{c}" for c in labels]].to_numpy(float)
     total = steps.sum(axis=1, keepdims=True)
     share = np.divide(steps, total, out=np.zeros_like(steps), where=total > 0)
@@ -207,7 +209,9 @@ def interference_per_phone(run: Run, policy: str) -> pd.DataFrame:
     Index: phone; columns ``mean_s`` and ``ci_s`` (0 with one seed).
     """
     phones = phone_columns(run.metrics)
-    per_seed = np.array([[run.rows(policy, s)[f"interference_s_{p}"].mean() for p in phones] for s in run.seeds])
+    trained = [run.rows(policy, s) for s in run.seeds]
+    trained = [rows[rows["round"] >= 1] for rows in trained]  # round 0 (the initial model) trains nothing
+    per_seed = np.array([[rows[f"interference_s_{p}"].mean() for p in phones] for rows in trained])
     n = per_seed.shape[0]
     half = _t975(n - 1) * per_seed.std(axis=0, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(len(phones))
     return pd.DataFrame({"mean_s": per_seed.mean(axis=0), "ci_s": half}, index=pd.Index(phones, name="phone"))

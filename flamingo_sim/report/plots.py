@@ -41,6 +41,8 @@ __all__ = [
     "RUN_STYLES",
     "FIGURES",
     "policy_colors",
+    "choice_colors",
+    "experiment_groups",
     "accuracy_vs_time",
     "clients_online",
     "clients_lost",
@@ -54,6 +56,9 @@ __all__ = [
 POLICY_COLORS = {"baseline": "#3A6EA5", "flamingo": "#E8743B"}
 #: Colours for policies not in :data:`POLICY_COLORS` (Paul Tol's "bright", minus blue and red).
 EXTRA_COLORS = ("#228833", "#AA3377", "#CCBB44", "#66CCEE", "#777777")
+#: Categorical colours of execution choices (Paul Tol's "muted" and "bright", distinct hues), in ladder order.
+CHOICE_COLORS = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499",
+                 "#EE7733", "#BBBBBB", "#000000")
 #: Line style of the 1st, 2nd, ... run directory when several are overlaid.
 RUN_STYLES = ("-", "--", ":", "-.")
 RUN_HATCHES = ("", "///", "...", "xx")
@@ -85,6 +90,11 @@ def policy_colors(policies: Sequence[str]) -> dict[str, str]:
     return {p: POLICY_COLORS[p] if p in POLICY_COLORS else next(extra) for p in dict.fromkeys(policies)}
 
 
+def choice_colors(labels: Sequence[str]) -> dict[str, str]:
+    """One categorical colour per execution choice, in ladder order (:data:`CHOICE_COLORS`, repeated if needed)."""
+    return {c: CHOICE_COLORS[j % len(CHOICE_COLORS)] for j, c in enumerate(labels)}
+
+
 def _all_policies(runs: Sequence[Run]) -> list[str]:
     return list(dict.fromkeys(p for run in runs for p in run.policies))
 
@@ -98,37 +108,61 @@ def _figure(nrows: int = 1, ncols: int = 1, size_in: tuple[float, float] = COLUM
 
 
 def _legend(fig: Figure, runs: Sequence[Run], colors: dict[str, str], *, extra: Sequence = ()) -> None:
-    """Policies (colours), runs (line styles) and ``extra`` handles, below the axes."""
+    """Policies (colours), runs (line styles, where a panel overlays several) and ``extra`` handles, below the axes."""
     handles = [Line2D([], [], color=c, label=p) for p, c in colors.items()]
-    if len(runs) > 1:
-        handles += [Line2D([], [], color="0.3", ls=RUN_STYLES[i % len(RUN_STYLES)], label=r.label) for i, r in enumerate(runs)]
+    for members in experiment_groups(runs).values():
+        if len(members) > 1:
+            handles += [Line2D([], [], color="0.3", ls=RUN_STYLES[k % len(RUN_STYLES)], label=r.label) for k, (_, r) in enumerate(members)]
     handles += list(extra)
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), handlelength=1.8, columnspacing=1.2)
 
 
-def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, scale: float = 1.0, marker: str = "", mark_target: str | None = None) -> Figure:
-    """One line per (run, policy) of ``column`` x ``scale`` against virtual time, with a band for several seeds."""
+def experiment_groups(runs: Sequence[Run]) -> dict[str, list[tuple[int, Run]]]:
+    """Runs grouped by experiment name (in order), each with its index among ``runs`` (its line style)."""
+    groups: dict[str, list[tuple[int, Run]]] = {}
+    for i, run in enumerate(runs):
+        groups.setdefault(str(run.summary.get("experiment", run.label)), []).append((i, run))
+    return groups
+
+
+def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, scale: float = 1.0, marker: str = "",
+                 mark_target: str | None = None, from_zero: bool = False) -> Figure:
+    """One line per (run, policy) of ``column`` x ``scale`` against virtual time, with a band for several seeds.
+
+    Runs of different experiments get one panel each (titled by the experiment); runs of one
+    experiment are overlaid in one panel, told apart by line style. ``from_zero`` starts the
+    y axis at 0 (full scale).
+    """
     colors = policy_colors(_all_policies(runs))
-    with _figure() as (fig, axes):
-        ax = axes[0, 0]
-        for i, run in enumerate(runs):
-            ls = RUN_STYLES[i % len(RUN_STYLES)]
-            for policy in run.policies:
-                c = policy_curve(run, policy, column, scale=scale)
-                color = colors[policy]
-                ax.plot(c.x, c.y, color=color, ls=ls, marker=marker if c.n_seeds == 1 else "", ms=2.5, gid=f"{run.label}|{policy}|{column}")
-                if c.lo is not None and c.hi is not None:  # series are >= 0, accuracy <= 1: clip the band, not the mean
-                    lo, hi = np.maximum(c.lo, 0.0), (np.minimum(c.hi, 1.0) if column == "accuracy" else c.hi)
-                    ax.fill_between(c.x, lo, hi, color=color, alpha=0.2, lw=0, gid=f"{run.label}|{policy}|{column}|band")
-                if mark_target:
-                    _mark_time_to_target(ax, run, policy, color, mark_target, scale, label_time=len(runs) == 1)
-        ax.set_xlabel(TIME_LABEL)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.set_xlim(left=0)
-        extra = []
-        if column == "accuracy":
-            extra = _target_lines(ax, runs)
+    groups = experiment_groups(runs)
+    size = COLUMN_IN if len(groups) == 1 else (min(7.0, 2.4 * len(groups)), COLUMN_IN[1])
+    with _figure(1, len(groups), size) as (fig, axes):
+        extra: list = []
+        for g, (name, members) in enumerate(groups.items()):
+            ax = axes[0, g]
+            for k, (_, run) in enumerate(members):
+                ls = RUN_STYLES[k % len(RUN_STYLES)]
+                for policy in run.policies:
+                    c = policy_curve(run, policy, column, scale=scale)
+                    color = colors[policy]
+                    ax.plot(c.x, c.y, color=color, ls=ls, marker=marker if c.n_seeds == 1 else "", ms=2.5, gid=f"{run.label}|{policy}|{column}")
+                    if c.lo is not None and c.hi is not None:  # series are >= 0, accuracy <= 1: clip the band, not the mean
+                        lo, hi = np.maximum(c.lo, 0.0), (np.minimum(c.hi, 1.0) if column == "accuracy" else c.hi)
+                        ax.fill_between(c.x, lo, hi, color=color, alpha=0.2, lw=0, gid=f"{run.label}|{policy}|{column}|band")
+                    if mark_target:
+                        _mark_time_to_target(ax, run, policy, color, mark_target, scale, label_time=len(members) == 1)
+            ax.set_xlabel(TIME_LABEL)
+            if g == 0:
+                ax.set_ylabel(ylabel)
+            ax.set_title(title if len(groups) == 1 else name.replace("_", " "))
+            ax.set_xlim(left=0)
+            if from_zero:
+                ax.set_ylim(bottom=0)
+            if column == "accuracy":
+                handles = _target_lines(ax, [run for _, run in members], label_value=len(groups) == 1)
+                extra = extra or handles
+        if len(groups) > 1:
+            fig.suptitle(title)
         n_seeds = max(len(r.seeds) for r in runs)
         if n_seeds > 1:
             extra.append(Patch(color="0.6", alpha=0.4, label=f"95 % CI ({n_seeds} seeds)"))
@@ -136,7 +170,7 @@ def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, s
     return fig
 
 
-def _target_lines(ax, runs: Sequence[Run]) -> list:
+def _target_lines(ax, runs: Sequence[Run], label_value: bool = True) -> list:
     handles = []
     for i, run in enumerate(runs):
         target = target_accuracy(run)
@@ -144,7 +178,7 @@ def _target_lines(ax, runs: Sequence[Run]) -> list:
             continue
         ax.axhline(target, color="0.35", lw=0.8, ls=(0, (4, 2)), gid=f"{run.label}|target")
         if i == 0:
-            handles.append(Line2D([], [], color="0.35", lw=0.8, ls=(0, (4, 2)), label=f"target {target:.3f}"))
+            handles.append(Line2D([], [], color="0.35", lw=0.8, ls=(0, (4, 2)), label=f"target {target:.3f}" if label_value else "target accuracy"))
     handles.append(Line2D([], [], color="0.3", marker="*", ls="", ms=7, label="time to target"))
     return handles
 
@@ -172,12 +206,12 @@ def accuracy_vs_time(runs: Sequence[Run]) -> Figure:
 
 def clients_online(runs: Sequence[Run]) -> Figure:
     """Clients online (trace and energy budget allow) at each round's start (Fig. 6 d)."""
-    return _time_series(runs, "n_online", "clients online", "Clients online")
+    return _time_series(runs, "n_online", "clients online", "Clients online", from_zero=True)
 
 
 def clients_lost(runs: Sequence[Run]) -> Figure:
     """Distinct clients lost so far because training drained their battery (Fig. 6 e)."""
-    return _time_series(runs, "clients_lost_cum", "clients lost (cumulative)", "Clients lost to training")
+    return _time_series(runs, "clients_lost_cum", "clients lost (cumulative)", "Clients lost to training", from_zero=True)
 
 
 def energy_cumulative(runs: Sequence[Run]) -> Figure:
@@ -191,10 +225,7 @@ def choice_mix_figure(runs: Sequence[Run]) -> Figure:
     policies = _all_policies(runs)
     labels = choice_columns(runs[0].metrics)
     used = [c for c in labels if any(r.metrics[f"steps_{c}"].sum() > 0 for r in runs)]
-    from matplotlib import colormaps
-
-    cmap = colormaps["viridis"]
-    color = {c: cmap(j / max(len(labels) - 1, 1)) for j, c in enumerate(labels)}
+    color = choice_colors(labels)
     width = min(7.0, 1.9 * len(policies) + 0.3)
     with _figure(len(runs), len(policies), (width, 1.7 * len(runs) + 0.8)) as (fig, axes):
         for i, run in enumerate(runs):
@@ -216,7 +247,7 @@ def choice_mix_figure(runs: Sequence[Run]) -> Figure:
                     below = top
                 ax.set_ylim(0, 1)
                 ax.set_xlim(x.min() - 0.5, x.max() + 0.5)
-                ax.set_title(policy if len(runs) == 1 else f"{policy} ({run.label})")
+                ax.set_title(policy if len(runs) == 1 else f"{policy}\n{run.label}")
                 ax.set_xlabel("round")
                 if j == 0:
                     ax.set_ylabel("share of local steps")

@@ -126,7 +126,9 @@ def _markdown(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[
     out = [f"# flamingo-sim report: {title}", ""]
     out += [f"- {line}" if not line.startswith("  ") else f"  {line.strip()}" for line in _run_lines(runs)]
     out += ["", "## Summary", "", "Means over seeds; `-` where some seed never reached the target. "
-            "Speedup and energy efficiency are relative to the baseline (its time or energy to target / the policy's).", ""]
+            "Speedup and energy efficiency are relative to the baseline: its mean time or energy to target over the policy's "
+            "(a ratio of means over seeds). Clients lost: at the end of each policy's own run; `flamingo-sim reproduce` compares "
+            "them at equal rounds, equal time and at the target.", ""]
     out.append("| " + " | ".join(SUMMARY_COLUMNS.values()) + " |")
     out.append("|" + "---|" * len(SUMMARY_COLUMNS))
     for _, row in table.iterrows():
@@ -157,7 +159,8 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} figure{{margin:1
 <body><h1>flamingo-sim report: {e(title)}</h1>
 <ul>{items}</ul>
 <h2>Summary</h2>
-<p>Means over seeds; - where some seed never reached the target. Speedup and energy efficiency are relative to the baseline.</p>
+<p>Means over seeds; - where some seed never reached the target. Speedup and energy efficiency are relative to the baseline
+(a ratio of means over seeds). Clients lost: at the end of each policy's own run.</p>
 <table><tr>{head}</tr>
 {rows}
 </table>

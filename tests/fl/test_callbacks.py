@@ -101,13 +101,13 @@ def test_run_experiment_calls_user_callbacks_and_stops_early(tmp_path):
     # every (policy, seed) stops after round 2 of 4
     assert result.metrics.groupby("policy")["round"].max().to_dict() == {"baseline": 2, "flamingo": 2}
     assert [e[2] for e in log if e[1] == "run_begin"] == ["baseline", "flamingo"]
-    assert [e[2] for e in log if e[1] == "run_end"] == [[1, 2], [1, 2]]
+    assert [e[2] for e in log if e[1] == "run_end"] == [[0, 1, 2], [0, 1, 2]]  # round 0: the initial model
     pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), result.metrics)
     # the checkpoint holds what the stopped run did (written by the checkpoint callback at run end)
     from flamingo_sim.fl.checkpoint import load_checkpoint
 
     state = load_checkpoint(out / "checkpoints" / "flamingo-seed0.pt", log=print)
-    assert state["simulation"]["round"] == 2 and [r["round"] for r in state["rows"]] == [1, 2]
+    assert state["simulation"]["round"] == 2 and [r["round"] for r in state["rows"]] == [0, 1, 2]
 
 
 def test_run_loop_writes_the_table_of_the_plain_round_loop(tmp_path):
@@ -119,6 +119,7 @@ def test_run_loop_writes_the_table_of_the_plain_round_loop(tmp_path):
     rows = []
     for name in cfg.policies:
         sim = Simulation(parts, make_policy(name, cfg), name, cfg.seeds[0], make_selector(cfg.fl.selection))
+        rows.append(sim.initial_record().to_row())  # round 0: the initial model at t = 0
         while not sim.is_done():
             rows.append(sim.step().to_row())
     pd.testing.assert_frame_equal(result.metrics, pd.DataFrame(rows), check_exact=True)

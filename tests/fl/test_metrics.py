@@ -66,4 +66,11 @@ def test_numeric_target_and_seed_average():
     f = s["policies"]["flamingo"]
     # flamingo reaches 0.5 at round 3: 120 s (seed 0) and 240 s (seed 1); baseline at round 4: 400 s.
     assert f["time_to_target_s"] == pytest.approx(180.0)
-    assert f["speedup"] == pytest.approx((400 / 120 + 400 / 240) / 2)
+    # a ratio of means (400 / 180), not the mean of per-seed ratios ((400/120 + 400/240) / 2 = 2.5)
+    assert f["speedup"] == pytest.approx(400 / 180)
+    assert f["speedup_per_seed"] == {"0": pytest.approx(400 / 120), "1": pytest.approx(400 / 240)}
+    lo, hi = f["speedup_ci"]
+    # resampling 2 seeds: the ratio is 400/120, 400/180 or 400/240; the 95 % interval spans them
+    assert lo == pytest.approx(400 / 240) and hi == pytest.approx(400 / 120)
+    lo, hi = f["time_to_target_s_ci"]
+    assert lo == pytest.approx(120.0) and hi == pytest.approx(240.0)

@@ -57,4 +57,4 @@ def test_run_on_a_packed_dataset(tmp_path):
         overrides=[f"data.root={tmp_path / 'packed'}", *TINY_REAL], device="cpu", log=lambda m: None,
     )
     assert result.summary["data"].startswith(f"packed dataset at {tmp_path / 'packed'} (3 clients, float16)")
-    assert result.metrics["n_kept"].tolist() == [2, 2]
+    assert result.metrics["n_kept"].tolist() == [0, 2, 2]  # round 0 (the initial model), then 2 rounds

@@ -37,7 +37,10 @@ def test_shipped_experiment_runs_scaled_down(tmp_path, capsys, name):
         assert entry["clients_lost"] >= 0
     assert set(flam) >= {"time_to_target_s", "energy_to_target_j", "final_accuracy", "clients_lost", "speedup", "energy_efficiency"}
     metrics = pd.read_parquet(out / "metrics.parquet")
-    assert len(metrics) == 8 and set(metrics["policy"]) == {"baseline", "flamingo"}
+    assert len(metrics) == 10 and set(metrics["policy"]) == {"baseline", "flamingo"}  # rounds 0-4 of each
+    zero = metrics[metrics["round"] == 0]  # the initial model, evaluated at t = 0, nothing trained
+    assert (zero["time_s"] == 0).all() and zero["accuracy"].notna().all() and (zero["n_kept"] == 0).all()
+    assert (zero["energy_cum_j"] == 0).all() and (zero["n_online"] > 0).all()
     assert (metrics.groupby("policy")["time_s"].diff().dropna() > 0).all()  # the clock moves forward
     assert (metrics["n_kept"] <= 8).all() and (metrics["n_selected"] <= 11).all()  # ceil(8 x 1.3)
     baseline_rows = metrics[metrics["policy"] == "baseline"]
@@ -135,7 +138,7 @@ def test_real_fedscale_layout_trains_the_named_dnn(tmp_path):
         log=lambda m: None,
     )
     assert result.summary["data"].startswith(f"FedScale image dataset at {root} (train split): 3 clients, 52 samples")
-    assert result.metrics["n_kept"].tolist() == [2, 2]
+    assert result.metrics["n_kept"].tolist() == [0, 2, 2]  # round 0 (the initial model), then 2 rounds
     assert result.metrics["accuracy"].notna().all()
 
 

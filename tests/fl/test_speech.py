@@ -180,7 +180,7 @@ def test_speech_experiment_trains_resnet34_on_the_layout(tmp_path):
     )
     assert result.summary["data"].startswith(f"FedScale Google Speech dataset at {root} (train split): 3 clients, 49 samples, 3 classes")
     assert "1 clients left out" in result.summary["data"] and "NOT real data" not in result.summary["data"]
-    assert result.metrics["n_kept"].tolist() == [2, 2]
+    assert result.metrics["n_kept"].tolist() == [0, 2, 2]  # round 0 (the initial model), then 2 rounds
     assert result.metrics["accuracy"].notna().all()
 
 
