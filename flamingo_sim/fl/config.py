@@ -38,10 +38,15 @@ class TracesConfig:
 
 @dataclass(frozen=True)
 class PhonesConfig:
-    mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PHONE_MIX))  # phone -> share of clients
+    # phone -> share of clients, or "from_traces": each client plays its trace device's phone,
+    # mapped from the device model by the table ``models`` (see profiles/phone_models.yaml)
+    mix: Union[dict[str, float], Literal["from_traces"]] = field(default_factory=lambda: dict(DEFAULT_PHONE_MIX))
     profiles_dir: Path = Path("profiles")
+    models: Path = Path("profiles/phone_models.yaml")  # the device-model -> phone table of from_traces
 
     def __post_init__(self) -> None:
+        if self.mix == "from_traces":
+            return
         if not self.mix:
             raise ValueError("mix: name at least one phone")
         if any(share < 0 for share in self.mix.values()) or sum(self.mix.values()) <= 0:

@@ -108,6 +108,8 @@ def run_experiment(
     metrics = pd.DataFrame(rows)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
     summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine, **summary}
+    if first_parts.population.phone_report is not None:  # phones.mix: from_traces
+        summary["phones_from_traces"] = first_parts.population.phone_report
     _write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     print(format_summary(summary))

@@ -41,28 +41,29 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     except InputDataError as exc:
         raise ConfigError(f"{src}: traces.path: {exc}") from None
 
+    dataset, model_name = _dataset(cfg, experiment_path, log)
     profiles_dir = require_path(cfg.phones.profiles_dir, experiment_path, "phones.profiles_dir", "profiles directory")
-    catalogue = load_phones(profiles_dir)
-    unknown = [p for p in cfg.phones.mix if p not in catalogue]
-    if unknown:
-        raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
-    phones = [p for p, share in cfg.phones.mix.items() if share > 0]
+    phones, mix, trace_phones = phone_assignment(cfg, experiment_path, traces, traces_dir, dataset.n_clients)
+    if trace_phones is not None:
+        log(f"phones from traces ({cfg.phones.models}): " + ", ".join(
+            f"{rule} -> {e['phone']}: {e['devices']} devices, {e['clients']} clients" for rule, e in trace_phones[2]["rules"].items() if e["devices"]))
     missing = [p for p in phones if not (profiles_dir / p / f"{cfg.model}.yaml").is_file()]
     if missing:
+        catalogue = load_phones(profiles_dir)
         have = sorted({f.stem for f in profiles_dir.glob("*/*.yaml") if f.parent.name in catalogue})
         raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} (profiled models: {', '.join(have)})")
     profiles = ProfileSet.load(profiles_dir, phones, cfg.model)
 
-    dataset, model_name = _dataset(cfg, experiment_path, log)
     log(f"data: {dataset.description}")
     model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"))
     population = build_population(
         n_clients=dataset.n_clients,
         n_trace_clients=traces.n_clients,
-        phone_mix={p: cfg.phones.mix[p] for p in phones},
+        phone_mix=mix,
         bandwidth_mbps=cfg.network.bandwidth_mbps,
         bandwidth_sigma=cfg.network.bandwidth_sigma,
         seed=seed,
+        trace_phones=trace_phones,
     )
     return Components(
         cfg=cfg,
@@ -74,6 +75,37 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
         test_data=dataset.test_data(),
         choice_labels=tuple(profiles.labels),
     )
+
+
+def phone_assignment(
+    cfg: ExperimentConfig, experiment_path: str | Path | None, traces: Any, traces_dir: Path, n_fl_clients: int,
+) -> tuple[list[str], dict[str, float] | None, tuple[Any, tuple[str, ...], dict[str, Any]] | None]:
+    """The phones a run uses, and either the mix's shares or (``from_traces``) each trace client's phone.
+
+    Returns ``(phones, mix, trace_phones)`` for :func:`~flamingo_sim.fl.population.build_population`.
+    """
+    from flamingo_sim.devices.soc import load_phones
+    from flamingo_sim.fl.phone_models import load_phone_models, map_trace_phones
+    from flamingo_sim.traces.store import load_device_models
+
+    src = str(experiment_path)
+    profiles_dir = require_path(cfg.phones.profiles_dir, experiment_path, "phones.profiles_dir", "profiles directory")
+    catalogue = load_phones(profiles_dir)
+    if cfg.phones.mix == "from_traces":
+        table_path = require_path(cfg.phones.models, experiment_path, "phones.models", "phone model table")
+        table = load_phone_models(table_path, catalogue)
+        models = load_device_models(traces_dir)
+        if not models:
+            raise ConfigError(f"{src}: phones.mix: from_traces needs device models, and trace set {traces_dir} has none "
+                              "(its dump had no devices table); give a mix of phones instead")
+        per_trace, names, report = map_trace_phones(table, traces.device_ids, models, traces.client_device, n_fl_clients)
+        report = {"table": str(cfg.phones.models), **report}
+        return list(names), None, (per_trace, names, report)
+    unknown = [p for p in cfg.phones.mix if p not in catalogue]
+    if unknown:
+        raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
+    mix = {p: share for p, share in cfg.phones.mix.items() if share > 0}
+    return list(mix), mix, None
 
 
 def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[Any, str]:

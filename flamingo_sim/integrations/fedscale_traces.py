@@ -232,21 +232,25 @@ def export_fedscale_traces(
     from flamingo_sim.devices.profiles import ProfileSet
     from flamingo_sim.fl.config import load_experiment, require_path
     from flamingo_sim.fl.population import build_population
+    from flamingo_sim.fl.setup import phone_assignment
     from flamingo_sim.traces.store import load_client_traces
 
     cfg = load_experiment(experiment, overrides)
     seed = cfg.seeds[0] if seed is None else int(seed)
-    traces = load_client_traces(require_path(cfg.traces.path, experiment, "traces.path", "trace set"))
+    traces_dir = require_path(cfg.traces.path, experiment, "traces.path", "trace set")
+    traces = load_client_traces(traces_dir)
     profiles_dir = require_path(cfg.phones.profiles_dir, experiment, "phones.profiles_dir", "profiles directory")
-    mix = {p: s for p, s in cfg.phones.mix.items() if s > 0}
-    profiles = ProfileSet.load(profiles_dir, list(mix), cfg.model)
+    n_clients = cfg.data.proxy.n_clients if cfg.data.root is None else traces.n_clients
+    phones, mix, trace_phones = phone_assignment(cfg, experiment, traces, traces_dir, n_clients)
+    profiles = ProfileSet.load(profiles_dir, phones, cfg.model)
     population = build_population(
-        n_clients=cfg.data.proxy.n_clients if cfg.data.root is None else traces.n_clients,
+        n_clients=n_clients,
         n_trace_clients=traces.n_clients,
         phone_mix=mix,
         bandwidth_mbps=cfg.network.bandwidth_mbps,
         bandwidth_sigma=cfg.network.bandwidth_sigma,
         seed=seed,
+        trace_phones=trace_phones,
     )
     out = Path(out_dir)
     conf = write_pickle(out / "device_conf.pkl", device_conf(population, profiles, choice))
