@@ -70,12 +70,26 @@ class ProxyConfig:
 @dataclass(frozen=True)
 class DataConfig:
     name: Literal["openimage", "google_speech", "synthetic"] = "openimage"
-    root: Optional[Path] = None  # FedScale-layout dataset directory; absent -> fallback
-    fallback: Literal["proxy", "error"] = "proxy"
+    # FedScale-layout dataset directory (must exist); null -> the generated proxy (see fallback)
+    root: Optional[Path] = None
+    fallback: Literal["proxy", "error"] = "proxy"  # with root null: run the proxy, or refuse to
     image_size: int = 64  # real images (speech: log-mel spectrograms) are resized to image_size x image_size
+    # OpenImage preprocessing: "default" (ImageNet mean/std, no augmentation: cheap on CPU) or
+    # "fedscale" (FedScale's mean/std and a random horizontal flip in training; FedScale uses image_size 256)
+    transform: Literal["default", "fedscale"] = "default"
+    # Google Speech input: 3 (log-mel image repeated to 3 channels, torchvision ResNet-34) or
+    # 1 (FedScale's 1 x 32 x 32 input and its one-channel ResNet-34)
+    speech_channels: Literal[1, 3] = 3
+    filter_less: int = 16  # real data: drop clients with fewer samples (FedScale's filter_less; its benchmarks: 21)
     max_clients: Optional[int] = None  # use only the first N clients of the real data
     max_test_samples: Optional[int] = 2000
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
+
+    def __post_init__(self) -> None:
+        if self.image_size < 1:
+            raise ValueError(f"image_size must be >= 1, got {self.image_size}")
+        if self.filter_less < 1:
+            raise ValueError(f"filter_less must be >= 1, got {self.filter_less}")
 
 
 @dataclass(frozen=True)

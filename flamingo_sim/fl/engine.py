@@ -209,6 +209,9 @@ class Simulation:
         started = time.perf_counter()
         ids = [int(c) for c in plan.kept]
         datas = [self.parts.dataset.client_data(c) for c in ids]
+        augment = getattr(self.parts.dataset, "train_augment", None)  # optional, see fl.data.FederatedDataset
+        if augment is not None:
+            datas = [(augment(x, c, plan.round, self.seed), y) for c, (x, y) in zip(ids, datas)]
         result = train_cohort(
             self.parts.model,
             self.params,

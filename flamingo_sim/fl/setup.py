@@ -109,32 +109,39 @@ def phone_assignment(
 
 
 def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[Any, str]:
-    """The real dataset if present, else the proxy (said loudly); returns (dataset, model name)."""
+    """The real dataset at ``data.root``, or the proxy when ``data.root`` is null; returns (dataset, model name)."""
     from flamingo_sim.fl.data import SyntheticFederated
     from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
     from flamingo_sim.fl.speech import FedScaleSpeechDataset
 
-    readers = {"openimage": FedScaleImageDataset, "google_speech": FedScaleSpeechDataset}
     data = cfg.data
     src = str(experiment_path)
-    reason = "data.root is not set"
     if data.root is not None:
         root = resolve_path(data.root, experiment_path)
-        if root.exists():
-            if data.name not in readers:
-                raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only {', '.join(map(repr, readers))}); set data.root: null to run the proxy")
-            if cfg.model not in ARCHITECTURES:
-                raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
-            try:
-                ds = readers[data.name](root, "train", data.image_size, max_clients=data.max_clients, max_test_samples=data.max_test_samples)
-            except InputDataError as exc:
-                raise ConfigError(f"{src}: data.root: {exc}") from None
-            return ds, ARCHITECTURES[cfg.model]
-        reason = f"data.root {str(data.root)!r} does not exist"
+        if not root.exists():
+            raise ConfigError(f"{src}: data.root: {str(data.root)!r} not found (set data.root: null to run the generated proxy task)")
+        if data.name not in ("openimage", "google_speech"):
+            raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only 'openimage', 'google_speech'); set data.root: null to run the proxy")
+        if cfg.model not in ARCHITECTURES:
+            raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
+        common = dict(max_clients=data.max_clients, min_samples_per_client=data.filter_less, max_test_samples=data.max_test_samples)
+        arch = ARCHITECTURES[cfg.model]
+        try:
+            if data.name == "openimage":
+                ds: Any = FedScaleImageDataset(root, "train", data.image_size, transform=data.transform, **common)
+            else:
+                ds = FedScaleSpeechDataset(root, "train", data.image_size, channels=data.speech_channels, **common)
+                if data.speech_channels == 1:
+                    if cfg.model != "resnet34":
+                        raise ConfigError(f"{src}: data.speech_channels: 1 (FedScale's input) needs model resnet34, got {cfg.model!r}")
+                    arch = "resnet34_speech"
+        except InputDataError as exc:
+            raise ConfigError(f"{src}: data.root: {exc}") from None
+        return ds, arch
     if data.fallback == "error":
-        raise ConfigError(f"{src}: data: the real {data.name} data is not available ({reason}) and data.fallback is 'error'")
+        raise ConfigError(f"{src}: data: data.root is null (no real {data.name} data) and data.fallback is 'error'")
     px = data.proxy
-    log(f"WARNING: the real {data.name} data is not available ({reason}); using the generated proxy task (data.fallback: proxy)")
+    log(f"WARNING: data.root is null: no real {data.name} data; using the generated proxy task (data.fallback: proxy)")
     ds = SyntheticFederated(
         n_clients=px.n_clients, n_classes=px.n_classes, n_features=px.n_features,
         alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples,
