@@ -124,13 +124,14 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
             raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only 'openimage', 'google_speech'); set data.root: null to run the proxy")
         if cfg.model not in ARCHITECTURES:
             raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
-        common = dict(max_clients=data.max_clients, min_samples_per_client=data.filter_less, max_test_samples=data.max_test_samples)
         arch = ARCHITECTURES[cfg.model]
         try:
             if data.name == "openimage":
-                ds: Any = FedScaleImageDataset(root, "train", data.image_size, transform=data.transform, **common)
+                ds: Any = FedScaleImageDataset(root, "train", data.image_size, data.max_clients, data.filter_less, data.max_test_samples,
+                                               transform=data.transform)
             else:
-                ds = FedScaleSpeechDataset(root, "train", data.image_size, channels=data.speech_channels, **common)
+                ds = FedScaleSpeechDataset(root, "train", data.image_size, data.max_clients, data.filter_less, data.max_test_samples,
+                                           channels=data.speech_channels)
                 if data.speech_channels == 1:
                     if cfg.model != "resnet34":
                         raise ConfigError(f"{src}: data.speech_channels: 1 (FedScale's input) needs model resnet34, got {cfg.model!r}")

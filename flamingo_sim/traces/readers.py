@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -176,7 +176,7 @@ class Source:
             want = ["sample_id"] + [c for c in columns if c in present]
             yield from ((f, t) for t in self._scan_csv(f, want))
 
-    def device_models(self, device_ids: Sequence[int]) -> dict[int, dict[str, str | None]]:
+    def device_models(self, device_ids: Sequence[int] | np.ndarray) -> dict[int, dict[str, str | None]]:
         """``{device_id: {model, manufacturer, brand}}`` of ``device_ids`` found in the devices table.
 
         Empty when the dump has no devices table; ids absent from it are left out. Raises
@@ -326,7 +326,7 @@ def _device_files(path: Path, fmt: str) -> list[Path]:
     return []
 
 
-def _parquet_file(f: Path) -> "object":
+def _parquet_file(f: Path) -> Any:
     import pyarrow.parquet as pq
 
     try:
@@ -342,7 +342,7 @@ def _parquet_file(f: Path) -> "object":
 def _scan_parquet(f: Path, want: list[str]) -> Iterator[pa.Table]:
     pf = _parquet_file(f)
     try:
-        for i in range(pf.num_row_groups):  # type: ignore[attr-defined]
-            yield pf.read_row_group(i, columns=want)  # type: ignore[attr-defined]
+        for i in range(pf.num_row_groups):
+            yield pf.read_row_group(i, columns=want)
     except (pa.ArrowException, OSError) as exc:
         raise InputDataError(f"{f}: corrupt parquet data ({str(exc).splitlines()[0]}); truncated or corrupt?") from None
