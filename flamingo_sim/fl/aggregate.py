@@ -11,7 +11,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["fedavg", "stack_states"]
+__all__ = ["fedavg"]
 
 
 def fedavg(stacked_params: dict[str, Tensor], weights: Tensor | Sequence[float]) -> dict[str, Tensor]:
@@ -41,14 +41,3 @@ def fedavg(stacked_params: dict[str, Tensor], weights: Tensor | Sequence[float])
         else:
             out[name] = torch.round(mean).to(value.dtype)
     return out
-
-
-def stack_states(states: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
-    """Stack per-client states (same keys and shapes) along a new leading client dimension."""
-    if not states:
-        raise ValueError("no states to stack")
-    keys = list(states[0])
-    for i, s in enumerate(states[1:], start=1):
-        if list(s) != keys:
-            raise ValueError(f"state {i} has keys {sorted(s)} but state 0 has {sorted(keys)}")
-    return {k: torch.stack([s[k] for s in states]) for k in keys}

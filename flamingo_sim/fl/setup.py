@@ -14,6 +14,7 @@ from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, InputDataError
 from flamingo_sim.fl.config import ExperimentConfig, require_path, resolve_path
+from flamingo_sim.fl.data import FederatedDataset
 from flamingo_sim.fl.engine import Components
 from flamingo_sim.fl.population import build_population
 
@@ -108,7 +109,7 @@ def phone_assignment(
     return list(mix), mix, None
 
 
-def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[Any, str]:
+def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[FederatedDataset, str]:
     """The real dataset at ``data.root``, or the proxy when ``data.root`` is null; returns (dataset, model name)."""
     from flamingo_sim.fl.data import SyntheticFederated
     from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
@@ -127,7 +128,7 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
         arch = ARCHITECTURES[cfg.model]
         try:
             if data.name == "openimage":
-                ds: Any = FedScaleImageDataset(root, "train", data.image_size, data.max_clients, data.filter_less, data.max_test_samples,
+                ds: FederatedDataset = FedScaleImageDataset(root, "train", data.image_size, data.max_clients, data.filter_less, data.max_test_samples,
                                                transform=data.transform)
             else:
                 ds = FedScaleSpeechDataset(root, "train", data.image_size, data.max_clients, data.filter_less, data.max_test_samples,

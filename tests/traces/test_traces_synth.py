@@ -77,7 +77,7 @@ def test_cli_writes_both_default_layouts(tmp_path, capsys):
 
 def test_unknown_layout_is_an_error(tmp_path, capsys):
     assert main(["synth-greenhub", "--out", str(tmp_path), "--devices", "1", "--layouts", "xml"]) == 2
-    assert "--layouts xml: unknown" in capsys.readouterr().err
+    assert "--layouts: 'xml' unknown" in capsys.readouterr().err
 
 
 def test_synthetic_2018_dump_is_written_the_real_way(synth_dump):
