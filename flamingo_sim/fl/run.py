@@ -41,6 +41,7 @@ from flamingo_sim.fl.metrics import format_summary, summarize
 from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.selection import make_selector
 from flamingo_sim.io import atomic_path, write_json
+from flamingo_sim.resources import find_experiment
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ def run_experiment(
     after the built-in ones (progress bar, checkpoints, metrics file); one whose
     ``on_round_end`` returns True ends that run early.
     """
+    experiment = find_experiment(experiment)
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
     runner = make_engine(engine, EngineOptions(executors=executors, experiment=experiment, overrides=tuple(overrides), log=say))
     if resume and not runner.resumable:
@@ -94,6 +96,7 @@ def run_experiment(
     # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
+    make_selector(cfg.fl.selection, source=f"{experiment}: fl.selection")
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "config.yaml") as tmp:
@@ -118,7 +121,8 @@ def run_experiment(
 
     metrics = _table(records)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
-    summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine, **summary}
+    summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine,
+               "model_size_mb": first_parts.cfg.network.model_size_mb, "model_size_source": first_parts.model_size_source, **summary}
     if first_parts.population.phone_report is not None:  # phones.mix: from_traces
         summary["phones_from_traces"] = first_parts.population.phone_report
     _write_metrics(out, metrics)

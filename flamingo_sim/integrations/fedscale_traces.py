@@ -229,20 +229,21 @@ def export_fedscale_traces(
     its first); availability covers the experiment's trace clients with its thresholds. Point
     FedScale's ``--device_conf_file`` and ``--device_avail_file`` at the two files.
     """
-    from flamingo_sim.devices.profiles import ProfileSet
     from flamingo_sim.fl.config import load_experiment, require_path
     from flamingo_sim.fl.population import build_population
-    from flamingo_sim.fl.setup import phone_assignment
+    from flamingo_sim.fl.setup import phone_assignment, profile_dirs
+    from flamingo_sim.resources import find_experiment
     from flamingo_sim.traces.store import load_client_traces
 
+    experiment = find_experiment(experiment)
     cfg = load_experiment(experiment, overrides)
     seed = cfg.seeds[0] if seed is None else int(seed)
     traces_dir = require_path(cfg.traces.path, experiment, "traces.path", "trace set")
     traces = load_client_traces(traces_dir)
-    profiles_dir = require_path(cfg.phones.profiles_dir, experiment, "phones.profiles_dir", "profiles directory")
+    search = profile_dirs(cfg, experiment)
     n_clients = cfg.data.proxy.n_clients if cfg.data.root is None else traces.n_clients
-    phones, mix, trace_phones = phone_assignment(cfg, experiment, traces, traces_dir, n_clients)
-    profiles = ProfileSet.load(profiles_dir, phones, cfg.model)
+    phones, mix, trace_phones = phone_assignment(cfg, experiment, search.phones(), traces, traces_dir, n_clients)
+    profiles = search.load_set(phones, cfg.model)
     population = build_population(
         n_clients=n_clients,
         n_trace_clients=traces.n_clients,

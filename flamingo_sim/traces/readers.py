@@ -319,7 +319,7 @@ def _device_files(path: Path, fmt: str) -> list[Path]:
     return []
 
 
-def _parquet_file(f: Path) -> Any:
+def _parquet_file(f: Path) -> Any:  # a pyarrow.parquet.ParquetFile (pyarrow has no type information)
     import pyarrow.parquet as pq
 
     try:

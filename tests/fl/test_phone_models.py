@@ -59,12 +59,13 @@ def test_shipped_traces_mapping_counts(table):
     assert names[per_trace[0]] == "galaxy_s10e" and names[per_trace[24]] == "pixel_3"
 
 
+@pytest.mark.slow
 def test_main_job_runs_from_traces(tmp_path):
     out = run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", out_dir=tmp_path / "run", log=lambda m: None,
                          overrides=["phones.mix=from_traces", "fl.rounds=2", "fl.participants_per_round=8", "fl.local_steps=2",
                                     "fl.eval_every=1", "data.proxy.n_clients=200", "policies=[baseline]"])
     rep = json.loads((out.out_dir / "summary.json").read_text())["phones_from_traces"]
-    assert rep["table"] == "profiles/phone_models.yaml" and rep["fallback"] == "pixel_3"
+    assert rep["table"] == "profiles/phone_models.yaml (shipped)" and rep["fallback"] == "pixel_3"
     # 200 FL clients replay trace clients 0..199: device rows 0-7 (j = 0..7, models 0..7) whole, 8 of row 8
     # (j = 12: SM-G981U)
     assert {r: e["clients"] for r, e in rep["rules"].items() if e["clients"]} == {

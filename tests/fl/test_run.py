@@ -99,7 +99,7 @@ def write(tmp_path, text):
         ("name: x\n", ["fl.rounds=zero"], r"exp\.yaml: fl\.rounds: expected an integer, got 'zero'"),
         ("name: x\ndata: {root: /nonexistent/openimage}\n", [], r"exp\.yaml: data\.root: '/nonexistent/openimage' not found \(set data\.root: null to run the generated proxy task\)$"),
         ("name: x\ndata: {fallback: error}\n", [], r"exp\.yaml: data: data\.root is null \(no real openimage data\) and data\.fallback is 'error'$"),
-        ("name: x\ndata: {filter_less: 0}\n", [], r"exp\.yaml: data: filter_less must be >= 1, got 0$"),
+        ("name: x\ndata: {filter_less: 0}\n", [], r"exp\.yaml: data\.filter_less: expected an integer >= 1, got 0$"),
         ("name: x\ndata: {transform: imagenet}\n", [], r"exp\.yaml: data\.transform: expected one of 'default' or 'fedscale', got 'imagenet'$"),
         ("name: x\ndata: {speech_channels: 2}\n", [], r"exp\.yaml: data\.speech_channels: expected one of 1 or 3, got 2$"),
     ],
@@ -127,6 +127,7 @@ def test_existing_run_directory_is_not_overwritten(tmp_path):
         run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", resume=True)
 
 
+@pytest.mark.slow
 def test_fedscale_benchmark_experiment_on_a_real_layout(tmp_path):
     """fedscale_openimage_mobilenet.yaml: batch 20, filter_less 21, FedScale's transform on real files."""
     from tests.fl.test_data import _write_fedscale
@@ -143,6 +144,7 @@ def test_fedscale_benchmark_experiment_on_a_real_layout(tmp_path):
     assert result.metrics["accuracy"].notna().all()
 
 
+@pytest.mark.slow
 def test_real_fedscale_layout_trains_the_named_dnn(tmp_path):
     """With data.root set, the run reads FedScale's OpenImage layout and trains MobileNetV2."""
     from tests.fl.test_data import _write_fedscale

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from trace_helpers import regular_device
 
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.traces.pipeline import PrepOptions, prep_traces
 from flamingo_sim.traces.readers import Source, _csv_header
-from trace_helpers import regular_device
 
 OPTS = PrepOptions(n_devices=2, n_shifts=2, max_date="2026-01-01")
 
