@@ -55,4 +55,5 @@ def test_wheel_runs_a_shipped_experiment_from_another_directory(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2
     assert bad.stderr.strip() == ("flamingo-sim run: error: no_such_experiment: no such experiment file, and no shipped "
-                                  "experiment of that name (shipped: openimage_mobilenet, openimage_shufflenet, speech_resnet34)")
+                                  "experiment of that name (shipped: fedscale_openimage_mobilenet, fedscale_speech_resnet34, openimage_mobilenet, "
+                                  "openimage_shufflenet, speech_resnet34)")

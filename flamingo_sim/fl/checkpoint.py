@@ -179,14 +179,20 @@ def input_files(cfg: Any, experiment: str | Path | None) -> dict[str, Path]:
     from flamingo_sim.fl.setup import profile_dirs
 
     search = profile_dirs(cfg, experiment)
+    if cfg.phones.mix == "from_traces":  # any phone of the catalogue may play a trace's phone; the table decides
+        from flamingo_sim.resources import shipped
+
+        table = cfg.phones.models
+        files["phones.models"] = shipped("profiles/phone_models.yaml") if table is None else resolve_path(table, experiment)
+        phones = [p for p in search.phones() if search.find(p, cfg.model) is not None]
+    else:
+        phones = [p for p, share in cfg.phones.mix.items() if share > 0]
     for d in search.dirs:  # the phone catalogue: every directory of the search path
         files[f"phones.profiles_dir {d / 'phones.yaml'}"] = d / "phones.yaml"
-        for phone, share in cfg.phones.mix.items():
-            if share > 0:
-                files[f"phones.profiles_dir {d / 'phones.d' / phone}.yaml"] = d / "phones.d" / f"{phone}.yaml"
-    for phone, share in cfg.phones.mix.items():
-        if share > 0:  # the profile the run uses: the first one found on the search path
-            files[f"phones.profiles_dir {phone}/{cfg.model}.yaml"] = search.path(phone, cfg.model)
+        for phone in phones:
+            files[f"phones.profiles_dir {d / 'phones.d' / phone}.yaml"] = d / "phones.d" / f"{phone}.yaml"
+    for phone in phones:  # the profile the run uses: the first one found on the search path
+        files[f"phones.profiles_dir {phone}/{cfg.model}.yaml"] = search.path(phone, cfg.model)
     if cfg.data.root is not None:
         root = resolve_path(cfg.data.root, experiment)
         for split in ("train", "test"):

@@ -45,17 +45,23 @@ class TracesConfig:
 
 @dataclass(frozen=True)
 class PhonesConfig:
-    mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PHONE_MIX))  # phone -> share of clients
+    # phone -> share of clients, or "from_traces": each client plays its trace device's phone,
+    # mapped from the device model by the table ``models`` (see profiles/phone_models.yaml)
+    mix: Union[dict[str, float], Literal["from_traces"]] = field(default_factory=lambda: dict(DEFAULT_PHONE_MIX))
     # directories searched for phones and profiles before the shipped ones (null: the user's
     # profiles directory, where `flamingo-sim profile` writes; see flamingo_sim.resources)
     profiles_dir: Union[Path, list[Path], None] = None
     profile_set: str = "paper"  # "paper" (Table 1 matched) or "anchored" (plausible absolute values); see devices/calibrate.py
+    # the device-model -> phone table of from_traces (null: the shipped profiles/phone_models.yaml)
+    models: Optional[Path] = None
 
     def __post_init__(self) -> None:
         from flamingo_sim.devices.profiles import PROFILE_SETS
 
         if self.profile_set not in PROFILE_SETS:
             raise ValueError(f"profile_set: expected one of {', '.join(PROFILE_SETS)}, got {self.profile_set!r}")
+        if self.mix == "from_traces":
+            return
         if not self.mix:
             raise FieldError("mix", "at least one phone with its share", self.mix)
         check_ranges(self, mix=">= 0")
@@ -95,9 +101,17 @@ class ProxyConfig:
 @dataclass(frozen=True)
 class DataConfig:
     name: Literal["openimage", "google_speech", "synthetic"] = "openimage"
-    root: Optional[Path] = None  # FedScale-layout dataset directory; absent -> fallback
-    fallback: Literal["proxy", "error"] = "proxy"
+    # FedScale-layout dataset directory (must exist); null -> the generated proxy (see fallback)
+    root: Optional[Path] = None
+    fallback: Literal["proxy", "error"] = "proxy"  # with root null: run the proxy, or refuse to
     image_size: int = 64  # real images (speech: log-mel spectrograms) are resized to image_size x image_size
+    # OpenImage preprocessing: "default" (ImageNet mean/std, no augmentation: cheap on CPU) or
+    # "fedscale" (FedScale's mean/std and a random horizontal flip in training; FedScale uses image_size 256)
+    transform: Literal["default", "fedscale"] = "default"
+    # Google Speech input: 3 (log-mel image repeated to 3 channels, torchvision ResNet-34) or
+    # 1 (FedScale's 1 x 32 x 32 input and its one-channel ResNet-34)
+    speech_channels: Literal[1, 3] = 3
+    filter_less: int = 16  # real data: drop clients with fewer samples (FedScale's filter_less; its benchmarks: 21)
     max_clients: Optional[int] = None  # use only the first N clients of the real data
     max_test_samples: Optional[int] = 2000
     decode_workers: Optional[int] = None  # threads decoding real images/clips; null: the usable cores
@@ -105,7 +119,7 @@ class DataConfig:
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
 
     def __post_init__(self) -> None:
-        check_ranges(self, image_size=f">= {MIN_IMAGE_SIZE}", max_clients=">= 1", max_test_samples=">= 1")
+        check_ranges(self, image_size=f">= {MIN_IMAGE_SIZE}", max_clients=">= 1", max_test_samples=">= 1", filter_less=">= 1")
 
 
 @dataclass(frozen=True)

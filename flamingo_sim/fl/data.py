@@ -10,6 +10,10 @@ proxy; FedScale's layouts are read by :mod:`flamingo_sim.fl.fedscale_data` (imag
 
 Tensors: ``x`` is float32 with shape ``(n, *input_shape)``, ``y`` is int64 class ids with
 shape ``(n,)``.
+
+A dataset may also offer ``train_augment(x, client_id, round_idx, seed) -> x``: the round
+loop then trains on that instead of ``x`` (a deterministic function of its arguments, e.g.
+FedScale's random horizontal flip, :class:`~flamingo_sim.fl.fedscale_data.FedScaleImageDataset`).
 """
 
 from __future__ import annotations

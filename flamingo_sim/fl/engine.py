@@ -278,6 +278,9 @@ class Simulation:
         if hasattr(self.parts.dataset, "prefetch"):  # real data: decode the cohort in parallel
             self.parts.dataset.prefetch(ids)
         datas = [self.parts.dataset.client_data(c) for c in ids]
+        augment = getattr(self.parts.dataset, "train_augment", None)  # optional, see fl.data.FederatedDataset
+        if augment is not None:
+            datas = [(augment(x, c, plan.round, self.seed), y) for c, (x, y) in zip(ids, datas)]
         trained_from = time.perf_counter()
         result = self.trainer.train(
             self.params,

@@ -3,8 +3,11 @@
 The proxies ("logreg", "mlp") have no BatchNorm, dropout or buffers, so a whole cohort can be
 trained at once with ``torch.func.vmap`` (see :mod:`flamingo_sim.fl.training`). The
 torchvision models ("mobilenet_v2", "shufflenet_v2_x2_0", "resnet34") are built untrained
-(``weights=None``) with ``num_classes`` outputs; they contain BatchNorm and train one client
-at a time
+(``weights=None``) with ``num_classes`` outputs; they contain BatchNorm, whose running
+statistics :mod:`flamingo_sim.fl.training` keeps per client whether it trains a cohort batched
+or one client at a time. "resnet34_speech" is FedScale's ResNet-34 for Google Speech spectrograms: the same
+residual stages, but a 3x3 stride-1 first convolution over ``C`` input channels (FedScale: one,
+1 x 32 x 32) and no max-pool, so a 32 x 32 input reaches the last stage at 4 x 4.
 """
 
 from __future__ import annotations
@@ -51,12 +54,25 @@ def _torchvision(arch: str) -> Callable[[tuple[int, ...], int], nn.Module]:
     return build
 
 
+def _resnet34_speech(input_shape: tuple[int, ...], n_classes: int) -> nn.Module:
+    if len(input_shape) != 3:
+        raise FlamingoError(f"model 'resnet34_speech' needs spectrogram images, input shape (C, H, W); got {tuple(input_shape)}")
+    import torchvision.models as tvm
+
+    net = tvm.resnet34(weights=None, num_classes=n_classes)
+    net.conv1 = nn.Conv2d(input_shape[0], 64, kernel_size=3, stride=1, padding=1, bias=False)
+    nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")  # as torchvision initialises conv1
+    net.maxpool = nn.Identity()
+    return net
+
+
 _BUILDERS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "logreg": _logreg,
     "mlp": _mlp,
     "mobilenet_v2": _torchvision("mobilenet_v2"),
     "shufflenet_v2_x2_0": _torchvision("shufflenet_v2_x2_0"),
     "resnet34": _torchvision("resnet34"),
+    "resnet34_speech": _resnet34_speech,
 }
 
 MODEL_NAMES: tuple[str, ...] = tuple(_BUILDERS)

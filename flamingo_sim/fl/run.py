@@ -150,6 +150,8 @@ def _run_all(
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
     summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine,
                "model_size_mb": first_parts.cfg.network.model_size_mb, "model_size_source": first_parts.model_size_source, **summary}
+    if first_parts.population.phone_report is not None:  # phones.mix: from_traces
+        summary["phones_from_traces"] = first_parts.population.phone_report
     _write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     print(format_summary(summary))

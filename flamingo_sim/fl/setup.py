@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -58,11 +58,11 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
         raise ConfigError(f"{src}: traces.path: {exc}") from None
 
     search = profile_dirs(cfg, experiment_path)
-    catalogue = search.phones()
-    unknown = [p for p in cfg.phones.mix if p not in catalogue]
-    if unknown:
-        raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
-    phones = [p for p, share in cfg.phones.mix.items() if share > 0]
+    dataset, model_name = _dataset(cfg, experiment_path, log)
+    phones, mix, trace_phones = phone_assignment(cfg, experiment_path, search.phones(), traces, traces_dir, dataset.n_clients)
+    if trace_phones is not None:
+        log("phones from traces: " + ", ".join(f"{rule} -> {e['phone']}: {e['devices']} devices, {e['clients']} clients"
+                                               for rule, e in trace_phones[2]["rules"].items() if e["devices"]))
     pset = cfg.phones.profile_set
     missing = [p for p in phones if search.find(p, cfg.model, pset) is None]
     if missing:
@@ -70,7 +70,6 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
                           f"{pset!r} (profiled models: {', '.join(search.models())})")
     profiles = search.load_set(phones, cfg.model, pset)
 
-    dataset, model_name = _dataset(cfg, experiment_path, log)
     log(f"data: {dataset.description}")
     model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"))
     size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
@@ -79,10 +78,11 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     population = build_population(
         n_clients=dataset.n_clients,
         n_trace_clients=traces.n_clients,
-        phone_mix={p: cfg.phones.mix[p] for p in phones},
+        phone_mix=mix,
         bandwidth_mbps=cfg.network.bandwidth_mbps,
         bandwidth_sigma=cfg.network.bandwidth_sigma,
         seed=seed,
+        trace_phones=trace_phones,
     )
     return Components(
         cfg=cfg,
@@ -114,40 +114,78 @@ def update_size_mb(cfg: ExperimentConfig, n_classes: int, trained: str, model: t
     return n * 4 / 1e6, f"derived: {trained} with {n_classes} classes, {n:,} parameters x 4 bytes"
 
 
+def phone_assignment(
+    cfg: ExperimentConfig, experiment_path: str | Path | None, catalogue: Any, traces: Any, traces_dir: Path, n_fl_clients: int,
+) -> tuple[list[str], dict[str, float] | None, tuple[Any, tuple[str, ...], dict[str, Any]] | None]:
+    """The phones a run uses, and either the mix's shares or (``from_traces``) each trace client's phone.
+
+    ``catalogue`` maps phone names to phones. Returns ``(phones, mix, trace_phones)`` for
+    :func:`~flamingo_sim.fl.population.build_population`.
+    """
+    from flamingo_sim.fl.phone_models import load_phone_models, map_trace_phones
+    from flamingo_sim.traces.store import load_device_models
+
+    src = str(experiment_path)
+    if cfg.phones.mix == "from_traces":
+        given = cfg.phones.models
+        table_path = shipped("profiles/phone_models.yaml") if given is None else require_path(given, experiment_path, "phones.models", "phone model table")
+        table = load_phone_models(table_path, catalogue)
+        models = load_device_models(traces_dir)
+        if not models:
+            raise ConfigError(f"{src}: phones.mix: from_traces needs device models, and trace set {traces_dir} has none "
+                              "(its dump had no devices table); give a mix of phones instead")
+        per_trace, names, report = map_trace_phones(table, traces.device_ids, models, traces.client_device, n_fl_clients)
+        report = {"table": "profiles/phone_models.yaml (shipped)" if given is None else str(given), **report}
+        return list(names), None, (per_trace, names, report)
+    unknown = [p for p in cfg.phones.mix if p not in catalogue]
+    if unknown:
+        raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
+    mix = {p: share for p, share in cfg.phones.mix.items() if share > 0}
+    return list(mix), mix, None
+
+
 def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[FederatedDataset, str]:
-    """The real dataset if present, else the proxy (said loudly); returns (dataset, model name)."""
+    """The real dataset at ``data.root``, or the proxy when ``data.root`` is null; returns (dataset, model name)."""
     from flamingo_sim.fl.data import SyntheticFederated
     from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
     from flamingo_sim.fl.speech import FedScaleSpeechDataset
 
-    readers = {"openimage": FedScaleImageDataset, "google_speech": FedScaleSpeechDataset}
     data = cfg.data
     src = str(experiment_path)
-    reason = "data.root is not set"
     if data.root is not None:
         root = resolve_path(data.root, experiment_path)
-        if root.exists():
-            if data.name not in readers:
-                raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only {', '.join(map(repr, readers))}); "
-                                  "set data.root: null to run the proxy")
-            if cfg.model not in ARCHITECTURES:
-                raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
-            from flamingo_sim.fl.device import usable_cores
-            from flamingo_sim.fl.pipeline import DecodedCache, PackedDataset, is_packed
+        if not root.exists():
+            raise ConfigError(f"{src}: data.root: {str(data.root)!r} not found (set data.root: null to run the generated proxy task)")
+        if data.name not in ("openimage", "google_speech"):
+            raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only 'openimage', 'google_speech'); "
+                              "set data.root: null to run the proxy")
+        if cfg.model not in ARCHITECTURES:
+            raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
+        from flamingo_sim.fl.device import usable_cores
+        from flamingo_sim.fl.pipeline import DecodedCache, PackedDataset, is_packed
 
-            try:
-                if is_packed(root):
-                    return PackedDataset(root, max_clients=data.max_clients), ARCHITECTURES[cfg.model]
-                ds = readers[data.name](root, "train", data.image_size, max_clients=data.max_clients, max_test_samples=data.max_test_samples)
-            except InputDataError as exc:
-                raise ConfigError(f"{src}: data.root: {exc}") from None
-            workers = data.decode_workers or usable_cores()
-            return DecodedCache(ds, workers, int(data.cache_gb * (1 << 30))), ARCHITECTURES[cfg.model]
-        reason = f"data.root {str(data.root)!r} does not exist"
+        arch = ARCHITECTURES[cfg.model]
+        if data.name == "google_speech" and data.speech_channels == 1:
+            if cfg.model != "resnet34":
+                raise ConfigError(f"{src}: data.speech_channels: 1 (FedScale's input) needs model resnet34, got {cfg.model!r}")
+            arch = "resnet34_speech"
+        try:
+            if is_packed(root):
+                return PackedDataset(root, max_clients=data.max_clients), arch
+            if data.name == "openimage":
+                ds: FederatedDataset = FedScaleImageDataset(root, "train", data.image_size, data.max_clients, data.filter_less,
+                                                            data.max_test_samples, transform=data.transform)
+            else:
+                ds = FedScaleSpeechDataset(root, "train", data.image_size, data.max_clients, data.filter_less, data.max_test_samples,
+                                           channels=data.speech_channels)
+        except InputDataError as exc:
+            raise ConfigError(f"{src}: data.root: {exc}") from None
+        workers = data.decode_workers or usable_cores()
+        return DecodedCache(ds, workers, int(data.cache_gb * (1 << 30))), arch
     if data.fallback == "error":
-        raise ConfigError(f"{src}: data: the real {data.name} data is not available ({reason}) and data.fallback is 'error'")
+        raise ConfigError(f"{src}: data: data.root is null (no real {data.name} data) and data.fallback is 'error'")
     px = data.proxy
-    log(f"WARNING: the real {data.name} data is not available ({reason}); using the generated proxy task (data.fallback: proxy)")
+    log(f"WARNING: data.root is null: no real {data.name} data; using the generated proxy task (data.fallback: proxy)")
     ds = SyntheticFederated(
         n_clients=px.n_clients, n_classes=px.n_classes, n_features=px.n_features,
         alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples, min_samples=PROXY_MIN_SAMPLES,

@@ -1,9 +1,11 @@
 """Google Speech Commands in FedScale's client-partitioned layout, as log-mel "images".
 
 The layout is FedScale's (see :class:`~flamingo_sim.fl.fedscale_data.FedScaleLayout`): mapping files
-``root/client_data_mapping/{train,test}.csv`` with header
-``client_id,sample_path,label_name,label_id`` and one WAV file per row at
-``root/<train|test>/<sample_path>`` (16 kHz mono 16-bit PCM, about 1 s, 35 keyword classes).
+``root/client_data_mapping/{train,test}.csv`` (e.g. ``client_id,data_path,label_name,label_id``)
+and one WAV file per row at ``root/<train|test>/<sample_path>`` (16 kHz mono 16-bit PCM, about
+1 s, 35 keyword classes). As FedScale's ``SPEECH`` reader does, the label is the keyword in the
+second-to-last field, numbered by its position in FedScale's keyword list :data:`CLASSES`
+(so there are always 35 classes); the last field is not read.
 
 Each clip becomes a spectrogram image the way FedScale feeds ResNet-34 (a 32-band mel
 spectrogram of a 1 s clip, in dB relative to the clip's maximum), computed here with the
@@ -23,14 +25,14 @@ standard library's :mod:`wave`, numpy and :func:`torch.stft`:
    (row 0 the lowest) and columns time frames;
 7. normalised with a fixed affine map ``(dB + top_db / 2) / (top_db / 2)``, i.e.
    ``(dB + 40) / 40``, into [-1, 1] (fixed, so no pass over the data is needed and reading
-   stays lazy), then repeated to 3 identical channels so the
-   torchvision ResNet-34 (3-channel first convolution) takes it unchanged.
+   stays lazy); with ``channels`` 1 (FedScale's input, 1 x 32 x 32, for its own one-channel
+   ResNet-34, model ``resnet34_speech``) it stays one channel, with ``channels`` 3 (the
+   default) it is repeated to 3 identical channels so the torchvision ResNet-34 (3-channel
+   first convolution) takes it unchanged.
 
 Departures from FedScale's pipeline: no training-time augmentation (amplitude, speed, stretch,
 time shift, background noise), the HTK mel scale with unnormalised triangles instead of
-librosa's Slaney default, the fixed normalisation of step 7, and labels taken from
-``label_id`` (FedScale's ``SPEECH`` reader maps ``label_name`` through its own list of the 35
-keywords; the two agree when the mapping file is consistent).
+librosa's Slaney default, and the fixed normalisation of step 7.
 """
 
 from __future__ import annotations
@@ -42,15 +44,23 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from flamingo_sim.errors import InputDataError
 from flamingo_sim.fl.fedscale_data import FedScaleLayout
 
-__all__ = ["FedScaleSpeechDataset", "read_wav", "fix_length", "mel_filterbank", "log_mel_spectrogram", "hz_to_mel", "mel_to_hz"]
+__all__ = ["CLASSES", "FedScaleSpeechDataset", "read_wav", "fix_length", "mel_filterbank", "log_mel_spectrogram", "hz_to_mel", "mel_to_hz"]
 
 SAMPLE_RATE_HZ = 16_000
 N_FFT = 2048
 HOP_LENGTH = 512
 N_MELS = 32
 TOP_DB = 80.0
+#: Google Speech Commands v2 keywords in the order of FedScale's ``SPEECH`` reader: label = position.
+CLASSES = (
+    "up", "two", "sheila", "zero", "yes", "five", "one", "happy", "marvin", "no", "go", "seven", "eight", "tree", "stop",
+    "down", "forward", "learn", "house", "three", "six", "backward", "dog", "cat", "wow", "left", "off", "on", "four",
+    "visual", "nine", "bird", "right", "follow", "bed",
+)
+_CLASS_INDEX = {name: i for i, name in enumerate(CLASSES)}
 
 
 def hz_to_mel(f_hz):
@@ -133,7 +143,7 @@ def log_mel_spectrogram(
 
 
 class FedScaleSpeechDataset(FedScaleLayout):
-    """Google Speech clips in FedScale's layout as 3 x ``image_size`` x ``image_size`` log-mel images.
+    """Google Speech clips in FedScale's layout as ``channels`` x ``image_size`` x ``image_size`` log-mel images.
 
     The preprocessing (steps, parameters, departures from FedScale) is described in the module
     docstring. Client partitioning, filtering, laziness and errors are
@@ -145,6 +155,8 @@ class FedScaleSpeechDataset(FedScaleLayout):
 
     SAMPLE_KIND = "audio"
     READ_ERRORS = (wave.Error, ValueError, OSError)
+    MIN_FIELDS = 4
+    FIELDS_HINT = "client id, sample file, ..., label name, label id"
 
     def __init__(
         self,
@@ -162,15 +174,20 @@ class FedScaleSpeechDataset(FedScaleLayout):
         hop_length: int = HOP_LENGTH,
         n_mels: int = N_MELS,
         top_db: float = TOP_DB,
+        channels: int = 3,
     ) -> None:
         if image_size < 1:
             raise ValueError(f"image_size must be >= 1, got {image_size}")
+        if channels not in (1, 3):
+            raise ValueError(f"channels must be 1 or 3, got {channels}")
         if clip_s <= 0 or hop_length < 1 or top_db <= 0:
             raise ValueError(f"need clip_s > 0, hop_length >= 1 and top_db > 0, got {clip_s}, {hop_length}, {top_db}")
         self._filterbank = torch.from_numpy(mel_filterbank(sample_rate_hz, n_fft, n_mels)).to(torch.float32)
-        super().__init__(root, split, max_clients, min_samples_per_client, max_test_samples, n_classes, cache_clients)
+        super().__init__(root, split, max_clients, min_samples_per_client, max_test_samples,
+                         len(CLASSES) if n_classes is None else n_classes, cache_clients)
         self.image_size = int(image_size)
-        self.input_shape: tuple[int, ...] = (3, self.image_size, self.image_size)
+        self.channels = int(channels)
+        self.input_shape: tuple[int, ...] = (self.channels, self.image_size, self.image_size)
         self.sample_rate_hz = int(sample_rate_hz)
         self.clip_samples = int(round(clip_s * sample_rate_hz))
         self.n_fft, self.hop_length, self.n_mels, self.top_db = int(n_fft), int(hop_length), int(n_mels), float(top_db)
@@ -180,8 +197,15 @@ class FedScaleSpeechDataset(FedScaleLayout):
             f"FedScale Google Speech dataset at {self.root} {self._layout_summary()}, "
             f"{clip_s:g} s clips at {self.sample_rate_hz} Hz as {self.n_mels}-band log-mel spectrograms "
             f"(n_fft {self.n_fft}, hop {self.hop_length}, {self.n_frames} frames) resized to "
-            f"{self.image_size}x{self.image_size}, 3 channels; {self._dropped_summary()}"
+            f"{self.image_size}x{self.image_size}, {self.channels} channel{'s' if self.channels > 1 else ''}; {self._dropped_summary()}"
         )
+
+    def _label(self, fields: list[str], path: Path, line: int) -> int:
+        """FedScale's: the keyword in the second-to-last field, numbered by :data:`CLASSES`."""
+        label = _CLASS_INDEX.get(fields[-2].strip())
+        if label is None:
+            raise InputDataError(f"{path}: line {line}: label name {fields[-2]!r} (second-to-last field) is not one of the 35 keywords")
+        return label
 
     def _read_sample(self, path: Path) -> Tensor:
         samples, rate = read_wav(path)
@@ -200,5 +224,5 @@ class FedScaleSpeechDataset(FedScaleLayout):
         if tuple(img.shape[-2:]) != size:
             img = torch.nn.functional.interpolate(img, size=size, mode="bilinear", align_corners=False)
         img = (img + self.top_db / 2) / (self.top_db / 2)
-        return img.expand(-1, 3, -1, -1).contiguous()
+        return img.expand(-1, self.channels, -1, -1).contiguous()
 

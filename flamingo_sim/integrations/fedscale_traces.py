@@ -231,23 +231,27 @@ def export_fedscale_traces(
     """
     from flamingo_sim.fl.config import load_experiment, require_path
     from flamingo_sim.fl.population import build_population
-    from flamingo_sim.fl.setup import profile_dirs
+    from flamingo_sim.fl.setup import phone_assignment, profile_dirs
     from flamingo_sim.resources import find_experiment
     from flamingo_sim.traces.store import load_client_traces
 
     experiment = find_experiment(experiment)
     cfg = load_experiment(experiment, overrides)
     seed = cfg.seeds[0] if seed is None else int(seed)
-    traces = load_client_traces(require_path(cfg.traces.path, experiment, "traces.path", "trace set"))
-    mix = {p: s for p, s in cfg.phones.mix.items() if s > 0}
-    profiles = profile_dirs(cfg, experiment).load_set(list(mix), cfg.model)
+    traces_dir = require_path(cfg.traces.path, experiment, "traces.path", "trace set")
+    traces = load_client_traces(traces_dir)
+    search = profile_dirs(cfg, experiment)
+    n_clients = cfg.data.proxy.n_clients if cfg.data.root is None else traces.n_clients
+    phones, mix, trace_phones = phone_assignment(cfg, experiment, search.phones(), traces, traces_dir, n_clients)
+    profiles = search.load_set(phones, cfg.model)
     population = build_population(
-        n_clients=cfg.data.proxy.n_clients if cfg.data.root is None else traces.n_clients,
+        n_clients=n_clients,
         n_trace_clients=traces.n_clients,
         phone_mix=mix,
         bandwidth_mbps=cfg.network.bandwidth_mbps,
         bandwidth_sigma=cfg.network.bandwidth_sigma,
         seed=seed,
+        trace_phones=trace_phones,
     )
     out = Path(out_dir)
     conf = write_pickle(out / "device_conf.pkl", device_conf(population, profiles, choice))

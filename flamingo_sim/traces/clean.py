@@ -108,6 +108,8 @@ class Cleaner:
     server_clock: str = "lisbon"  # "lisbon": Lisbon wall time from late 2018 on (see clock.py) | "utc"
     drops: Counter = field(default_factory=Counter)
     rows_in: int = 0
+    #: reason -> (file, column, raw value) of the first row dropped for it
+    examples: dict[str, tuple[str, str, object]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.level_scale not in ("auto", "pct", "fraction"):
@@ -119,10 +121,14 @@ class Cleaner:
     def level_max(self) -> float:
         return 100.0 if self.level_scale == "pct" else 1.0
 
-    def _drop(self, keep: np.ndarray, bad: np.ndarray, reason: str, count: bool) -> None:
+    def _drop(self, keep: np.ndarray, bad: np.ndarray, reason: str, count: bool, raw: tuple[pa.Table, str, Path]) -> None:
         hit = keep & bad
         if count:
-            self.drops[reason] += int(hit.sum())
+            n = int(hit.sum())
+            self.drops[reason] += n
+            if n and reason not in self.examples:
+                table, column, f = raw
+                self.examples[reason] = (str(f), column, table.column(column)[int(hit.argmax())].as_py())
         keep &= ~bad
 
     def clean(self, table: pa.Table, f: Path, *, count: bool = True, extras: bool = False) -> dict[str, np.ndarray]:
@@ -135,27 +141,27 @@ class Cleaner:
             self.rows_in += n
         keep = np.ones(n, dtype=bool)
         dev_f, dev_null = parse_numeric(table.column("device_id"), "device_id", f)
-        self._drop(keep, dev_null, "null_device_id", count)
+        self._drop(keep, dev_null, "null_device_id", count, (table, "device_id", f))
         bad_dev = np.isnan(dev_f) | (dev_f < 0) | (dev_f > _MAX_DEVICE_ID) | (np.floor(np.nan_to_num(dev_f)) != dev_f)
-        self._drop(keep, bad_dev, "malformed_device_id", count)
+        self._drop(keep, bad_dev, "malformed_device_id", count, (table, "device_id", f))
 
         ts, ts_null, ts_bad = _timestamps(table.column("timestamp"), f)
         if self.server_clock == "lisbon":
             ts = lisbon_wall_to_utc(ts)
-        self._drop(keep, ts_null, "null_timestamp", count)
-        self._drop(keep, ts_bad, "unparseable_timestamp", count)
-        self._drop(keep, ts < self.min_s, "timestamp_before_min", count)
-        self._drop(keep, ts > self.max_s, "timestamp_in_future", count)
+        self._drop(keep, ts_null, "null_timestamp", count, (table, "timestamp", f))
+        self._drop(keep, ts_bad, "unparseable_timestamp", count, (table, "timestamp", f))
+        self._drop(keep, ts < self.min_s, "timestamp_before_min", count, (table, "timestamp", f))
+        self._drop(keep, ts > self.max_s, "timestamp_in_future", count, (table, "timestamp", f))
 
         lvl, lvl_null = parse_numeric(table.column("battery_level"), "battery_level", f)
-        self._drop(keep, lvl_null, "null_battery_level", count)
+        self._drop(keep, lvl_null, "null_battery_level", count, (table, "battery_level", f))
         if self.level_scale == "auto":
             ok = lvl[keep & ~np.isnan(lvl)]
             if ok.size:
                 self.level_scale = "pct" if float(np.median(ok)) > 1.0 else "fraction"
         with np.errstate(invalid="ignore"):
             bad_lvl = np.isnan(lvl) | (lvl < 0) | (lvl > self.level_max)
-        self._drop(keep, bad_lvl, "malformed_level", count)
+        self._drop(keep, bad_lvl, "malformed_level", count, (table, "battery_level", f))
 
         out = {
             "device_id": dev_f[keep].astype(np.int64),

@@ -23,7 +23,7 @@ from flamingo_sim.errors import InputDataError
 from flamingo_sim.faults import check_writable
 from flamingo_sim.io import check_out_dir, progress
 from flamingo_sim.traces.clean import DROP_REASONS, MIN_DATE, Cleaner, clean_extras, parse_numeric
-from flamingo_sim.traces.readers import OPTIONAL, REQUIRED, Source
+from flamingo_sim.traces.readers import OPTIONAL, REQUIRED, Source, quote_hint
 from flamingo_sim.traces.resample import resample_device
 from flamingo_sim.traces.select import Criteria, choose, device_stats, evaluate, pack_keys, sort_dedup
 from flamingo_sim.traces.store import STEP_S, TRACE_SET, DeviceSeries, write_trace_set
@@ -113,8 +113,7 @@ def prep_traces(
     drops = {r: int(cleaner.drops.get(r, 0)) for r in DROP_REASONS}
     drops["shifted_row"] = shifted_rows
     if n_valid == 0:
-        worst = ", ".join(f"{k} {v}" for k, v in sorted(drops.items(), key=lambda kv: -kv[1]) if v)
-        raise InputDataError(f"{src.path}: no valid rows ({cleaner.rows_in} read; dropped: {worst or 'none'})")
+        raise InputDataError(_no_valid_rows(src, cleaner, drops, opts))
     selected = choose(stats, masks["all"], opts.n_devices, opts.rule, opts.seed)
     if selected.size == 0:
         per = ", ".join(f"{k} {int(m.sum())}" for k, m in masks.items() if k != "all")
@@ -123,8 +122,9 @@ def prep_traces(
             f"(passing each: {per}); relax the thresholds (see --help)"
         )
 
-    # Pass 2: the selected devices' rows, with extras.
+    # Pass 2: the selected devices' rows, with extras; then their phone models.
     series, extras_present = _resample_selected(src, cleaner, selected, opts)
+    models = src.device_models(selected)
     warnings: list[str] = []
     if selected.size < opts.n_devices:
         warnings.append(f"only {selected.size} devices pass all criteria; {opts.n_devices} requested")
@@ -135,6 +135,7 @@ def prep_traces(
             "n_files": len(src.files),
             "files": [f.name for f in src.files][:500],
             "detail_files": [f.name for f in src.detail_files],
+            "device_files": [f"{f.parent.name}/{f.name}" if f.parent.name == "devices" else f.name for f in src.device_files],
             "level_scale": cleaner.level_scale,
         },
         "parameters": {
@@ -164,14 +165,43 @@ def prep_traces(
             "selected": int(selected.size),
         },
         "selected_device_ids": [int(d) for d in selected],
+        "device_models": {str(d): models[d] for d in sorted(models)},
         "n_clients": int(selected.size * opts.n_shifts),
         "n_shifts": opts.n_shifts,
         "extras": extras_present,
         "grid_steps_per_device": {str(s.device_id): len(s) for s in series},
         "warnings": warnings,
     }
-    write_trace_set(out, series, opts.n_shifts, report)
+    if src.device_files and len(models) < selected.size:
+        warnings.append(f"{selected.size - len(models)} selected devices have no row in the devices table")
+    write_trace_set(out, series, opts.n_shifts, report, models if src.device_files else None)
     return {**report, "output": str(out)}
+
+
+_EXPECTED = {
+    "null_device_id": "expected a device id, got NULL",
+    "malformed_device_id": "expected an integer device id",
+    "null_timestamp": "expected a timestamp, got NULL",
+    "unparseable_timestamp": "expected a timestamp 'YYYY-MM-DD HH:MM:SS'",
+    "timestamp_before_min": "expected timestamps on or after min_date {min_date}",
+    "timestamp_in_future": "expected timestamps up to max_date {max_date}",
+    "null_battery_level": "expected a battery level, got NULL",
+    "malformed_level": "expected a battery level within the scale ({scale})",
+}
+
+
+def _no_valid_rows(src: Source, cleaner: Cleaner, drops: dict[str, int], opts: PrepOptions) -> str:
+    """The one-line error for an input of which no row survives: what was seen, what was expected."""
+    seen = {k: v for k, v in drops.items() if v}
+    if len(seen) == 1 and next(iter(seen)) in cleaner.examples:
+        reason, n = next(iter(seen.items()))
+        f, column, value = cleaner.examples[reason]
+        expected = _EXPECTED[reason].format(min_date=opts.min_date, max_date=opts.max_date or "today",
+                                            scale="0-100" if cleaner.level_scale == "pct" else "0-1")
+        return (f"{f}: every row dropped as {reason} ({n} of {cleaner.rows_in}); first {column} seen: "
+                f"{value if isinstance(value, str) else str(value)!r}{quote_hint(value)}; {expected}")
+    worst = ", ".join(f"{k} {v}" for k, v in sorted(drops.items(), key=lambda kv: -kv[1]) if v)
+    return f"{src.path}: no valid rows ({cleaner.rows_in} read; dropped: {worst or 'none'})"
 
 
 def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts: PrepOptions) -> tuple[list[DeviceSeries], list[str]]:
@@ -224,8 +254,17 @@ def _join_details(src: Source, cols: dict[str, np.ndarray]) -> None:
     sorted_sid = sid[order]
     n = sid.size
     joined = {k: np.full(n, np.nan) for k in ("temperature_c", "voltage_v", "charging")}
+    rows: dict[Path, list[int]] = {}
     for f, table in src.scan_details(["temperature", "voltage", "charger"]):
         d_sid, _ = parse_numeric(table.column("sample_id"), "sample_id", f)
+        count = rows.setdefault(f, [0, 0])
+        count[0] += table.num_rows
+        bad = np.isnan(d_sid)
+        if bad.any() and count[1] == 0:
+            first = table.column("sample_id")[int(bad.argmax())].as_py()
+            if bad.all() and count[0] == table.num_rows:
+                raise InputDataError(f"{f}: every row unusable: sample_id {first!r}{quote_hint(first)}; expected an integer sample id")
+        count[1] += int(bad.sum())
         mask = np.isin(d_sid, sorted_sid)
         if not mask.any():
             continue

@@ -16,10 +16,17 @@ layout (``format``)  files
 ``csv``             one samples CSV file of any of the dialects above
 ==================  =====================================================================
 
-CSV dialect (delimiter, quoting) is sniffed from the header line of each file. Every CSV column
+The delimiter is taken from the header line of each file; quoting is decided from the data
+lines, never from the header: the 2018 dumps were written by ``SELECT ... INTO OUTFILE ...
+ENCLOSED BY '"'`` (every value quoted, NULL as ``\\N``) under a header of bare column names
+written separately. Every CSV column
 is read as a string and typed later (:mod:`flamingo_sim.traces.clean`), so nothing is lost to
 type inference; rows with the wrong field count (a ``;`` inside a text field) are skipped and
 counted per file; repeated header lines are dropped and counted.
+
+The ``devices`` table (``id, model, manufacturer, brand, ...``) is found beside the samples
+when present (``devices/part-0000.parquet`` in the Kaggle layout, ``devices.query.N.csv`` beside
+Aug-2020 pages, ``devices.csv`` beside per-table dumps) and read by :meth:`Source.device_models`.
 """
 
 from __future__ import annotations
@@ -29,11 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from flamingo_sim.errors import InputDataError
 
-__all__ = ["Source", "FORMATS", "detect_format", "REQUIRED", "OPTIONAL"]
+__all__ = ["Source", "FORMATS", "detect_format", "REQUIRED", "OPTIONAL", "DEVICE_COLUMNS"]
 
 FORMATS = ("parquet", "parquet-parts", "csv-pages", "csv-tables", "csv")
 #: Columns every layout must have (canonical names).
@@ -41,6 +49,9 @@ REQUIRED = ("device_id", "timestamp", "battery_level")
 #: Columns carried into extras where present (samples or battery_details).
 OPTIONAL = ("screen_on", "temperature", "voltage", "charger")
 _DETAIL_COLUMNS = ("temperature", "voltage", "charger")
+#: What the devices table tells about each device's phone.
+DEVICE_COLUMNS = ("model", "manufacturer", "brand")
+_SNIFF_BYTES = 1 << 16
 _NULLS = ["NULL", "\\N", "N", ""]  # ``\N`` reads as ``N`` once the backslash escape is applied
 _CSV_BLOCK = 16 << 20
 
@@ -92,6 +103,7 @@ class Source:
     format: str
     files: list[Path]
     detail_files: list[Path]
+    device_files: list[Path] = field(default_factory=list)
     max_shifted_frac: float = 0.01
     stats: ReadStats = field(default_factory=ReadStats)
 
@@ -119,7 +131,8 @@ class Source:
             details = [path / "battery_details.csv"] if (path / "battery_details.csv").is_file() else []
         if not files:
             raise InputDataError(f"{path}: no sample files for format {detected!r}")
-        src = cls(path=path, format=detected, files=files, detail_files=details, max_shifted_frac=max_shifted_frac)
+        src = cls(path=path, format=detected, files=files, detail_files=details, device_files=_device_files(path, detected),
+                  max_shifted_frac=max_shifted_frac)
         src.stats.files = [str(f) for f in files]
         return src
 
@@ -156,7 +169,44 @@ class Source:
             want = ["sample_id"] + [c for c in columns if c in present]
             yield from ((f, t) for t in self._scan_csv(f, want))
 
-    def _scan_csv(self, f: Path, want: list[str]) -> Iterator[pa.Table]:
+    def device_models(self, device_ids: Sequence[int] | np.ndarray) -> dict[int, dict[str, str | None]]:
+        """``{device_id: {model, manufacturer, brand}}`` of ``device_ids`` found in the devices table.
+
+        Empty when the dump has no devices table; ids absent from it are left out. Raises
+        :class:`InputDataError` when the table lacks ``id`` or when no row's id is an integer
+        (saying what was seen).
+        """
+        import pyarrow.compute as pc
+
+        wanted = np.asarray(device_ids, dtype=np.int64)
+        found: dict[int, dict[str, str | None]] = {}
+        for f in self.device_files:
+            present = _csv_header(f)[0] if f.suffix == ".csv" else list(_parquet_file(f).schema_arrow.names)
+            if "id" not in present:
+                raise InputDataError(f"{f}: missing column id; expected {', '.join(('id',) + DEVICE_COLUMNS)}")
+            want = ["id"] + [c for c in DEVICE_COLUMNS if c in present]
+            chunks = self._scan_csv(f, want, count=False) if f.suffix == ".csv" else _scan_parquet(f, want)
+            n_rows = n_bad = 0
+            first_bad: object = None
+            for table in chunks:
+                idc = table.column("id")
+                num = idc if pa.types.is_integer(idc.type) else _to_int(pc.cast(idc, pa.string()))
+                valid = num.is_valid().to_numpy(zero_copy_only=False)
+                if first_bad is None and not valid.all():
+                    first_bad = idc[int((~valid).argmax())].as_py()
+                n_rows += table.num_rows
+                n_bad += int((~valid).sum())
+                ids = pc.fill_null(num, -1).to_numpy(zero_copy_only=False)
+                hit = np.flatnonzero(np.isin(ids, wanted))
+                cols = {c: table.column(c).take(pa.array(hit)).to_pylist() for c in DEVICE_COLUMNS if c in table.column_names}
+                for j, d in enumerate(ids[hit].tolist()):
+                    found.setdefault(int(d), {c: (cols[c][j] if c in cols else None) for c in DEVICE_COLUMNS})
+            if n_rows and n_bad == n_rows:
+                raise InputDataError(f"{f}: every row dropped: no id is an integer (first: {first_bad!r}{quote_hint(first_bad)}); "
+                                     "expected an integer device id in column id")
+        return found
+
+    def _scan_csv(self, f: Path, want: list[str], count: bool = True) -> Iterator[pa.Table]:
         import pyarrow.csv as pacsv
 
         names, delim, quoted = _csv_header(f)
@@ -189,14 +239,15 @@ class Source:
 
                 is_header = pc.fill_null(pc.equal(table.column(header_key), header_key), False)
                 n_head = pc.sum(is_header).as_py() or 0
-                if n_head:
+                if n_head and count:
                     self.stats.repeated_header_lines += n_head
                     table = table.filter(pc.invert(is_header))
                 n_rows += table.num_rows
                 yield table
         except pa.ArrowInvalid as exc:
             raise InputDataError(f"{f}: cannot parse CSV ({str(exc).splitlines()[0]})") from None
-        self.stats.shifted_rows += shifted[0]
+        if count:
+            self.stats.shifted_rows += shifted[0]
         total = n_rows + shifted[0]
         if shifted[0] and shifted[0] > self.max_shifted_frac * total:
             raise InputDataError(
@@ -219,18 +270,53 @@ def _first_bad_line(f: Path, delim: str, quoted: bool, n_fields: int) -> str:
 
 
 def _csv_header(f: Path) -> tuple[list[str], str, bool]:
-    """Column names, delimiter and quoting of a CSV file, from its header line."""
+    """Column names and delimiter of a CSV file (from its header line) and its quoting (from its data).
+
+    The values are quoted when most data lines in the first 64 KB begin with ``"`` (the 2018
+    dumps: a bare header over quoted values), whatever the header line looks like.
+    """
     try:
         with open(f, "rb") as fh:
-            line = fh.readline().decode("utf-8", errors="replace").rstrip("\r\n")
+            head = fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
     except OSError as exc:
         raise InputDataError(f"{f}: cannot read ({exc.strerror})") from None
+    lines = head.split("\n")
+    line = lines[0].rstrip("\r")
     if not line.strip():
         raise InputDataError(f"{f}: empty file; expected a header line naming the columns")
     delim = ";" if line.count(";") > line.count(",") else ","
-    quoted = line.startswith('"')
     names = [n.strip().strip('"').strip() for n in line.split(delim)]
+    data = [ln for ln in lines[1:-1] if ln.strip() and ln.rstrip("\r") != line] or [ln for ln in lines[1:] if ln.strip()]
+    quoted = 2 * sum(ln.startswith('"') for ln in data) > len(data) if data else line.startswith('"')
     return names, delim, quoted
+
+
+def quote_hint(value: object) -> str:
+    """``': values still carry their quotes'`` when ``value`` is text wrapped in quotes, else ``''``."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return ": values still carry their quotes"
+    return ""
+
+
+def _to_int(col: "pa.ChunkedArray") -> "pa.ChunkedArray":
+    """Integer text as int64, anything else null."""
+    import pyarrow.compute as pc
+
+    s = pc.utf8_trim_whitespace(col)
+    ok = pc.match_substring_regex(s, r"^-?[0-9]{1,18}$")
+    return pc.cast(pc.if_else(ok, s, pa.scalar(None, pa.string())), pa.int64())
+
+
+def _device_files(path: Path, fmt: str) -> list[Path]:
+    """The devices table files beside the samples of a ``fmt`` dump at ``path`` (may be none)."""
+    if fmt == "parquet-parts":
+        base = path.parent if path.name == "samples" else path
+        return sorted((base / "devices").glob("part-*.parquet"), key=_natural_key)
+    if fmt == "csv-pages":
+        return sorted(path.glob("devices.query.*.csv"), key=_natural_key)
+    if fmt == "csv-tables":
+        return [path / "devices.csv"] if (path / "devices.csv").is_file() else []
+    return []
 
 
 def _parquet_file(f: Path) -> Any:  # a pyarrow.parquet.ParquetFile (pyarrow has no type information)

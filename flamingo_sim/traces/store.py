@@ -6,7 +6,9 @@ A prepared trace set is a directory with three files:
     One row per (device, 10-minute grid point): ``device_id`` int64, ``timestamp``
     (UTC, on the grid; written as timestamp[s, UTC], which parquet stores as milliseconds), ``battery_level_pct`` float32, ``battery_state`` int8
     (+1 charging, 0 neither, -1 discharging) and optional float32 extras with units in their
-    names (``screen_on_frac``, ``temperature_c``, ``voltage_v``, ``charging``).
+    names (``screen_on_frac``, ``temperature_c``, ``voltage_v``, ``charging``); when the dump had
+    a devices table, the phone's ``model``, ``manufacturer`` and ``brand`` (dictionary-encoded
+    strings, null where the table lacks the device).
     Rows are sorted by (device_id, timestamp); each device's grid is contiguous.
 ``clients.parquet``
     One row per simulated client: ``client_id`` int64, ``device_id`` int64, ``shift_h`` int16.
@@ -34,6 +36,8 @@ __all__ = [
     "load_client_traces",
     "write_trace_set",
     "EXTRA_COLUMNS",
+    "MODEL_COLUMNS",
+    "load_device_models",
     "STEP_S",
     "TRACE_SET",
 ]
@@ -44,6 +48,8 @@ TRACE_SET = "trace-set"
 STEP_S = 600
 #: Optional extra columns, in the order they are written.
 EXTRA_COLUMNS = ("screen_on_frac", "temperature_c", "voltage_v", "charging")
+#: The phone columns copied from the dump's devices table, when it has one.
+MODEL_COLUMNS = ("model", "manufacturer", "brand")
 
 
 @dataclass(frozen=True)
@@ -251,8 +257,8 @@ def load_client_traces(path: str | Path) -> ClientTraces:
     )
 
 
-def devices_table(series: list[DeviceSeries], step_s: int = STEP_S) -> Any:
-    """The long ``devices.parquet`` table of ``series`` (a pyarrow Table)."""
+def devices_table(series: list[DeviceSeries], step_s: int = STEP_S, models: Mapping[int, Mapping[str, Any]] | None = None) -> Any:
+    """The long ``devices.parquet`` table of ``series`` (a pyarrow Table), with ``models``' columns if given."""
     import pyarrow as pa
 
     extras = [n for n in EXTRA_COLUMNS if any(n in s.extras for s in series)]
@@ -270,7 +276,26 @@ def devices_table(series: list[DeviceSeries], step_s: int = STEP_S) -> Any:
         cols[name] = pa.array(
             np.concatenate([np.asarray(s.extras.get(name, np.full(len(s), np.nan)), dtype=np.float32) for s in series])
         )
+    if models is not None:
+        for name in MODEL_COLUMNS:
+            per_device = pa.array([models.get(s.device_id, {}).get(name) for s in series], type=pa.string())
+            cols[name] = per_device.take(pa.array(np.repeat(np.arange(len(series)), n))).dictionary_encode()
     return pa.table(cols)
+
+
+def load_device_models(path: str | Path) -> dict[int, str | None]:
+    """``{device_id: model}`` of a trace set (``None`` where unknown); empty if it has no model column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dev_path = Path(path) / "devices.parquet"
+    if "model" not in pq.read_schema(dev_path).names:
+        return {}
+    table = pq.read_table(dev_path, columns=["device_id", "model"])
+    ids = table.column("device_id").to_numpy()
+    first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    models = table.column("model").take(pa.array(first.astype(np.int64))).to_pylist()
+    return {int(ids[i]): m for i, m in zip(first, models)}
 
 
 def clients_table(device_ids: np.ndarray, n_shifts: int) -> Any:
@@ -288,8 +313,14 @@ def clients_table(device_ids: np.ndarray, n_shifts: int) -> Any:
     )
 
 
-def write_trace_set(out_dir: str | Path, series: list[DeviceSeries], n_shifts: int, report: dict[str, Any]) -> Path:
-    """Write ``devices.parquet``, ``clients.parquet`` and ``report.json`` into ``out_dir`` atomically."""
+def write_trace_set(
+    out_dir: str | Path, series: list[DeviceSeries], n_shifts: int, report: dict[str, Any],
+    models: Mapping[int, Mapping[str, Any]] | None = None,
+) -> Path:
+    """Write ``devices.parquet``, ``clients.parquet`` and ``report.json`` into ``out_dir`` atomically.
+
+    ``models`` (device id -> model/manufacturer/brand) adds those columns to ``devices.parquet``.
+    """
     import json
 
     import pyarrow.parquet as pq
@@ -300,7 +331,7 @@ def write_trace_set(out_dir: str | Path, series: list[DeviceSeries], n_shifts: i
     out_dir = Path(out_dir)
     with atomic_dir(out_dir, TRACE_SET) as stage:
         pq.write_table(
-            devices_table(series),
+            devices_table(series, models=models),
             stage / "devices.parquet",
             compression="zstd",
             compression_level=9,

@@ -8,8 +8,12 @@ Layouts (each in its own sub-directory of the output):
 ``weekly/``    ``samples.csv`` + ``battery_details.csv`` (``sample_id``, ``charger``, ``health``,
                ``voltage``, ``temperature``) + ``devices.csv``: ``;``, ``NULL``, 0-1 levels
 ``csv2019/``   the same tables comma-separated, header line repeated every 5000 rows
-``csv2018/``   the same tables comma-separated, every field double-quoted, NULL as ``\\N``,
-               some ``0000-00-00 00:00:00`` timestamps
+``csv2018/``   the same tables as ``SELECT ... INTO OUTFILE ... ENCLOSED BY '"'`` wrote them: every
+               value double-quoted, NULL as a bare ``\\N``, under a header line of bare column
+               names (written separately); some ``0000-00-00 00:00:00`` timestamps
+
+Every layout carries a devices table (``id, model, manufacturer, brand, os_version, is_root,
+created_at``): device ``i`` gets the ``i``-th entry of :data:`SYNTH_PHONES`, cyclically.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import pyarrow.parquet as pq
 from flamingo_sim.io import atomic_dir, atomic_path
 from flamingo_sim.rng import rng
 
-__all__ = ["write_layouts", "write_csv", "LAYOUT_DIRS"]
+__all__ = ["write_layouts", "write_csv", "LAYOUT_DIRS", "SYNTH_PHONES"]
 
 #: The kind of output a synthetic dump layout directory is (its manifest).
 DUMP = "synthetic-greenhub-dump"
@@ -45,8 +49,8 @@ def _as_text(col: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 def write_csv(table: pa.Table, path: Path, *, delim: str = ";", quote_all: bool = False, null: str = "NULL",
               header_every: int | None = None) -> Path:
-    """Write ``table`` as a mysql-style CSV (atomic)."""
-    header = delim.join(f'"{c}"' if quote_all else c for c in table.column_names)
+    """Write ``table`` as a mysql-style CSV (atomic); the header line is always the bare column names."""
+    header = delim.join(table.column_names)
     cols = []
     for name in table.column_names:
         text = _as_text(table.column(name))
@@ -64,14 +68,34 @@ def write_csv(table: pa.Table, path: Path, *, delim: str = ";", quote_all: bool 
     return path
 
 
+#: (model, manufacturer, brand) as Android's Build fields name them: the five profiled phones
+#: under several model codes, phones of their SoC classes, and phones no rule knows.
+SYNTH_PHONES = (
+    ("SM-G970F", "samsung", "samsung"),  # Galaxy S10e
+    ("Pixel 3", "Google", "google"),
+    ("IN2013", "OnePlus", "OnePlus"),  # OnePlus 8
+    ("Mi 10", "Xiaomi", "Xiaomi"),
+    ("SM-T860", "samsung", "samsung"),  # Galaxy Tab S6 (Wi-Fi)
+    ("GM1913", "OnePlus", "OnePlus"),  # OnePlus 7 Pro: SD855
+    ("ONEPLUS A6003", "OnePlus", "OnePlus"),  # OnePlus 6: SD845
+    ("Redmi Note 7", "Xiaomi", "xiaomi"),  # SD660: no rule
+    ("SM-G970U", "samsung", "samsung"),  # Galaxy S10e (US)
+    ("Pixel 3 XL", "Google", "google"),
+    ("M2001J2G", "Xiaomi", "Xiaomi"),  # Mi 10
+    ("moto g(7) power", "motorola", "motorola"),  # SD632: no rule
+    ("SM-G981U", "samsung", "samsung"),  # Galaxy S20 5G (US): SD865
+)  # 13 entries: coprime with the 12 device kinds of synth.KINDS, so every kind meets every phone
+
+
 def _devices_table(devices: list[Any]) -> pa.Table:
     ids = np.array([d.device_id for d in devices], dtype=np.int64)
     n = ids.size
+    phones = [SYNTH_PHONES[i % len(SYNTH_PHONES)] for i in range(n)]
     return pa.table({
         "id": pa.array(ids),
-        "model": pa.array([["SM-G960F", "Pixel 3", "ONEPLUS A6003", "Mi 10"][i % 4] for i in range(n)]),
-        "manufacturer": pa.array([["samsung", "Google", "OnePlus", "Xiaomi"][i % 4] for i in range(n)]),
-        "brand": pa.array([["samsung", "google", "OnePlus", "Xiaomi"][i % 4] for i in range(n)]),
+        "model": pa.array([p[0] for p in phones]),
+        "manufacturer": pa.array([p[1] for p in phones]),
+        "brand": pa.array([p[2] for p in phones]),
         "os_version": pa.array(["9"] * n),
         "is_root": pa.array(np.zeros(n, dtype=np.int64)),
         "created_at": pa.array(np.full(n, 1551398400 * 1_000_000, dtype=np.int64), type=pa.timestamp("us")),

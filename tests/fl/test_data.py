@@ -131,11 +131,35 @@ def test_fedscale_missing_mapping(tmp_path):
         FedScaleImageDataset(tmp_path, "train", image_size=8)
 
 
-def test_fedscale_missing_column(tmp_path):
+def test_fedscale_mapping_is_read_by_position_whatever_the_header(tmp_path):
+    """FedScale skips the first line and reads row[0] client, row[1] file, row[-1] label."""
+    _write_fedscale(tmp_path, {"a": 3, "b": 2})
+    ref = FedScaleImageDataset(tmp_path, "train", image_size=8, min_samples_per_client=1)
+    path = tmp_path / "client_data_mapping" / "train.csv"
+    lines = path.read_text().splitlines()
+    for header in ("client_id,data_path,label_name,label_id", "clientId,sample_name,label", "a,a_0.png,class0,0"):
+        body = lines[1:] if header.count(",") == 3 else [",".join(ln.split(",")[i] for i in (0, 1, 3)) for ln in lines[1:]]
+        path.write_text("\n".join([header, *body]) + "\n")
+        ds = FedScaleImageDataset(tmp_path, "train", image_size=8, min_samples_per_client=1)
+        assert list(ds.client_keys) == ["a", "b"] and ds.samples_per_client.tolist() == [3, 2], header
+        assert torch.equal(ds.client_data(0)[1], ref.client_data(0)[1])
+        assert torch.equal(ds.client_data(1)[0], ref.client_data(1)[0])
+
+
+def test_fedscale_too_few_fields_names_file_and_line(tmp_path):
     _write_fedscale(tmp_path, {"a": 3})
     path = tmp_path / "client_data_mapping" / "train.csv"
-    path.write_text("client_id,sample_path,label_name\na,a_0.png,class0\n")
-    with pytest.raises(InputDataError, match="train.csv: missing column.*label_id"):
+    path.write_text("client_id,sample_path,label_name,label_id\na,a_0.png,class0,0\n\na,a_1.png\n")
+    with pytest.raises(InputDataError) as exc:
+        FedScaleImageDataset(tmp_path, "train", image_size=8, min_samples_per_client=1)
+    assert str(exc.value) == f"{path}: line 4: 2 field(s), expected at least 3 (client id, sample file, ..., label id)"
+
+
+def test_fedscale_header_only_is_an_error(tmp_path):
+    _write_fedscale(tmp_path, {"a": 3})
+    path = tmp_path / "client_data_mapping" / "test.csv"
+    path.write_text("client_id,sample_path,label_name,label_id\n")
+    with pytest.raises(InputDataError, match=r"test\.csv: no rows after the header line"):
         FedScaleImageDataset(tmp_path, "train", image_size=8, min_samples_per_client=1)
 
 
@@ -153,7 +177,7 @@ def test_fedscale_bad_label_names_line(tmp_path):
     lines = path.read_text().splitlines()
     lines[2] = "a,a_1.png,class1,one"
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(InputDataError, match="train.csv: line 3: label_id 'one'"):
+    with pytest.raises(InputDataError, match=r"train.csv: line 3: label id 'one' \(last field\) is not a non-negative integer"):
         FedScaleImageDataset(tmp_path, "train", image_size=8, min_samples_per_client=1)
 
 
@@ -188,3 +212,32 @@ def test_fedscale_end_to_end_with_mobilenet(tmp_path):
     state = fedavg(res.params, ds.samples_per_client[ids])
     acc, loss = evaluate(model, state, *ds.test_data())
     assert 0.0 <= acc <= 1.0 and np.isfinite(loss)
+
+
+def test_fedscale_transform_normalises_with_fedscales_mean_std_and_flips_in_training(tmp_path):
+    from flamingo_sim.fl.fedscale_data import FEDSCALE_MEAN, FEDSCALE_STD
+
+    _write_fedscale(tmp_path, {"a": 40})
+    # left half red, right half blue: a flip swaps the halves
+    for i in range(40):
+        img = Image.new("RGB", (8, 8), (0, 0, 255))
+        img.paste((255, 0, 0), (0, 0, 4, 8))
+        img.save(tmp_path / "train" / f"a_{i}.png")
+    ds = FedScaleImageDataset(tmp_path, "train", image_size=8, min_samples_per_client=1, transform="fedscale")
+    x, _ = ds.client_data(0)
+    red = ((1 - FEDSCALE_MEAN[0]) / FEDSCALE_STD[0], -FEDSCALE_MEAN[1] / FEDSCALE_STD[1], -FEDSCALE_MEAN[2] / FEDSCALE_STD[2])
+    assert torch.allclose(x[0, :, 0, 0], torch.tensor(red), atol=1e-5)  # client_data itself is never flipped
+    assert torch.allclose(x[:, 0, :, :4], torch.tensor(red[0]), atol=1e-5)
+    a = ds.train_augment(x, 0, round_idx=3, seed=1)
+    flipped = a[:, 0, 0, 0] < 0  # red channel low on the left: the image was mirrored
+    assert torch.equal(a[flipped], x[flipped].flip(-1)) and torch.equal(a[~flipped], x[~flipped])
+    assert 8 <= int(flipped.sum()) <= 32  # about half of 40
+    assert torch.equal(ds.train_augment(x, 0, round_idx=3, seed=1), a)  # deterministic in (seed, round, client)
+    assert not torch.equal(ds.train_augment(x, 0, round_idx=4, seed=1), a)
+    # the test split and the default transform never flip; the default normalises with ImageNet's mean/std
+    assert torch.equal(FedScaleImageDataset(tmp_path, "test", image_size=8, min_samples_per_client=1,
+                                            transform="fedscale").train_augment(x, 0, 3, 1), x)
+    plain = FedScaleImageDataset(tmp_path, "train", image_size=8, min_samples_per_client=1)
+    assert torch.equal(plain.train_augment(x, 0, 3, 1), x)
+    assert torch.allclose(plain.client_data(0)[0][0, 0, 0, 0], torch.tensor((1 - 0.485) / 0.229), atol=1e-5)
+    assert "fedscale transform: mean (0.4914, 0.4822, 0.4465), std (0.2023, 0.1994, 0.201), random horizontal flip" in ds.description

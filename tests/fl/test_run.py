@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from flamingo_sim.cli import main
 from flamingo_sim.errors import ConfigError
@@ -24,7 +25,8 @@ def quiet(monkeypatch):
     monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
 
 
-@pytest.mark.parametrize("name", ["openimage_mobilenet", "openimage_shufflenet", "speech_resnet34"])
+@pytest.mark.parametrize("name", ["openimage_mobilenet", "openimage_shufflenet", "speech_resnet34", "fedscale_openimage_mobilenet",
+                                  "fedscale_speech_resnet34"])
 def test_shipped_experiment_runs_scaled_down(tmp_path, capsys, name):
     out = tmp_path / "run"
     assert main(["run", str(ROOT / "experiments" / f"{name}.yaml"), "--out", str(out), *sum((["--set", s] for s in SMALL), [])]) == 0
@@ -98,7 +100,11 @@ def write(tmp_path, text):
         ("name: x\npolicies: [baseline, my_pkg.nope:Policy]\n", [], r"policy 'my_pkg\.nope:Policy': cannot import \(No module named 'my_pkg'\)"),
         ("name: x\npolicies: [baseline, greedy]\n", [], r"policy 'greedy': expected one of baseline, flamingo"),
         ("name: x\n", ["fl.rounds=zero"], r"exp\.yaml: fl\.rounds: expected an integer, got 'zero'"),
-        ("name: x\ndata: {root: /nonexistent/openimage, fallback: error}\n", [], r"data: the real openimage data is not available \(data\.root '/nonexistent/openimage' does not exist\)"),
+        ("name: x\ndata: {root: /nonexistent/openimage}\n", [], r"exp\.yaml: data\.root: '/nonexistent/openimage' not found \(set data\.root: null to run the generated proxy task\)$"),
+        ("name: x\ndata: {fallback: error}\n", [], r"exp\.yaml: data: data\.root is null \(no real openimage data\) and data\.fallback is 'error'$"),
+        ("name: x\ndata: {filter_less: 0}\n", [], r"exp\.yaml: data\.filter_less: expected an integer >= 1, got 0$"),
+        ("name: x\ndata: {transform: imagenet}\n", [], r"exp\.yaml: data\.transform: expected one of 'default' or 'fedscale', got 'imagenet'$"),
+        ("name: x\ndata: {speech_channels: 2}\n", [], r"exp\.yaml: data\.speech_channels: expected one of 1 or 3, got 2$"),
     ],
 )
 def test_bad_configs_give_one_clear_line(tmp_path, capsys, yaml_text, overrides, message):
@@ -122,6 +128,23 @@ def test_existing_run_directory_is_not_overwritten(tmp_path):
     assert (out / "keep.txt").read_text() == "mine"
     with pytest.raises(ConfigError, match=r"^resume: needs out_dir, the run directory to continue$"):
         run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", resume=True)
+
+
+@pytest.mark.slow
+def test_fedscale_benchmark_experiment_on_a_real_layout(tmp_path):
+    """fedscale_openimage_mobilenet.yaml: batch 20, filter_less 21, FedScale's transform on real files."""
+    from tests.fl.test_data import _write_fedscale
+
+    root = tmp_path / "openimage"
+    _write_fedscale(root, {"a": 21, "b": 20, "c": 22})
+    result = run_experiment(ROOT / "experiments/fedscale_openimage_mobilenet.yaml", out_dir=tmp_path / "run", log=lambda m: None,
+                            overrides=[f"data.root={root}", *TINY_REAL])
+    data = result.summary["data"]
+    assert data.startswith(f"FedScale image dataset at {root} (train split): 2 clients, 43 samples")
+    assert "32x32 (fedscale transform: mean (0.4914, 0.4822, 0.4465)" in data and "fewer than 21 samples" in data
+    cfg = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert cfg["fl"]["batch_size"] == 20 and cfg["fl"]["lr"] == 0.05 and cfg["data"]["filter_less"] == 21
+    assert result.metrics["accuracy"].notna().all()
 
 
 @pytest.mark.slow

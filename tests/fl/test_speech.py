@@ -35,20 +35,23 @@ def _tone(freq_hz: float, seconds: float = 1.0, amplitude: float = 0.5) -> np.nd
     return amplitude * np.sin(2 * np.pi * freq_hz * t)
 
 
+WORDS = ("up", "two", "sheila")  # labels 0, 1, 2 in FedScale's keyword order (speech.CLASSES)
+
+
 def _write_speech(root: Path, clients: dict[str, int], n_test: int = 3) -> None:
-    """A tiny Google Speech-layout dataset: client -> number of clips; label = i % 3.
+    """A tiny Google Speech-layout dataset: client -> number of clips; label = i % 3 (keyword WORDS[i % 3]).
 
     Clip lengths vary around 1 s (0.8 s to 1.1 s) to exercise padding and cropping.
     """
     (root / "client_data_mapping").mkdir(parents=True)
     for split, rows in (("train", [(c, i) for c, n in clients.items() for i in range(n)]), ("test", [("t", i) for i in range(n_test)])):
-        lines = ["client_id,sample_path,label_name,label_id"]
+        lines = ["client_id,data_path,label_name,label_id"]
         for c, i in rows:
             label = i % 3
-            rel = f"word{label}/{c}_nohash_{i}.wav"  # FedScale keeps the keyword folders
-            (root / split / f"word{label}").mkdir(parents=True, exist_ok=True)
+            rel = f"{WORDS[label]}/{c}_nohash_{i}.wav"  # FedScale keeps the keyword folders
+            (root / split / WORDS[label]).mkdir(parents=True, exist_ok=True)
             _write_wav(root / split / rel, _tone(TONES_HZ[label], seconds=0.8 + 0.1 * (i % 4)))
-            lines.append(f"{c},{rel},word{label},{label}")
+            lines.append(f"{c},{rel},{WORDS[label]},{label}")
         (root / "client_data_mapping" / f"{split}.csv").write_text("\n".join(lines) + "\n")
 
 
@@ -104,7 +107,7 @@ def test_reads_layout_as_three_channel_images(tmp_path):
     ds = FedScaleSpeechDataset(tmp_path, "train", image_size=32, min_samples_per_client=3)
     assert isinstance(ds, FederatedDataset)
     assert ds.n_clients == 2 and list(ds.client_keys) == ["spk9", "spk5"]  # spk1 (2 < 3) dropped
-    assert ds.samples_per_client.tolist() == [5, 6] and ds.n_classes == 3
+    assert ds.samples_per_client.tolist() == [5, 6] and ds.n_classes == 35
     assert ds.input_shape == (3, 32, 32) and ds.n_frames == 32
     x, y = ds.client_data(1)
     assert x.shape == (6, 3, 32, 32) and x.dtype == torch.float32
@@ -116,13 +119,13 @@ def test_reads_layout_as_three_channel_images(tmp_path):
     assert rows[0] == 6 and rows[1] in (10, 11) and rows[2] == 24
     xt, yt = ds.test_data()
     assert xt.shape == (3, 3, 32, 32) and yt.tolist() == [0, 1, 2]
-    assert ds.description.startswith(f"FedScale Google Speech dataset at {tmp_path} (train split): 2 clients, 11 samples, 3 classes")
+    assert ds.description.startswith(f"FedScale Google Speech dataset at {tmp_path} (train split): 2 clients, 11 samples, 35 classes")
     assert FedScaleSpeechDataset(tmp_path, image_size=16, min_samples_per_client=3).client_data(0)[0].shape == (5, 3, 16, 16)
 
 
 def test_deterministic_lazy_and_cached(tmp_path):
     _write_speech(tmp_path, {"a": 4, "b": 4, "c": 4})
-    (tmp_path / "train" / "word1" / "c_nohash_1.wav").unlink()  # only client 2 is broken
+    (tmp_path / "train" / "two" / "c_nohash_1.wav").unlink()  # only client 2 is broken
     ds = FedScaleSpeechDataset(tmp_path, min_samples_per_client=1, cache_clients=1)
     assert ds.n_read == 0  # nothing read at construction
     first = ds.client_data(0)[0].clone()
@@ -135,13 +138,41 @@ def test_deterministic_lazy_and_cached(tmp_path):
         ds.client_data(2)
 
 
-def test_missing_mapping_and_column(tmp_path):
+def test_missing_mapping_too_few_fields_and_unknown_keyword(tmp_path):
     with pytest.raises(InputDataError, match=r"client_data_mapping.train\.csv.*not found"):
         FedScaleSpeechDataset(tmp_path)
     _write_speech(tmp_path, {"a": 3})
-    (tmp_path / "client_data_mapping" / "test.csv").write_text("client_id,sample_path,label_id\nt,word0/t_nohash_0.wav,0\n")
-    with pytest.raises(InputDataError, match="test.csv: missing column.*label_name"):
+    test_csv = tmp_path / "client_data_mapping" / "test.csv"
+    test_csv.write_text("client_id,sample_path,label_id\nt,up/t_nohash_0.wav,0\n")
+    with pytest.raises(InputDataError) as exc:
         FedScaleSpeechDataset(tmp_path, min_samples_per_client=1)
+    assert str(exc.value) == f"{test_csv}: line 2: 3 field(s), expected at least 4 (client id, sample file, ..., label name, label id)"
+    test_csv.write_text("client_id,sample_path,label_name,label_id\nt,up/t_nohash_0.wav,up,0\nt,up/t_nohash_1.wav,word0,0\n")
+    with pytest.raises(InputDataError) as exc:
+        FedScaleSpeechDataset(tmp_path, min_samples_per_client=1)
+    assert str(exc.value) == f"{test_csv}: line 3: label name 'word0' (second-to-last field) is not one of the 35 keywords"
+
+
+def test_label_is_the_keyword_by_fedscales_class_order(tmp_path):
+    """FedScale's SPEECH reader: label = CLASSES.index(row[-2]); the last field is not read."""
+    from flamingo_sim.fl.speech import CLASSES
+
+    assert len(CLASSES) == len(set(CLASSES)) == 35 and CLASSES[:3] == WORDS and CLASSES[-1] == "bed"
+    _write_speech(tmp_path, {"a": 3})
+    path = tmp_path / "client_data_mapping" / "train.csv"
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1].replace(",up,0", ",bed,7")  # label id 7 is ignored: 'bed' is class 34
+    path.write_text("\n".join(lines) + "\n")
+    assert FedScaleSpeechDataset(tmp_path, min_samples_per_client=1).client_data(0)[1].tolist() == [34, 1, 2]
+
+
+def test_one_channel_fedscale_input(tmp_path):
+    _write_speech(tmp_path, {"a": 3})
+    three = FedScaleSpeechDataset(tmp_path, min_samples_per_client=1).client_data(0)[0]
+    one = FedScaleSpeechDataset(tmp_path, min_samples_per_client=1, channels=1)
+    assert one.input_shape == (1, 32, 32) and "1 channel;" in one.description
+    x = one.client_data(0)[0]
+    assert x.shape == (3, 1, 32, 32) and torch.equal(x[:, 0], three[:, 0])
 
 
 @pytest.mark.parametrize(
@@ -156,7 +187,7 @@ def test_missing_mapping_and_column(tmp_path):
 )
 def test_bad_audio_names_file_and_line(tmp_path, write, message):
     _write_speech(tmp_path, {"a": 3})
-    write(tmp_path / "train" / "word2" / "a_nohash_2.wav")
+    write(tmp_path / "train" / "sheila" / "a_nohash_2.wav")
     ds = FedScaleSpeechDataset(tmp_path, min_samples_per_client=1)
     with pytest.raises(InputDataError, match=r"train\.csv: line 4: audio .*a_nohash_2\.wav " + message):
         ds.client_data(0)
@@ -178,9 +209,27 @@ def test_speech_experiment_trains_resnet34_on_the_layout(tmp_path):
         overrides=[f"data.root={root}", *TINY_REAL],
         log=lambda m: None,
     )
-    assert result.summary["data"].startswith(f"FedScale Google Speech dataset at {root} (train split): 3 clients, 49 samples, 3 classes")
+    assert result.summary["data"].startswith(f"FedScale Google Speech dataset at {root} (train split): 3 clients, 49 samples, 35 classes")
     assert "1 clients left out" in result.summary["data"] and "NOT real data" not in result.summary["data"]
     assert result.metrics["n_kept"].tolist() == [0, 2, 2]  # round 0 (the initial model), then 2 rounds
+    assert result.metrics["accuracy"].notna().all()
+
+
+@pytest.mark.slow
+def test_speech_experiment_with_fedscales_one_channel_resnet34(tmp_path):
+    from flamingo_sim.fl.run import run_experiment
+    from tests.fl.test_run import TINY_REAL
+
+    root = tmp_path / "google_speech"
+    _write_speech(root, {"a": 21, "b": 20, "c": 22})
+    result = run_experiment(
+        ROOT / "experiments/speech_resnet34.yaml",
+        out_dir=tmp_path / "run",
+        overrides=[f"data.root={root}", *TINY_REAL, "data.speech_channels=1", "data.filter_less=21"],
+        log=lambda m: None,
+    )
+    assert result.summary["data"].startswith(f"FedScale Google Speech dataset at {root} (train split): 2 clients, 43 samples, 35 classes")
+    assert "32x32, 1 channel;" in result.summary["data"] and "1 clients left out (fewer than 21 samples" in result.summary["data"]
     assert result.metrics["accuracy"].notna().all()
 
 

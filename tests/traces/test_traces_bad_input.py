@@ -118,7 +118,8 @@ def test_every_device_filtered_out(tmp_path, capsys, good_table):
 def test_no_valid_rows(tmp_path, capsys, good_table):
     pq.write_table(good_table, tmp_path / "g.parquet")
     rc, err = _run(capsys, tmp_path / "g.parquet", "--out", tmp_path / "out", "--max-date", "2018-01-01")
-    _assert_one_line_error(rc, err, "no valid rows (6962 read; dropped: timestamp_in_future 6962)")
+    _assert_one_line_error(rc, err, "g.parquet: every row dropped as timestamp_in_future (6962 of 6962); "
+                           "first timestamp seen: '2019-01-01 00:00:00'; expected timestamps up to --max-date 2018-01-01")
 
 
 def test_failed_run_keeps_previous_output(tmp_path, capsys, good_table):

@@ -89,3 +89,19 @@ def test_report_counts(outputs, synth_dump):
     on_disk = json.loads((Path(rep["output"]) / "report.json").read_text())
     assert on_disk["selected_device_ids"] == rep["selected_device_ids"]
     assert on_disk["drops"] == rep["drops"]
+
+
+def test_devices_table_read_in_every_layout(outputs):
+    """Kaggle devices/part-0000.parquet, devices.query.1.csv, devices.csv (';', ',', 2018-quoted)."""
+    from flamingo_sim.traces.synth_write import SYNTH_PHONES
+
+    ref = outputs["kaggle"][0]
+    expected = {str(d): dict(zip(("model", "manufacturer", "brand"), SYNTH_PHONES[(d - 1000) % len(SYNTH_PHONES)]))
+                for d in ref["selected_device_ids"]}
+    assert ref["device_models"] == expected
+    assert ref["input"]["device_files"] == ["devices/part-0000.parquet"]
+    for name in ("aug2020", "weekly", "csv2019", "csv2018"):
+        assert outputs[name][0]["device_models"] == expected, name
+    assert outputs["single.parquet"][0]["device_models"] == {}  # a lone parquet file has no devices table
+    df = outputs["csv2018"][1]
+    assert set(df.groupby("device_id")["model"].first().astype(str).items()) == {(int(k), v["model"]) for k, v in expected.items()}

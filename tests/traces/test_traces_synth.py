@@ -78,3 +78,17 @@ def test_cli_writes_both_default_layouts(tmp_path, capsys):
 def test_unknown_layout_is_an_error(tmp_path, capsys):
     assert main(["synth-greenhub", "--out", str(tmp_path), "--devices", "1", "--layouts", "xml"]) == 2
     assert "--layouts: 'xml' unknown" in capsys.readouterr().err
+
+
+def test_synthetic_2018_dump_is_written_the_real_way(synth_dump):
+    """INTO OUTFILE ... ENCLOSED BY '"': bare header, every value quoted, NULL a bare \\N (samples and battery_details)."""
+    import re
+
+    for name in ("samples.csv", "battery_details.csv", "devices.csv"):
+        lines = (synth_dump / "csv2018" / name).read_text().splitlines()
+        assert '"' not in lines[0] and lines[0].startswith("id,"), name
+        fields = re.compile(r'^("[^"]*"|\\N)(,("[^"]*"|\\N))*$')
+        assert all(fields.match(ln) for ln in lines[1:]), name
+        assert all(ln.count(",") == lines[0].count(",") for ln in lines[1:]), name
+    for name in ("samples.csv", "battery_details.csv"):
+        assert any(re.search(r'(^|,)\\N(,|$)', ln) for ln in (synth_dump / "csv2018" / name).read_text().splitlines()[1:]), name
