@@ -149,7 +149,7 @@ class FLConfig:
     # batched = vmap; sequential is the per-client reference loop; streams = model copies on CUDA streams
     train_mode: Literal["auto", "batched", "vmap", "streams", "sequential"] = "auto"
     device: str = "auto"  # auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda or cuda:N
-    threads: Optional[int] = None  # torch CPU threads, set once per run; null: OMP_NUM_THREADS if set, else the usable cores
+    threads: Optional[int] = None  # torch CPU threads, set once per run; null: OMP_NUM_THREADS if set, else 1 for the proxy task, else the usable cores
     precision: Literal["fp32", "tf32", "bf16"] = "fp32"  # tf32/bf16 only when asked (CUDA)
     cuda_graphs: bool = False  # capture the batched step as a CUDA graph (CUDA only)
     memory_budget_gb: Optional[float] = None  # per vmap chunk; null: 80 % of free GPU memory / half the RAM

@@ -122,7 +122,7 @@ def _run_all(
     from flamingo_sim.fl.setup import build_components, make_policy
 
     where = resolve_device(cfg.fl.device)
-    n_threads = set_threads(cfg.fl.threads)
+    n_threads = set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
     import torch
 
     hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"

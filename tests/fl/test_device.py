@@ -42,6 +42,11 @@ def test_set_threads_once_and_default(monkeypatch):
         assert set_threads(1) == 1 and torch.get_num_threads() == 1
         monkeypatch.setenv("OMP_NUM_THREADS", "2")
         assert set_threads(None) == 2
+        assert set_threads(None, small_model=True) == 2  # the environment wins
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        assert set_threads(None, small_model=True) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setattr("flamingo_sim.fl.device.usable_cores", lambda: 3)
+        assert set_threads(None) == 3 and torch.get_num_threads() == 3
         with pytest.raises(ConfigError, match="fl.threads: expected a count >= 1, got 0"):
             set_threads(0)
     finally:
