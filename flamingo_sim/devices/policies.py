@@ -302,7 +302,7 @@ class FlamingoPolicy(_PolicyBase):
 
     def _segments(self, explore: np.ndarray, ci: np.ndarray, ph: np.ndarray, n_steps: int) -> tuple:
         """Each explorer's segments: state-space positions ``(k, S)`` (-1: none) and steps ``(k, S)``."""
-        ps, cfg = self.profile_set, self.config
+        ps, cfg = self._profiles, self.config
         k = len(ci)
         seg_len = n_steps if cfg.exploration == "collective" else min(cfg.explore_steps, n_steps)
         if self._split:
@@ -395,7 +395,7 @@ class FlamingoPolicy(_PolicyBase):
         pend, self._pending = self._pending, None
         if pend is None or not len(pend["rows"]):
             return
-        ps = self.profile_set
+        ps = self._profiles
         ran = np.asarray(done_frac, dtype=float)[pend["rows"]] * pend["duration_s"]
         ok = pend["full"] & (pend["choice"] >= 0) & (pend["end_s"] <= ran[:, None] * (1 + 1e-9) + 1e-9)
         ph = pend["phone"]

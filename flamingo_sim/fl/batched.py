@@ -159,6 +159,7 @@ def train_streams(
     streams = [_stream(device) for _ in range(n)]
     if device.type == "cuda":
         for s in streams:
+            assert s is not None
             s.wait_stream(torch.cuda.current_stream(device))
     results: list[dict[str, Tensor] | None] = [None] * len(client_datas)
     losses: list[Tensor | None] = [None] * len(client_datas)
@@ -169,6 +170,7 @@ def train_streams(
             results[i], losses[i] = train_one_client(copies[j], state, x, y, idx, lr, device)
     if device.type == "cuda":
         for s in streams:
+            assert s is not None
             torch.cuda.current_stream(device).wait_stream(s)
     stacked = {name: torch.stack([r[name] for r in results]) for name in state}  # type: ignore[index]
     return stacked, torch.stack(losses)  # type: ignore[arg-type]
@@ -180,7 +182,7 @@ def train_one_client(
     """Plain SGD (no momentum, no weight decay) of one client on ``work``: the reference."""
     work.load_state_dict(state)
     x, y, idx = x.to(device, non_blocking=True), y.to(device, non_blocking=True), idx.to(device, non_blocking=True)
-    params = [p for p in work.parameters()]
+    params: list[Tensor] = [p for p in work.parameters()]
     total = torch.zeros((), dtype=torch.float32, device=device)
     for s in range(idx.shape[0]):
         b = idx[s]
@@ -190,6 +192,6 @@ def train_one_client(
         loss.backward()
         with torch.no_grad():
             live = [p for p in params if p.grad is not None]
-            torch._foreach_add_(live, [p.grad for p in live], alpha=-lr)
+            torch._foreach_add_(live, [p.grad for p in live if p.grad is not None], alpha=-lr)
         total += loss.detach().float()
     return {name: value.detach().clone() for name, value in work.state_dict().items()}, total / idx.shape[0]

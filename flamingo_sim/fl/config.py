@@ -39,8 +39,13 @@ class TracesConfig:
         if self.reentry_pct is None:
             object.__setattr__(self, "reentry_pct", self.min_pct)
         check_ranges(self, min_pct="[0, 100]", reentry_pct="[0, 100]")
-        if not self.min_pct <= self.reentry_pct:
+        if not self.min_pct <= self.reentry_level_pct:
             raise ValueError(f"need min_pct <= reentry_pct, got {self.min_pct} and {self.reentry_pct}")
+
+    @property
+    def reentry_level_pct(self) -> float:
+        """The level at which an offline client comes back (``reentry_pct``, resolved: ``min_pct`` when null)."""
+        return self.min_pct if self.reentry_pct is None else self.reentry_pct
 
 
 @dataclass(frozen=True)

@@ -129,8 +129,8 @@ class Simulation:
         self._pair_trace = pairs // n_phones
         first = np.zeros(len(pairs), dtype=np.int64)
         first[self._pair_of[::-1]] = np.arange(pop.n_clients)[::-1]  # a client of each pair
-        self.budget = EnergyBudget(capacity_j, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_pct)
-        self.trace_budget = EnergyBudget(capacity_j[first], min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_pct)
+        self.budget = EnergyBudget(capacity_j, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
+        self.trace_budget = EnergyBudget(capacity_j[first], min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
         levels0 = self._trace_levels(0.0)
         self.budget.reset(levels0[pop.trace_client])
         self.trace_budget.reset(levels0[self._pair_trace])

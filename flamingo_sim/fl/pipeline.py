@@ -15,6 +15,7 @@ time on one core is slower than a GPU trains (a round at 224 px reads about 11,5
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -74,7 +75,7 @@ class DecodedCache:
         self.decode_s += time.perf_counter() - started
         for cid, value in zip(missing, decoded):
             self.n_decoded += int(value[1].shape[0])
-            self._cache.get(cid, lambda value=value: value)
+            self._cache.get(cid, functools.partial(_identity, value))
 
     def client_data(self, client_id: int) -> tuple[Tensor, Tensor]:
         cid = check_client_id(client_id, self.dataset.n_clients)
@@ -160,3 +161,7 @@ class PackedDataset:
             x = np.load(self.root / "test_x.npy").astype(np.float32)
             self._test = (torch.from_numpy(x), torch.from_numpy(np.load(self.root / "test_y.npy")))
         return self._test
+
+
+def _identity(value: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+    return value

@@ -166,7 +166,7 @@ def _log_rates(sim: Simulation, log: Any) -> None:
     line = f"{sim.policy_name} seed {sim.seed}: {sim.samples_trained / sim.train_wall_s:,.0f} samples/s trained on {sim.device}"
     decoded = getattr(sim.parts.dataset, "images_per_s", None)
     if decoded is not None and decoded == decoded:
-        line += f", {decoded:,.0f} samples/s decoded ({sim.parts.dataset.workers} threads)"
+        line += f", {decoded:,.0f} samples/s decoded ({getattr(sim.parts.dataset, 'workers', '?')} threads)"
     log(line)
 
 

@@ -257,7 +257,7 @@ class CohortTrainer:
         y_all = torch.cat([y for _, y in client_datas])
         sizes = torch.tensor([int(x.shape[0]) for x, _ in client_datas])
         offsets = torch.cumsum(sizes, 0) - sizes
-        gather = torch.stack(indices, dim=1) + offsets.view(1, k, 1)  # (n_steps, k, batch)
+        gather = torch.stack(list(indices), dim=1) + offsets.view(1, k, 1)  # (n_steps, k, batch)
         if self.device.type == "cuda":
             x_all, y_all, gather = (t.pin_memory().to(self.device, non_blocking=True) for t in (x_all, y_all, gather))
         else:
