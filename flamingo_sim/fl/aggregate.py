@@ -1,7 +1,19 @@
 """Aggregation of client updates: pure functions of stacked client states.
 
 A stacked state maps each parameter/buffer name to a tensor whose leading dimension is the
-client (what :class:`flamingo_sim.fl.training.CohortResult` carries).
+client (what :class:`flamingo_sim.fl.training.CohortResult` carries). The stateful server
+optimisers (:mod:`flamingo_sim.fl.aggregators`) are built from these functions.
+
+Server optimisers follow Reddi et al., "Adaptive Federated Optimization" (ICLR 2021): the
+pseudo-gradient of a round is ``delta = mean_i(client_i) - global`` (a step in the descent
+direction), and with moments ``m`` and ``v``::
+
+    m'      = beta1 * m + (1 - beta1) * delta
+    v' Adam = beta2 * v + (1 - beta2) * delta**2
+    v' Yogi = v - (1 - beta2) * delta**2 * sign(v - delta**2)
+    global' = global + server_lr * m' / (sqrt(v') + tau)
+
+without bias correction, as in the paper.
 """
 
 from __future__ import annotations
@@ -11,7 +23,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["fedavg", "stack_states"]
+__all__ = ["fedavg", "stack_states", "server_adam_step", "server_yogi_step"]
 
 
 def fedavg(stacked_params: dict[str, Tensor], weights: Tensor | Sequence[float]) -> dict[str, Tensor]:
@@ -52,3 +64,33 @@ def stack_states(states: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
         if list(s) != keys:
             raise ValueError(f"state {i} has keys {sorted(s)} but state 0 has {sorted(keys)}")
     return {k: torch.stack([s[k] for s in states]) for k in keys}
+
+
+def _check_moments(x: Tensor, delta: Tensor, m: Tensor, v: Tensor) -> None:
+    if not (x.shape == delta.shape == m.shape == v.shape):
+        raise ValueError(f"shapes differ: global {tuple(x.shape)}, delta {tuple(delta.shape)}, m {tuple(m.shape)}, v {tuple(v.shape)}")
+
+
+def server_adam_step(
+    x: Tensor, delta: Tensor, m: Tensor, v: Tensor, *, server_lr: float, beta1: float, beta2: float, tau: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One FedAdam server step; returns new ``(global, m, v)`` (inputs are not modified)."""
+    _check_moments(x, delta, m, v)
+    m_new = beta1 * m + (1.0 - beta1) * delta
+    v_new = beta2 * v + (1.0 - beta2) * delta * delta
+    return x + server_lr * m_new / (torch.sqrt(v_new) + tau), m_new, v_new
+
+
+def server_yogi_step(
+    x: Tensor, delta: Tensor, m: Tensor, v: Tensor, *, server_lr: float, beta1: float, beta2: float, tau: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One FedYogi server step; returns new ``(global, m, v)`` (inputs are not modified).
+
+    Yogi's second moment moves additively towards ``delta**2``, so a single large
+    pseudo-gradient cannot shrink the step size as fast as Adam's average does.
+    """
+    _check_moments(x, delta, m, v)
+    m_new = beta1 * m + (1.0 - beta1) * delta
+    sq = delta * delta
+    v_new = v - (1.0 - beta2) * sq * torch.sign(v - sq)
+    return x + server_lr * m_new / (torch.sqrt(v_new) + tau), m_new, v_new

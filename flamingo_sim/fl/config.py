@@ -7,6 +7,7 @@ first, then to the experiment file's directory and the project root.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional, Union
@@ -105,6 +106,46 @@ class FLConfig:
 
 
 @dataclass(frozen=True)
+class AggregationConfig:
+    """How the server aggregates (:mod:`flamingo_sim.fl.aggregators`); unset parameters take the aggregator's default."""
+
+    name: str = "fedavg"  # fedavg | fedprox | fedadam | fedyogi | "pkg.module:Class"
+    weighting: Literal["samples", "uniform"] = "samples"  # sample-weighted mean, or the plain mean
+    mu: Optional[float] = None  # fedprox: proximal term weight, >= 0
+    server_lr: Optional[float] = None  # fedadam/fedyogi: server learning rate, > 0
+    beta1: Optional[float] = None  # fedadam/fedyogi: first-moment decay, in [0, 1)
+    beta2: Optional[float] = None  # fedadam/fedyogi: second-moment decay, in [0, 1)
+    tau: Optional[float] = None  # fedadam/fedyogi: adaptivity (epsilon), > 0
+
+    def __post_init__(self) -> None:
+        from flamingo_sim.fl.aggregators import AGGREGATORS, PARAMETERS
+
+        checks = {
+            "mu": (lambda x: x >= 0, ">= 0"),
+            "server_lr": (lambda x: x > 0, "> 0"),
+            "beta1": (lambda x: 0 <= x < 1, "in [0, 1)"),
+            "beta2": (lambda x: 0 <= x < 1, "in [0, 1)"),
+            "tau": (lambda x: x > 0, "> 0"),
+        }
+        for key, (ok, what) in checks.items():
+            value = getattr(self, key)
+            if value is not None and not (math.isfinite(value) and ok(value)):
+                raise ValueError(f"{key} must be {what}, got {value}")
+        if self.name in AGGREGATORS:
+            allowed = PARAMETERS[self.name]
+            extra = [k for k in self.parameters() if k not in allowed]
+            if extra:
+                takes = ", ".join(allowed) if allowed else "none besides weighting"
+                raise ValueError(f"{extra[0]} is not a parameter of {self.name!r} (its parameters: {takes})")
+        elif ":" not in self.name:
+            raise ValueError(f"name: unknown aggregator {self.name!r} (known: {', '.join(AGGREGATORS)}, or 'package.module:Class')")
+
+    def parameters(self) -> dict[str, float]:
+        """The aggregator parameters that are set (not None)."""
+        return {k: v for k in ("mu", "server_lr", "beta1", "beta2", "tau") if (v := getattr(self, k)) is not None}
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     name: str
     description: str = ""
@@ -114,6 +155,7 @@ class ExperimentConfig:
     data: DataConfig = field(default_factory=DataConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     fl: FLConfig = field(default_factory=FLConfig)
+    aggregation: AggregationConfig = field(default_factory=AggregationConfig)
     # a number in [0, 1], "highest" (highest reached by any policy), or "highest_common"
     # (highest reached by every policy, so that every policy has a time to target)
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"

@@ -9,7 +9,8 @@ Each round (numbered steps match the code):
    execution choices, interference with the owner), plus model download/upload time;
 4. settle the round (:func:`flamingo_sim.fl.rounds.settle_round`): drop who declines, runs out
    of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
-5. train the kept clients for real and aggregate with FedAvg weighted by samples;
+5. train the kept clients for real and aggregate them (:mod:`flamingo_sim.fl.aggregators`;
+   FedAvg weighted by samples by default);
 6. advance the clock and every client's battery along its trace, training energy included;
 7. evaluate every ``eval_every`` rounds, and record the round's metrics.
 
@@ -34,7 +35,7 @@ import torch
 
 from flamingo_sim.devices.battery import EnergyBudget
 from flamingo_sim.devices.policies import TaskRequest
-from flamingo_sim.fl.aggregate import fedavg
+from flamingo_sim.fl.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.population import Population
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
@@ -80,8 +81,11 @@ class RoundPlan:
 class Simulation:
     """One policy's federated job over one seed."""
 
-    def __init__(self, parts: Components, policy: Any, policy_name: str, seed: int, selector: Selector) -> None:
+    def __init__(
+        self, parts: Components, policy: Any, policy_name: str, seed: int, selector: Selector, aggregator: Aggregator | None = None
+    ) -> None:
         self.parts = parts
+        self.aggregator: Aggregator = aggregator if aggregator is not None else FedAvg()
         self.cfg = parts.cfg
         self.policy = policy
         self.policy_name = policy_name
@@ -199,7 +203,7 @@ class Simulation:
         )
 
     def train_round(self, plan: RoundPlan) -> float:
-        """Step 5 (native): train the kept clients for real, FedAvg weighted by samples.
+        """Step 5 (native): train the kept clients for real and aggregate with :attr:`aggregator`.
 
         Updates :attr:`params`; returns the kept clients' mean training loss (NaN if none).
         """
@@ -220,9 +224,10 @@ class Simulation:
             seed=self.seed,
             round_idx=plan.round,
             mode=cfg.fl.train_mode,
+            prox_mu=self.aggregator.proximal_mu,
         )
-        weights = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
-        self.params = fedavg(result.params, weights)
+        n_samples = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
+        self.params = self.aggregator.aggregate(self.params, result.params, n_samples)
         self.model_wall_s += time.perf_counter() - started
         return float(result.losses.mean())
 
@@ -328,6 +333,7 @@ class Simulation:
             "budget": self.budget.state_dict(),
             "trace_budget": self.trace_budget.state_dict(),
             "policy": self.policy.state_dict(),
+            "aggregator": self.aggregator.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -339,3 +345,4 @@ class Simulation:
         self.budget.load_state_dict(state["budget"])
         self.trace_budget.load_state_dict(state["trace_budget"])
         self.policy.load_state_dict(state["policy"])
+        self.aggregator.load_state_dict(state["aggregator"])

@@ -32,7 +32,8 @@ import yaml
 
 from flamingo_sim.config import to_mapping
 from flamingo_sim.errors import ConfigError, FlamingoError
-from flamingo_sim.fl.config import ExperimentConfig, load_experiment
+from flamingo_sim.fl.aggregators import make_aggregator
+from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_experiment
 from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.metrics import format_summary, summarize
 from flamingo_sim.fl.selection import make_selector
@@ -81,6 +82,9 @@ def run_experiment(
     # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
+    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
+        raise ConfigError(f"{experiment}: aggregation: only the default (fedavg, weighting: samples) runs with --engine fedscale; use the native engine for {cfg.aggregation.name!r}")
+    make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=log)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "config.yaml") as tmp:
@@ -93,7 +97,8 @@ def run_experiment(
         data_description = parts.dataset.description
         for name in cfg.policies:
             policy = make_policy(name, cfg)
-            sim = Simulation(parts, policy, name, seed, make_selector(cfg.fl.selection))
+            buffers = [b for b, _ in parts.model.named_buffers()]
+            sim = Simulation(parts, policy, name, seed, make_selector(cfg.fl.selection), make_aggregator(cfg.aggregation, buffers))
             if engine == "fedscale":
                 from flamingo_sim.integrations.fedscale import run_fedscale
 

@@ -19,6 +19,10 @@ Two implementations give the same numbers (up to float rounding, about 1e-6):
 ``"auto"`` picks batched when the model allows it; a ``"batched"`` request for a model that
 does not allow it falls back to sequential (``CohortResult.mode`` says which ran).
 
+FedProx (``prox_mu > 0``) adds ``prox_mu/2 ||w - w_global||^2`` over the trainable parameters
+to every client's local loss: each step's gradient gains ``prox_mu * (w - w_global)``
+(:func:`_add_proximal`); the reported training loss is the task loss alone.
+
 A model *state* here is a ``dict[str, Tensor]`` of its parameters and buffers, as
 :func:`model_state` returns it.
 """
@@ -128,6 +132,7 @@ def train_cohort(
     round_idx: int,
     mode: Mode = "auto",
     max_batched_clients: int | None = None,
+    prox_mu: float = 0.0,
 ) -> CohortResult:
     """Run local SGD for each client of a cohort, starting from ``global_params``.
 
@@ -152,11 +157,12 @@ def train_cohort(
         for cid, (x, _) in zip(client_ids, client_datas)
     ]
     batched = mode != "sequential" and supports_batched(model)
+    anchor = _proximal_anchor(model, state, prox_mu)
     if not batched:
-        return _train_sequential(model, state, client_datas, indices, lr, device)
+        return _train_sequential(model, state, client_datas, indices, lr, device, anchor)
     chunk = len(client_ids) if max_batched_clients is None else max(1, int(max_batched_clients))
     parts = [
-        _train_batched(model, state, client_datas[i : i + chunk], indices[i : i + chunk], lr, device)
+        _train_batched(model, state, client_datas[i : i + chunk], indices[i : i + chunk], lr, device, anchor)
         for i in range(0, len(client_ids), chunk)
     ]
     if len(parts) == 1:
@@ -168,6 +174,25 @@ def train_cohort(
     )
 
 
+def _proximal_anchor(model: nn.Module, state: dict[str, Tensor], prox_mu: float) -> tuple[float, dict[str, Tensor]] | None:
+    """``(mu, global parameters)`` for FedProx, or None without a proximal term."""
+    if prox_mu < 0:
+        raise ValueError(f"prox_mu must be >= 0, got {prox_mu}")
+    if prox_mu == 0:
+        return None
+    return float(prox_mu), {name: state[name].clone() for name, _ in model.named_parameters()}
+
+
+def _add_proximal(grads: Sequence[Tensor], params: Sequence[Tensor], names: Sequence[str], anchor: tuple[float, dict[str, Tensor]] | None) -> None:
+    """FedProx: ``grad += mu * (w - w_global)`` in place, for the parameters in the anchor."""
+    if anchor is None:
+        return
+    mu, ref = anchor
+    for g, p, name in zip(grads, params, names):
+        if g is not None and name in ref:
+            g.add_(p - ref[name], alpha=mu)
+
+
 def _train_batched(
     model: nn.Module,
     state: dict[str, Tensor],
@@ -175,6 +200,7 @@ def _train_batched(
     indices: Sequence[Tensor],
     lr: float,
     device: torch.device,
+    anchor: tuple[float, dict[str, Tensor]] | None = None,
 ) -> CohortResult:
     k = len(client_datas)
     n_steps = indices[0].shape[0]
@@ -201,6 +227,7 @@ def _train_batched(
             for s in range(n_steps):
                 idx = gather[s]
                 grads, losses = step(tuple(params), x_all[idx], y_all[idx])
+                _add_proximal(grads, params, names, anchor)
                 torch._foreach_add_(params, list(grads), alpha=-lr)
                 loss_sum += losses.float()
     finally:
@@ -215,8 +242,10 @@ def _train_sequential(
     indices: Sequence[Tensor],
     lr: float,
     device: torch.device,
+    anchor: tuple[float, dict[str, Tensor]] | None = None,
 ) -> CohortResult:
     work = copy.deepcopy(model).to(device)
+    named = list(work.named_parameters())
     work.train()
     optimizer = torch.optim.SGD(work.parameters(), lr=lr, momentum=0.0, weight_decay=0.0)
     results: list[dict[str, Tensor]] = []
@@ -230,6 +259,7 @@ def _train_sequential(
             optimizer.zero_grad(set_to_none=True)
             loss = F.cross_entropy(work(x[b]), y[b])
             loss.backward()
+            _add_proximal([p.grad for _, p in named], [p.detach() for _, p in named], [n for n, _ in named], anchor)
             optimizer.step()
             total += loss.detach().float()
         losses[i] = (total / idx.shape[0]).cpu()
