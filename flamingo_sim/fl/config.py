@@ -146,6 +146,32 @@ class AggregationConfig:
 
 
 @dataclass(frozen=True)
+class SelectorConfig:
+    """Parameters of the selector named in ``fl.selection`` (:mod:`flamingo_sim.fl.selection`); unset ones take its default."""
+
+    floor: Optional[float] = None  # battery: weight of a client at the offline threshold, in (0, 1]
+    exploration: Optional[float] = None  # oort: share of the slots for never-seen clients, in [0, 1]
+    straggler_penalty: Optional[float] = None  # oort: exponent of the system utility, >= 0
+    preferred_duration_s: Optional[float] = None  # oort: preferred round duration T (unset: median reported), > 0
+
+    def __post_init__(self) -> None:
+        checks = {
+            "floor": (lambda x: 0 < x <= 1, "in (0, 1]"),
+            "exploration": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+            "straggler_penalty": (lambda x: x >= 0, ">= 0"),
+            "preferred_duration_s": (lambda x: x > 0, "> 0"),
+        }
+        for key, (ok, what) in checks.items():
+            value = getattr(self, key)
+            if value is not None and not (math.isfinite(value) and ok(value)):
+                raise ValueError(f"{key} must be {what}, got {value}")
+
+    def parameters(self) -> dict[str, float]:
+        """The selector parameters that are set (not None)."""
+        return {k: v for k in ("floor", "exploration", "straggler_penalty", "preferred_duration_s") if (v := getattr(self, k)) is not None}
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     name: str
     description: str = ""
@@ -156,6 +182,7 @@ class ExperimentConfig:
     network: NetworkConfig = field(default_factory=NetworkConfig)
     fl: FLConfig = field(default_factory=FLConfig)
     aggregation: AggregationConfig = field(default_factory=AggregationConfig)
+    selector: SelectorConfig = field(default_factory=SelectorConfig)  # parameters of fl.selection
     # a number in [0, 1], "highest" (highest reached by any policy), or "highest_common"
     # (highest reached by every policy, so that every policy has a time to target)
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
@@ -175,6 +202,13 @@ class ExperimentConfig:
             raise ValueError(f"policies: each policy once, got {self.policies}")
         if not self.seeds:
             raise ValueError("seeds: give at least one seed")
+        from flamingo_sim.fl.selection import PARAMETERS as SELECTOR_PARAMETERS
+
+        allowed = SELECTOR_PARAMETERS.get(self.fl.selection)
+        extra = [k for k in self.selector.parameters() if allowed is not None and k not in allowed]
+        if extra:
+            takes = ", ".join(allowed) if allowed else "none"
+            raise ValueError(f"selector.{extra[0]}: not a parameter of selection {self.fl.selection!r} (its parameters: {takes})")
 
 
 def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:

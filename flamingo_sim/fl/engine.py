@@ -39,7 +39,7 @@ from flamingo_sim.fl.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.population import Population
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
-from flamingo_sim.fl.selection import Selector
+from flamingo_sim.fl.selection import CoordinatorView, Selector
 from flamingo_sim.fl.training import evaluate, train_cohort
 from flamingo_sim.rng import rng
 
@@ -158,7 +158,8 @@ class Simulation:
         # 2. selection
         k = cfg.fl.participants_per_round
         n_select = min(len(online), math.ceil(k * cfg.fl.overcommit))
-        chosen = self.selector.select(online, n_select, rng(self.seed, "selection", self.round))
+        view = CoordinatorView(round=self.round, battery_pct=self.budget.level_pct, min_pct=cfg.traces.min_pct)
+        chosen = self.selector.select(online, n_select, rng(self.seed, "selection", self.round), view)
 
         # 3. price every selected client's task under its policy
         request = TaskRequest(
@@ -228,6 +229,8 @@ class Simulation:
         )
         n_samples = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
         self.params = self.aggregator.aggregate(self.params, result.params, n_samples)
+        kept_s = plan.duration_s[plan.settled.kept]
+        self.selector.observe(plan.round, plan.kept, n_samples.numpy(), result.losses.detach().cpu().double().numpy(), kept_s)
         self.model_wall_s += time.perf_counter() - started
         return float(result.losses.mean())
 
@@ -334,6 +337,7 @@ class Simulation:
             "trace_budget": self.trace_budget.state_dict(),
             "policy": self.policy.state_dict(),
             "aggregator": self.aggregator.state_dict(),
+            "selector": self.selector.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -346,3 +350,4 @@ class Simulation:
         self.trace_budget.load_state_dict(state["trace_budget"])
         self.policy.load_state_dict(state["policy"])
         self.aggregator.load_state_dict(state["aggregator"])
+        self.selector.load_state_dict(state["selector"])

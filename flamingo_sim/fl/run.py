@@ -84,7 +84,10 @@ def run_experiment(
         make_policy(name, cfg)
     if engine == "fedscale" and cfg.aggregation != AggregationConfig():
         raise ConfigError(f"{experiment}: aggregation: only the default (fedavg, weighting: samples) runs with --engine fedscale; use the native engine for {cfg.aggregation.name!r}")
+    if engine == "fedscale" and cfg.fl.selection == "oort":
+        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the native engine's training losses; use the native engine")
     make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")
+    make_selector(cfg.fl.selection, cfg.selector.parameters(), source=f"{experiment}: fl.selection")
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=log)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "config.yaml") as tmp:
@@ -98,7 +101,7 @@ def run_experiment(
         for name in cfg.policies:
             policy = make_policy(name, cfg)
             buffers = [b for b, _ in parts.model.named_buffers()]
-            sim = Simulation(parts, policy, name, seed, make_selector(cfg.fl.selection), make_aggregator(cfg.aggregation, buffers))
+            sim = Simulation(parts, policy, name, seed, make_selector(cfg.fl.selection, cfg.selector.parameters()), make_aggregator(cfg.aggregation, buffers))
             if engine == "fedscale":
                 from flamingo_sim.integrations.fedscale import run_fedscale
 
