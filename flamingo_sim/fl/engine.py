@@ -37,6 +37,7 @@ from flamingo_sim.devices.battery import EnergyBudget
 from flamingo_sim.devices.policies import TaskRequest
 from flamingo_sim.fl.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.config import ExperimentConfig
+from flamingo_sim.fl.fairness import jain_index
 from flamingo_sim.fl.population import Population
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.selection import CoordinatorView, Selector
@@ -107,6 +108,8 @@ class Simulation:
         self.clock_s = 0.0
         self.energy_cum_j = 0.0
         self.ever_lost = np.zeros(pop.n_clients, dtype=bool)
+        self.times_kept = np.zeros(pop.n_clients, dtype=np.int64)  # rounds each client's update counted
+        self.client_energy_j = np.zeros(pop.n_clients)  # training energy each client's battery paid
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
         self.model_wall_s = 0.0  # wall time in local training, FedAvg and evaluation (not checkpointed)
 
@@ -252,6 +255,8 @@ class Simulation:
         self.ever_lost |= lost_now
         energy_j = float(settled.energy_spent_j.sum())
         self.energy_cum_j += energy_j
+        self.times_kept[kept] += 1
+        self.client_energy_j += drawn_j
 
         # the owner feels every training step that ran, kept or not
         interference_s = outcome.interference_s * settled.done_frac
@@ -279,6 +284,8 @@ class Simulation:
             "interference_s": float(interference_s.sum()),
             "clients_lost": int(lost_now.sum()),
             "clients_lost_cum": int(self.ever_lost.sum()),
+            "jain_participation": jain_index(self.times_kept),
+            "jain_energy": jain_index(self.client_energy_j),
         }
         for j, label in enumerate(self.parts.choice_labels):
             row[f"steps_{label}"] = int(counts[j]) if counts is not None else 0
@@ -332,6 +339,8 @@ class Simulation:
             "clock_s": self.clock_s,
             "energy_cum_j": self.energy_cum_j,
             "ever_lost": self.ever_lost.copy(),
+            "times_kept": self.times_kept.copy(),
+            "client_energy_j": self.client_energy_j.copy(),
             "params": {k: v.clone() for k, v in self.params.items()},
             "budget": self.budget.state_dict(),
             "trace_budget": self.trace_budget.state_dict(),
@@ -345,6 +354,8 @@ class Simulation:
         self.clock_s = float(state["clock_s"])
         self.energy_cum_j = float(state["energy_cum_j"])
         self.ever_lost = np.asarray(state["ever_lost"]).copy()
+        self.times_kept = np.asarray(state["times_kept"]).copy()
+        self.client_energy_j = np.asarray(state["client_energy_j"]).copy()
         self.params = {k: v.clone() for k, v in state["params"].items()}
         self.budget.load_state_dict(state["budget"])
         self.trace_budget.load_state_dict(state["trace_budget"])

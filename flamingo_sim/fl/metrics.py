@@ -34,6 +34,8 @@ COLUMNS = {
     "interference_s": "time training shared a core with the owner's foreground app this round, all attempts (s)",
     "clients_lost": "clients offline now only because training drained them",
     "clients_lost_cum": "distinct clients that have been lost so far",
+    "jain_participation": "Jain's index over all clients of the rounds each was kept so far (1 = all equal)",
+    "jain_energy": "Jain's index over all clients of the training energy each has paid so far",
 }
 
 
@@ -70,6 +72,12 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return float(num / den)
 
 
+def _last(rows: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, float | None]:
+    """The last round's value of each column the table has (None where NaN)."""
+    last = rows.sort_values("round").iloc[-1]
+    return {c: (None if pd.isna(last[c]) else float(last[c])) for c in columns if c in rows.columns}
+
+
 def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = "baseline") -> dict[str, Any]:
     """Summary per policy, averaged over seeds; ``None`` where a seed did not reach the target.
 
@@ -100,6 +108,7 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
                 "total_energy_j": float(rows["energy_cum_j"].iloc[-1]),
                 "clients_lost": int(rows.sort_values("round")["clients_lost_cum"].iloc[-1]),
                 "dropped": {r: int(rows[f"dropped_{r}"].sum()) for r in DROP_REASONS},
+                **_last(rows, ("jain_participation", "jain_energy")),
             }
 
     summary: dict[str, Any] = {"target": target, "target_accuracy_by_seed": targets, "baseline": baseline, "policies": {}}
@@ -109,6 +118,9 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
             key: _mean_or_none([r[key] for r in runs.values()])
             for key in ("time_to_target_s", "energy_to_target_j", "final_accuracy", "best_accuracy", "total_energy_j")
         }
+        for key in ("jain_participation", "jain_energy"):
+            if any(key in r for r in runs.values()):
+                entry[key] = _mean_or_none([r.get(key) for r in runs.values()])
         entry["clients_lost"] = _mean_or_none([r["clients_lost"] for r in runs.values()])
         entry["per_seed"] = {str(s): r for s, r in runs.items()}
         if policy != baseline and baseline in per_seed:

@@ -35,6 +35,7 @@ from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.aggregators import make_aggregator
 from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_experiment
 from flamingo_sim.fl.engine import Simulation
+from flamingo_sim.fl.fairness import participation_histogram
 from flamingo_sim.fl.metrics import format_summary, summarize
 from flamingo_sim.fl.selection import make_selector
 from flamingo_sim.io import atomic_path, progress, write_json
@@ -94,6 +95,7 @@ def run_experiment(
         tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
 
     rows: list[dict[str, Any]] = []
+    histograms: dict[tuple[str, int], dict[str, int]] = {}
     data_description = None
     for seed in cfg.seeds:
         parts = first_parts if seed == cfg.seeds[0] else build_components(cfg, experiment, seed, log=lambda _m: None)
@@ -112,9 +114,12 @@ def run_experiment(
                 _write_metrics(out, pd.DataFrame(rows))
             else:
                 rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows))
+            histograms[name, seed] = participation_histogram(sim.times_kept)
 
     metrics = pd.DataFrame(rows)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
+    for (name, seed), hist in histograms.items():
+        summary["policies"][name]["per_seed"][str(seed)]["participation_histogram"] = hist
     summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine, **summary}
     _write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
