@@ -65,13 +65,14 @@ class ProxyConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    name: Literal["openimage", "google_speech", "synthetic"] = "openimage"
-    root: Optional[Path] = None  # FedScale-layout dataset directory; absent -> fallback
+    name: Literal["openimage", "google_speech", "synthetic", "arrays", "leaf"] = "openimage"
+    root: Optional[Path] = None  # FedScale-layout (or, for arrays/leaf, your own) dataset directory; absent -> fallback
     fallback: Literal["proxy", "error"] = "proxy"
     image_size: int = 64  # real images (speech: log-mel spectrograms) are resized to image_size x image_size
     max_clients: Optional[int] = None  # use only the first N clients of the real data
     max_test_samples: Optional[int] = 2000
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    model: str = "mlp"  # arrays/leaf: the network trained, a built-in name or "package.module:Factory"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
-from flamingo_sim.errors import ConfigError, InputDataError
+from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
 from flamingo_sim.fl.config import ExperimentConfig, require_path, resolve_path
 from flamingo_sim.fl.engine import Components
 from flamingo_sim.fl.population import build_population
@@ -55,7 +55,11 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
 
     dataset, model_name = _dataset(cfg, experiment_path, log)
     log(f"data: {dataset.description}")
-    model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"))
+    search = [Path(experiment_path).resolve().parent] if experiment_path is not None else []
+    try:
+        model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"), search=search)
+    except FlamingoError as exc:
+        raise ConfigError(f"{src}: {exc}") from None
     population = build_population(
         n_clients=dataset.n_clients,
         n_trace_clients=traces.n_clients,
@@ -82,15 +86,23 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
     from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
     from flamingo_sim.fl.speech import FedScaleSpeechDataset
 
+    from flamingo_sim.fl.byo_data import read_arrays, read_leaf
+
     readers = {"openimage": FedScaleImageDataset, "google_speech": FedScaleSpeechDataset}
+    own = {"arrays": read_arrays, "leaf": read_leaf}
     data = cfg.data
     src = str(experiment_path)
     reason = "data.root is not set"
     if data.root is not None:
         root = resolve_path(data.root, experiment_path)
+        if root.exists() and data.name in own:
+            try:
+                return own[data.name](root), data.model
+            except InputDataError as exc:
+                raise ConfigError(f"{src}: data.root: {exc}") from None
         if root.exists():
             if data.name not in readers:
-                raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only {', '.join(map(repr, readers))}); set data.root: null to run the proxy")
+                raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only {', '.join(map(repr, [*readers, *own]))}); set data.root: null to run the proxy")
             if cfg.model not in ARCHITECTURES:
                 raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
             try:

@@ -147,6 +147,7 @@ def test_registry_builds_with_defaults_and_overrides():
 SMALL = ["fl.rounds=4", "fl.participants_per_round=8", "fl.local_steps=4", "fl.eval_every=2", "data.proxy.n_clients=200", "policies=[baseline]"]
 
 
+@pytest.mark.slow
 def test_fedyogi_run_resumes_bit_identical(tmp_path, monkeypatch):
     monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
     exp = ROOT / "experiments/toolkit_fedyogi.yaml"

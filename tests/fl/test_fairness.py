@@ -30,6 +30,7 @@ def test_participation_histogram():
     assert participation_histogram(np.array([0, 2, 0, 1, 2, 0])) == {"0": 3, "1": 1, "2": 2}
 
 
+@pytest.mark.slow
 def test_fairness_in_metrics_summary_and_report(tmp_path, monkeypatch):
     monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
     small = ["fl.rounds=3", "fl.participants_per_round=8", "fl.local_steps=2", "fl.eval_every=3", "data.proxy.n_clients=50"]

@@ -93,6 +93,7 @@ def test_bad_selector_sections(data, message):
 SMALL = ["fl.rounds=4", "fl.participants_per_round=8", "fl.local_steps=4", "fl.eval_every=2", "data.proxy.n_clients=200", "policies=[baseline]", "checkpoint_every=2"]
 
 
+@pytest.mark.slow
 def test_oort_run_resumes_bit_identical_and_battery_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
     exp = ROOT / "experiments/toolkit_oort.yaml"
