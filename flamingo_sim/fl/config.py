@@ -173,6 +173,16 @@ class SelectorConfig:
 
 
 @dataclass(frozen=True)
+class TrackingConfig:
+    """Optional logging of every round's metrics (:mod:`flamingo_sim.fl.tracking`)."""
+
+    tensorboard: bool = False  # event files in RUN/tensorboard/<policy>-seed<k>/
+    mlflow: bool = False  # one MLflow run per (policy, seed)
+    mlflow_tracking_uri: Optional[str] = None  # default: a file store in RUN/mlruns
+    mlflow_experiment: Optional[str] = None  # default: the experiment's name
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     name: str
     description: str = ""
@@ -184,6 +194,7 @@ class ExperimentConfig:
     fl: FLConfig = field(default_factory=FLConfig)
     aggregation: AggregationConfig = field(default_factory=AggregationConfig)
     selector: SelectorConfig = field(default_factory=SelectorConfig)  # parameters of fl.selection
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
     # a number in [0, 1], "highest" (highest reached by any policy), or "highest_common"
     # (highest reached by every policy, so that every policy has a time to target)
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"

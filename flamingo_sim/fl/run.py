@@ -38,6 +38,7 @@ from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.fairness import participation_histogram
 from flamingo_sim.fl.metrics import format_summary, summarize
 from flamingo_sim.fl.selection import make_selector
+from flamingo_sim.fl.tracking import Tracker, check_tracking, open_trackers
 from flamingo_sim.io import atomic_path, progress, write_json
 
 
@@ -89,6 +90,7 @@ def run_experiment(
         raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the native engine's training losses; use the native engine")
     make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")
     make_selector(cfg.fl.selection, cfg.selector.parameters(), source=f"{experiment}: fl.selection")
+    check_tracking(cfg, str(experiment))
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=log)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "config.yaml") as tmp:
@@ -104,16 +106,17 @@ def run_experiment(
             policy = make_policy(name, cfg)
             buffers = [b for b, _ in parts.model.named_buffers()]
             sim = Simulation(parts, policy, name, seed, make_selector(cfg.fl.selection, cfg.selector.parameters()), make_aggregator(cfg.aggregation, buffers))
+            tracker = open_trackers(cfg, out, name, seed, f"{_safe(name)}-seed{seed}")
             if engine == "fedscale":
                 from flamingo_sim.integrations.fedscale import run_fedscale
 
                 work = out / "fedscale" / f"{_safe(name)}-seed{seed}"
                 log(f"{name} seed {seed}: FedScale engine, " + (f"{executors} executor processes over gRPC" if executors else "in-process"))
-                with _RoundProgress(sim, cfg) as on_round:
+                with _RoundProgress(sim, cfg, tracker=tracker) as on_round:
                     rows.extend(run_fedscale(sim, experiment=experiment, work_dir=work, executors=executors, overrides=overrides, on_round=on_round))
                 _write_metrics(out, pd.DataFrame(rows))
             else:
-                rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows))
+                rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows, tracker))
             histograms[name, seed] = participation_histogram(sim.times_kept)
 
     metrics = pd.DataFrame(rows)
@@ -147,14 +150,14 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
-def _run_one(sim: Simulation, ckpt: Path, cfg: ExperimentConfig, out: Path, done_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _run_one(sim: Simulation, ckpt: Path, cfg: ExperimentConfig, out: Path, done_rows: list[dict[str, Any]], tracker: Tracker | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if ckpt.exists():
         state = torch.load(ckpt, weights_only=False)
         sim.load_state_dict(state["simulation"])
         rows = list(state["rows"])
     every = cfg.checkpoint_every
-    with _RoundProgress(sim, cfg, rows) as on_round:
+    with _RoundProgress(sim, cfg, rows, tracker) as on_round:
         while not sim.is_done():
             rows.append(sim.step())
             on_round(rows[-1])
@@ -165,9 +168,10 @@ def _run_one(sim: Simulation, ckpt: Path, cfg: ExperimentConfig, out: Path, done
 
 
 class _RoundProgress:
-    """The progress bar of one (policy, seed): rounds, virtual time, latest accuracy, online."""
+    """The progress bar of one (policy, seed): rounds, virtual time, latest accuracy, online; feeds the tracker too."""
 
-    def __init__(self, sim: Simulation, cfg: ExperimentConfig, done_rows: Sequence[dict[str, Any]] = ()) -> None:
+    def __init__(self, sim: Simulation, cfg: ExperimentConfig, done_rows: Sequence[dict[str, Any]] = (), tracker: Tracker | None = None) -> None:
+        self.tracker = tracker
         self.bar = progress(range(cfg.fl.rounds), desc=f"{sim.policy_name} seed {sim.seed}", total=cfg.fl.rounds, unit="round", initial=sim.round)
         evaluated = [r["accuracy"] for r in done_rows if not np.isnan(r["accuracy"])]
         self.accuracy = evaluated[-1] if evaluated else float("nan")
@@ -175,6 +179,8 @@ class _RoundProgress:
     def __call__(self, row: dict[str, Any]) -> None:
         if not np.isnan(row["accuracy"]):
             self.accuracy = row["accuracy"]
+        if self.tracker is not None:
+            self.tracker.log(row)
         self.bar.update(1)
         self.bar.set_postfix_str(f"t={row['time_s'] / 3600:.2f} h acc={self.accuracy:.3f} online={row['n_online']}", refresh=False)
 
@@ -183,6 +189,8 @@ class _RoundProgress:
 
     def __exit__(self, *exc: Any) -> None:
         self.bar.close()
+        if self.tracker is not None:
+            self.tracker.close()
 
 
 def _checkpoint(path: Path, sim: Simulation, rows: list[dict[str, Any]]) -> None:
