@@ -23,7 +23,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["fedavg", "stack_states", "server_adam_step", "server_yogi_step"]
+__all__ = ["fedavg", "stack_states", "server_adam_step", "server_yogi_step", "staleness_weights", "fedbuff_step"]
 
 
 def fedavg(stacked_params: dict[str, Tensor], weights: Tensor | Sequence[float]) -> dict[str, Tensor]:
@@ -94,3 +94,36 @@ def server_yogi_step(
     sq = delta * delta
     v_new = v - (1.0 - beta2) * sq * torch.sign(v - sq)
     return x + server_lr * m_new / (torch.sqrt(v_new) + tau), m_new, v_new
+
+
+def staleness_weights(staleness: Sequence[int] | Tensor, exponent: float) -> Tensor:
+    """FedBuff's polynomial staleness weights ``(1 + tau) ** -exponent`` (float64).
+
+    ``tau`` is how many server model versions were made while the client trained.
+    """
+    tau = torch.as_tensor(staleness, dtype=torch.float64)
+    if (tau < 0).any():
+        raise ValueError(f"staleness must be >= 0, got {tau.tolist()}")
+    return (1.0 + tau) ** (-float(exponent))
+
+
+def fedbuff_step(global_state: dict[str, Tensor], stacked_deltas: dict[str, Tensor], weights: Tensor, server_lr: float) -> dict[str, Tensor]:
+    """FedBuff's server update over a full buffer of ``M`` client deltas (Nguyen et al. 2022)::
+
+        global' = global + server_lr * sum_i w_i * delta_i / M
+
+    ``delta_i`` = the client's trained model minus the model it started from; ``w_i`` its
+    staleness weight. Integer entries are rounded to the nearest integer.
+    """
+    w = torch.as_tensor(weights, dtype=torch.float64).flatten()
+    m = w.numel()
+    if m == 0:
+        raise ValueError("no deltas to apply")
+    out: dict[str, Tensor] = {}
+    for name, x in global_state.items():
+        d = stacked_deltas[name]
+        if d.shape != (m, *x.shape):
+            raise ValueError(f"{name}: expected deltas of shape {(m, *x.shape)}, got {tuple(d.shape)}")
+        new = x.to(torch.float64) + server_lr * torch.tensordot(w / m, d.to(torch.float64), dims=1)
+        out[name] = new.to(x.dtype) if x.dtype.is_floating_point else torch.round(new).to(x.dtype)
+    return out

@@ -95,6 +95,7 @@ class FLConfig:
     selection: str = "uniform"  # or "pkg.module:Selector"
     deadline_s: Optional[float] = None  # drop clients that finish later than this after round start
     train_mode: Literal["auto", "batched", "sequential"] = "auto"
+    mode: Literal["sync", "fedbuff"] = "sync"  # synchronous rounds, or FedBuff's buffered asynchronous aggregation
 
     def __post_init__(self) -> None:
         for name in ("participants_per_round", "local_steps", "batch_size", "rounds", "eval_every"):
@@ -173,6 +174,29 @@ class SelectorConfig:
 
 
 @dataclass(frozen=True)
+class FedBuffConfig:
+    """``fl.mode: fedbuff`` (:mod:`flamingo_sim.fl.async_engine`); a "round" is one server update."""
+
+    buffer_size: int = 10  # M: client updates per server update
+    concurrency: Optional[int] = None  # clients training at once; unset: ceil(K x overcommit)
+    staleness_exponent: float = 0.5  # weight (1 + staleness) ** -exponent
+    server_lr: float = 1.0  # global += server_lr * mean of weighted deltas
+    retry_s: float = 60.0  # a slot with nobody to run (or a declined request) is retried this much later
+
+    def __post_init__(self) -> None:
+        if self.buffer_size < 1:
+            raise ValueError(f"buffer_size must be >= 1, got {self.buffer_size}")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if not (math.isfinite(self.staleness_exponent) and self.staleness_exponent >= 0):
+            raise ValueError(f"staleness_exponent must be >= 0, got {self.staleness_exponent}")
+        if not (math.isfinite(self.server_lr) and self.server_lr > 0):
+            raise ValueError(f"server_lr must be > 0, got {self.server_lr}")
+        if not (math.isfinite(self.retry_s) and self.retry_s > 0):
+            raise ValueError(f"retry_s must be > 0, got {self.retry_s}")
+
+
+@dataclass(frozen=True)
 class TrackingConfig:
     """Optional logging of every round's metrics (:mod:`flamingo_sim.fl.tracking`)."""
 
@@ -195,6 +219,7 @@ class ExperimentConfig:
     aggregation: AggregationConfig = field(default_factory=AggregationConfig)
     selector: SelectorConfig = field(default_factory=SelectorConfig)  # parameters of fl.selection
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    fedbuff: FedBuffConfig = field(default_factory=FedBuffConfig)  # used with fl.mode: fedbuff
     # a number in [0, 1], "highest" (highest reached by any policy), or "highest_common"
     # (highest reached by every policy, so that every policy has a time to target)
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
@@ -214,6 +239,8 @@ class ExperimentConfig:
             raise ValueError(f"policies: each policy once, got {self.policies}")
         if not self.seeds:
             raise ValueError("seeds: give at least one seed")
+        if self.fl.mode == "fedbuff" and self.aggregation != AggregationConfig():
+            raise ValueError("aggregation: fl.mode 'fedbuff' updates the server with FedBuff's own step (fedbuff.server_lr); leave aggregation at its default")
         from flamingo_sim.fl.selection import PARAMETERS as SELECTOR_PARAMETERS
 
         allowed = SELECTOR_PARAMETERS.get(self.fl.selection)

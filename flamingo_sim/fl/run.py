@@ -86,6 +86,8 @@ def run_experiment(
         make_policy(name, cfg)
     if engine == "fedscale" and cfg.aggregation != AggregationConfig():
         raise ConfigError(f"{experiment}: aggregation: only the default (fedavg, weighting: samples) runs with --engine fedscale; use the native engine for {cfg.aggregation.name!r}")
+    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
+        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs on the native engine and writes no checkpoints (no --resume)")
     if engine == "fedscale" and cfg.fl.selection == "oort":
         raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the native engine's training losses; use the native engine")
     make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")
@@ -105,9 +107,17 @@ def run_experiment(
         for name in cfg.policies:
             policy = make_policy(name, cfg)
             buffers = [b for b, _ in parts.model.named_buffers()]
-            sim = Simulation(parts, policy, name, seed, make_selector(cfg.fl.selection, cfg.selector.parameters()), make_aggregator(cfg.aggregation, buffers))
+            selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
+            if cfg.fl.mode == "fedbuff":
+                from flamingo_sim.fl.async_engine import AsyncSimulation
+
+                sim: Simulation = AsyncSimulation(parts, policy, name, seed, selector)
+            else:
+                sim = Simulation(parts, policy, name, seed, selector, make_aggregator(cfg.aggregation, buffers))
             tracker = open_trackers(cfg, out, name, seed, f"{_safe(name)}-seed{seed}")
-            if engine == "fedscale":
+            if cfg.fl.mode == "fedbuff":
+                rows.extend(_run_async(sim, cfg, out, rows, tracker))
+            elif engine == "fedscale":
                 from flamingo_sim.integrations.fedscale import run_fedscale
 
                 work = out / "fedscale" / f"{_safe(name)}-seed{seed}"
@@ -163,6 +173,18 @@ def _run_one(sim: Simulation, ckpt: Path, cfg: ExperimentConfig, out: Path, done
             on_round(rows[-1])
             if sim.round % every == 0 or sim.is_done():
                 _checkpoint(ckpt, sim, rows)
+                _write_metrics(out, pd.DataFrame(done_rows + rows))
+    return rows
+
+
+def _run_async(sim: Simulation, cfg: ExperimentConfig, out: Path, done_rows: list[dict[str, Any]], tracker: Tracker | None) -> list[dict[str, Any]]:
+    """FedBuff (fl.mode: fedbuff): server updates until done; metrics rewritten every checkpoint_every updates."""
+    rows: list[dict[str, Any]] = []
+    with _RoundProgress(sim, cfg, rows, tracker) as on_round:
+        while not sim.is_done():
+            rows.append(sim.step())
+            on_round(rows[-1])
+            if sim.round % cfg.checkpoint_every == 0:
                 _write_metrics(out, pd.DataFrame(done_rows + rows))
     return rows
 
