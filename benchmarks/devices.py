@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from flamingo_sim.devices.execution import InterferenceModel, run_ladder, run_ladder_reference
+from flamingo_sim.devices.execution import InterferenceModel, run_ladder
+from tests.devices.ladder_reference import run_ladder_reference
 from flamingo_sim.devices.policies import BaselinePolicy, FlamingoPolicy, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.rng import rng

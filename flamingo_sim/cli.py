@@ -11,7 +11,7 @@ import sys
 from typing import Sequence
 
 from flamingo_sim import __version__
-from flamingo_sim.errors import FlamingoError
+from flamingo_sim.errors import FlamingoError, in_cli_terms
 
 #: Modules whose ``register(subparsers)`` adds commands, in the order ``--help`` lists them.
 COMMAND_MODULES = (
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except FlamingoError as exc:
-        print(f"flamingo-sim {args.command}: error: {exc}", file=sys.stderr)
+        print(f"flamingo-sim {args.command}: error: {in_cli_terms(str(exc), getattr(args, 'cli_flags', {}))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `flamingo-sim profiles --json | head`
         sys.stderr.close()

@@ -60,11 +60,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     out = copy.deepcopy(data)
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, for example fl.rounds=20")
+            raise ConfigError(f"override {item!r}: expected KEY=VALUE, for example fl.rounds=20")
         key, _, raw = item.partition("=")
         key = key.strip()
         if not key or any(not part for part in key.split(".")):
-            raise ConfigError(f"--set {item!r}: empty key")
+            raise ConfigError(f"override {item!r}: empty key")
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
@@ -76,7 +76,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise ConfigError(f"--set {item!r}: {'.'.join(parts[: i + 1])} is not a section")
+                raise ConfigError(f"override {item!r}: {'.'.join(parts[: i + 1])} is not a section")
             node = child
         node[parts[-1]] = value
     return out

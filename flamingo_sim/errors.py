@@ -3,7 +3,16 @@
 Anything a user can cause (a bad file, a bad config key, an impossible selection) raises a
 :class:`FlamingoError` whose message is one line saying what, where and what was expected.
 The CLI prints that line and exits non-zero; it never shows a traceback for these.
+
+Messages name the library's parameters and config keys (``n_seeds``, ``engine``), never the
+command line's flags: each CLI command declares its flags for those names and
+:func:`in_cli_terms` rewrites the line it prints.
 """
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
 
 
 class FlamingoError(Exception):
@@ -16,3 +25,15 @@ class ConfigError(FlamingoError):
 
 class InputDataError(FlamingoError):
     """An input data file is missing, empty, corrupt or of the wrong shape."""
+
+
+def in_cli_terms(message: str, flags: Mapping[str, str]) -> str:
+    """``message`` with each parameter name in ``flags`` (as a whole word) replaced by its flag.
+
+    >>> in_cli_terms("n_seeds: expected a count >= 1, got 0", {"n_seeds": "--seeds"})
+    '--seeds: expected a count >= 1, got 0'
+    """
+    if not flags:
+        return message
+    names = "|".join(re.escape(n) for n in sorted(flags, key=len, reverse=True))
+    return re.sub(rf"(?<![\w.'\"/-])({names})(?![\w'\"/-])", lambda m: flags[m.group(1)], message)

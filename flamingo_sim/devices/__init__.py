@@ -7,7 +7,7 @@ Public API (see each module's docstring for the models):
 - :mod:`.profiles`: :class:`Profile`, :class:`ChoiceProfile`, :func:`prune`,
   :func:`load_profile`, :func:`save_profile`, :class:`ProfileSet`.
 - :mod:`.calibrate`: the physical model behind the shipped ``calibrated`` profiles.
-- :mod:`.battery`: :class:`Battery`, :func:`energy_from_readings`, :class:`EnergyBudget`.
+- :mod:`.battery`: :func:`discharge_intervals`, :class:`EnergyBudget`.
 - :mod:`.execution`: :class:`InterferenceModel`, :func:`run_ladder` (control loop, vectorised).
 - :mod:`.cores`: :func:`discover_cores` (this machine's cores grouped into core types).
 - :mod:`.energy`: :class:`EnergySource` readers (RAPL, battery sysfs, Termux, battery level),
@@ -18,7 +18,7 @@ Public API (see each module's docstring for the models):
   :class:`PolicyConfig`, :class:`BaselinePolicy`, :class:`FlamingoPolicy`, :func:`make_policy`.
 """
 
-from flamingo_sim.devices.battery import Battery, EnergyBudget, discharge_intervals, energy_from_readings
+from flamingo_sim.devices.battery import EnergyBudget, discharge_intervals
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.policies import (
     BaselinePolicy,
@@ -33,7 +33,7 @@ from flamingo_sim.devices.profiles import BASELINE_LABEL, MODELS, ChoiceProfile,
 from flamingo_sim.devices.soc import Choice, CoreLayout, Phone, baseline_cores, load_phones, state_space
 
 __all__ = [
-    "Battery", "EnergyBudget", "discharge_intervals", "energy_from_readings",
+    "EnergyBudget", "discharge_intervals",
     "InterferenceModel", "run_ladder",
     "BaselinePolicy", "FlamingoPolicy", "Policy", "PolicyConfig", "TaskOutcome", "TaskRequest", "make_policy",
     "BASELINE_LABEL", "MODELS", "ChoiceProfile", "Profile", "ProfileSet", "load_profile", "prune", "save_profile",

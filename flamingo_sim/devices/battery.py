@@ -1,8 +1,7 @@
-"""Battery state, energy from battery readings, and the per-client energy budget.
+"""Energy from battery readings, and the per-client energy budget.
 
-- :class:`Battery`: one battery as an explicit, validated state (capacity, level, voltage);
-  draws and charges are in joules and clamp at empty and full.
-- :func:`energy_from_readings`: SPEC's estimate of energy from battery level/voltage samples.
+- :func:`discharge_intervals`: SPEC's estimate of energy from battery level/voltage samples
+  (the profiler's battery meter, :mod:`flamingo_sim.devices.energy`).
 - :class:`EnergyBudget`: available energy of many clients over their traces, vectorised.
 """
 
@@ -15,58 +14,7 @@ import numpy as np
 
 from flamingo_sim.devices.soc import MAH_TO_COULOMB
 
-__all__ = ["Battery", "discharge_intervals", "energy_from_readings", "EnergyBudget"]
-
-
-@dataclass
-class Battery:
-    """A battery: ``capacity_j`` (> 0), ``level_j`` in [0, capacity_j], ``voltage_v`` (> 0).
-
-    :meth:`draw_j` and :meth:`charge_j` take a non-negative energy and return the energy actually
-    moved: a draw never takes the level below 0, a charge never lifts it above capacity.
-    """
-
-    capacity_j: float
-    level_j: float
-    voltage_v: float = 3.85
-
-    def __post_init__(self) -> None:
-        if not (np.isfinite(self.capacity_j) and self.capacity_j > 0):
-            raise ValueError(f"capacity_j must be positive, got {self.capacity_j}")
-        if not (np.isfinite(self.level_j) and 0 <= self.level_j <= self.capacity_j):
-            raise ValueError(f"level_j must be in [0, {self.capacity_j}], got {self.level_j}")
-        if not (np.isfinite(self.voltage_v) and self.voltage_v > 0):
-            raise ValueError(f"voltage_v must be positive, got {self.voltage_v}")
-
-    @classmethod
-    def from_mah(cls, capacity_mah: float, level_pct: float = 100.0, voltage_v: float = 3.85) -> "Battery":
-        """A battery of ``capacity_mah`` at ``voltage_v`` (capacity_j = mAh x 3.6 x V)."""
-        if not 0 <= level_pct <= 100:
-            raise ValueError(f"level_pct must be in [0, 100], got {level_pct}")
-        cap = capacity_mah * MAH_TO_COULOMB * voltage_v
-        return cls(cap, cap * level_pct / 100.0, voltage_v)
-
-    @property
-    def level_pct(self) -> float:
-        return 100.0 * self.level_j / self.capacity_j
-
-    @staticmethod
-    def _check(energy_j: float) -> float:
-        if not (np.isfinite(energy_j) and energy_j >= 0):
-            raise ValueError(f"energy must be a finite non-negative number of joules, got {energy_j}")
-        return float(energy_j)
-
-    def draw_j(self, energy_j: float) -> float:
-        """Take up to ``energy_j`` out; returns what was taken (the level stops at 0)."""
-        taken = min(self._check(energy_j), self.level_j)
-        self.level_j -= taken
-        return taken
-
-    def charge_j(self, energy_j: float) -> float:
-        """Put up to ``energy_j`` in; returns what was stored (the level stops at capacity)."""
-        stored = min(self._check(energy_j), self.capacity_j - self.level_j)
-        self.level_j += stored
-        return stored
+__all__ = ["discharge_intervals", "EnergyBudget"]
 
 
 def discharge_intervals(times_s: Any, level_pct: Any, voltage_v: Any, capacity_mah: float) -> dict[str, np.ndarray]:
@@ -100,20 +48,6 @@ def discharge_intervals(times_s: Any, level_pct: Any, voltage_v: Any, capacity_m
     q_pct_c = capacity_mah * MAH_TO_COULOMB / 100.0
     energy = (v[a] + v[b]) / 2.0 * q_pct_c * (lv[a] - lv[b])
     return {"start_s": t[a], "end_s": t[b], "energy_j": energy, "power_w": energy / (t[b] - t[a])}
-
-
-def energy_from_readings(times_s: Any, level_pct: Any, voltage_v: Any, capacity_mah: float, span: tuple[float, float]) -> float:
-    """Energy (J) over ``span = (start_s, end_s)``: the sum over discharge intervals overlapping it.
-
-    An interval ``[a, b]`` overlaps the span when ``a < end_s`` and ``b > start_s``; it counts
-    whole (the battery's 1 % resolution does not allow finer). See :func:`discharge_intervals`.
-    """
-    s0, s1 = span
-    if not s1 > s0:
-        raise ValueError(f"span must have end > start, got {span}")
-    iv = discharge_intervals(times_s, level_pct, voltage_v, capacity_mah)
-    hit = (iv["start_s"] < s1) & (iv["end_s"] > s0)
-    return float(iv["energy_j"][hit].sum())
 
 
 @dataclass
@@ -192,6 +126,11 @@ class EnergyBudget:
         self.trace_pct = now.copy()
         lvl = self.level_pct
         self.online = np.where(self.online, lvl >= self.min_pct, lvl >= self.reentry_pct)
+
+    def take_offline(self, clients: np.ndarray) -> None:
+        """Take ``clients`` (indices) offline now, whatever their level: a phone whose training
+        ran it flat waits for a charge to ``reentry_pct`` before it is online again."""
+        self.online[np.asarray(clients, dtype=np.int64)] = False
 
     @property
     def available_j(self) -> np.ndarray:

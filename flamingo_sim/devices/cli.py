@@ -45,7 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, type=Path, help="write the profile here instead of <profiles-dir>/<phone>/<model>.yaml")
     p.add_argument("--capacity-mah", type=float, default=None, help="battery capacity for the catalogue entry (default: from sysfs, else 4000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=_profile)
+    p.set_defaults(func=_profile, cli_flags={
+        "steps": "--steps", "warmup_steps": "--warmup-steps", "batch_size": "--batch", "n_classes": "--n-classes",
+        "image_size": "--image-size", "idle_s": "--idle-s", "phone_name": "--phone",
+    })
 
 
 def profiles_report(profiles_dir: str | Path) -> list[dict[str, Any]]:

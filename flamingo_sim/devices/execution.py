@@ -31,8 +31,8 @@ detected interference the loop climbs one rung per step until it hits interferen
 :func:`run_ladder` computes this exactly but event by event: within a stretch where the slot,
 the rung and the probe deadline do not change, all steps are equal, so it advances every task
 by a whole stretch per iteration (vectorised over tasks); the number of iterations is the
-largest number of events of one task, not the number of steps. :func:`run_ladder_reference` is
-the plain per-step loop it is tested and benchmarked against.
+largest number of events of one task, not the number of steps. The plain per-step loop it is
+tested and benchmarked against lives with the tests (``tests/devices/ladder_reference.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["InterferenceModel", "LadderResult", "run_ladder", "run_ladder_reference"]
+__all__ = ["InterferenceModel", "LadderResult", "run_ladder"]
 
 _EPS = 1e-9  # relative tolerance for "a step starts exactly on a slot boundary / deadline"
 
@@ -138,38 +138,3 @@ def run_ladder(latency_s, power_w, shared, n_rungs, n_steps, in_use, slot_s: flo
         mark[idx] = np.where(detect, t[idx], mi)
         idx = idx[left[idx] > 0]
     return LadderResult(t, energy, inter, steps, rung)
-
-
-def run_ladder_reference(latency_s, power_w, shared, n_rungs, n_steps, in_use, slot_s: float, controlled,
-                         interference: InterferenceModel = InterferenceModel(), factor: float = 1.1,
-                         probe_s: float = 120.0) -> LadderResult:
-    """The same as :func:`run_ladder`, one step at a time in plain Python (for tests/benchmarks)."""
-    lat, pw, sh, nr, ns, use, ctl = _check(latency_s, power_w, shared, n_rungs, n_steps, in_use, controlled)
-    k, c = lat.shape
-    n_slots = use.shape[1]
-    slow = float(interference.shared_core_slowdown)
-    out_t, out_e, out_i = np.zeros(k), np.zeros(k), np.zeros(k)
-    steps = np.zeros((k, c), dtype=np.int64)
-    final = np.zeros(k, dtype=np.int64)
-    lat_l, pw_l, sh_l, use_l = lat.tolist(), pw.tolist(), sh.tolist(), use.tolist()
-    for i in range(k):
-        t = mark = energy = inter = 0.0
-        r = 0
-        row_use, row_lat, row_pw, row_sh = use_l[i], lat_l[i], pw_l[i], sh_l[i]
-        for _ in range(int(ns[i])):
-            slot = min(int(t / slot_s + _EPS), n_slots - 1)
-            shared_now = row_use[slot] and row_sh[r]
-            step = row_lat[r] * (slow if shared_now else 1.0)
-            t += step
-            energy += step * row_pw[r]
-            if shared_now:
-                inter += step
-            steps[i, r] += 1
-            if ctl[i]:
-                if step > factor * row_lat[r]:
-                    r = min(r + 1, int(nr[i]) - 1)
-                    mark = t
-                elif t - mark >= probe_s * (1 - _EPS) and r > 0:
-                    r -= 1
-        out_t[i], out_e[i], out_i[i], final[i] = t, energy, inter, r
-    return LadderResult(out_t, out_e, out_i, steps, final)

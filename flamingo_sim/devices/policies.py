@@ -128,6 +128,11 @@ class TaskOutcome:
     ``decline_reason``: '' if accepted; ``mode``: 'declined', 'baseline', 'explore',
     'default' (4567 while exploring and charging) or 'control'. ``steps_by_choice[i, l]``
     counts steps on label ``labels[l]`` (the profile set's global labels).
+
+    ``interrupted[i]``: the policy started client ``i``'s task but gives it up before the end
+    (its update never reaches the server); the engine drops such a client with reason
+    ``interrupted``. Policies that never interrupt leave it out: it defaults to all ``False``.
+    ``duration_s``/``energy_j``/``interference_s`` are those of the whole task either way.
     """
 
     accepted: np.ndarray
@@ -138,6 +143,16 @@ class TaskOutcome:
     steps_by_choice: np.ndarray
     labels: tuple[str, ...]
     mode: np.ndarray
+    interrupted: np.ndarray = field(default=None)  # type: ignore[assignment]  # bool (k,), default all False
+
+    def __post_init__(self) -> None:
+        k = len(np.asarray(self.accepted))
+        if self.interrupted is None:
+            self.interrupted = np.zeros(k, dtype=bool)
+        else:
+            self.interrupted = np.asarray(self.interrupted, dtype=bool)
+            if self.interrupted.shape != (k,):
+                raise ValueError(f"TaskOutcome.interrupted must have shape ({k},), got {self.interrupted.shape}")
 
     def choice_mix(self) -> dict[str, int]:
         """Total steps per choice label over the cohort (labels with no steps omitted)."""

@@ -85,11 +85,11 @@ class ProfileRequest:
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "n_classes"):
             if getattr(self, name) < 1:
-                raise FlamingoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+                raise FlamingoError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.warmup_steps < 0 or self.idle_s < 0:
-            raise FlamingoError("--warmup-steps and --idle-s must be >= 0")
+            raise FlamingoError("warmup_steps and idle_s must be >= 0")
         if self.image_size is not None and self.image_size < 1:
-            raise FlamingoError(f"--image-size must be >= 1, got {self.image_size}")
+            raise FlamingoError(f"image_size must be >= 1, got {self.image_size}")
 
 
 @dataclass(frozen=True)
@@ -356,7 +356,7 @@ def run_profile(req: ProfileRequest, profiles_dir: str | Path = "profiles", phon
     profiles_dir = Path(profiles_dir)
     name = phone_name or default_phone_name()
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
-        raise FlamingoError(f"--phone {name!r}: use letters, digits, '_', '-' and '.'")
+        raise FlamingoError(f"phone_name {name!r}: use letters, digits, '_', '-' and '.'")
     discovery = measure_kwargs.pop("discovery", None) or discover_cores()
     _known_phone(profiles_dir, name, discovery.layout)  # a clash is refused before measuring
     m = measure(req, discovery=discovery, log=log, **measure_kwargs)

@@ -163,10 +163,6 @@ class Profile:
         """The viable choices, largest footprint (and fastest) first."""
         return prune(self.all_choices)
 
-    def prune(self) -> tuple[ChoiceProfile, ...]:
-        """Same as :attr:`choices`."""
-        return self.choices
-
     @property
     def pruned_labels(self) -> tuple[str, ...]:
         viable = {c.label for c in self.choices}

@@ -23,7 +23,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["fedavg", "stack_states", "server_adam_step", "server_yogi_step", "staleness_weights", "fedbuff_step"]
+__all__ = ["fedavg", "server_adam_step", "server_yogi_step", "staleness_weights", "fedbuff_step"]
 
 
 def fedavg(stacked_params: dict[str, Tensor], weights: Tensor | Sequence[float]) -> dict[str, Tensor]:
@@ -53,17 +53,6 @@ def fedavg(stacked_params: dict[str, Tensor], weights: Tensor | Sequence[float])
         else:
             out[name] = torch.round(mean).to(value.dtype)
     return out
-
-
-def stack_states(states: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
-    """Stack per-client states (same keys and shapes) along a new leading client dimension."""
-    if not states:
-        raise ValueError("no states to stack")
-    keys = list(states[0])
-    for i, s in enumerate(states[1:], start=1):
-        if list(s) != keys:
-            raise ValueError(f"state {i} has keys {sorted(s)} but state 0 has {sorted(keys)}")
-    return {k: torch.stack([s[k] for s in states]) for k in keys}
 
 
 def _check_moments(x: Tensor, delta: Tensor, m: Tensor, v: Tensor) -> None:

@@ -32,15 +32,16 @@ import heapq
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from flamingo_sim.devices.policies import TaskRequest
+from flamingo_sim.devices.policies import Policy, TaskRequest
 from flamingo_sim.fl.aggregate import fedbuff_step, staleness_weights
 from flamingo_sim.fl.engine import DEFAULT_TEMPERATURE_C, Components, Simulation
 from flamingo_sim.fl.fairness import jain_index
+from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
 from flamingo_sim.fl.selection import CoordinatorView, Selector
 from flamingo_sim.fl.training import train_cohort
@@ -68,8 +69,8 @@ class _Task:
 class AsyncSimulation(Simulation):
     """One policy's FedBuff job over one seed; :meth:`step` runs until the next server update."""
 
-    def __init__(self, parts: Components, policy: Any, policy_name: str, seed: int, selector: Selector) -> None:
-        super().__init__(parts, policy, policy_name, seed, selector)
+    def __init__(self, parts: Components, policy: Policy, policy_name: str, seed: int, selector: Selector, log: Callable[[str], None] | None = None) -> None:
+        super().__init__(parts, policy, policy_name, seed, selector, log=log)
         fb, fl = self.cfg.fedbuff, self.cfg.fl
         self.concurrency = fb.concurrency or math.ceil(fl.participants_per_round * fl.overcommit)
         self.events: list[tuple[float, int, str, Any]] = []
@@ -141,7 +142,7 @@ class AsyncSimulation(Simulation):
         c = task.client
         self._advance_to(t_s, c, task.energy_j)
         if task.reason == BATTERY_EXHAUSTED:
-            self.budget.online[c] = False
+            self.budget.take_offline(np.array([c]))
         self.busy[c] = False
         self.energy_cum_j += task.energy_j
         self.client_energy_j[c] += task.energy_j
@@ -186,7 +187,7 @@ class AsyncSimulation(Simulation):
         return deltas, losses
 
     # -- one server update -----------------------------------------------------------------------
-    def step(self) -> dict[str, Any]:
+    def step(self) -> RoundRecord:
         """Process events until the buffer holds M deltas, apply the server update, return its row."""
         m, horizon_h = self.cfg.fedbuff.buffer_size, self.cfg.fl.horizon_h
         while len(self.buffer) < m:
@@ -201,7 +202,7 @@ class AsyncSimulation(Simulation):
                 self._arrive(t_s, payload)
         return self._update()
 
-    def _update(self) -> dict[str, Any]:
+    def _update(self) -> RoundRecord:
         cfg, pop = self.cfg, self.parts.population
         batch, self.buffer = self.buffer[: cfg.fedbuff.buffer_size], self.buffer[cfg.fedbuff.buffer_size :]
         staleness = [s for _, s in batch]
@@ -220,24 +221,34 @@ class AsyncSimulation(Simulation):
         if self.round % cfg.fl.eval_every == 0 or self.round == 1 or self.is_done():
             accuracy, loss = self.evaluate()
         w, self._window = self._window, self._new_window()
+        self._check_horizon()
         lost_now = self.trace_budget.online & ~self.budget.online
-        row: dict[str, Any] = {
-            "policy": self.policy_name, "seed": self.seed, "round": self.round, "time_s": self.clock_s,
-            "duration_s": self.clock_s - self.last_update_s, "accuracy": accuracy, "loss": loss,
-            "train_loss": float(np.mean(losses)) if batch else float("nan"), "n_online": int(self.budget.online.sum()),
-            "n_selected": w["dispatched"], "n_kept": len(batch),
-            **{f"dropped_{r}": int(w["dropped"][REASONS.index(r)]) for r in DROP_REASONS},
-            "energy_j": w["energy_j"], "energy_cum_j": self.energy_cum_j, "interference_s": w["interference_s"],
-            "clients_lost": int(lost_now.sum()), "clients_lost_cum": int(self.ever_lost.sum()),
-            "jain_participation": jain_index(self.times_kept), "jain_energy": jain_index(self.client_energy_j),
-        }
-        for j, label in enumerate(self.parts.choice_labels):
-            row[f"steps_{label}"] = int(w["steps"][j])
-        for p, phone in enumerate(pop.phone_names):
-            row[f"interference_s_{phone}"] = float(w["phone_interference_s"][p])
-        row["staleness_mean"] = float(np.mean(staleness)) if batch else float("nan")
+        record = RoundRecord(
+            policy=self.policy_name,
+            seed=self.seed,
+            round=self.round,
+            time_s=self.clock_s,
+            duration_s=self.clock_s - self.last_update_s,
+            accuracy=accuracy,
+            loss=loss,
+            train_loss=float(np.mean(losses)) if batch else float("nan"),
+            n_online=int(self.budget.online.sum()),
+            n_selected=w["dispatched"],
+            n_kept=len(batch),
+            dropped={r: int(w["dropped"][REASONS.index(r)]) for r in DROP_REASONS},
+            energy_j=w["energy_j"],
+            energy_cum_j=self.energy_cum_j,
+            interference_s=w["interference_s"],
+            clients_lost=int(lost_now.sum()),
+            clients_lost_cum=int(self.ever_lost.sum()),
+            steps_by_choice={label: int(w["steps"][j]) for j, label in enumerate(self.parts.choice_labels)},
+            interference_s_by_phone={phone: float(w["phone_interference_s"][p]) for p, phone in enumerate(pop.phone_names)},
+            jain_participation=jain_index(self.times_kept),
+            jain_energy=jain_index(self.client_energy_j),
+            staleness_mean=float(np.mean(staleness)) if batch else float("nan"),
+        )
         self.last_update_s = self.clock_s
-        return row
+        return record
 
     def state_dict(self) -> dict[str, Any]:
         raise NotImplementedError("fl.mode 'fedbuff' runs are not checkpointed")

@@ -21,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="native (default) or fedscale: FedScale's aggregator and executors (pip install 'flamingo-sim[fedscale]')")
     p.add_argument("--executors", type=int, default=0, metavar="N",
                    help="with --engine fedscale: N executor processes over gRPC on 127.0.0.1 (default 0: in-process)")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, cli_flags={
+        "n_seeds": "--seeds", "out_dir": "--out", "engine": "--engine", "executors": "--executors", "resume": "--resume", "override": "--set",
+    })
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -26,23 +26,28 @@ run continues exactly where a checkpoint left off.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 
 from flamingo_sim.devices.battery import EnergyBudget
-from flamingo_sim.devices.policies import TaskRequest
+from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
+from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.fl.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.config import ExperimentConfig
+from flamingo_sim.fl.data import FederatedDataset
 from flamingo_sim.fl.fairness import jain_index
 from flamingo_sim.fl.population import Population
+from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.selection import CoordinatorView, Selector
 from flamingo_sim.fl.training import evaluate, train_cohort
 from flamingo_sim.rng import rng
+from flamingo_sim.traces.store import ClientTraces
 
 #: How far ahead (in trace slots) a task may look at whether the owner uses the phone.
 USAGE_SLOTS = 12
@@ -55,10 +60,10 @@ class Components:
     """What a simulation is made of; built once per (experiment, seed) by :mod:`flamingo_sim.fl.run`."""
 
     cfg: ExperimentConfig
-    traces: Any  # flamingo_sim.traces.store.ClientTraces
+    traces: ClientTraces
     population: Population
-    profiles: Any  # flamingo_sim.devices.profiles.ProfileSet, phones in population order
-    dataset: Any  # flamingo_sim.fl.data.FederatedDataset
+    profiles: ProfileSet  # phones in population order
+    dataset: FederatedDataset
     model: torch.nn.Module
     test_data: tuple[torch.Tensor, torch.Tensor]
     choice_labels: tuple[str, ...]
@@ -72,7 +77,7 @@ class RoundPlan:
     t0_s: float  # virtual time the round starts
     online: np.ndarray  # int64 clients online at the start
     chosen: np.ndarray  # int64 selected clients
-    outcome: Any  # the policy's priced tasks (flamingo_sim.devices.policies), over ``chosen``
+    outcome: TaskOutcome  # the policy's priced tasks, over ``chosen``
     comm_s: np.ndarray  # float (len(chosen),) model download + upload time
     duration_s: np.ndarray  # float (len(chosen),) compute + communication
     settled: RoundSettlement
@@ -80,13 +85,28 @@ class RoundPlan:
 
 
 class Simulation:
-    """One policy's federated job over one seed."""
+    """One policy's federated job over one seed.
+
+    ``log`` (default: stderr) gets one warning line the first time the virtual clock passes
+    the trace set's wrap-free horizon (:attr:`~flamingo_sim.traces.store.ClientTraces.horizon_s`):
+    past it, clients replay their traces cyclically. ``aggregator`` (default: FedAvg weighted
+    by samples) turns the kept clients' states into the next global model.
+    """
 
     def __init__(
-        self, parts: Components, policy: Any, policy_name: str, seed: int, selector: Selector, aggregator: Aggregator | None = None
+        self,
+        parts: Components,
+        policy: Policy,
+        policy_name: str,
+        seed: int,
+        selector: Selector,
+        log: Callable[[str], None] | None = None,
+        aggregator: Aggregator | None = None,
     ) -> None:
         self.parts = parts
         self.aggregator: Aggregator = aggregator if aggregator is not None else FedAvg()
+        self.log = log or (lambda msg: print(msg, file=sys.stderr))
+        self.horizon_warned = False  # said that the clock passed the traces' wrap-free horizon
         self.cfg = parts.cfg
         self.policy = policy
         self.policy_name = policy_name
@@ -121,12 +141,8 @@ class Simulation:
         return self.parts.traces.state_at(t_s)[self.parts.population.trace_client]
 
     def _levels_at(self, idx: np.ndarray, times_s: np.ndarray) -> np.ndarray:
-        """Trace level of clients ``idx`` each at its own time ``times_s`` (one fancy index)."""
-        tr = self.parts.traces
-        tc = self.parts.population.trace_client[idx]
-        dev = tr.client_device[tc]
-        steps = (np.floor(times_s).astype(np.int64) + tr.shift_s[tc]) // tr.step_s
-        return tr.level_pct[dev, steps % tr.device_length[dev]].astype(np.float64)
+        """Trace level of clients ``idx`` each at its own time ``times_s``."""
+        return self.parts.traces.levels_at(self.parts.population.trace_client[idx], times_s)
 
     def _extra(self, name: str, t_s: float, idx: np.ndarray, default: float) -> np.ndarray:
         values = self.parts.traces.extra_at(name, t_s)
@@ -140,8 +156,8 @@ class Simulation:
         return np.stack(slots, axis=1)
 
     # -- one round -----------------------------------------------------------------------------
-    def step(self) -> dict[str, Any]:
-        """Run one round natively: plan it, train and aggregate, finish it; returns its metrics row."""
+    def step(self) -> RoundRecord:
+        """Run one round natively: plan it, train and aggregate, finish it; returns its record."""
         plan = self.plan_round()
         train_loss = self.train_round(plan)
         return self.finish_round(plan, train_loss)
@@ -149,8 +165,8 @@ class Simulation:
     def plan_round(self) -> RoundPlan:
         """Steps 1-4: start the next round, select, price and settle it (no training yet).
 
-        Other engines (FedScale's aggregator) call this, train ``plan.kept`` themselves, set
-        :attr:`params` to the aggregated model and then call :meth:`finish_round`.
+        Other engines (FedScale's aggregator) call this, train ``plan.kept`` themselves, hand
+        the aggregated model to :meth:`set_global_params` and then call :meth:`finish_round`.
         """
         cfg, pop = self.cfg, self.parts.population
         self.round += 1
@@ -191,7 +207,7 @@ class Simulation:
             energy_j=outcome.energy_j,
             spare_energy_j=spare_j,
             online_at_finish=finish_online,
-            interrupted=getattr(outcome, "interrupted", None),
+            interrupted=outcome.interrupted,
             deadline_s=cfg.fl.deadline_s,
         )
         return RoundPlan(
@@ -237,8 +253,20 @@ class Simulation:
         self.model_wall_s += time.perf_counter() - started
         return float(result.losses.mean())
 
-    def finish_round(self, plan: RoundPlan, train_loss: float) -> dict[str, Any]:
-        """Steps 6-7: advance the clock and batteries, evaluate :attr:`params`, return the row."""
+    def set_global_params(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Make ``state`` (a model ``state_dict``, the aggregate of this round's kept updates)
+        the global model that :meth:`finish_round` evaluates; copied, and checked against the
+        model's entries (names and shapes)."""
+        if set(state) != set(self.params):
+            missing, extra = sorted(set(self.params) - set(state)), sorted(set(state) - set(self.params))
+            raise ValueError(f"set_global_params: entries differ from the model's (missing {missing}, unexpected {extra})")
+        for name, value in state.items():
+            if tuple(value.shape) != tuple(self.params[name].shape):
+                raise ValueError(f"set_global_params: {name} has shape {tuple(value.shape)}, the model's is {tuple(self.params[name].shape)}")
+        self.params = {k: state[k].detach().clone() for k in self.params}
+
+    def finish_round(self, plan: RoundPlan, train_loss: float) -> RoundRecord:
+        """Steps 6-7: advance the clock and batteries, evaluate :attr:`params`, return the round's record."""
         cfg, pop = self.cfg, self.parts.population
         if plan.round != self.round:
             raise ValueError(f"finish_round: plan is for round {plan.round}, the simulation is at round {self.round}")
@@ -250,7 +278,7 @@ class Simulation:
         drawn_j = np.zeros(pop.n_clients)
         drawn_j[chosen] = settled.energy_spent_j
         self._advance_budgets(t0, self.clock_s, drawn_j)
-        self.budget.online[chosen[settled.reason == BATTERY_EXHAUSTED]] = False  # ran flat: wait for a charge
+        self.budget.take_offline(chosen[settled.reason == BATTERY_EXHAUSTED])  # ran flat: wait for a charge
         lost_now = self.trace_budget.online & ~self.budget.online
         self.ever_lost |= lost_now
         energy_j = float(settled.energy_spent_j.sum())
@@ -265,34 +293,43 @@ class Simulation:
         accuracy = loss = float("nan")
         if self.round % cfg.fl.eval_every == 0 or self.round == 1 or self.is_done():
             accuracy, loss = self.evaluate()
+        self._check_horizon()
         counts = outcome.steps_by_choice[settled.kept].sum(axis=0) if len(kept) else None
-        row: dict[str, Any] = {
-            "policy": self.policy_name,
-            "seed": self.seed,
-            "round": self.round,
-            "time_s": self.clock_s,
-            "duration_s": settled.duration_s,
-            "accuracy": accuracy,
-            "loss": loss,
-            "train_loss": train_loss,
-            "n_online": len(online),
-            "n_selected": len(chosen),
-            "n_kept": len(kept),
-            **{f"dropped_{r}": settled.count(REASONS.index(r)) for r in DROP_REASONS},
-            "energy_j": energy_j,
-            "energy_cum_j": self.energy_cum_j,
-            "interference_s": float(interference_s.sum()),
-            "clients_lost": int(lost_now.sum()),
-            "clients_lost_cum": int(self.ever_lost.sum()),
-            "jain_participation": jain_index(self.times_kept),
-            "jain_energy": jain_index(self.client_energy_j),
-        }
-        for j, label in enumerate(self.parts.choice_labels):
-            row[f"steps_{label}"] = int(counts[j]) if counts is not None else 0
         chosen_phone = pop.phone_idx[chosen]
-        for p, phone in enumerate(pop.phone_names):
-            row[f"interference_s_{phone}"] = float(interference_s[chosen_phone == p].sum())
-        return row
+        return RoundRecord(
+            policy=self.policy_name,
+            seed=self.seed,
+            round=self.round,
+            time_s=self.clock_s,
+            duration_s=settled.duration_s,
+            accuracy=accuracy,
+            loss=loss,
+            train_loss=train_loss,
+            n_online=len(online),
+            n_selected=len(chosen),
+            n_kept=len(kept),
+            dropped={r: settled.count(REASONS.index(r)) for r in DROP_REASONS},
+            energy_j=energy_j,
+            energy_cum_j=self.energy_cum_j,
+            interference_s=float(interference_s.sum()),
+            clients_lost=int(lost_now.sum()),
+            clients_lost_cum=int(self.ever_lost.sum()),
+            steps_by_choice={label: int(counts[j]) if counts is not None else 0 for j, label in enumerate(self.parts.choice_labels)},
+            interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
+            jain_participation=jain_index(self.times_kept),
+            jain_energy=jain_index(self.client_energy_j),
+        )
+
+    def _check_horizon(self) -> None:
+        """Say once when the virtual clock passes the point where trace replay wraps."""
+        horizon_s = self.parts.traces.horizon_s
+        if self.horizon_warned or self.clock_s <= horizon_s:
+            return
+        self.horizon_warned = True
+        self.log(
+            f"WARNING: virtual time {self.clock_s / 3600:.1f} h passed the trace set's wrap-free horizon of {horizon_s / 3600:.1f} h "
+            f"(round {self.round}); from there on clients replay their battery traces from the start"
+        )
 
     def _online_at_finish(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:
         """Whether each client's trace alone keeps it above the threshold until it finishes."""

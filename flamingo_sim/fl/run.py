@@ -6,15 +6,17 @@ The run directory holds:
 - ``metrics.parquet`` one row per (policy, seed, round), see :data:`flamingo_sim.fl.metrics.COLUMNS`;
 - ``summary.json``    time to target, energy to target, speedup, energy efficiency, clients lost;
 - ``checkpoints/``    one ``<policy>-seed<k>.pt`` per run, written atomically every
-  ``checkpoint_every`` rounds and at the end, so that ``--resume`` continues a killed run and
+  ``checkpoint_every`` rounds and at the end, so that ``resume=True`` continues a killed run and
   produces exactly what an uninterrupted run would (native engine only);
 - ``fedscale/``       with ``engine="fedscale"``: FedScale's logs and the executors' output,
   one ``<policy>-seed<k>/`` per run.
 
-Engines: ``"native"`` trains in this process (:meth:`Simulation.step`); ``"fedscale"`` runs
-each (policy, seed) on FedScale's aggregator and executors
-(:mod:`flamingo_sim.integrations.fedscale`): in-process with ``executors=0``, else with that
-many executor processes over gRPC on 127.0.0.1. Both write the same metrics and summary.
+Engines (:mod:`flamingo_sim.fl.engines`, a registry): ``"native"`` trains in this process
+(:meth:`Simulation.step`); ``"fedscale"`` runs each (policy, seed) on FedScale's aggregator and
+executors (:mod:`flamingo_sim.integrations.fedscale`): in-process with ``executors=0``, else
+with that many executor processes over gRPC on 127.0.0.1. Both write the same metrics and
+summary. The progress bar, checkpoints and the metrics file are callbacks of the run loop
+(:mod:`flamingo_sim.fl.callbacks`), beside any the caller passes.
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-import numpy as np
 import pandas as pd
 import torch
 import yaml
@@ -33,13 +34,16 @@ import yaml
 from flamingo_sim.config import to_mapping
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.aggregators import make_aggregator
+from flamingo_sim.fl.callbacks import Callback, CallbackList, ProgressBar
 from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_experiment
 from flamingo_sim.fl.engine import Simulation
+from flamingo_sim.fl.engines import EngineOptions, make_engine
 from flamingo_sim.fl.fairness import participation_histogram
 from flamingo_sim.fl.metrics import format_summary, summarize
+from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.selection import make_selector
-from flamingo_sim.fl.tracking import Tracker, check_tracking, open_trackers
-from flamingo_sim.io import atomic_path, progress, write_json
+from flamingo_sim.fl.tracking import TrackingCallback, check_tracking
+from flamingo_sim.io import atomic_path, write_json
 
 
 @dataclass(frozen=True)
@@ -60,76 +64,67 @@ def run_experiment(
     overrides: list[str] | tuple[str, ...] = (),
     n_seeds: int | None = None,
     resume: bool = False,
-    log: Any = None,
+    log: Callable[[str], None] | None = None,
     engine: str = "native",
     executors: int = 0,
+    callbacks: Sequence[Callback] = (),
 ) -> RunResult:
-    """Run (or resume) the experiment in ``experiment`` and return its metrics and summary."""
-    log = log or (lambda msg: print(msg, file=sys.stderr))
-    _check_engine(engine, executors, resume)
+    """Run (or resume) the experiment in ``experiment`` and return its metrics and summary.
+
+    ``callbacks`` (:mod:`flamingo_sim.fl.callbacks`) are called for every (policy, seed) run
+    after the built-in ones (progress bar, checkpoints, metrics file); one whose
+    ``on_round_end`` returns True ends that run early.
+    """
+    say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
+    runner = make_engine(engine, EngineOptions(executors=executors, experiment=experiment, overrides=tuple(overrides), log=say))
+    if resume and not runner.resumable:
+        raise ConfigError(f"resume: engine {engine!r} writes no checkpoints, so its runs cannot be resumed; start a new run")
+    user_callbacks = CallbackList(callbacks)
     cfg = load_experiment(experiment, overrides)
     if n_seeds is not None:
         if n_seeds < 1:
-            raise ConfigError(f"--seeds: expected a count >= 1, got {n_seeds}")
+            raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
         cfg = replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
     out = Path(out_dir) if out_dir is not None else default_out_dir(cfg)
     if resume:
         if out_dir is None:
-            raise ConfigError("--resume needs --out DIR: the run directory to continue")
+            raise ConfigError("resume: needs out_dir, the run directory to continue")
         _check_resumable(out, cfg)
     elif out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out}: run directory exists and is not empty (use --resume to continue it, or another --out)")
+        raise ConfigError(f"{out}: run directory exists and is not empty (continue it with resume, or choose another out_dir)")
     from flamingo_sim.fl.setup import build_components, make_policy
 
     # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
-    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
-        raise ConfigError(f"{experiment}: aggregation: only the default (fedavg, weighting: samples) runs with --engine fedscale; use the native engine for {cfg.aggregation.name!r}")
-    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
-        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs on the native engine and writes no checkpoints (no --resume)")
-    if engine == "fedscale" and cfg.fl.selection == "oort":
-        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the native engine's training losses; use the native engine")
-    make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")
-    make_selector(cfg.fl.selection, cfg.selector.parameters(), source=f"{experiment}: fl.selection")
-    check_tracking(cfg, str(experiment))
-    first_parts = build_components(cfg, experiment, cfg.seeds[0], log=log)
+    _check_toolkit(cfg, experiment, engine, resume)
+    first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "config.yaml") as tmp:
         tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
 
-    rows: list[dict[str, Any]] = []
+    records: list[RoundRecord] = []
     histograms: dict[tuple[str, int], dict[str, int]] = {}
     data_description = None
+    horizon_log = _Once(say)
     for seed in cfg.seeds:
         parts = first_parts if seed == cfg.seeds[0] else build_components(cfg, experiment, seed, log=lambda _m: None)
         data_description = parts.dataset.description
         for name in cfg.policies:
-            policy = make_policy(name, cfg)
-            buffers = [b for b, _ in parts.model.named_buffers()]
-            selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
-            if cfg.fl.mode == "fedbuff":
-                from flamingo_sim.fl.async_engine import AsyncSimulation
-
-                sim: Simulation = AsyncSimulation(parts, policy, name, seed, selector)
-            else:
-                sim = Simulation(parts, policy, name, seed, selector, make_aggregator(cfg.aggregation, buffers))
-            tracker = open_trackers(cfg, out, name, seed, f"{_safe(name)}-seed{seed}")
-            if cfg.fl.mode == "fedbuff":
-                rows.extend(_run_async(sim, cfg, out, rows, tracker))
-            elif engine == "fedscale":
-                from flamingo_sim.integrations.fedscale import run_fedscale
-
-                work = out / "fedscale" / f"{_safe(name)}-seed{seed}"
-                log(f"{name} seed {seed}: FedScale engine, " + (f"{executors} executor processes over gRPC" if executors else "in-process"))
-                with _RoundProgress(sim, cfg, tracker=tracker) as on_round:
-                    rows.extend(run_fedscale(sim, experiment=experiment, work_dir=work, executors=executors, overrides=overrides, on_round=on_round))
-                _write_metrics(out, pd.DataFrame(rows))
-            else:
-                rows.extend(_run_one(sim, out / "checkpoints" / f"{_safe(name)}-seed{seed}.pt", cfg, out, rows, tracker))
+            sim = _simulation(cfg, parts, name, seed, horizon_log)
+            run_name = f"{_safe(name)}-seed{seed}"
+            done: list[RoundRecord] = []
+            hooks: list[Callback] = [ProgressBar(), _MetricsWriter(out, records, cfg.checkpoint_every)]
+            if cfg.tracking.tensorboard or cfg.tracking.mlflow:
+                hooks.append(TrackingCallback(cfg, out, run_name))
+            if runner.resumable and cfg.fl.mode == "sync":
+                ckpt = out / "checkpoints" / f"{run_name}.pt"
+                done = _resume(sim, ckpt)
+                hooks.append(_Checkpointer(ckpt, cfg.checkpoint_every))
+            records.extend(runner.run(sim, CallbackList(hooks + user_callbacks.callbacks), done, out / engine / run_name))
             histograms[name, seed] = participation_histogram(sim.times_kept)
 
-    metrics = pd.DataFrame(rows)
+    metrics = _table(records)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
     for (name, seed), hist in histograms.items():
         summary["policies"][name]["per_seed"][str(seed)]["participation_histogram"] = hist
@@ -137,82 +132,106 @@ def run_experiment(
     _write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     print(format_summary(summary))
-    log(f"run directory: {out}")
+    say(f"run directory: {out}")
     return RunResult(out, metrics, summary)
 
 
-def _check_engine(engine: str, executors: int, resume: bool) -> None:
-    if engine not in ("native", "fedscale"):
-        raise ConfigError(f"--engine: expected 'native' or 'fedscale', got {engine!r}")
-    if executors < 0:
-        raise ConfigError(f"--executors: expected a count >= 0, got {executors}")
-    if engine == "native" and executors:
-        raise ConfigError("--executors: only with --engine fedscale")
-    if engine == "fedscale":
-        if resume:
-            raise ConfigError("--resume: not supported with --engine fedscale (it writes no checkpoints); start a new run")
-        from flamingo_sim.integrations.fedscale import load_fedscale
+def _check_toolkit(cfg: ExperimentConfig, experiment: str | Path, engine: str, resume: bool) -> None:
+    """The aggregation, selection, FedBuff and tracking settings: built once, checked against the engine."""
+    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
+        raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
+    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
+        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale) and writes no checkpoints (no resume)")
+    if engine == "fedscale" and cfg.fl.selection == "oort":
+        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
+    make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")
+    make_selector(cfg.fl.selection, cfg.selector.parameters(), source=f"{experiment}: fl.selection")
+    check_tracking(cfg, str(experiment))
 
-        load_fedscale()  # fail now, with the install command, if FedScale is missing
+
+def _simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Callable[[str], None]) -> Simulation:
+    """A fresh simulation of policy ``name``: synchronous, or FedBuff's (``fl.mode: fedbuff``)."""
+    from flamingo_sim.fl.setup import make_policy
+
+    selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
+    if cfg.fl.mode == "fedbuff":
+        from flamingo_sim.fl.async_engine import AsyncSimulation
+
+        return AsyncSimulation(parts, make_policy(name, cfg), name, seed, selector, log=log)
+    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()])
+    return Simulation(parts, make_policy(name, cfg), name, seed, selector, log=log, aggregator=aggregator)
 
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
-def _run_one(sim: Simulation, ckpt: Path, cfg: ExperimentConfig, out: Path, done_rows: list[dict[str, Any]], tracker: Tracker | None = None) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    if ckpt.exists():
-        state = torch.load(ckpt, weights_only=False)
-        sim.load_state_dict(state["simulation"])
-        rows = list(state["rows"])
-    every = cfg.checkpoint_every
-    with _RoundProgress(sim, cfg, rows, tracker) as on_round:
-        while not sim.is_done():
-            rows.append(sim.step())
-            on_round(rows[-1])
-            if sim.round % every == 0 or sim.is_done():
-                _checkpoint(ckpt, sim, rows)
-                _write_metrics(out, pd.DataFrame(done_rows + rows))
-    return rows
+def _table(records: Sequence[RoundRecord]) -> pd.DataFrame:
+    return pd.DataFrame([r.to_row() for r in records])
 
 
-def _run_async(sim: Simulation, cfg: ExperimentConfig, out: Path, done_rows: list[dict[str, Any]], tracker: Tracker | None) -> list[dict[str, Any]]:
-    """FedBuff (fl.mode: fedbuff): server updates until done; metrics rewritten every checkpoint_every updates."""
-    rows: list[dict[str, Any]] = []
-    with _RoundProgress(sim, cfg, rows, tracker) as on_round:
-        while not sim.is_done():
-            rows.append(sim.step())
-            on_round(rows[-1])
-            if sim.round % cfg.checkpoint_every == 0:
-                _write_metrics(out, pd.DataFrame(done_rows + rows))
-    return rows
+class _Once:
+    """A log that says each distinct line once (the trace-horizon warning of every run)."""
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log = log
+        self.said: set[str] = set()
+
+    def __call__(self, msg: str) -> None:
+        if msg not in self.said:
+            self.said.add(msg)
+            self.log(msg)
 
 
-class _RoundProgress:
-    """The progress bar of one (policy, seed): rounds, virtual time, latest accuracy, online; feeds the tracker too."""
+def _resume(sim: Simulation, ckpt: Path) -> list[RoundRecord]:
+    """Load ``ckpt`` into ``sim`` if it exists; the rounds it had done (none for a fresh run)."""
+    if not ckpt.exists():
+        return []
+    state = torch.load(ckpt, weights_only=False)
+    sim.load_state_dict(state["simulation"])
+    return [RoundRecord.from_row(row) for row in state["rows"]]
 
-    def __init__(self, sim: Simulation, cfg: ExperimentConfig, done_rows: Sequence[dict[str, Any]] = (), tracker: Tracker | None = None) -> None:
-        self.tracker = tracker
-        self.bar = progress(range(cfg.fl.rounds), desc=f"{sim.policy_name} seed {sim.seed}", total=cfg.fl.rounds, unit="round", initial=sim.round)
-        evaluated = [r["accuracy"] for r in done_rows if not np.isnan(r["accuracy"])]
-        self.accuracy = evaluated[-1] if evaluated else float("nan")
 
-    def __call__(self, row: dict[str, Any]) -> None:
-        if not np.isnan(row["accuracy"]):
-            self.accuracy = row["accuracy"]
-        if self.tracker is not None:
-            self.tracker.log(row)
-        self.bar.update(1)
-        self.bar.set_postfix_str(f"t={row['time_s'] / 3600:.2f} h acc={self.accuracy:.3f} online={row['n_online']}", refresh=False)
+class _Checkpointer(Callback):
+    """Writes the run's checkpoint every ``every`` rounds, at its last round and at its end."""
 
-    def __enter__(self) -> "_RoundProgress":
-        return self
+    def __init__(self, path: Path, every: int) -> None:
+        self.path, self.every = path, every
 
-    def __exit__(self, *exc: Any) -> None:
-        self.bar.close()
-        if self.tracker is not None:
-            self.tracker.close()
+    def on_run_begin(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
+        self.records = list(records)
+        self.saved_round = sim.round
+
+    def on_round_end(self, sim: Simulation, record: RoundRecord) -> bool:
+        self.records.append(record)
+        if sim.round % self.every == 0 or sim.is_done():
+            self._save(sim)
+        return False
+
+    def on_run_end(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
+        if self.saved_round != sim.round:  # stopped early by a callback
+            self._save(sim)
+
+    def _save(self, sim: Simulation) -> None:
+        _checkpoint(self.path, sim, [r.to_row() for r in self.records])
+        self.saved_round = sim.round
+
+
+class _MetricsWriter(Callback):
+    """Rewrites ``metrics.parquet`` (earlier runs' rows, then this run's) every ``every`` rounds
+    and at the run's last round, so a killed run leaves what it had done."""
+
+    def __init__(self, out: Path, earlier: Sequence[RoundRecord], every: int) -> None:
+        self.out, self.earlier, self.every = out, list(earlier), every
+
+    def on_run_begin(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
+        self.records = list(records)
+
+    def on_round_end(self, sim: Simulation, record: RoundRecord) -> bool:
+        self.records.append(record)
+        if sim.round % self.every == 0 or sim.is_done():
+            _write_metrics(self.out, _table(self.earlier + self.records))
+        return False
 
 
 def _checkpoint(path: Path, sim: Simulation, rows: list[dict[str, Any]]) -> None:
@@ -231,7 +250,7 @@ def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
         raise ConfigError(f"{out}: not a run directory (no config.yaml) - nothing to resume")
     before = yaml.safe_load(saved.read_text())
     if before != to_mapping(cfg):
-        raise ConfigError(f"{out}: the experiment config differs from the one this run started with; resume with the same config and --set options")
+        raise ConfigError(f"{out}: the experiment config differs from the one this run started with; resume with the same config and overrides")
 
 
 def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:

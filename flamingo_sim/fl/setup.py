@@ -8,12 +8,13 @@ experiment file and the key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
 from flamingo_sim.fl.config import ExperimentConfig, require_path, resolve_path
+from flamingo_sim.fl.data import FederatedDataset
 from flamingo_sim.fl.engine import Components
 from flamingo_sim.fl.population import build_population
 
@@ -80,7 +81,7 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     )
 
 
-def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[Any, str]:
+def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[FederatedDataset, str]:
     """The real dataset if present, else the proxy (said loudly); returns (dataset, model name)."""
     from flamingo_sim.fl.data import SyntheticFederated
     from flamingo_sim.fl.fedscale_data import FedScaleImageDataset

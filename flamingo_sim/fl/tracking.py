@@ -1,6 +1,7 @@
 """Optional experiment tracking: each round's metrics row to TensorBoard and/or MLflow.
 
-Configured by the experiment's ``tracking:`` section (:class:`~flamingo_sim.fl.config.TrackingConfig`).
+Configured by the experiment's ``tracking:`` section (:class:`~flamingo_sim.fl.config.TrackingConfig`);
+:class:`TrackingCallback` is a run-loop callback (:mod:`flamingo_sim.fl.callbacks`).
 Both are extras, imported only when switched on (``pip install 'flamingo-sim[tracking]'``;
 TensorBoard also comes with the ``fedscale`` extra); a missing package is a one-line error
 before the run directory is created (:func:`check_tracking`).
@@ -19,11 +20,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.callbacks import Callback
+from flamingo_sim.fl.records import RoundRecord
 
-__all__ = ["Tracker", "open_trackers", "check_tracking", "numeric_metrics"]
+if TYPE_CHECKING:
+    from flamingo_sim.fl.engine import Simulation
+
+__all__ = ["Tracker", "TrackingCallback", "open_trackers", "check_tracking", "numeric_metrics"]
 
 INSTALL = "pip install 'flamingo-sim[tracking]'"
 #: Row entries that identify the run rather than measure it.
@@ -132,3 +138,24 @@ def open_trackers(cfg: Any, out: Path, policy: str, seed: int, run_name: str) ->
         uri = tc.mlflow_tracking_uri or (out / "mlruns").resolve().as_uri()
         trackers.append(_MLflow(uri, tc.mlflow_experiment or cfg.name, f"{policy}-seed{seed}", _flatten(to_mapping(cfg))))
     return _All(trackers) if trackers else None
+
+
+class TrackingCallback(Callback):
+    """Logs every round of one (policy, seed) run to the trackers the experiment switches on."""
+
+    def __init__(self, cfg: Any, out: Path, run_name: str) -> None:
+        self.cfg, self.out, self.run_name = cfg, out, run_name
+        self.tracker: Tracker | None = None
+
+    def on_run_begin(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:
+        self.tracker = open_trackers(self.cfg, self.out, sim.policy_name, sim.seed, self.run_name)
+
+    def on_round_end(self, sim: "Simulation", record: RoundRecord) -> bool:
+        if self.tracker is not None:
+            self.tracker.log(record.to_row())
+        return False
+
+    def on_run_end(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:
+        if self.tracker is not None:
+            self.tracker.close()
+            self.tracker = None

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--labels", nargs="+", metavar="LABEL", help="one legend label per RUN_DIR (default: the directory names)")
     p.add_argument("--format", dest="formats", nargs="+", choices=("png", "svg", "pdf"), default=["png", "svg"],
                    help="image formats to write (default: png svg)")
-    p.set_defaults(func=_report)
+    p.set_defaults(func=_report, cli_flags={"labels": "--labels"})
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -91,7 +91,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         raise FlamingoError("no run directory given")
     paths = [Path(p) for p in run_dirs]
     if labels is not None and len(labels) != len(paths):
-        raise FlamingoError(f"--labels: got {len(labels)} label(s) for {len(paths)} run directories")
+        raise FlamingoError(f"labels: got {len(labels)} label(s) for {len(paths)} run directories")
     if labels is None:
         labels = [p.resolve().name for p in paths]
         if len(set(labels)) < len(labels):  # same names in different folders: add the parent

@@ -111,9 +111,9 @@ class Cleaner:
 
     def __post_init__(self) -> None:
         if self.level_scale not in ("auto", "pct", "fraction"):
-            raise InputDataError(f"--level-scale {self.level_scale}: expected auto, pct or fraction")
+            raise InputDataError(f"level_scale {self.level_scale!r}: expected auto, pct or fraction")
         if self.server_clock not in ("lisbon", "utc"):
-            raise InputDataError(f"--server-clock {self.server_clock}: expected lisbon or utc")
+            raise InputDataError(f"server_clock {self.server_clock!r}: expected lisbon or utc")
 
     @property
     def level_max(self) -> float:

@@ -37,7 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="timestamps are Europe/Lisbon wall time from 2018-10-28 on (GreenHub server; default) or all UTC")
     p.add_argument("--max-shifted-frac", type=float, default=0.01,
                    help="CSV rows with the wrong field count are skipped and counted; fail when a file has more than this share")
-    p.set_defaults(func=_prep)
+    p.set_defaults(func=_prep, cli_flags={
+        "n_devices": "--devices", "n_shifts": "--shifts", "out_dir": "--out", "min_date": "--min-date", "max_date": "--max-date",
+        "format": "--format", "max_shifted_frac": "--max-shifted-frac", "level_scale": "--level-scale", "server_clock": "--server-clock",
+        "rule": "--select",
+    })
 
     s = sub.add_parser(
         "synth-greenhub",
@@ -50,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--parts", type=int, default=4, help="parquet parts (samples/part-NNNN.parquet)")
     s.add_argument("--layouts", default="parquet,csv-pages",
                    help="comma list of parquet, csv-pages, csv-tables, csv-2019, csv-2018 (default parquet,csv-pages)")
-    s.set_defaults(func=_synth)
+    s.set_defaults(func=_synth, cli_flags={"layouts": "--layouts"})
 
 
 def _prep(args: argparse.Namespace) -> int:

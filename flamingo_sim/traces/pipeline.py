@@ -49,16 +49,16 @@ class PrepOptions:
 
     def __post_init__(self) -> None:
         if self.n_devices < 1:
-            raise InputDataError(f"--devices {self.n_devices}: expected at least 1")
+            raise InputDataError(f"n_devices: expected at least 1, got {self.n_devices}")
         if not 1 <= self.n_shifts <= 24 * 7:
-            raise InputDataError(f"--shifts {self.n_shifts}: expected 1..168 one-hour shifts")
+            raise InputDataError(f"n_shifts: expected 1..168 one-hour shifts, got {self.n_shifts}")
 
 
-def _date_s(text: str, flag: str) -> int:
+def _date_s(text: str, key: str) -> int:
     try:
         d = dt.datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=dt.timezone.utc)
     except ValueError:
-        raise InputDataError(f"{flag} {text}: expected a date YYYY-MM-DD") from None
+        raise InputDataError(f"{key} {text}: expected a date YYYY-MM-DD") from None
     return int(d.timestamp())
 
 
@@ -81,15 +81,15 @@ def prep_traces(
     out = Path(out_dir) if out_dir is not None else default_out_dir(input_path)
     o, i = out.resolve(), src.path.resolve()
     if o == i or o in i.parents:
-        raise InputDataError(f"--out {out}: would replace the input {src.path}; choose another output directory")
-    min_s = _date_s(opts.min_date, "--min-date")
+        raise InputDataError(f"out_dir {out}: would replace the input {src.path}; choose another output directory")
+    min_s = _date_s(opts.min_date, "min_date")
     if opts.max_date is None:
         max_date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     else:
         max_date = opts.max_date
-    max_s = _date_s(max_date, "--max-date") + 86399
+    max_s = _date_s(max_date, "max_date") + 86399
     if max_s <= min_s:
-        raise InputDataError(f"--max-date {max_date}: must be after --min-date {opts.min_date}")
+        raise InputDataError(f"max_date {max_date}: must be after min_date {opts.min_date}")
     cleaner = Cleaner(min_s=min_s, max_s=max_s, level_scale=opts.level_scale, server_clock=opts.server_clock)
 
     # Pass 1: keys of all valid rows.

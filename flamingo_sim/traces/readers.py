@@ -63,7 +63,7 @@ def detect_format(path: Path) -> str:
             head = fh.read(4)
         if head == b"PAR1":
             return "parquet"
-        raise InputDataError(f"{path}: unknown file type; expected .parquet or .csv (use --format)")
+        raise InputDataError(f"{path}: unknown file type; expected .parquet or .csv (name the format)")
     if list((path / "samples").glob("part-*.parquet")) or list(path.glob("part-*.parquet")):
         return "parquet-parts"
     if list(path.glob("samples.query.*.csv")):
@@ -100,14 +100,14 @@ class Source:
         """Detect (or check ``fmt``) the layout of ``path`` and list its files."""
         path = Path(path)
         if fmt is not None and fmt not in FORMATS:
-            raise InputDataError(f"--format {fmt}: unknown; expected one of {', '.join(FORMATS)}")
+            raise InputDataError(f"format {fmt!r}: unknown; expected one of {', '.join(FORMATS)}")
         detected = detect_format(path) if fmt is None else fmt
         if not path.exists():
             raise InputDataError(f"{path}: not found")
         details: list[Path] = []
         if detected in ("parquet", "csv"):
             if not path.is_file():
-                raise InputDataError(f"{path}: --format {detected} expects a file, got a directory")
+                raise InputDataError(f"{path}: format {detected!r} expects a file, got a directory")
             files = [path]
         elif detected == "parquet-parts":
             base = path / "samples" if (path / "samples").is_dir() else path
@@ -118,7 +118,7 @@ class Source:
             files = [path / "samples.csv"] if (path / "samples.csv").is_file() else []
             details = [path / "battery_details.csv"] if (path / "battery_details.csv").is_file() else []
         if not files:
-            raise InputDataError(f"{path}: no sample files for --format {detected}")
+            raise InputDataError(f"{path}: no sample files for format {detected!r}")
         src = cls(path=path, format=detected, files=files, detail_files=details, max_shifted_frac=max_shifted_frac)
         src.stats.files = [str(f) for f in files]
         return src
@@ -126,13 +126,6 @@ class Source:
     @property
     def is_csv(self) -> bool:
         return self.format.startswith("csv")
-
-    def available(self) -> set[str]:
-        """Canonical columns present in the first sample file (plus battery_details columns)."""
-        cols = set(self._columns(self.files[0]))
-        for f in self.detail_files:
-            cols |= set(_DETAIL_COLUMNS) & set(_csv_header(f)[0])
-        return cols
 
     def _columns(self, f: Path) -> list[str]:
         if self.is_csv:
@@ -208,7 +201,7 @@ class Source:
         if shifted[0] and shifted[0] > self.max_shifted_frac * total:
             raise InputDataError(
                 f"{f}: {_first_bad_line(f, delim, quoted, len(names))}: wrong number of fields ({shifted[0]} of {total} rows shifted, "
-                f"more than --max-shifted-frac {self.max_shifted_frac}); expected {len(names)} "
+                f"more than max_shifted_frac {self.max_shifted_frac}); expected {len(names)} "
                 f"'{delim}'-separated fields as in the header"
             )
 

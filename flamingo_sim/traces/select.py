@@ -129,7 +129,7 @@ def evaluate(stats: DeviceStats, c: Criteria) -> dict[str, np.ndarray]:
 def choose(stats: DeviceStats, passing: np.ndarray, count: int, rule: str, seed: int) -> np.ndarray:
     """Device ids (ascending) of up to ``count`` passing devices chosen by ``rule``."""
     if rule not in RULES:
-        raise InputDataError(f"--select {rule}: unknown rule; expected one of {', '.join(RULES)}")
+        raise InputDataError(f"rule {rule!r}: unknown; expected one of {', '.join(RULES)}")
     idx = np.flatnonzero(passing)
     if rule == "random":
         if idx.size > count:

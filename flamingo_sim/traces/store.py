@@ -20,7 +20,6 @@ A prepared trace set is a directory with three files:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -135,15 +134,13 @@ class ClientTraces:
             return None
         return arr[self.client_device, self.index_at(t_s)]
 
-    def subset(self, client_idx: Any) -> "ClientTraces":
-        """The same devices, keeping only the clients at positions ``client_idx``."""
-        idx = np.asarray(client_idx)
-        return dataclasses.replace(
-            self,
-            client_ids=self.client_ids[idx],
-            client_device=self.client_device[idx],
-            shift_s=self.shift_s[idx],
-        )
+    def levels_at(self, clients: np.ndarray, times_s: np.ndarray) -> np.ndarray:
+        """Battery level (percent, float64) of the clients at positions ``clients``, each at its
+        own simulation time ``times_s`` (same length; one fancy index)."""
+        clients = np.asarray(clients, dtype=np.int64)
+        dev = self.client_device[clients]
+        steps = (np.floor(times_s).astype(np.int64) + self.shift_s[clients]) // self.step_s
+        return self.level_pct[dev, steps % self.device_length[dev]].astype(np.float64)
 
 
 def _require(path: Path, table: Any, columns: tuple[str, ...]) -> None:

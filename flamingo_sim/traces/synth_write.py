@@ -109,7 +109,7 @@ def write_layouts(out_dir: str | Path, table: pa.Table, devices: list[Any], opts
         if layout not in LAYOUT_DIRS:
             from flamingo_sim.errors import InputDataError
 
-            raise InputDataError(f"--layouts {layout}: unknown; expected some of {', '.join(LAYOUT_DIRS)}")
+            raise InputDataError(f"layouts: {layout!r} unknown; expected some of {', '.join(LAYOUT_DIRS)}")
         target = out_dir / LAYOUT_DIRS[layout]
         with atomic_dir(target) as stage:
             if layout == "parquet":

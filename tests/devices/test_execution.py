@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flamingo_sim.devices.execution import InterferenceModel, run_ladder, run_ladder_reference
+from flamingo_sim.devices.execution import InterferenceModel, run_ladder
+from tests.devices.ladder_reference import run_ladder_reference
 
 RUNNERS = [run_ladder, run_ladder_reference]
 

@@ -142,7 +142,7 @@ def test_refuses_when_affinity_not_permitted(monkeypatch, tmp_path, capsys):
 
 
 def test_refuses_bad_options_and_a_clashing_phone(catalogue_dir):
-    with pytest.raises(FlamingoError, match="--steps must be >= 1"):
+    with pytest.raises(FlamingoError, match=r"^steps must be >= 1, got 0$"):
         ProfileRequest("mlp", steps=0)
     with pytest.raises(FlamingoError, match="another core layout"):  # pixel_3 is 0-3/4-7, not this machine
         run_profile(ProfileRequest("mlp", steps=1, warmup_steps=0, idle_s=0), catalogue_dir, phone_name="pixel_3")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flamingo_sim.fl.aggregate import fedavg, stack_states
+from flamingo_sim.fl.aggregate import fedavg
 
 
 def test_fedavg_sample_weighted_mean_by_hand():
@@ -48,10 +48,3 @@ def test_fedavg_rejects_bad_weights(weights):
 def test_fedavg_rejects_mismatched_leading_dim():
     with pytest.raises(ValueError, match="w: expected a leading client dimension of 3"):
         fedavg({"w": torch.zeros(2, 3)}, [1, 1, 1])
-
-
-def test_stack_states():
-    s = stack_states([{"a": torch.tensor([1.0])}, {"a": torch.tensor([2.0])}])
-    assert s["a"].tolist() == [[1.0], [2.0]]
-    with pytest.raises(ValueError):
-        stack_states([{"a": torch.zeros(1)}, {"b": torch.zeros(1)}])

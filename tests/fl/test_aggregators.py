@@ -171,8 +171,10 @@ def test_fedyogi_run_resumes_bit_identical(tmp_path, monkeypatch):
 
 
 def test_fedscale_engine_refuses_other_aggregators(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("flamingo_sim.fl.run._check_engine", lambda *a: None)
+    from flamingo_sim.fl import engines
+
+    monkeypatch.setitem(engines.ENGINES, "fedscale", lambda options: engines.NativeEngine(engines.EngineOptions()))  # no FedScale needed
     args = ["run", str(ROOT / "experiments/toolkit_fedyogi.yaml"), "--out", str(tmp_path / "o"), "--engine", "fedscale"]
     assert main(args) == 2
-    assert "aggregation: only the default (fedavg, weighting: samples) runs with --engine fedscale" in capsys.readouterr().err
+    assert "aggregation: FedScale runs only the default (fedavg, weighting: samples); run 'fedyogi' natively" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

@@ -46,7 +46,7 @@ def test_per_client_clock_on_the_scripted_scenario():
     parts = dataclasses.replace(parts, cfg=dataclasses.replace(parts.cfg, fedbuff=FedBuffConfig(buffer_size=1, concurrency=3)))
     sim = AsyncSimulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
     before = {k: v.clone() for k, v in sim.params.items()}
-    row = sim.step()
+    row = sim.step().to_row()
     # the three online clients start at t = 0; client 0 (plenty of battery) arrives after its own task:
     assert row["time_s"] == pytest.approx(STEPS * LAT_S + COMM_S)  # 646.4 s
     assert row["n_selected"] == 3 and row["n_kept"] == 1 and row["staleness_mean"] == 0.0
@@ -77,5 +77,5 @@ def test_fedbuff_run_is_deterministic_and_reports_like_sync(tmp_path, monkeypatc
     sync = run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", out_dir=tmp_path / "s", overrides=small[:5] + ["policies=[baseline]"], log=lambda m: None)
     assert set(sync.metrics.columns) <= set(m.columns)  # the same columns, plus staleness_mean
     assert a.summary["policies"]["baseline"]["time_to_target_s"] is not None
-    with pytest.raises(ConfigError, match="fl.mode: 'fedbuff' runs on the native engine and writes no checkpoints"):
+    with pytest.raises(ConfigError, match=r"fl\.mode: 'fedbuff' runs natively \(not on FedScale\) and writes no checkpoints \(no resume\)"):
         run_experiment(ROOT / "experiments/toolkit_fedbuff.yaml", out_dir=tmp_path / "a", overrides=small, resume=True, log=lambda m: None)

@@ -73,7 +73,7 @@ def test_scripted_round_by_hand():
     parts = scripted_parts()
     sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
     assert sim.budget.online.tolist() == [True, False, True, True]
-    row = sim.step()
+    row = sim.step().to_row()
     task_s = STEPS * LAT_S + COMM_S  # 646.4 s: past the 600 s tick where client 3's trace drops
     task_j = STEPS * LAT_S * POWER_W  # 2740.9 J = 6.8 % of the battery
     assert (row["n_online"], row["n_selected"], row["n_kept"]) == (3, 3, 1)
@@ -91,20 +91,20 @@ def test_scripted_round_by_hand():
     assert row["clients_lost"] == 1 and row["clients_lost_cum"] == 1
     assert row["accuracy"] == row["accuracy"]  # evaluated after round 1
 
-    row2 = sim.step()  # only client 0 is online now
+    row2 = sim.step().to_row()  # only client 0 is online now
     assert (row2["n_online"], row2["n_selected"], row2["n_kept"]) == (1, 1, 1)
     assert sim.is_done()
 
 
 def test_flamingo_prices_the_same_client_faster_and_cheaper():
     parts = scripted_parts(rounds=1)
-    base = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step()
+    base = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
     # Flamingo with the coordinator's Pixel 3 profile in hand (no exploration): its fastest
     # viable choice is 45 (2.481 s/step, 3.002 W) instead of 4567.
     pol = make_policy("flamingo", parts.cfg)
     sim = Simulation(parts, pol, "flamingo", 0, UniformSelector())
     pol.shared_table[:] = True
-    row = sim.step()
+    row = sim.step().to_row()
     assert row["duration_s"] == pytest.approx(STEPS * 2.481 + COMM_S)
     assert row["steps_45"] == STEPS
     assert row["duration_s"] < base["duration_s"]
@@ -129,7 +129,7 @@ def test_interference_is_recorded_per_phone():
         extras={"screen_on_frac": in_use}, client_ids=traces.client_ids,
         client_device=traces.client_device, shift_s=traces.shift_s,
     )
-    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step()
+    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
     # the foreground app holds cores 6 and 7: every 4567 step runs 2x slower and all of it is
     # interference; the owner feels the kept client (0) and the one its trace took offline (3)
     # in full, and the exhausted one (2) for the share of its task its 0.4 % spare paid for

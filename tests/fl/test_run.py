@@ -117,7 +117,7 @@ def test_existing_run_directory_is_not_overwritten(tmp_path):
     with pytest.raises(ConfigError, match="exists and is not empty"):
         run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", out_dir=out, overrides=SMALL)
     assert (out / "keep.txt").read_text() == "mine"
-    with pytest.raises(ConfigError, match="--resume needs --out"):
+    with pytest.raises(ConfigError, match=r"^resume: needs out_dir, the run directory to continue$"):
         run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", resume=True)
 
 

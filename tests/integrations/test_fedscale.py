@@ -55,8 +55,12 @@ def _native(parts, policy="flamingo"):
     sim = _sim(parts, policy)
     rows = []
     while not sim.is_done():
-        rows.append(sim.step())
+        rows.append(sim.step().to_row())
     return rows, sim
+
+
+def _rows(records):
+    return [r.to_row() for r in records]
 
 
 def _assert_same_rounds(native, other, acc_tol=1e-4):
@@ -74,7 +78,7 @@ def test_in_process_matches_the_native_engine(small, policy, tmp_path):
     _, parts = small
     native, native_sim = _native(parts, policy)
     sim = _sim(parts, policy)
-    rows = fsi.run_fedscale(sim, work_dir=tmp_path)
+    rows = _rows(fsi.run_fedscale(sim, work_dir=tmp_path))
     _assert_same_rounds(native, rows)
     # the virtual clock, the online set and the energy drawn, not just the rows
     assert sim.clock_s == native_sim.clock_s
@@ -108,7 +112,7 @@ def test_fedscale_trains_exactly_the_kept_clients_with_its_torch_client(small, t
         return plan
 
     monkeypatch.setattr(sim, "plan_round", record)
-    rows = fsi.run_fedscale(sim, work_dir=tmp_path)
+    rows = _rows(fsi.run_fedscale(sim, work_dir=tmp_path))
     expected = [(p.round, int(c) + 1) for p in plans for c in p.kept]  # FedScale ids are ours + 1
     assert sorted((r, c) for r, c, _, _ in trained) == sorted(expected)
     assert all(ok and n == parts.cfg.fl.local_steps for _, _, ok, n in trained)
@@ -120,7 +124,7 @@ def test_unweighted_fedscale_mean_moves_accuracy_but_not_the_clock(small, tmp_pa
     _, parts = small
     native, _ = _native(parts)
     sim = _sim(parts)
-    rows = fsi.run_in_process(sim, work_dir=tmp_path, weighted=False)
+    rows = _rows(fsi.run_in_process(sim, work_dir=tmp_path, weighted=False))
     assert [r["time_s"] for r in rows] == [r["time_s"] for r in native]
     assert [r["energy_cum_j"] for r in rows] == [r["energy_cum_j"] for r in native]
     assert any(abs(a["loss"] - b["loss"]) > 1e-6 for a, b in zip(native, rows))
@@ -132,7 +136,7 @@ def test_scripted_scenario_by_hand_on_fedscale(tmp_path):
     # offline by its owner; the FedScale engine must settle them exactly alike
     parts = scripted_parts()
     sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
-    rows = fsi.run_fedscale(sim, work_dir=tmp_path)
+    rows = _rows(fsi.run_fedscale(sim, work_dir=tmp_path))
     task_s = 160 * 3.97 + 2 * 14.0 * 8 / 20.0
     assert (rows[0]["n_online"], rows[0]["n_selected"], rows[0]["n_kept"]) == (3, 3, 1)
     assert (rows[0]["dropped_battery_exhausted"], rows[0]["dropped_unavailable"]) == (1, 1)
@@ -140,7 +144,7 @@ def test_scripted_scenario_by_hand_on_fedscale(tmp_path):
     assert sim.budget.online.tolist() == [True, False, False, False]
     assert (rows[1]["n_online"], rows[1]["n_kept"]) == (1, 1)
     native = Simulation(scripted_parts(), make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
-    _assert_same_rounds([native.step(), native.step()], rows)
+    _assert_same_rounds([native.step().to_row(), native.step().to_row()], rows)
 
 
 @needs_fedscale
@@ -150,7 +154,7 @@ def test_rounds_where_nobody_is_online_do_not_hang(tmp_path):
     parts.traces.level_pct[:] = 5.0
     sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
     start = time.monotonic()
-    rows = fsi.run_fedscale(sim, work_dir=tmp_path)
+    rows = _rows(fsi.run_fedscale(sim, work_dir=tmp_path))
     assert time.monotonic() - start < 30
     assert [r["n_online"] for r in rows] == [0, 0, 0] and [r["n_kept"] for r in rows] == [0, 0, 0]
     assert [r["round"] for r in rows] == [1, 2, 3] and rows[-1]["time_s"] > 0
@@ -167,9 +171,9 @@ def test_distributed_over_grpc_on_loopback(small, tmp_path):
     def on_start(port, procs):
         seen["port"], seen["procs"] = port, procs
 
-    rows = fsi.run_distributed(
+    rows = _rows(fsi.run_distributed(
         _sim(parts2), experiment=EXP, overrides=two, work_dir=tmp_path, n_executors=2, on_start=on_start, timeout_s=120
-    )
+    ))
     _assert_same_rounds(native, rows)
     assert seen["port"] > 0 and len(seen["procs"]) == 2
     assert [p.returncode for p in seen["procs"]] == [0, 0]  # every executor exited by itself
@@ -207,12 +211,16 @@ def test_run_experiment_with_the_fedscale_engine_writes_the_native_run_directory
 
 
 def test_bad_engine_options_are_config_errors(tmp_path):
-    with pytest.raises(ConfigError, match="--engine"):
+    # library errors name the parameters, not the CLI's flags
+    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'flower'; expected one of 'fedscale', 'native'$"):
         run_experiment(EXP, out_dir=tmp_path / "a", overrides=SMALL, engine="flower")
-    with pytest.raises(ConfigError, match="only with --engine fedscale"):
+    with pytest.raises(ConfigError, match=r"^executors: 2 executor processes need engine 'fedscale', not 'native'$"):
         run_experiment(EXP, out_dir=tmp_path / "b", overrides=SMALL, executors=2)
-    with pytest.raises(ConfigError, match="--resume"):
+    with pytest.raises(ConfigError, match=r"^resume: engine 'fedscale' writes no checkpoints"):
         run_experiment(EXP, out_dir=tmp_path / "c", overrides=SMALL, engine="fedscale", resume=True)
+    with pytest.raises(ConfigError, match=r"^executors: expected a count >= 0, got -1$"):
+        run_experiment(EXP, out_dir=tmp_path / "d", overrides=SMALL, executors=-1)
+    assert not any((tmp_path / d).exists() for d in "abcd")
 
 
 def test_missing_runtime_names_the_install_command(monkeypatch, tmp_path):

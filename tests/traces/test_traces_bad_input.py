@@ -10,6 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from flamingo_sim.cli import main
+from flamingo_sim.errors import InputDataError
+from flamingo_sim.traces.pipeline import PrepOptions
 from trace_helpers import regular_device, table_of
 
 
@@ -136,4 +138,6 @@ def test_bad_option_values(tmp_path, capsys, good_table):
     rc, err = _run(capsys, tmp_path / "g.parquet", "--max-date", "yesterday")
     _assert_one_line_error(rc, err, "--max-date yesterday: expected a date YYYY-MM-DD")
     rc, err = _run(capsys, tmp_path / "g.parquet", "--devices", "0")
-    _assert_one_line_error(rc, err, "--devices 0: expected at least 1")
+    _assert_one_line_error(rc, err, "--devices: expected at least 1, got 0")
+    with pytest.raises(InputDataError, match=r"^n_devices: expected at least 1, got 0$"):  # the library names its parameter
+        PrepOptions(n_devices=0)

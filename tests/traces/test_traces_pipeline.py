@@ -128,7 +128,7 @@ def test_out_dir_may_not_replace_the_input(tmp_path, capsys):
 
 def test_format_override(hand_dump, tmp_path, capsys):
     rc = main(["prep-traces", str(hand_dump.parent), "--format", "csv-pages", "--out", str(tmp_path / "o")])
-    assert rc == 2 and "no sample files for --format csv-pages" in capsys.readouterr().err
+    assert rc == 2 and "no sample files for --format 'csv-pages'" in capsys.readouterr().err
     rc = main(["prep-traces", str(hand_dump), "--format", "parquet", "--out", str(tmp_path / "o")])
     assert rc == 2 and "samples.csv: not a readable parquet file" in capsys.readouterr().err
     rc = main(["prep-traces", str(hand_dump), "--format", "csv", "--out", str(tmp_path / "o"), "--max-date", "2026-01-01"])

@@ -79,5 +79,5 @@ def test_choose_rules():
     assert r1.tolist() == choose(st, passing, 3, "random", 42).tolist() and len(r1) == 3
     assert {tuple(choose(st, passing, 3, "random", s)) for s in range(10)} != {tuple(r1)}  # seed matters
     assert choose(st, passing, 99, "first", 0).tolist() == [10, 11, 12, 13, 14]
-    with pytest.raises(InputDataError, match="unknown rule"):
+    with pytest.raises(InputDataError, match=r"^rule 'worst': unknown; expected one of "):
         choose(st, passing, 2, "worst", 0)

@@ -58,9 +58,15 @@ def test_index_at_shift_and_wrap(tmp_path):
 def test_horizon_is_shortest_span_minus_largest_shift(tmp_path):
     ct = _two_devices(tmp_path)
     assert ct.horizon_s == 4 * 600 - 3600
-    sub = ct.subset([2])  # only device 7, shift 0
-    assert sub.n_clients == 1 and sub.horizon_s == 6 * 600
-    assert sub.level_at(600.0).tolist() == [20.0]
+
+
+def test_levels_at_gives_each_client_at_its_own_time(tmp_path):
+    ct = _two_devices(tmp_path)
+    clients = np.array([0, 1, 2, 3, 3, 1])
+    times = np.array([0.0, 600.0, 1200.0, 5000.0, 123456.0, 7199.9])
+    got = ct.levels_at(clients, times)
+    assert got.dtype == np.float64
+    assert got.tolist() == [float(ct.level_at(t)[c]) for c, t in zip(clients, times)]
 
 
 def test_constructor_rejects_mismatched_shapes():

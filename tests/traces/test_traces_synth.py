@@ -77,4 +77,4 @@ def test_cli_writes_both_default_layouts(tmp_path, capsys):
 
 def test_unknown_layout_is_an_error(tmp_path, capsys):
     assert main(["synth-greenhub", "--out", str(tmp_path), "--devices", "1", "--layouts", "xml"]) == 2
-    assert "--layouts xml: unknown" in capsys.readouterr().err
+    assert "--layouts: 'xml' unknown" in capsys.readouterr().err

@@ -59,9 +59,11 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from flamingo_sim.errors import FlamingoError
+from flamingo_sim.fl.callbacks import CallbackList
+from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.integrations.fedscale.classes import CLASS_NAMES
 from flamingo_sim.integrations.fedscale.classes import fedscale_classes as _classes  # noqa: F401  the old private name
 from flamingo_sim.integrations.fedscale.distributed import executor_command, main, run_distributed
@@ -99,21 +101,22 @@ def run_fedscale(
     executors: int = 0,
     overrides: Sequence[str] = (),
     weighted: bool = True,
-    on_round: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
+    callbacks: CallbackList | None = None,
+) -> list[RoundRecord]:
     """Run one (policy, seed) on FedScale: in-process if ``executors`` is 0, else distributed.
 
-    ``on_round(row)`` is called with each finished round's metrics row (the progress bar).
+    ``callbacks`` get ``on_round_begin``/``on_round_end`` around every round (one that returns
+    True ends the run after that round); returns the rounds' records.
     """
     with contextlib.ExitStack() as stack:
         if work_dir is None:
             work_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="flamingo-fedscale-"))
         if executors == 0:
-            return run_in_process(sim, work_dir=work_dir, weighted=weighted, on_round=on_round)
+            return run_in_process(sim, work_dir=work_dir, weighted=weighted, callbacks=callbacks)
         if experiment is None:
             raise FlamingoError("the distributed FedScale engine needs the experiment file (its executors load it)")
         return run_distributed(
-            sim, experiment=experiment, work_dir=work_dir, n_executors=executors, overrides=overrides, weighted=weighted, on_round=on_round
+            sim, experiment=experiment, work_dir=work_dir, n_executors=executors, overrides=overrides, weighted=weighted, callbacks=callbacks
         )
 
 

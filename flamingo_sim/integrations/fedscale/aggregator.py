@@ -5,8 +5,8 @@ from FedScale's ``select_participants`` / ``tictak_client_tasks`` hooks (who is 
 traces and energy budget, the policy's execution choices, durations, energy, who is dropped, the
 K fastest), so the virtual clock, the online set and the energy drawn equal the native engine's
 by construction. FedScale's executors train the kept clients; the aggregator averages their
-updates (FedAvg weighted by samples, like the native engine; ``weighted=False`` gives FedScale's
-unweighted mean), and :meth:`~flamingo_sim.fl.engine.Simulation.finish_round` advances batteries
+updates with the native engine's :func:`~flamingo_sim.fl.aggregate.fedavg` (weighted by samples;
+``weighted=False`` gives FedScale's unweighted mean), and :meth:`~flamingo_sim.fl.engine.Simulation.finish_round` advances batteries
 and writes the native metrics row. A round in which nobody may train is settled here at once
 (FedScale would wait forever for its uploads).
 
@@ -26,8 +26,12 @@ import types
 from typing import Any, Callable
 
 import numpy as np
+import torch
 
 from flamingo_sim.errors import FlamingoError
+from flamingo_sim.fl.callbacks import CallbackList
+from flamingo_sim.fl.records import RoundRecord
+from flamingo_sim.fl.aggregate import fedavg
 from flamingo_sim.integrations.fedscale.loader import quiet_root_logging
 
 
@@ -38,7 +42,8 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
     class FlamingoAggregator(fs.Aggregator):
         """FedScale's aggregator with flamingo-sim deciding each round (see the module docstring).
 
-        ``rows`` collects one native-format metrics row per finished round.
+        ``records`` collects each finished round's :class:`~flamingo_sim.fl.records.RoundRecord`;
+        ``callbacks`` are called around every round, and one asking to stop ends the run.
         """
 
         def __init__(
@@ -49,7 +54,7 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
             n_executors: int = 1,
             weighted: bool = True,
             poll_s: float = 0.01,
-            on_round: Callable[[dict[str, Any]], None] | None = None,
+            callbacks: CallbackList | None = None,
         ) -> None:
             with quiet_root_logging():
                 super().__init__(args)
@@ -58,8 +63,9 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
             self.poll_s = poll_s
             self.executors = list(range(n_executors))
             self.client_profiles: dict[int, Any] = {}
-            self.rows: list[dict[str, Any]] = []
-            self.on_round = on_round  # called with each finished round's metrics row (progress)
+            self.records: list[RoundRecord] = []
+            self.callbacks = callbacks or CallbackList()
+            self.stop_requested = False  # a callback asked to end the run after the last round
             self.plan: Any = None
             self._next_plan: Any = None
             self.train_losses: list[float] = []
@@ -67,6 +73,8 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
             self.round_lock = threading.RLock()
             self.bound_port: int | None = None
             self.error: BaseException | None = None
+            self._updates: list[list[torch.Tensor]] = []  # this round's updates so far, one per client
+            self._update_weights: list[float] = []
             self.round_end_wall_s: list[float] = []  # perf_counter() as each round finished
             self.init_model()
 
@@ -133,20 +141,21 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
             return to_run, stragglers, clock, float(plan.settled.duration_s), durations
 
         def update_weight_aggregation(self, results: dict[str, Any]) -> None:
-            """FedAvg: FedScale's unweighted mean, or (default) weighted by the clients' samples."""
-            if not self.weighted:
-                return super().update_weight_aggregation(results)
+            """Collect the round's updates; on the last one, FedAvg them with
+            :func:`flamingo_sim.fl.aggregate.fedavg` (weighted by the clients' samples, or
+            equal weights, FedScale's plain mean, with ``weighted=False``)."""
             update = results["update_weight"]
             update = list(update.values()) if isinstance(update, dict) else list(update)
-            w = float(results["flamingo_samples"])
             if self._is_first_result_in_round():
-                self._weight_sum = 0.0
-                self.model_weights = [np.asarray(u, dtype=np.float64) * w for u in update]
-            else:
-                self.model_weights = [m + np.asarray(u, dtype=np.float64) * w for m, u in zip(self.model_weights, update)]
-            self._weight_sum += w
+                self._updates, self._update_weights = [], []
+            self._updates.append([torch.as_tensor(np.asarray(u)) for u in update])
+            self._update_weights.append(float(results["flamingo_samples"]) if self.weighted else 1.0)
             if self._is_last_result_in_round():
-                self.model_weights = [m / self._weight_sum for m in self.model_weights]
+                names = list(self.model_wrapper.get_model().state_dict())
+                stacked = {name: torch.stack([u[i] for u in self._updates]) for i, name in enumerate(names)}
+                averaged = fedavg(stacked, self._update_weights)
+                self._updates, self._update_weights = [], []
+                self.model_weights = [averaged[name].numpy() for name in names]
                 self.model_wrapper.set_weights(copy.deepcopy(self.model_weights), client_training_results=self.client_training_results)
 
         def client_completion_handler(self, results: dict[str, Any]) -> None:
@@ -163,7 +172,8 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
                 if self.plan is not None:
                     self._finish(self.plan, float(np.mean(self.train_losses)) if self.train_losses else float("nan"))
                     self.plan = None
-                while not self.sim.is_done():
+                while not self.sim.is_done() and not self.stop_requested:
+                    self.callbacks.on_round_begin(self.sim)
                     sampled = self.select_participants(self.args.num_participants, self.args.overcommitment)
                     to_run, stragglers, clock, duration_s, durations = self.tictak_client_tasks(sampled, self.args.num_participants)
                     if to_run:
@@ -195,11 +205,10 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
 
         def _finish(self, plan: Any, train_loss: float) -> None:
             if len(plan.kept):
-                state = self.model_wrapper.get_model().state_dict()
-                self.sim.params = {k: v.detach().clone() for k, v in state.items()}
-            self.rows.append(self.sim.finish_round(plan, train_loss))
-            if self.on_round is not None:
-                self.on_round(self.rows[-1])
+                self.sim.set_global_params(self.model_wrapper.get_model().state_dict())
+            self.records.append(self.sim.finish_round(plan, train_loss))
+            if self.callbacks.on_round_end(self.sim, self.records[-1]):
+                self.stop_requested = True
             self.round_end_wall_s.append(time.perf_counter())
             self.global_virtual_clock = self.sim.clock_s
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import FlamingoError
+from flamingo_sim.fl.callbacks import CallbackList
+from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.integrations.fedscale.classes import fedscale_classes
 from flamingo_sim.integrations.fedscale.settings import fedscale_args
 
@@ -79,25 +81,25 @@ def run_distributed(
     timeout_s: float | None = None,
     on_start: Callable[[int, list[subprocess.Popen]], None] | None = None,
     stats: dict[str, Any] | None = None,
-    on_round: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
+    callbacks: CallbackList | None = None,
+) -> list[RoundRecord]:
     """Run ``sim`` with FedScale's aggregator here, serving gRPC on ``ps_ip:ps_port`` (0: a free
-    port), and ``n_executors`` executor processes; returns the metrics rows.
+    port), and ``n_executors`` executor processes; returns the rounds' records.
 
     With ``spawn`` the executors are started here (loopback) and always ended before return;
     without it, they are expected to connect from elsewhere (see :func:`executor_command`).
     ``on_start(port, processes)`` is called once they are started (tests use it); ``stats`` as
-    in :func:`~flamingo_sim.integrations.fedscale.in_process.run_in_process`; ``on_round(row)``
+    in :func:`~flamingo_sim.integrations.fedscale.in_process.run_in_process`; ``callbacks``
     after each finished round (the progress bar).
     """
     start = time.perf_counter()
     if n_executors < 1:
-        raise FlamingoError(f"--executors: need at least 1 executor, got {n_executors}")
+        raise FlamingoError(f"n_executors: need at least 1 executor, got {n_executors}")
     cls = fedscale_classes()
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     args = fedscale_args(sim.cfg, log_dir=work, ps_ip=ps_ip, ps_port=ps_port, num_executors=n_executors)
-    aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted, on_round=on_round)
+    aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted, callbacks=callbacks)
     procs: list[subprocess.Popen] = []
     logs: list[Path] = []
     try:
@@ -143,7 +145,7 @@ def run_distributed(
             aggregator.log_writer.close()
     if stats is not None:
         stats.update(start_wall_s=start, round_end_wall_s=list(aggregator.round_end_wall_s))
-    return aggregator.rows
+    return aggregator.records
 
 
 # -- the executor process ---------------------------------------------------------------------

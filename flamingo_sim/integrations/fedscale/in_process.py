@@ -11,6 +11,8 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
+from flamingo_sim.fl.callbacks import CallbackList
+from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.integrations.fedscale.classes import fedscale_classes
 from flamingo_sim.integrations.fedscale.settings import fedscale_args, rank_args
 
@@ -48,19 +50,19 @@ def run_in_process(
     n_executors: int = 1,
     weighted: bool = True,
     stats: dict[str, Any] | None = None,
-    on_round: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
+    callbacks: CallbackList | None = None,
+) -> list[RoundRecord]:
     """Run ``sim`` (a fresh or resumed :class:`~flamingo_sim.fl.engine.Simulation`) to its end on
-    FedScale's aggregator and ``n_executors`` executors in this process; returns the metrics rows.
+    FedScale's aggregator and ``n_executors`` executors in this process; returns the rounds' records.
 
     Deterministic: the executors are pumped in turn, no threads, no sockets. ``stats``, if
     given, receives ``start_wall_s`` and ``round_end_wall_s`` (``time.perf_counter()`` values);
-    ``on_round(row)`` is called after each finished round (the progress bar).
+    ``callbacks`` are called around each round (:mod:`flamingo_sim.fl.callbacks`).
     """
     start = time.perf_counter()
     cls = fedscale_classes()
     args = fedscale_args(sim.cfg, log_dir=work_dir, num_executors=n_executors)
-    aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted, on_round=on_round)
+    aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted, callbacks=callbacks)
     executors = []
     for rank in range(1, n_executors + 1):
         exe = cls.FlamingoExecutor(rank_args(args, rank), sim.parts.dataset, sim.parts.model)
@@ -82,4 +84,4 @@ def run_in_process(
         aggregator.log_writer.close()
     if stats is not None:
         stats.update(start_wall_s=start, round_end_wall_s=list(aggregator.round_end_wall_s))
-    return aggregator.rows
+    return aggregator.records
