@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
-from tests.devices.ladder_reference import run_ladder_reference
 from flamingo_sim.devices.policies import BaselinePolicy, FlamingoPolicy, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.rng import rng
+from tests.devices.ladder_reference import run_ladder_reference
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         fast = run_ladder(*call)
         ref = run_ladder_reference(*call)
         assert np.array_equal(fast.steps, ref.steps) and np.allclose(fast.duration_s, ref.duration_s)
-        t_fast = _best_of(lambda: run_ladder(*call), 5)
-        t_ref = _best_of(lambda: run_ladder_reference(*call), 1)
+        t_fast = _best_of(lambda call=call: run_ladder(*call), 5)
+        t_ref = _best_of(lambda call=call: run_ladder_reference(*call), 1)
         print(f"{name:>9}: vectorised {t_fast * 1e3:8.1f} ms   per-step loop {t_ref * 1e3:8.1f} ms   ratio {t_ref / t_fast:6.1f}x")
     # End to end through the policy API (decisions, ladders, choice counts), profiles shared.
     for pol in (BaselinePolicy(), FlamingoPolicy()):
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             pol.shared_table[:] = True
         req = TaskRequest(np.arange(k), phone, args.steps, 0.0, g.uniform(0, 100, k), g.random(k) < 0.3,
                           g.uniform(25, 38, k), in_use, args.slot_s)
-        t_pol = _best_of(lambda: pol.run_tasks(req), 5)
+        t_pol = _best_of(lambda pol=pol, req=req: pol.run_tasks(req), 5)
         print(f"{pol.name:>9}: policy.run_tasks {t_pol * 1e3:8.1f} ms")
     return 0
 

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
         out["engines"][name] = entry
         print(f"{name:<22} {med:>16.3f} {per[0]:>10.2f} {med / native_round_s:>8.1f}x {entry['max_abs_accuracy_diff_vs_native']:>19.2e} {str(same_clock):>10}")
     print("accuracy per round:")
-    print("  native seeds band: " + " ".join(f"[{l:.3f},{h:.3f}]" for l, h in zip(lo, hi)))
+    print("  native seeds band: " + " ".join(f"[{a:.3f},{b:.3f}]" for a, b in zip(lo, hi)))
     for name, (rows, _) in runs.items():
         print(f"  {name:<20} " + " ".join(f"{r['accuracy']:.3f}" for r in rows))
     uw = out["engines"]["fedscale-unweighted"]

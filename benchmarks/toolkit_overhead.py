@@ -74,7 +74,8 @@ def main() -> None:
                 round_s[v].append(time.perf_counter() - t)
     ref = float(np.median(round_s[VARIANTS[0]]))
     print(f"{parts.population.n_clients} clients, K={cfg.fl.participants_per_round}, {cfg.fl.local_steps} local steps, {args.rounds} rounds each (interleaved)")
-    print(f"{'selection':<9} {'aggregation':<11} {'round ms (median)':>17} {'ratio':>6} {'spread (p10-p90) ms':>20} {'select ms':>9} {'aggregate ms':>12} {'(sel+agg)/ref round':>19}")
+    print(f"{'selection':<9} {'aggregation':<11} {'round ms (median)':>17} {'ratio':>6} {'spread (p10-p90) ms':>20} "
+          f"{'select ms':>9} {'aggregate ms':>12} {'(sel+agg)/ref round':>19}")
     for v in VARIANTS:
         rs = np.array(round_s[v]) * 1000
         s_ms = 1000 * float(np.median(sel_t[v][args.warmup :]))

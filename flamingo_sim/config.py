@@ -4,9 +4,11 @@ Every config section is a frozen dataclass. :func:`from_mapping` builds one from
 (what YAML gives), checking every key and type and naming the file and the dotted key in any
 error. Unknown keys are errors (a typo must not silently fall back to a default).
 
-Dataclasses may validate cross-field rules in ``__post_init__`` by raising ``ValueError``;
-the loader turns that into a :class:`~flamingo_sim.errors.ConfigError` that names the file
-and the section.
+Dataclasses check the range of each field in ``__post_init__`` with :func:`check_ranges`
+(``check_ranges(self, lr="> 0", dropout="[0, 1]")``), which raises :class:`FieldError`; the
+loader turns that into a :class:`~flamingo_sim.errors.ConfigError` naming the file, the dotted
+key and what was expected (``e.yaml: fl.lr: expected a number > 0, got -1.0``). Cross-field
+rules raise a plain ``ValueError``, reported with the file and the section.
 
 Overrides (``--set fl.rounds=20``) are applied to the raw mapping *before* validation, so
 they get exactly the same checks as the file.
@@ -15,6 +17,8 @@ they get exactly the same checks as the file.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 from pathlib import Path
 from typing import Any, Literal, Mapping, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -25,7 +29,55 @@ from flamingo_sim.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["from_mapping", "load_yaml", "load_config", "apply_overrides", "to_mapping"]
+__all__ = ["from_mapping", "load_yaml", "load_config", "apply_overrides", "to_mapping", "check_ranges", "FieldError"]
+
+
+class FieldError(ValueError):
+    """One field of a config section is out of range: ``key`` (relative to the section) and what was expected."""
+
+    def __init__(self, key: str, expected: str, got: Any) -> None:
+        super().__init__(f"{key}: expected {expected}, got {got!r}")
+        self.key, self.expected, self.got = key, expected, got
+
+
+_COMPARE = re.compile(r"^(>=|<=|>|<)\s*(-?[0-9.e+-]+)$")
+_INTERVAL = re.compile(r"^([\[(])\s*(-?[0-9.e+-]+)\s*,\s*(-?[0-9.e+-]+)\s*([\])])$")
+
+
+def _in_range(value: float, rule: str) -> bool:
+    if m := _COMPARE.match(rule):
+        op, bound = m.group(1), float(m.group(2))
+        return {">=": value >= bound, "<=": value <= bound, ">": value > bound, "<": value < bound}[op]
+    if m := _INTERVAL.match(rule):
+        lo, hi = float(m.group(2)), float(m.group(3))
+        above = value >= lo if m.group(1) == "[" else value > lo
+        below = value <= hi if m.group(4) == "]" else value < hi
+        return above and below
+    raise ValueError(f"range rule {rule!r} is not understood")  # a programming error
+
+
+def check_ranges(obj: Any, **rules: str) -> None:
+    """Check numeric fields of ``obj`` against rules such as ``">= 1"``, ``"> 0"``, ``"[0, 1]"``.
+
+    ``None`` values (optional fields left unset) pass; NaN and infinities never do. A field
+    holding a list, tuple or mapping has each of its values checked (the key names the item).
+    Raises :class:`FieldError` for the first value out of range.
+    """
+    for name, rule in rules.items():
+        value = getattr(obj, name)
+        items: list[tuple[str, Any]]
+        if isinstance(value, dict):
+            items = [(f"{name}.{k}", v) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            items = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            items = [(name, value)]
+        for key, v in items:
+            if v is None:
+                continue
+            kind = "an integer" if isinstance(v, int) and not isinstance(v, bool) else "a number"
+            if not math.isfinite(v) or not _in_range(v, rule):
+                raise FieldError(key, f"{kind} {'in ' if rule[0] in '[(' else ''}{rule}", v)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -209,6 +261,9 @@ def _convert_dataclass(cls: Any, value: Any, source: str, path: str) -> Any:
             raise ConfigError(f"{source}: missing required key {sub!r}")
     try:
         return cls(**kwargs)
+    except FieldError as exc:
+        key = f"{path}.{exc.key}" if path else exc.key
+        raise ConfigError(f"{source}: {key}: expected {exc.expected}, got {exc.got!r}") from None
     except ValueError as exc:
         raise ConfigError(f"{_where(source, path)}: {exc}") from None
 

@@ -14,9 +14,10 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, Iterable, Iterator, Protocol, TypeVar
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 __all__ = ["atomic_path", "atomic_dir", "write_json", "progress"]
 
@@ -85,8 +86,20 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def progress(iterable: Iterable[T], *, desc: str, total: int | None = None, unit: str = "it", **kwargs: Any) -> Iterable[T]:
-    """A progress bar on stderr (tqdm); silent when ``FLAMINGO_SIM_QUIET`` is set."""
+class ProgressBar(Protocol[T_co]):
+    """What callers use of a tqdm bar: iterate it, or update it by hand."""
+
+    def __iter__(self) -> Iterator[T_co]: ...
+    def update(self, n: float = 1) -> object: ...
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None: ...
+    def close(self) -> None: ...
+
+
+def progress(iterable: Iterable[T] | None, *, desc: str, total: int | None = None, unit: str = "it", **kwargs: Any) -> ProgressBar[T]:
+    """A progress bar on stderr (tqdm); silent when ``FLAMINGO_SIM_QUIET`` is set.
+
+    ``iterable`` None: a bar updated by hand (``update``), of ``total`` steps (None: unknown).
+    """
     from tqdm.auto import tqdm
 
     disable = bool(os.environ.get("FLAMINGO_SIM_QUIET"))

@@ -39,6 +39,7 @@ def _set_parameter(nb: nbformat.NotebookNode, name: str, value: str) -> None:
     cell.source = f"{name} = {value!r}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_notebook_executes_and_draws_its_figures(name, run_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "1")  # this venv's kernelspec before a user-level one

@@ -11,8 +11,7 @@ from PIL import Image
 
 from flamingo_sim.cli import main
 from flamingo_sim.errors import FlamingoError
-from flamingo_sim.report import FIGURES, POLICY_COLORS, load_runs, mean_band, policy_colors, write_report
-from flamingo_sim.report import plots
+from flamingo_sim.report import FIGURES, POLICY_COLORS, load_runs, mean_band, plots, policy_colors, write_report
 from flamingo_sim.report.data import choice_columns, energy_unit, phone_columns
 from flamingo_sim.report.write import DPI
 from tests.report_runs import ROOT, small_runs
@@ -95,7 +94,7 @@ def test_time_to_target_is_marked_where_the_summary_says(runs):
         assert star.get_xdata()[0] == pytest.approx(entry["time_to_target_s"] / 3600)
         assert star.get_ydata()[0] == pytest.approx(target)
     fig = FIGURES["accuracy_vs_time"]([one])
-    target_line = next(l for ax in fig.axes for l in ax.get_lines() if l.get_gid() == f"{one.label}|target")
+    target_line = next(line for ax in fig.axes for line in ax.get_lines() if line.get_gid() == f"{one.label}|target")
     assert target_line.get_ydata()[0] == pytest.approx(target)
 
 
@@ -175,7 +174,7 @@ def test_figures_label_their_axes_with_units(runs):
 def test_report_writes_valid_images_and_a_summary(run_dirs, tmp_path):
     result = write_report(list(run_dirs), tmp_path / "rep")
     assert set(result.figures) == set(FIGURES)
-    for stem, (png, svg) in result.figures.items():
+    for png, svg in result.figures.values():
         with Image.open(png) as im:
             im.verify()
         with Image.open(png) as im:

@@ -72,7 +72,8 @@ DNN_MODELS: dict[str, DnnModel] = {
     "resnet34": DnnModel(
         "resnet34", 3.0, 0.80, 0.03, 0.5,
         "ResNet-34 on 1x32x32 speech spectrograms (~1.2 GFLOP fwd) x3 (fwd+bwd) x16 = ~55 GFLOP per step "
-        "at ~18 GFLOP/s sustained per reference core = ~3.0 s; dense 3x3 convolutions, but small 32x32 maps leave OpenMP fork/join and the serial optimizer step (f=0.8)"),
+        "at ~18 GFLOP/s sustained per reference core = ~3.0 s; dense 3x3 convolutions, but small 32x32 maps "
+        "leave OpenMP fork/join and the serial optimizer step (f=0.8)"),
     "shufflenet_v2_x2": DnnModel(
         "shufflenet_v2_x2", 4.7, 0.80, 0.5, 0.3,
         "ShuffleNetV2 x2.0 at 224x224 (0.59 GFLOP fwd) x3 x16 = 28 GFLOP per step at ~6 GFLOP/s "
@@ -145,8 +146,19 @@ def _round(p: Profile, digits: int = 4) -> Profile:
     def r(x: float) -> float:
         return float(f"{x:.{digits}g}")
 
-    chs = tuple(ChoiceProfile(c.cores, r(c.step_latency_s), r(c.power_w)) for c in p.all_choices)
+    def r_opt(x: float | None) -> float | None:
+        return None if x is None else r(x)
+
+    chs = tuple(ChoiceProfile(c.cores, r(c.step_latency_s), r_opt(c.power_w)) for c in p.all_choices)
     return Profile(p.phone, p.model, p.provenance, p.batch_size, chs, p.notes)
+
+
+def _efficiency(p: Profile) -> float:
+    """The energy efficiency of a calibrated profile (which always has power)."""
+    eff = p.energy_efficiency
+    if eff is None:
+        raise ValueError(f"calibrated profile {p.phone.name}/{p.model} has no power")
+    return eff
 
 
 def calibrate_profile(phone: Phone, model: str) -> tuple[Profile, float, float]:
@@ -158,8 +170,8 @@ def calibrate_profile(phone: Phone, model: str) -> tuple[Profile, float, float]:
         speedup, eff = target
         if abs(_profile(phone, dnn, kappa, sigma).speedup - speedup) > 1e-9:
             kappa = _bisect(lambda k: _profile(phone, dnn, k, sigma).speedup, 0.0, 1e4, speedup)
-        if abs(_profile(phone, dnn, kappa, sigma).energy_efficiency - eff) > 1e-9:
-            sigma = _bisect(lambda s: _profile(phone, dnn, kappa, s).energy_efficiency, 0.0, 1.0, eff)
+        if abs(_efficiency(_profile(phone, dnn, kappa, sigma)) - eff) > 1e-9:
+            sigma = _bisect(lambda s: _efficiency(_profile(phone, dnn, kappa, s)), 0.0, 1.0, eff)
     src = f"Table 1 target speedup {target[0]}x, energy efficiency {target[1]}x" if target else "no Table 1 target: model defaults"
     notes = (
         f"calibrated by flamingo_sim.devices.calibrate (kappa={kappa:.6g}, sigma={sigma:.6g}; {src}). "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "latency, power and energy, and the speedup and energy efficiency of Flamingo's chosen execution "
         "(the first viable choice) over the PyTorch default 4567 (the paper's Table 1).",
     )
-    p.add_argument("--profiles-dir", default="profiles", type=Path, help="directory with phones.yaml and <phone>/<model>.yaml (default: profiles)")
+    p.add_argument("--profiles-dir", default=None, type=Path, action="append",
+                   help="directory with phones.yaml and <phone>/<model>.yaml, searched before the shipped profiles "
+                   "(repeatable; default: the user's profiles directory, $FLAMINGO_SIM_HOME/profiles or "
+                   "~/.local/share/flamingo-sim/profiles)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_profiles)
 
@@ -41,7 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle power measurement before the run (default: 5)")
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and the random batch (default: 0)")
     p.add_argument("--phone", default=None, help="name of this machine in the catalogue (default: local_<hostname>)")
-    p.add_argument("--profiles-dir", default="profiles", type=Path, help="profiles directory (default: profiles)")
+    p.add_argument("--profiles-dir", default=None, type=Path,
+                   help="where to write the profile and catalogue entry (default: the user's profiles directory, "
+                   "$FLAMINGO_SIM_HOME/profiles or ~/.local/share/flamingo-sim/profiles; never the shipped profiles)")
     p.add_argument("--out", default=None, type=Path, help="write the profile here instead of <profiles-dir>/<phone>/<model>.yaml")
     p.add_argument("--capacity-mah", type=float, default=None, help="battery capacity for the catalogue entry (default: from sysfs, else 4000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -51,19 +56,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     })
 
 
-def profiles_report(profiles_dir: str | Path) -> list[dict[str, Any]]:
-    """One record per profile file found: phone, model, provenance, choices, speedup, energy_efficiency."""
-    from flamingo_sim.devices.profiles import load_profile
-    from flamingo_sim.devices.soc import load_phones
+def profiles_report(profiles_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """One record per (phone, model) profile found on the search path ``profiles_dirs`` (the
+    first directory having one wins): phone, model, provenance, file, choices, speedup,
+    energy_efficiency."""
+    from flamingo_sim.devices.catalogue import ProfileDirs
 
-    profiles_dir = Path(profiles_dir)
-    phones = load_phones(profiles_dir)
+    search = ProfileDirs.of(profiles_dirs)
+    phones = search.phones()
     out = []
     for name in sorted(phones):
-        for path in sorted((profiles_dir / name).glob("*.yaml")):
-            prof = load_profile(profiles_dir, name, path.stem, phones=phones)
+        for model in sorted({f.stem for d in search.dirs for f in (d / name).glob("*.yaml")}):
+            prof = search.load(name, model, phones)
             out.append({
                 "phone": name,
+                "file": str(search.path(name, model)),
                 "model": prof.model,
                 "provenance": prof.provenance,
                 "choices": [
@@ -85,7 +92,9 @@ def _profile(args: argparse.Namespace) -> int:
 
     req = ProfileRequest(args.model, steps=args.steps, warmup_steps=args.warmup_steps, batch_size=args.batch_size,
                          image_size=args.image_size, n_classes=args.n_classes, seed=args.seed, idle_s=args.idle_s)
-    summary = run_profile(req, args.profiles_dir, phone_name=args.phone, out=args.out, capacity_mah=args.capacity_mah,
+    from flamingo_sim.resources import user_profiles_dir
+
+    summary = run_profile(req, args.profiles_dir or user_profiles_dir(), phone_name=args.phone, out=args.out, capacity_mah=args.capacity_mah,
                           log=lambda s: print(s, file=sys.stderr))
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -105,7 +114,13 @@ def _num(x: float | None, width: int) -> str:
 
 
 def _profiles(args: argparse.Namespace) -> int:
-    report = profiles_report(args.profiles_dir)
+    from flamingo_sim.errors import FlamingoError
+    from flamingo_sim.resources import shipped, user_profiles_dir
+
+    for d in args.profiles_dir or []:
+        if not d.is_dir():
+            raise FlamingoError(f"--profiles-dir {d}: not a directory")
+    report = profiles_report([*(args.profiles_dir or [user_profiles_dir()]), shipped("profiles")])
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -76,7 +76,8 @@ def _ranges(cores: tuple[int, ...]) -> str:
     out: list[str] = []
     cs = sorted(cores)
     start = prev = cs[0]
-    for c in cs[1:] + [None]:  # type: ignore[list-item]
+    ends: list[int | None] = [*cs[1:], None]
+    for c in ends:
         if c is not None and c == prev + 1:
             prev = c
             continue
@@ -156,7 +157,7 @@ def discover_cores(root: str | Path = SYS_CPU_ROOT, cpuinfo_path: str | Path = C
     except OSError:
         parts = {}
     if parts and all(c in parts for c in cores):
-        first = {}
+        first: dict[str, int] = {}
         for c in cores:
             first.setdefault(parts[c], c)
         rank = {part: i for i, part in enumerate(sorted(first, key=first.__getitem__))}

@@ -322,10 +322,10 @@ def detect_energy_source(powercap_root: str | Path = POWERCAP_ROOT, power_supply
     else:
         src = TermuxSource((termux_command,))
         try:
-            s = src.status()
-            if s["plugged"].upper() != "UNPLUGGED":
-                tried.append(f"Termux: the phone is {s['plugged']}; unplug the charger to measure energy")
-            elif s["power_w"] is not None:
+            termux = src.status()
+            if termux["plugged"].upper() != "UNPLUGGED":
+                tried.append(f"Termux: the phone is {termux['plugged']}; unplug the charger to measure energy")
+            elif termux["power_w"] is not None:
                 return Detection(src, tuple(tried))
             else:
                 tried.append("Termux: termux-battery-status gives no current")

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flamingo_sim.config import FieldError, check_ranges
+
 __all__ = ["InterferenceModel", "LadderResult", "run_ladder"]
 
 _EPS = 1e-9  # relative tolerance for "a step starts exactly on a slot boundary / deadline"
@@ -54,8 +56,9 @@ class InterferenceModel:
     shared_core_slowdown: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.shared_core_slowdown < 1.0:
-            raise ValueError(f"shared_core_slowdown must be >= 1, got {self.shared_core_slowdown}")
+        check_ranges(self, foreground_cores=">= 0", shared_core_slowdown=">= 1")
+        if len(set(self.foreground_cores)) != len(self.foreground_cores):
+            raise FieldError("foreground_cores", "each core index once", list(self.foreground_cores))
 
     def shares(self, cores: tuple[int, ...]) -> bool:
         return bool(set(cores) & set(self.foreground_cores))

@@ -44,10 +44,11 @@ the phone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
+from flamingo_sim.config import check_ranges
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.errors import ConfigError
@@ -79,12 +80,7 @@ class PolicyConfig:
     interference: InterferenceModel = field(default_factory=InterferenceModel)
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_battery_pct <= 100:
-            raise ValueError(f"min_battery_pct must be in [0, 100], got {self.min_battery_pct}")
-        if self.interference_factor < 1.0:
-            raise ValueError(f"interference_factor must be >= 1, got {self.interference_factor}")
-        if self.probe_s <= 0:
-            raise ValueError(f"probe_s must be positive, got {self.probe_s}")
+        check_ranges(self, max_temperature_c="[-50, 150]", min_battery_pct="[0, 100]", interference_factor=">= 1", probe_s="> 0")
 
 
 @dataclass(frozen=True)
@@ -143,7 +139,7 @@ class TaskOutcome:
     steps_by_choice: np.ndarray
     labels: tuple[str, ...]
     mode: np.ndarray
-    interrupted: np.ndarray = field(default=None)  # type: ignore[assignment]  # bool (k,), default all False
+    interrupted: np.ndarray = field(default=None)  # type: ignore[arg-type]  # bool (k,), default (None) all False
 
     def __post_init__(self) -> None:
         k = len(np.asarray(self.accepted))
@@ -198,6 +194,12 @@ class _PolicyBase:
         fg = self.config.interference
         self._label_shared = np.array([fg.shares(c) for c in profile_set.label_cores], dtype=bool)
 
+    @property
+    def _profiles(self) -> ProfileSet:
+        if self.profile_set is None:
+            raise RuntimeError(f"{type(self).__name__}.init must be called first")
+        return self.profile_set
+
     def _ready(self, req: TaskRequest) -> ProfileSet:
         if self.profile_set is None:
             raise RuntimeError(f"{type(self).__name__}.init must be called before run_tasks")
@@ -208,7 +210,7 @@ class _PolicyBase:
 
     def _price(self, req: TaskRequest, lat, pw, label, n_rungs, controlled, run) -> tuple:
         """Run the selected tasks (mask ``run``) on their ladders; returns full-size arrays."""
-        ps = self.profile_set
+        ps = self._profiles
         k = req.k
         dur, en, inter = np.zeros(k), np.zeros(k), np.zeros(k)
         counts = np.zeros((k, ps.n_labels), dtype=np.int64)
@@ -266,7 +268,7 @@ class FlamingoPolicy(_PolicyBase):
 
     def profiled(self, client_idx: np.ndarray) -> np.ndarray:
         """Whether each client has its device model's profile (own or shared)."""
-        ps = self.profile_set
+        ps = self._profiles
         ph = self.client_phone[client_idx]
         own = self.explored[client_idx] >= ps.n_space[ph]
         return own | (self.config.share_profiles & self.shared_table[ph])
@@ -345,7 +347,8 @@ class FlamingoPolicy(_PolicyBase):
         self.shared_table = np.asarray(state["shared_table"], dtype=bool).copy()
 
 
-_BUILTIN: dict[str, Any] = {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy, "eas": "flamingo_sim.devices.eas:EasPolicy"}
+_BUILTIN: dict[str, Callable[[PolicyConfig | None], Policy] | str] = {
+    "baseline": BaselinePolicy, "flamingo": FlamingoPolicy, "eas": "flamingo_sim.devices.eas:EasPolicy"}
 
 
 def make_policy(spec: str, config: PolicyConfig | None = None) -> Policy:

@@ -22,8 +22,10 @@ The result is a :class:`~flamingo_sim.devices.profiles.Profile` with ``provenanc
 written to ``<profiles_dir>/<phone>/<model>.yaml`` with
 :func:`~flamingo_sim.devices.profiles.save_profile`. The machine becomes a phone of the
 catalogue: ``<profiles_dir>/phones.d/<phone>.yaml`` (or ``<profiles_dir>/phones.yaml`` in a
-directory that has none), unless a phone of that name exists already, in which case its
-layout must be the one discovered.
+directory that has none), unless a phone of that name exists already there or in the shipped
+catalogue, in which case its layout must be the one discovered. ``flamingo-sim profile``
+writes to the user's profiles directory (:func:`flamingo_sim.resources.user_profiles_dir`),
+which experiments search before the shipped profiles; never into the shipped ``profiles/``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import yaml
 from flamingo_sim.devices.cores import CoreDiscovery, discover_cores
 from flamingo_sim.devices.energy import Detection, PowerMeter, detect_energy_source
 from flamingo_sim.devices.profiles import ChoiceProfile, Profile, profile_path, save_profile
-from flamingo_sim.devices.soc import PHONES_DIR, PHONES_FILE, CoreLayout, Phone, SocSpec, load_phones, state_space
+from flamingo_sim.devices.soc import PHONES_DIR, PHONES_FILE, CoreLayout, Phone, SocSpec, state_space
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.io import atomic_path, progress
 
@@ -307,15 +309,18 @@ def default_phone_name() -> str:
 
 
 def _known_phone(profiles_dir: Path, name: str, layout: CoreLayout) -> Phone | None:
-    """The catalogue's phone ``name`` if there is one; its layout must be ``layout``."""
-    if not (profiles_dir / PHONES_FILE).is_file():
-        return None
-    known = load_phones(profiles_dir)
+    """The phone ``name`` of the catalogue in ``profiles_dir`` or else the shipped one, if there
+    is one; its layout must be ``layout``."""
+    from flamingo_sim.devices.catalogue import ProfileDirs
+    from flamingo_sim.resources import shipped
+
+    search = ProfileDirs.of([profiles_dir, shipped("profiles")])
+    known = search.phones()
     if name not in known:
         return None
     have = known[name].layout
     if [c.label for c in state_space(have)] != [c.label for c in state_space(layout)]:
-        raise FlamingoError(f"phone {name!r} is already in {profiles_dir}'s catalogue with another core layout "
+        raise FlamingoError(f"phone {name!r} is already in the catalogue of {search} with another core layout "
                             f"({have}); this machine has {layout}: choose another --phone")
     return known[name]
 
@@ -343,7 +348,7 @@ def _catalogue_phone(profiles_dir: Path, name: str, layout: CoreLayout, descript
     return phone, path
 
 
-def run_profile(req: ProfileRequest, profiles_dir: str | Path = "profiles", phone_name: str | None = None,
+def run_profile(req: ProfileRequest, profiles_dir: str | Path, phone_name: str | None = None,
                 out: str | Path | None = None, capacity_mah: float | None = None,
                 log: Callable[[str], None] = lambda s: None, **measure_kwargs: Any) -> dict[str, Any]:
     """Measure, write the profile (and the catalogue entry if new); returns a summary record.

@@ -191,9 +191,10 @@ class Profile:
     @property
     def energy_efficiency(self) -> float | None:
         """energy(baseline) / energy(best); None for a latency-only profile."""
-        if not self.has_power:
+        base, best = self.baseline.step_energy_j, self.best.step_energy_j
+        if base is None or best is None:  # a latency-only profile
             return None
-        return self.baseline.step_energy_j / self.best.step_energy_j
+        return base / best
 
     def to_mapping(self) -> dict:
         """The file's content (see the module docstring); optional keys only when set."""

@@ -115,7 +115,7 @@ class AsyncSimulation(Simulation):
             slot_s=float(self.parts.traces.step_s),
         )
         out = self.policy.run_tasks(request)
-        duration_s = out.duration_s + pop.comm_s(cfg.network.model_size_mb, one)
+        duration_s = out.duration_s + pop.comm_s(self.model_size_mb, one)
         floor_j = cfg.traces.min_pct / 100.0 * self.capacity_j[one]
         spare_j = self.budget.available_j[one] - floor_j - self._trace_drain_j(one, t_s, duration_s)
         settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=out.energy_j, spare_energy_j=spare_j,

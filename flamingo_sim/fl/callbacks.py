@@ -18,9 +18,10 @@ Checkpoints, the metrics file and the progress bar are callbacks
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence, runtime_checkable
 
 from flamingo_sim.fl.records import RoundRecord
+from flamingo_sim.io import ProgressBar as ProgressBarType
 from flamingo_sim.io import progress
 
 if TYPE_CHECKING:
@@ -79,8 +80,9 @@ class ProgressBar(Callback):
     """The progress bar of each (policy, seed): rounds, virtual time, latest accuracy, online."""
 
     def on_run_begin(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:
-        rounds = sim.cfg.fl.rounds
-        self.bar: Any = progress(range(rounds), desc=f"{sim.policy_name} seed {sim.seed}", total=rounds, unit="round", initial=sim.round)
+        rounds = sim.cfg.fl.rounds  # None: the run ends at fl.horizon_h, the bar counts rounds without a total
+        self.bar: ProgressBarType[int] = progress(None, desc=f"{sim.policy_name} seed {sim.seed}", total=rounds, unit="round",
+                                                  initial=sim.round)
         evaluated = [r.accuracy for r in records if not math.isnan(r.accuracy)]
         self.accuracy = evaluated[-1] if evaluated else float("nan")
 

@@ -11,7 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run an FL experiment: policies compared on time to accuracy, energy and dropout",
         description="Run a trace-driven FL experiment and write metrics.parquet and summary.json into a run directory.",
     )
-    p.add_argument("experiment", help="experiment YAML, e.g. experiments/openimage_mobilenet.yaml")
+    p.add_argument("experiment", help="experiment YAML (e.g. experiments/openimage_mobilenet.yaml) or the name of a shipped one (e.g. openimage_mobilenet)")
     p.add_argument("--out", help="run directory (default: runs/<name>-<timestamp>)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key by its dotted path, e.g. --set fl.rounds=20 (repeatable)")

@@ -2,7 +2,8 @@
 
 A shipped example is ``experiments/openimage_mobilenet.yaml``; every key is documented on the
 dataclass fields below. Paths in the file are resolved relative to the current directory
-first, then to the experiment file's directory and the project root.
+first, then to the experiment file's directory (and its parent), then among the shipped data
+(:func:`flamingo_sim.resources.data_root`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from flamingo_sim.config import load_config
+from flamingo_sim.config import FieldError, check_ranges, load_config
 from flamingo_sim.devices.policies import PolicyConfig
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.resources import data_root
 
 #: The paper's five phones with an equal share each (override ``phones.mix`` in the YAML).
 DEFAULT_PHONE_MIX = {
@@ -33,20 +35,33 @@ class TracesConfig:
     reentry_pct: float = 20.0  # ...and comes back once charging lifts it above this
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_pct < self.reentry_pct <= 100:
-            raise ValueError(f"need 0 <= min_pct < reentry_pct <= 100, got {self.min_pct} and {self.reentry_pct}")
+        check_ranges(self, min_pct="[0, 100]", reentry_pct="[0, 100]")
+        if not self.min_pct < self.reentry_pct:
+            raise ValueError(f"need min_pct < reentry_pct, got {self.min_pct} and {self.reentry_pct}")
 
 
 @dataclass(frozen=True)
 class PhonesConfig:
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PHONE_MIX))  # phone -> share of clients
-    profiles_dir: Path = Path("profiles")
+    # directories searched for phones and profiles before the shipped ones (null: the user's
+    # profiles directory, where `flamingo-sim profile` writes; see flamingo_sim.resources)
+    profiles_dir: Union[Path, list[Path], None] = None
 
     def __post_init__(self) -> None:
         if not self.mix:
-            raise ValueError("mix: name at least one phone")
-        if any(share < 0 for share in self.mix.values()) or sum(self.mix.values()) <= 0:
-            raise ValueError(f"mix: shares must be >= 0 and sum to > 0, got {self.mix}")
+            raise FieldError("mix", "at least one phone with its share", self.mix)
+        check_ranges(self, mix=">= 0")
+        if sum(self.mix.values()) <= 0:
+            raise FieldError("mix", "shares that sum to > 0", self.mix)
+
+
+#: The proxy task's models (vmap-trainable, see :mod:`flamingo_sim.fl.training`) and the
+#: fewest samples its clients have (``SyntheticFederated``'s ``min_samples``).
+PROXY_MODELS = ("mlp", "logreg")
+PROXY_MIN_SAMPLES = 16
+#: The smallest image side the torchvision networks get: below it nothing of the image is left
+#: after their first strided layers.
+MIN_IMAGE_SIZE = 8
 
 
 @dataclass(frozen=True)
@@ -59,8 +74,14 @@ class ProxyConfig:
     alpha: float = 1.0
     beta: float = 1.0
     mean_samples: float = 115.5  # OpenImage: 1,672,231 samples / 14,477 clients
-    model: str = "mlp"
+    model: str = "mlp"  # a proxy model of flamingo_sim.fl.models (no BatchNorm): mlp or logreg
     seed: int = 0  # the task itself is fixed across run seeds, like a real dataset
+
+    def __post_init__(self) -> None:
+        check_ranges(self, n_clients=">= 1", n_classes=">= 2", n_features=">= 1", alpha=">= 0", beta=">= 0",
+                     mean_samples=f"> {PROXY_MIN_SAMPLES}", seed=">= 0")
+        if self.model not in PROXY_MODELS:
+            raise FieldError("model", f"one of {', '.join(map(repr, PROXY_MODELS))}", self.model)
 
 
 @dataclass(frozen=True)
@@ -74,12 +95,19 @@ class DataConfig:
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     model: str = "mlp"  # arrays/leaf: the network trained, a built-in name or "package.module:Factory"
 
+    def __post_init__(self) -> None:
+        check_ranges(self, image_size=f">= {MIN_IMAGE_SIZE}", max_clients=">= 1", max_test_samples=">= 1")
+
 
 @dataclass(frozen=True)
 class NetworkConfig:
-    model_size_mb: float = 14.0  # one model transfer (MobileNetV2: 3.5 M float32 parameters)
+    # one model transfer (each way); null: the parameters of ``model`` x 4 bytes (float32)
+    model_size_mb: Optional[float] = None
     bandwidth_mbps: float = 20.0  # median client bandwidth; per-client values are log-normal
-    bandwidth_sigma: float = 0.5
+    bandwidth_sigma: float = 0.5  # sd of log(bandwidth)
+
+    def __post_init__(self) -> None:
+        check_ranges(self, model_size_mb="> 0", bandwidth_mbps="> 0", bandwidth_sigma=">= 0")
 
 
 @dataclass(frozen=True)
@@ -89,8 +117,8 @@ class FLConfig:
     local_steps: int = 20
     batch_size: int = 16
     lr: float = 0.05
-    rounds: int = 100
-    horizon_h: Optional[float] = None  # stop at this virtual time too (whichever comes first)
+    rounds: Optional[int] = 100  # stop after this many rounds (null: run to horizon_h)
+    horizon_h: Optional[float] = None  # stop at this virtual time (whichever of the two comes first)
     eval_every: int = 5
     selection: str = "uniform"  # or "pkg.module:Selector"
     deadline_s: Optional[float] = None  # drop clients that finish later than this after round start
@@ -98,13 +126,12 @@ class FLConfig:
     mode: Literal["sync", "fedbuff"] = "sync"  # synchronous rounds, or FedBuff's buffered asynchronous aggregation
 
     def __post_init__(self) -> None:
-        for name in ("participants_per_round", "local_steps", "batch_size", "rounds", "eval_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.overcommit < 1:
-            raise ValueError(f"overcommit must be >= 1, got {self.overcommit}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+        check_ranges(self, participants_per_round=">= 1", overcommit=">= 1", local_steps=">= 1", batch_size=">= 1",
+                     lr="> 0", rounds=">= 1", horizon_h="> 0", eval_every=">= 1", deadline_s="> 0")
+        if self.rounds is None and self.horizon_h is None:
+            raise ValueError("set rounds, horizon_h or both (both are null: the run would never end)")
+        if not self.selection:
+            raise FieldError("selection", "a selector name or package.module:Class", self.selection)
 
 
 @dataclass(frozen=True)
@@ -229,16 +256,21 @@ class ExperimentConfig:
     checkpoint_every: int = 10  # rounds between checkpoints (and metrics.parquet rewrites)
 
     def __post_init__(self) -> None:
-        if self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
-        if isinstance(self.target_accuracy, float) and not 0 < self.target_accuracy <= 1:
-            raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy}")
+        if not self.name or self.name != self.name.strip() or any(c in self.name for c in "/\\\0"):
+            raise FieldError("name", "a non-empty name without slashes (it names the run directory)", self.name)
+        if not self.model:
+            raise FieldError("model", "the name of a profiled DNN model, e.g. mobilenet_v2", self.model)
+        check_ranges(self, checkpoint_every=">= 1", seeds=">= 0")
+        if isinstance(self.target_accuracy, float):
+            check_ranges(self, target_accuracy="(0, 1]")
         if not self.policies:
-            raise ValueError("policies: name at least one policy")
+            raise FieldError("policies", "at least one policy", self.policies)
         if len(set(self.policies)) != len(self.policies):
-            raise ValueError(f"policies: each policy once, got {self.policies}")
+            raise FieldError("policies", "each policy once", self.policies)
         if not self.seeds:
-            raise ValueError("seeds: give at least one seed")
+            raise FieldError("seeds", "at least one seed", self.seeds)
+        if len(set(self.seeds)) != len(self.seeds):
+            raise FieldError("seeds", "each seed once", self.seeds)
         if self.fl.mode == "fedbuff" and self.aggregation != AggregationConfig():
             raise ValueError("aggregation: fl.mode 'fedbuff' updates the server with FedBuff's own step (fedbuff.server_lr); leave aggregation at its default")
         from flamingo_sim.fl.selection import PARAMETERS as SELECTOR_PARAMETERS
@@ -256,14 +288,14 @@ def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = (
 
 
 def resolve_path(value: Path, experiment_path: str | Path | None) -> Path:
-    """Find a path named in a config: as given, beside the experiment, or in the project root."""
+    """Find a path named in a config: as given, beside the experiment (or in its parent), or among the shipped data."""
     if value.is_absolute() or value.exists():
         return value
     candidates = []
     if experiment_path is not None:
         exp_dir = Path(experiment_path).resolve().parent
         candidates += [exp_dir / value, exp_dir.parent / value]
-    candidates.append(Path(__file__).resolve().parents[2] / value)
+    candidates.append(data_root() / value)
     for cand in candidates:
         if cand.exists():
             return cand

@@ -67,6 +67,7 @@ class Components:
     model: torch.nn.Module
     test_data: tuple[torch.Tensor, torch.Tensor]
     choice_labels: tuple[str, ...]
+    model_size_source: str = "network.model_size_mb"  # where cfg.network.model_size_mb came from
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,10 @@ class Simulation:
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
         self.horizon_warned = False  # said that the clock passed the traces' wrap-free horizon
         self.cfg = parts.cfg
+        size_mb = parts.cfg.network.model_size_mb
+        if size_mb is None:
+            raise ValueError("Components.cfg.network.model_size_mb is unset; flamingo_sim.fl.setup.build_components resolves it")
+        self.model_size_mb: float = size_mb  # one model transfer, each way
         self.policy = policy
         self.policy_name = policy_name
         self.seed = seed
@@ -193,7 +198,7 @@ class Simulation:
             slot_s=float(self.parts.traces.step_s),
         )
         outcome = self.policy.run_tasks(request)
-        comm_s = pop.comm_s(cfg.network.model_size_mb, chosen)
+        comm_s = pop.comm_s(self.model_size_mb, chosen)
         duration_s = outcome.duration_s + comm_s
 
         # 4. settle: who counts, how long the round lasts, what it cost
@@ -365,7 +370,7 @@ class Simulation:
 
     def is_done(self) -> bool:
         fl = self.cfg.fl
-        if self.round >= fl.rounds:
+        if fl.rounds is not None and self.round >= fl.rounds:
             return True
         return fl.horizon_h is not None and self.clock_s >= fl.horizon_h * 3600.0
 

@@ -61,9 +61,10 @@ def time_to_target(rows: pd.DataFrame, target: float | None) -> tuple[float | No
 
 
 def _mean_or_none(values: list[float | None]) -> float | None:
-    if not values or any(v is None for v in values):
+    known = [v for v in values if v is not None]
+    if not values or len(known) < len(values):
         return None
-    return float(np.mean(values))
+    return float(np.mean(known))
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

@@ -44,6 +44,7 @@ from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.selection import make_selector
 from flamingo_sim.fl.tracking import TrackingCallback, check_tracking
 from flamingo_sim.io import atomic_path, write_json
+from flamingo_sim.resources import find_experiment
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ def run_experiment(
     after the built-in ones (progress bar, checkpoints, metrics file); one whose
     ``on_round_end`` returns True ends that run early.
     """
+    experiment = find_experiment(experiment)
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
     runner = make_engine(engine, EngineOptions(executors=executors, experiment=experiment, overrides=tuple(overrides), log=say))
     if resume and not runner.resumable:
@@ -128,7 +130,8 @@ def run_experiment(
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
     for (name, seed), hist in histograms.items():
         summary["policies"][name]["per_seed"][str(seed)]["participation_histogram"] = hist
-    summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine, **summary}
+    summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine,
+               "model_size_mb": first_parts.cfg.network.model_size_mb, "model_size_source": first_parts.model_size_source, **summary}
     _write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     print(format_summary(summary))

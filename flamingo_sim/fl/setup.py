@@ -7,16 +7,22 @@ experiment file and the key.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+import torch
+
+from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
-from flamingo_sim.fl.config import ExperimentConfig, require_path, resolve_path
+from flamingo_sim.fl.config import PROXY_MIN_SAMPLES, ExperimentConfig, require_path, resolve_path
 from flamingo_sim.fl.data import FederatedDataset
 from flamingo_sim.fl.engine import Components
+from flamingo_sim.fl.models import build_model
 from flamingo_sim.fl.population import build_population
+from flamingo_sim.resources import shipped, user_profiles_dir
 
 #: Profile model name -> torchvision architecture trained on real data.
 ARCHITECTURES = {"mobilenet_v2": "mobilenet_v2", "shufflenet_v2_x2": "shufflenet_v2_x2_0", "resnet34": "resnet34"}
@@ -27,11 +33,20 @@ def make_policy(name: str, cfg: ExperimentConfig) -> Policy:
     return _make_policy(name, cfg.policy)
 
 
+def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> ProfileDirs:
+    """The experiment's profile search path: ``phones.profiles_dir`` (default: the user's
+    profiles directory, if it exists), then the shipped profiles."""
+    given = cfg.phones.profiles_dir
+    if given is None:
+        dirs = [user_profiles_dir()]
+    else:
+        key = "phones.profiles_dir"
+        dirs = [require_path(p, experiment_path, key, "profiles directory") for p in (given if isinstance(given, list) else [given])]
+    return ProfileDirs.of([*dirs, shipped("profiles")])
+
+
 def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> Components:
     """Load traces, profiles and data; assign traces, phones and bandwidths to clients."""
-    from flamingo_sim.devices.profiles import ProfileSet
-    from flamingo_sim.devices.soc import load_phones
-    from flamingo_sim.fl.models import build_model
     from flamingo_sim.rng import derive_seed
     from flamingo_sim.traces.store import load_client_traces
 
@@ -42,25 +57,28 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     except InputDataError as exc:
         raise ConfigError(f"{src}: traces.path: {exc}") from None
 
-    profiles_dir = require_path(cfg.phones.profiles_dir, experiment_path, "phones.profiles_dir", "profiles directory")
-    catalogue = load_phones(profiles_dir)
+    search = profile_dirs(cfg, experiment_path)
+    catalogue = search.phones()
     unknown = [p for p in cfg.phones.mix if p not in catalogue]
     if unknown:
         raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
     phones = [p for p, share in cfg.phones.mix.items() if share > 0]
-    missing = [p for p in phones if not (profiles_dir / p / f"{cfg.model}.yaml").is_file()]
+    missing = [p for p in phones if search.find(p, cfg.model) is None]
     if missing:
-        have = sorted({f.stem for f in profiles_dir.glob("*/*.yaml") if f.parent.name in catalogue})
-        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} (profiled models: {', '.join(have)})")
-    profiles = ProfileSet.load(profiles_dir, phones, cfg.model)
+        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} "
+                          f"(profiled models: {', '.join(search.models())})")
+    profiles = search.load_set(phones, cfg.model)
 
     dataset, model_name = _dataset(cfg, experiment_path, log)
     log(f"data: {dataset.description}")
-    search = [Path(experiment_path).resolve().parent] if experiment_path is not None else []
+    beside = [Path(experiment_path).resolve().parent] if experiment_path is not None else []
     try:
-        model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"), search=search)
+        model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"), search=beside)
     except FlamingoError as exc:
         raise ConfigError(f"{src}: {exc}") from None
+    size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
+    cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
+    log(f"model update: {size_mb:.2f} MB each way ({size_source})")
     population = build_population(
         n_clients=dataset.n_clients,
         n_trace_clients=traces.n_clients,
@@ -78,16 +96,33 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
         model=model,
         test_data=dataset.test_data(),
         choice_labels=tuple(profiles.labels),
+        model_size_source=size_source,
     )
+
+
+def update_size_mb(cfg: ExperimentConfig, n_classes: int, trained: str, model: torch.nn.Module) -> tuple[float, str]:
+    """The size of one model transfer in MB, and where it comes from.
+
+    ``network.model_size_mb`` if set; else the parameters of the DNN ``cfg.model`` names (the
+    network the device profiles price) for ``n_classes`` outputs, 4 bytes (float32) each. When
+    ``cfg.model`` is no trainable architecture (a user-profiled model), the model trained.
+    """
+    if cfg.network.model_size_mb is not None:
+        return cfg.network.model_size_mb, "network.model_size_mb"
+    arch = ARCHITECTURES.get(cfg.model)
+    if arch is not None and arch != trained:
+        model = build_model(arch, (3, 32, 32), n_classes)  # the input size does not change the parameter count
+        trained = arch
+    n = sum(p.numel() for p in model.parameters())
+    return n * 4 / 1e6, f"derived: {trained} with {n_classes} classes, {n:,} parameters x 4 bytes"
 
 
 def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[FederatedDataset, str]:
     """The real dataset if present, else the proxy (said loudly); returns (dataset, model name)."""
+    from flamingo_sim.fl.byo_data import read_arrays, read_leaf
     from flamingo_sim.fl.data import SyntheticFederated
     from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
     from flamingo_sim.fl.speech import FedScaleSpeechDataset
-
-    from flamingo_sim.fl.byo_data import read_arrays, read_leaf
 
     readers = {"openimage": FedScaleImageDataset, "google_speech": FedScaleSpeechDataset}
     own = {"arrays": read_arrays, "leaf": read_leaf}
@@ -103,7 +138,8 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
                 raise ConfigError(f"{src}: data.root: {exc}") from None
         if root.exists():
             if data.name not in readers:
-                raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only {', '.join(map(repr, [*readers, *own]))}); set data.root: null to run the proxy")
+                raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only {', '.join(map(repr, [*readers, *own]))}); "
+                                  "set data.root: null to run the proxy")
             if cfg.model not in ARCHITECTURES:
                 raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
             try:
@@ -118,6 +154,6 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
     log(f"WARNING: the real {data.name} data is not available ({reason}); using the generated proxy task (data.fallback: proxy)")
     ds = SyntheticFederated(
         n_clients=px.n_clients, n_classes=px.n_classes, n_features=px.n_features,
-        alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples,
+        alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples, min_samples=PROXY_MIN_SAMPLES,
     )
     return ds, px.model

@@ -183,7 +183,7 @@ def _proximal_anchor(model: nn.Module, state: dict[str, Tensor], prox_mu: float)
     return float(prox_mu), {name: state[name].clone() for name, _ in model.named_parameters()}
 
 
-def _add_proximal(grads: Sequence[Tensor], params: Sequence[Tensor], names: Sequence[str], anchor: tuple[float, dict[str, Tensor]] | None) -> None:
+def _add_proximal(grads: Sequence[Tensor | None], params: Sequence[Tensor], names: Sequence[str], anchor: tuple[float, dict[str, Tensor]] | None) -> None:
     """FedProx: ``grad += mu * (w - w_global)`` in place, for the parameters in the anchor."""
     if anchor is None:
         return
@@ -209,7 +209,7 @@ def _train_batched(
     y_all = torch.cat([y for _, y in client_datas]).to(device)
     sizes = torch.tensor([int(x.shape[0]) for x, _ in client_datas])
     offsets = torch.cumsum(sizes, 0) - sizes
-    gather = (torch.stack(indices, dim=1) + offsets.view(1, k, 1)).to(device)  # (n_steps, k, batch)
+    gather = (torch.stack(list(indices), dim=1) + offsets.view(1, k, 1)).to(device)  # (n_steps, k, batch)
 
     names = list(state)
     params = [state[n].unsqueeze(0).repeat(k, *([1] * state[n].dim())) for n in names]

@@ -229,17 +229,18 @@ def export_fedscale_traces(
     its first); availability covers the experiment's trace clients with its thresholds. Point
     FedScale's ``--device_conf_file`` and ``--device_avail_file`` at the two files.
     """
-    from flamingo_sim.devices.profiles import ProfileSet
     from flamingo_sim.fl.config import load_experiment, require_path
     from flamingo_sim.fl.population import build_population
+    from flamingo_sim.fl.setup import profile_dirs
+    from flamingo_sim.resources import find_experiment
     from flamingo_sim.traces.store import load_client_traces
 
+    experiment = find_experiment(experiment)
     cfg = load_experiment(experiment, overrides)
     seed = cfg.seeds[0] if seed is None else int(seed)
     traces = load_client_traces(require_path(cfg.traces.path, experiment, "traces.path", "trace set"))
-    profiles_dir = require_path(cfg.phones.profiles_dir, experiment, "phones.profiles_dir", "profiles directory")
     mix = {p: s for p, s in cfg.phones.mix.items() if s > 0}
-    profiles = ProfileSet.load(profiles_dir, list(mix), cfg.model)
+    profiles = profile_dirs(cfg, experiment).load_set(list(mix), cfg.model)
     population = build_population(
         n_clients=cfg.data.proxy.n_clients if cfg.data.root is None else traces.n_clients,
         n_trace_clients=traces.n_clients,

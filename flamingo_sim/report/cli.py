@@ -27,6 +27,6 @@ def _report(args: argparse.Namespace) -> int:
     result = write_report(args.run_dirs, args.out, labels=args.labels, formats=args.formats)
     print(f"report: {result.markdown}")
     print(f"        {result.html}")
-    for stem, paths in result.figures.items():
+    for paths in result.figures.values():
         print(f"figure: {', '.join(str(p) for p in paths)}")
     return 0

@@ -15,13 +15,14 @@ can find a series and compare it with the metrics table: ``what`` is the column 
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.typing import RcKeyType
 
 from flamingo_sim.report.data import (
     Run,
@@ -60,7 +61,7 @@ RUN_STYLES = ("-", "--", ":", "-.")
 RUN_HATCHES = ("", "///", "...", "xx")
 #: One paper column.
 COLUMN_IN = (3.4, 2.8)
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "figure.dpi": 150,  # on screen (notebooks); files use write.DPI
     "font.size": 8,
     "axes.labelsize": 8,
@@ -118,7 +119,7 @@ def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, s
                 c = policy_curve(run, policy, column, scale=scale)
                 color = colors[policy]
                 ax.plot(c.x, c.y, color=color, ls=ls, marker=marker if c.n_seeds == 1 else "", ms=2.5, gid=f"{run.label}|{policy}|{column}")
-                if c.lo is not None:  # series are >= 0, accuracy <= 1: clip the band, not the mean
+                if c.lo is not None and c.hi is not None:  # series are >= 0, accuracy <= 1: clip the band, not the mean
                     lo, hi = np.maximum(c.lo, 0.0), (np.minimum(c.hi, 1.0) if column == "accuracy" else c.hi)
                     ax.fill_between(c.x, lo, hi, color=color, alpha=0.2, lw=0, gid=f"{run.label}|{policy}|{column}|band")
                 if mark_target:
@@ -243,7 +244,8 @@ def interference_figure(runs: Sequence[Run]) -> Figure:
             pos = x + (k - (len(groups) - 1) / 2) * bar_w
             for xi, v in zip(pos, mean):
                 if v == 0:  # invisible on a log axis: say so
-                    ax.annotate("0", (xi, 0), xycoords=("data", "axes fraction"), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=6, color=colors[policy])
+                    ax.annotate("0", (xi, 0), xycoords=("data", "axes fraction"), xytext=(0, 2), textcoords="offset points",
+                                ha="center", fontsize=6, color=colors[policy])
             ax.bar(pos, mean, bar_w, yerr=err, color=colors[policy],
                    hatch=RUN_HATCHES[i % len(RUN_HATCHES)], edgecolor="white", lw=0.3, ecolor="0.2", capsize=1.5, error_kw={"elinewidth": 0.8},
                    label=f"{run.label}|{policy}|interference", gid=f"{run.label}|{policy}|interference")
@@ -277,7 +279,8 @@ def participation_figure(runs: Sequence[Run]) -> Figure:
             label = f"{run.label}|{policy}" if len(runs) > 1 else policy
             label += f" (Jain {jain:.2f})" if jain is not None else ""
             pos = hist.index.to_numpy(dtype=float) + (k - (len(groups) - 1) / 2) * bar_w
-            ax.bar(pos, hist.to_numpy(), bar_w, color=colors[policy], hatch=RUN_HATCHES[i % len(RUN_HATCHES)], edgecolor="white", lw=0.3, label=label, gid=f"{run.label}|{policy}|participation")
+            ax.bar(pos, hist.to_numpy(), bar_w, color=colors[policy], hatch=RUN_HATCHES[i % len(RUN_HATCHES)], edgecolor="white", lw=0.3,
+                   label=label, gid=f"{run.label}|{policy}|participation")
             drawn = True
         if drawn:
             ax.set_yscale("log")

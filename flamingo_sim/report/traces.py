@@ -18,7 +18,8 @@ from flamingo_sim.errors import FlamingoError
 from flamingo_sim.report.plots import COLUMN_IN, _figure
 from flamingo_sim.traces.store import ClientTraces
 
-__all__ = ["load_trace_report", "selection_counts", "row_drops", "selection_figure", "battery_days_figure", "shifts_figure", "availability_by_hour", "availability_figure"]
+__all__ = ["load_trace_report", "selection_counts", "row_drops", "selection_figure", "battery_days_figure", "shifts_figure",
+           "availability_by_hour", "availability_figure"]
 
 S_PER_DAY = 86400.0
 

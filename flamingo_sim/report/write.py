@@ -31,8 +31,10 @@ CAPTIONS = {
     "clients_lost": "Distinct clients lost so far: offline only because training drained their battery.",
     "energy_cumulative": "Cumulative on-device training energy (all attempts, kept or dropped). Star: energy spent when the target was reached.",
     "choice_mix": "Share of the kept clients' local steps run on each execution choice (the CPU cores used), per round.",
-    "participation": "Clients by the number of rounds their update was kept (all seeds, log scale); Jain's index of participation in the legend (1 = every client equally often).",
-    "interference_per_phone": "Time training shared a big core with the owner's foreground app, per round, summed over the kept clients of each phone model (log scale).",
+    "participation": "Clients by the number of rounds their update was kept (all seeds, log scale); Jain's index of participation "
+    "in the legend (1 = every client equally often).",
+    "interference_per_phone": "Time training shared a big core with the owner's foreground app, per round, "
+    "summed over the kept clients of each phone model (log scale).",
 }
 SUMMARY_COLUMNS = {
     "run": "run",
@@ -69,7 +71,11 @@ def write_report(
     formats: Sequence[str] = FORMATS,
 ) -> ReportResult:
     """Draw every figure of the run directories (overlaid when several) and write the report files."""
-    runs = list(run_dirs) if run_dirs and all(isinstance(r, Run) for r in run_dirs) else load_runs(run_dirs, labels)  # type: ignore[arg-type]
+    loaded = [r for r in run_dirs if isinstance(r, Run)]
+    paths = [r for r in run_dirs if not isinstance(r, Run)]
+    if loaded and paths:
+        raise TypeError("write_report: pass run directories or Run objects, not both")
+    runs = loaded if loaded else load_runs(paths, labels)
     out = Path(out_dir) if out_dir is not None else runs[0].path / "report"
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, list[Path]] = {}

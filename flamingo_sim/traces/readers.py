@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -233,7 +233,7 @@ def _csv_header(f: Path) -> tuple[list[str], str, bool]:
     return names, delim, quoted
 
 
-def _parquet_file(f: Path) -> "object":
+def _parquet_file(f: Path) -> Any:  # a pyarrow.parquet.ParquetFile (pyarrow has no type information)
     import pyarrow.parquet as pq
 
     try:
@@ -249,7 +249,7 @@ def _parquet_file(f: Path) -> "object":
 def _scan_parquet(f: Path, want: list[str]) -> Iterator[pa.Table]:
     pf = _parquet_file(f)
     try:
-        for i in range(pf.num_row_groups):  # type: ignore[attr-defined]
-            yield pf.read_row_group(i, columns=want)  # type: ignore[attr-defined]
+        for i in range(pf.num_row_groups):
+            yield pf.read_row_group(i, columns=want)
     except (pa.ArrowException, OSError) as exc:
         raise InputDataError(f"{f}: corrupt parquet data ({str(exc).splitlines()[0]}); truncated or corrupt?") from None

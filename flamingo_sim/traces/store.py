@@ -74,8 +74,9 @@ class ClientTraces:
     client_ids: np.ndarray  # int64 (n_clients,)
     client_device: np.ndarray  # int64 (n_clients,) row into the device arrays
     shift_s: np.ndarray  # int64 (n_clients,)
-    device_length: np.ndarray = field(default=None)  # type: ignore[assignment]  # int64 (n_devices,) real steps
-    device_start_s: np.ndarray = field(default=None)  # type: ignore[assignment]  # int64 (n_devices,) UTC s of index 0
+    # None (the default) is replaced in __post_init__: every device full length, starting at 0
+    device_length: np.ndarray = field(default=None)  # type: ignore[arg-type]  # int64 (n_devices,) real steps
+    device_start_s: np.ndarray = field(default=None)  # type: ignore[arg-type]  # int64 (n_devices,) UTC s of index 0
 
     def __post_init__(self) -> None:
         n_dev, n_steps = self.level_pct.shape

@@ -5,7 +5,6 @@ import pytest
 
 from flamingo_sim.devices.battery import EnergyBudget, discharge_intervals
 
-
 TIMES = [0, 100, 250, 400, 700]
 LEVELS = [50, 49, 49, 48, 47]
 VOLTS = [3.9, 3.88, 3.87, 3.86, 3.84]
@@ -76,8 +75,8 @@ def test_energy_budget_vectorised_matches_scalar_and_resumes():
             snapshot = b.state_dict()
     for i in range(0, n, 50):
         ref = _scalar_budget(cap[i], [(lv[0, i], None, None, None)] + [(lv[s - 1, i], lv[s, i], 0, train[s, i]) for s in range(1, steps)])
-        assert [round(x, 9) for x, _ in ref] == [round(l[0][i], 9) for l in levels]
-        assert [o for _, o in ref] == [bool(l[1][i]) for l in levels]
+        assert [round(x, 9) for x, _ in ref] == [round(lvl[0][i], 9) for lvl in levels]
+        assert [o for _, o in ref] == [bool(lvl[1][i]) for lvl in levels]
     assert (b.level_pct >= 0).all() and (b.available_j <= cap + 1e-9).all()
     c = EnergyBudget(cap, 10, 20)
     c.load_state_dict(snapshot)

@@ -6,10 +6,12 @@ import pytest
 
 from flamingo_sim.cli import main
 
+SHIPPED_PHONES = {"galaxy_tab_s6", "oneplus_8", "pixel_3", "galaxy_s10e", "mi_10"}
+
 
 def test_profiles_json(profiles_dir, capsys):
     assert main(["profiles", "--json", "--profiles-dir", str(profiles_dir)]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = [r for r in json.loads(capsys.readouterr().out) if r["phone"] in SHIPPED_PHONES]
     assert len(data) == 15
     rec = next(r for r in data if r["phone"] == "pixel_3" and r["model"] == "shufflenet_v2_x2")
     assert {"phone", "model", "choices", "speedup", "energy_efficiency"} <= set(rec)
@@ -22,5 +24,8 @@ def test_profiles_table_and_error(profiles_dir, tmp_path, capsys):
     assert main(["profiles", "--profiles-dir", str(profiles_dir)]) == 0
     out = capsys.readouterr().out
     assert "pixel_3 / resnet34 (calibrated): speedup 1.00x, energy efficiency 1.00x" in out
+    assert main(["profiles", "--profiles-dir", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip() == f"flamingo-sim profiles: error: --profiles-dir {tmp_path / 'nowhere'}: not a directory"
+    (tmp_path / "phones.yaml").write_text("socs: {}\nphones: {x: {soc: nope, capacity_mah: 1}}\n")
     assert main(["profiles", "--profiles-dir", str(tmp_path)]) == 2
-    assert "phones.yaml: config file not found" in capsys.readouterr().err
+    assert "phones.yaml: phones.x.soc: unknown SoC 'nope'" in capsys.readouterr().err

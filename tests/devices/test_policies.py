@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from flamingo_sim.config import from_mapping
-from flamingo_sim.devices.policies import (
-    BaselinePolicy, FlamingoPolicy, Policy, PolicyConfig, TaskRequest, make_policy)
+from flamingo_sim.devices.policies import BaselinePolicy, FlamingoPolicy, Policy, PolicyConfig, TaskRequest, make_policy
 from flamingo_sim.devices.profiles import ProfileSet, load_profile
 from flamingo_sim.errors import ConfigError
 

@@ -49,6 +49,7 @@ class CpuCounter:
         return "fake counter: 1 W + 2 W per busy core"
 
 
+@pytest.mark.slow
 def test_cli_profile_on_this_machine_round_trips(tmp_path, capsys):
     """The real command: one measured latency per choice of the discovered state space."""
     out_dir = tmp_path / "mine"
@@ -75,6 +76,7 @@ def test_cli_profile_on_this_machine_round_trips(tmp_path, capsys):
     assert "box / mobilenet_v2 (measured)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_measured_power_goes_into_a_profile_the_simulator_accepts(catalogue_dir):
     """With a (fake) energy counter: power above idle per choice; loads beside a shipped phone."""
     before_mask, before_threads = os.sched_getaffinity(0), torch.get_num_threads()
@@ -178,3 +180,29 @@ def test_phones_d_catalogue_files(catalogue_dir):
     (extra / "b.yaml").write_text("socs: {}\nphones:\n  pixel_3: {soc: sd845, capacity_mah: 2915}\n")
     with pytest.raises(ConfigError, match=r"b\.yaml: phones\.pixel_3: already defined"):
         load_phones(catalogue_dir)
+
+
+def test_profile_goes_to_the_user_folder_and_experiments_find_it(tmp_path, monkeypatch, capsys, profiles_dir):
+    """By default nothing is written into the shipped profiles; the user's folder is searched first."""
+    from flamingo_sim.config import from_mapping
+    from flamingo_sim.devices.catalogue import ProfileDirs
+    from flamingo_sim.fl.config import ExperimentConfig
+    from flamingo_sim.fl.setup import profile_dirs
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("FLAMINGO_SIM_HOME", str(home))
+    shipped_before = sorted(p.relative_to(profiles_dir) for p in profiles_dir.rglob("*"))
+    assert main(["profile", "--model", "mlp", *FAST, "--phone", "box"]) == 0, capsys.readouterr().err
+    assert f"wrote {home / 'profiles' / 'box' / 'mlp.yaml'} and {home / 'profiles' / 'phones.yaml'}" in capsys.readouterr().out
+    assert sorted(p.relative_to(profiles_dir) for p in profiles_dir.rglob("*")) == shipped_before
+    search = profile_dirs(from_mapping(ExperimentConfig, {"name": "x"}), None)
+    assert search.dirs[0] == home / "profiles" and search.dirs[-1].resolve() == profiles_dir.resolve()
+    phones = search.phones()
+    assert {"box", "pixel_3"} <= set(phones)  # the user's phone beside the shipped ones
+    assert search.path("box", "mlp") == home / "profiles" / "box" / "mlp.yaml"
+    assert search.load("box", "mlp").provenance == "measured"
+    assert search.path("pixel_3", "mobilenet_v2").resolve() == (profiles_dir / "pixel_3" / "mobilenet_v2.yaml").resolve()
+    # a phone the user measured under a shipped name hides the shipped profile of that model
+    (home / "profiles" / "pixel_3").mkdir()
+    shutil.copy(profiles_dir / "pixel_3" / "resnet34.yaml", home / "profiles" / "pixel_3" / "resnet34.yaml")
+    assert ProfileDirs.of([home / "profiles", profiles_dir]).path("pixel_3", "resnet34") == home / "profiles" / "pixel_3" / "resnet34.yaml"

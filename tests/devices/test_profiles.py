@@ -6,7 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-from flamingo_sim.devices.calibrate import TABLE1, calibrate_all, main as calibrate_main
+from flamingo_sim.devices.calibrate import TABLE1, calibrate_all
+from flamingo_sim.devices.calibrate import main as calibrate_main
 from flamingo_sim.devices.profiles import MODELS, ChoiceProfile, Profile, ProfileSet, load_profile, prune
 from flamingo_sim.devices.soc import load_phones
 from flamingo_sim.errors import ConfigError

@@ -14,7 +14,6 @@ from flamingo_sim.errors import InputDataError
 from flamingo_sim.fl.data import FederatedDataset, SyntheticFederated
 from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
 
-
 # ---------------------------------------------------------------- synthetic
 
 
@@ -108,6 +107,7 @@ def _write_fedscale(root: Path, clients: dict[str, int], n_test: int = 4) -> Non
         (root / "client_data_mapping" / f"{split}.csv").write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_fedscale_reads_layout_filters_small_clients(tmp_path):
     _write_fedscale(tmp_path, {"c9": 5, "c1": 2, "c5": 6})
     ds = FedScaleImageDataset(tmp_path, "train", image_size=8, min_samples_per_client=3)
@@ -173,6 +173,7 @@ def test_fedscale_reads_images_lazily_per_client(tmp_path):
         ds.client_data(1)
 
 
+@pytest.mark.slow
 def test_fedscale_end_to_end_with_mobilenet(tmp_path):
     from flamingo_sim.fl.aggregate import fedavg
     from flamingo_sim.fl.models import build_model

@@ -121,6 +121,7 @@ def test_existing_run_directory_is_not_overwritten(tmp_path):
         run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", resume=True)
 
 
+@pytest.mark.slow
 def test_real_fedscale_layout_trains_the_named_dnn(tmp_path):
     """With data.root set, the run reads FedScale's OpenImage layout and trains MobileNetV2."""
     from tests.fl.test_data import _write_fedscale

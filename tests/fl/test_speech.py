@@ -165,6 +165,7 @@ def test_bad_audio_names_file_and_line(tmp_path, write, message):
 # ---------------------------------------------------------------- wired into a run
 
 
+@pytest.mark.slow
 def test_speech_experiment_trains_resnet34_on_the_layout(tmp_path):
     from flamingo_sim.fl.run import run_experiment
     from tests.fl.test_run import TINY_REAL

@@ -137,6 +137,7 @@ def test_validation_errors():
         train_cohort(model, model_state(model), data, [0], 1, 2, 0.1, 0, 0, mode="fast")
 
 
+@pytest.mark.slow
 def test_fedavg_on_synthetic_improves_accuracy():
     ds = SyntheticFederated(2000, seed=0)
     model = build_model("mlp", ds.input_shape, ds.n_classes, seed=0)

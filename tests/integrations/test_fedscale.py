@@ -73,6 +73,7 @@ def _assert_same_rounds(native, other, acc_tol=1e-4):
 
 
 @needs_fedscale
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["baseline", "flamingo"])
 def test_in_process_matches_the_native_engine(small, policy, tmp_path):
     _, parts = small
@@ -131,6 +132,7 @@ def test_unweighted_fedscale_mean_moves_accuracy_but_not_the_clock(small, tmp_pa
 
 
 @needs_fedscale
+@pytest.mark.slow
 def test_scripted_scenario_by_hand_on_fedscale(tmp_path):
     # tests/fl/test_engine.py's four clients: one kept, one offline, one runs flat, one taken
     # offline by its owner; the FedScale engine must settle them exactly alike
@@ -161,6 +163,7 @@ def test_rounds_where_nobody_is_online_do_not_hang(tmp_path):
 
 
 @needs_fedscale
+@pytest.mark.slow
 def test_distributed_over_grpc_on_loopback(small, tmp_path):
     cfg, parts = small
     two = SMALL + ["fl.rounds=2"]
@@ -197,6 +200,7 @@ def test_distributed_cleans_up_on_interrupt(small, tmp_path):
 
 
 @needs_fedscale
+@pytest.mark.slow
 def test_run_experiment_with_the_fedscale_engine_writes_the_native_run_directory(tmp_path):
     over = SMALL + ["fl.rounds=2", "policies=[baseline]"]
     native = run_experiment(EXP, out_dir=tmp_path / "native", overrides=over, log=lambda _m: None)
@@ -249,6 +253,7 @@ def test_placeholder_module_imports_but_refuses_use():
 
 
 @needs_fedscale
+@pytest.mark.slow
 def test_host_argv_is_hidden_from_fedscale_and_restored():
     code = (
         "import sys; sys.argv = ['host', '--rounds', '7', '--not-a-fedscale-flag'];"
@@ -283,6 +288,7 @@ def _processes_mentioning(text: str) -> list[int]:
 
 
 @needs_fedscale
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the executor processes")
 def test_ctrl_c_on_the_cli_ends_every_process(tmp_path):
     import signal

@@ -87,6 +87,7 @@ def test_device_avail_windows_by_hand(tmp_path):
         assert pickle.load(fh) == avail  # a plain pickle, as FedScale reads it
 
 
+@pytest.mark.slow
 def test_device_avail_round_trips_on_the_shipped_traces(tmp_path):
     traces = load_client_traces(ROOT / "traces/synthetic")
     grid, length = online_grid(traces, 10, 20)
@@ -115,6 +116,7 @@ def test_device_conf_prices_tasks_like_our_profiles(tmp_path):
     assert np.all(best["ms_per_sample"] <= got["ms_per_sample"])
 
 
+@pytest.mark.slow
 def test_export_from_an_experiment(tmp_path):
     conf, avail = export_fedscale_traces(
         ROOT / "experiments/openimage_mobilenet.yaml", tmp_path, overrides=["data.proxy.n_clients=300"]

@@ -8,11 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from trace_helpers import regular_device, table_of
 
 from flamingo_sim.cli import main
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.traces.pipeline import PrepOptions
-from trace_helpers import regular_device, table_of
 
 
 def _run(capsys, *args):

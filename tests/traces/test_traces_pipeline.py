@@ -8,13 +8,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from trace_helpers import T0
 
 from flamingo_sim.cli import main
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.traces.pipeline import PrepOptions, default_out_dir, prep_traces
 from flamingo_sim.traces.select import Criteria
 from flamingo_sim.traces.store import load_client_traces
-from trace_helpers import T0
 
 N = 29 * 144 + 1  # 29 days of 10-minute samples
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from trace_helpers import DAY, T0, regular_device
 
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.traces.select import Criteria, choose, device_stats, evaluate, pack_keys, sort_dedup, unpack_keys
-from trace_helpers import DAY, T0, regular_device
 
 MIN_S = 1508025600  # 2017-10-15
 

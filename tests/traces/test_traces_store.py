@@ -95,6 +95,7 @@ def test_shipped_trace_set_loads_with_2400_clients():
     assert size <= 8 * 1024 * 1024
 
 
+@pytest.mark.slow
 def test_shipped_trace_set_regenerates_bit_identically(tmp_path):
     make_shipped(tmp_path / "again")
     for name in ("devices.parquet", "clients.parquet", "report.json"):

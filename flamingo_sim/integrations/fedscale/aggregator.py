@@ -22,21 +22,21 @@ import argparse
 import copy
 import threading
 import time
-import types
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from flamingo_sim.errors import FlamingoError
+from flamingo_sim.fl.aggregate import fedavg
 from flamingo_sim.fl.callbacks import CallbackList
 from flamingo_sim.fl.records import RoundRecord
-from flamingo_sim.fl.aggregate import fedavg
 from flamingo_sim.integrations.fedscale.loader import quiet_root_logging
 
 
-def build_aggregator_class(fs: types.SimpleNamespace) -> type:
-    """``FlamingoAggregator`` on FedScale's loaded pieces ``fs``."""
+def build_aggregator_class(fs: Any) -> type:
+    """``FlamingoAggregator`` on FedScale's loaded pieces ``fs`` (:func:`.loader.load_fedscale`;
+    ``Any``: FedScale has no type information, so its classes are unchecked bases)."""
     commons = fs.commons
 
     class FlamingoAggregator(fs.Aggregator):
@@ -45,6 +45,13 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
         ``records`` collects each finished round's :class:`~flamingo_sim.fl.records.RoundRecord`;
         ``callbacks`` are called around every round, and one asking to stop ends the run.
         """
+
+        # set by FedScale's Aggregator (declared here: FedScale has no type information)
+        grpc_server: Any
+        test_result_accumulator: list[Any]
+        stats_util_accumulator: list[Any]
+        client_training_results: list[Any]
+        loss_accumulator: list[Any]
 
         def __init__(
             self,
@@ -86,16 +93,16 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
             model.load_state_dict(self.sim.params)
             self.model_wrapper = fs.TorchModelAdapter(model)
             self.model_weights = self.model_wrapper.get_weights()
-            self.model_update_size = float(self.sim.cfg.network.model_size_mb) * 8.0 * 1000.0  # kbit
+            self.model_update_size = self.sim.model_size_mb * 8.0 * 1000.0  # kbit
 
         def init_control_communication(self) -> None:
             """Serve gRPC on ``ps_ip`` only (FedScale binds every interface), on a free port if 0."""
             if self.grpc_server is not None:
                 return
-            import grpc
             from concurrent import futures
 
             import fedscale.cloud.channels.job_api_pb2_grpc as job_api_pb2_grpc
+            import grpc
 
             size = 1 << 30
             self.grpc_server = grpc.server(
@@ -182,7 +189,8 @@ def build_aggregator_class(fs: types.SimpleNamespace) -> type:
                     self._finish(self._next_plan, float("nan"))  # empty round: nothing to train
                 self.broadcast_aggregator_events(commons.SHUT_DOWN)
 
-        def _start(self, plan: Any, sampled: list[int], to_run: list[int], stragglers: list[int], clock: dict, duration_s: float, durations: list[float]) -> None:
+        def _start(self, plan: Any, sampled: list[int], to_run: list[int], stragglers: list[int], clock: dict,
+                   duration_s: float, durations: list[float]) -> None:
             self.plan = plan
             self.round = plan.round
             self.global_virtual_clock = plan.t0_s

@@ -18,7 +18,6 @@ import copy
 import logging
 import sys
 import time
-import types
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ import numpy as np
 from flamingo_sim.integrations.fedscale.loader import quiet_root_logging
 
 
-def build_executor_classes(fs: types.SimpleNamespace) -> tuple[type, type]:
+def build_executor_classes(fs: Any) -> tuple[type, type]:  # Any: FedScale's classes have no type information
     """``(FlamingoTorchClient, FlamingoExecutor)`` on FedScale's loaded pieces ``fs``."""
     import torch
     import torch.nn.functional as F
@@ -77,9 +76,11 @@ def build_executor_classes(fs: types.SimpleNamespace) -> tuple[type, type]:
         client)``, passed to TorchClient as a DataLoader over the client's own tensors.
         """
 
+        received_stop_request: bool  # set by FedScale's Executor (it has no type information)
+
         def __init__(self, args: argparse.Namespace, dataset: Any, model: torch.nn.Module, poll_s: float = 0.02) -> None:
             # FedScale builds the executor's model by name from its own zoo; hand it ours instead
-            executor_module = sys.modules[fs.Executor.__module__]
+            executor_module: Any = sys.modules[fs.Executor.__module__]
             own_init_model = executor_module.init_model
             executor_module.init_model = lambda: copy.deepcopy(model)
             try:

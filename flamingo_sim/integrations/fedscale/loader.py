@@ -98,7 +98,7 @@ def _install_placeholders() -> list[str]:
                 # stub: make it settle on the stub before the placeholder exists.
                 from tensorboard.compat import tf as tensorboard_tf
 
-                getattr(tensorboard_tf, "io")
+                _ = tensorboard_tf.io  # reading the attribute makes TensorBoard pick its stub
             sys.modules[name] = _placeholder_module(name, package)
             installed.append(name)
     return installed

@@ -58,7 +58,7 @@ def fedscale_args(
         "filter_more": 1e15,
         "num_participants": fl.participants_per_round,
         "overcommitment": fl.overcommit,
-        "rounds": fl.rounds,
+        "rounds": fl.rounds if fl.rounds is not None else 10**9,  # null: horizon_h ends the run (sim.is_done)
         "local_steps": fl.local_steps,
         "batch_size": fl.batch_size,
         "learning_rate": fl.lr,
