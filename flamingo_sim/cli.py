@@ -1,5 +1,8 @@
 """The ``flamingo-sim`` command line: parses arguments, calls the library, prints errors as one line.
 
+An OS error is ``error: PATH: reason (ERRNO_NAME)`` with exit code 2; SIGTERM is handled as
+SIGINT (the same clean-up, a line saying how to continue, exit code 128 + the signal).
+
 Each subpackage owns the arguments of its own commands in its ``cli`` module, which exposes
 ``register(subparsers)``; the heavy imports happen inside the handlers, so ``--help`` is fast.
 """
@@ -7,11 +10,13 @@ Each subpackage owns the arguments of its own commands in its ``cli`` module, wh
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Sequence
 
 from flamingo_sim import __version__
 from flamingo_sim.errors import FlamingoError, in_cli_terms
+from flamingo_sim.faults import Interrupted, describe_os_error, stop_signals
 
 #: Modules whose ``register(subparsers)`` adds commands, in the order ``--help`` lists them.
 COMMAND_MODULES = (
@@ -41,16 +46,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with stop_signals():
+            return int(args.func(args) or 0)
     except FlamingoError as exc:
         print(f"flamingo-sim {args.command}: error: {in_cli_terms(str(exc), getattr(args, 'cli_flags', {}))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `flamingo-sim profiles --json | head`
         sys.stderr.close()
         return 0
-    except KeyboardInterrupt:
-        print(f"flamingo-sim {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except OSError as exc:  # a full disk, a read-only mount, a permission: one line, never a traceback
+        print(f"flamingo-sim {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (docker stop, a batch scheduler)
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        hint = getattr(exc, "hint", None)
+        hint = in_cli_terms(hint, getattr(args, "cli_flags", {})) if hint else None
+        name = signal.Signals(signum).name
+        print(f"flamingo-sim {args.command}: interrupted ({name})" + (f"; {hint}" if hint else ""), file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,7 +2,15 @@
 
 Every output is written to a temporary sibling and renamed into place, so an interrupted run
 never leaves a half-written file; a directory of outputs is staged in a temporary sibling
-directory and swapped in whole.
+directory and swapped in whole. Outputs get the permissions of a normal write (the umask).
+
+Temporary siblings carry the writer's PID (``.NAME.PID.XXXX.tmp``, ``.NAME.PID.XXXX.staging``,
+``.NAME.PID.XXXX.old``): those of a writer that is no longer alive (killed) are removed on the
+next write of the same name (:func:`clean_stale`).
+
+A directory this tool replaces as a whole (``--out`` of ``prep-traces``, ``synth-greenhub``,
+``report``) holds a manifest, :data:`MANIFEST`; :func:`atomic_dir` replaces only a directory
+that is empty or holds that manifest, so a user's own files are never deleted.
 """
 
 from __future__ import annotations
@@ -10,62 +18,171 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+from flamingo_sim.errors import FlamingoError
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
-__all__ = ["atomic_path", "atomic_dir", "write_json", "progress"]
+__all__ = ["MANIFEST", "OutputError", "atomic_dir", "atomic_path", "check_out_dir", "clean_stale", "progress", "write_json"]
+
+#: The file that marks a directory as this tool's output (its kind inside).
+MANIFEST = ".flamingo-sim.json"
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.(?P<kind>tmp|staging|old)$")
+_LEGACY_TEMP = re.compile(r"^\.(?P<name>.+)\.[A-Za-z0-9_]+\.(?P<kind>tmp|staging|old)$")
+
+
+class OutputError(FlamingoError):
+    """An output path that would replace something this tool did not write."""
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it onto ``path``.
 
-    On an exception the temporary file is removed and ``path`` is untouched.
+    On an exception the temporary file is removed and ``path`` is untouched. Stale temporary
+    files of ``path`` left by a killed writer are removed first.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    clean_stale(path.parent, path.name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as exc:
+        _name(exc, path)
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
 
 
-@contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield an empty staging directory; on success it replaces ``path`` as a whole.
+def _name(exc: OSError, path: Path) -> None:
+    """An OS error while writing ``path`` names ``path`` (not a temporary) where it names no file."""
+    if exc.filename is None or _TEMP.match(Path(str(exc.filename)).name):
+        exc.filename = str(path)
 
-    Files already in ``path`` that the staged output does not contain are removed with the old
-    directory; on an exception the staging directory is removed and ``path`` is untouched.
+
+def check_out_dir(path: str | Path, kind: str, flag: str = "out_dir") -> Path:
+    """Refuse ``path`` unless it is absent, an empty directory, or a ``kind`` output of this tool.
+
+    Raises :class:`OutputError` with one line saying how to choose another path.
     """
     path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return path
+    if not path.is_dir():
+        raise OutputError(f"{flag} {path}: exists and is not a directory; refusing to replace it - choose a new directory path")
+    entries = [p.name for p in path.iterdir()]
+    if not entries:
+        return path
+    found = _manifest_kind(path)
+    if found == kind:
+        return path
+    what = f"a flamingo-sim {found}, not a {kind}" if found else f"files flamingo-sim did not write (no {MANIFEST})"
+    raise OutputError(f"{flag} {path}: holds {what}; refusing to replace it - choose a new or empty directory")
+
+
+def _manifest_kind(path: Path) -> str | None:
+    try:
+        doc = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("kind") if isinstance(doc, dict) and doc.get("written_by") == "flamingo-sim" else None
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path, kind: str, flag: str = "out_dir") -> Iterator[Path]:
+    """Yield an empty staging directory; on success it replaces ``path`` as a whole.
+
+    ``path`` must be absent, empty or an earlier ``kind`` output (:func:`check_out_dir`); the
+    staged directory gets the manifest. Files already in ``path`` that the staged output does
+    not contain are removed with the old directory; on an exception the staging directory is
+    removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    check_out_dir(path, kind, flag)
     path.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".staging", dir=path.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes 0700; outputs get the usual permissions
+    clean_stale(path.parent, path.name)
+    stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".staging", dir=path.parent))
+    os.chmod(stage, 0o777 & ~_umask())  # mkdtemp makes 0700; outputs get the usual permissions
     try:
         yield stage
+        (stage / MANIFEST).write_text(json.dumps({"written_by": "flamingo-sim", "kind": kind}) + "\n")
+        check_out_dir(path, kind, flag)  # again: something may have appeared while staging
         if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".old", dir=path.parent))
             os.replace(path, old / path.name)
             os.replace(stage, path)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(stage, path)
+    except OSError as exc:
+        _name(exc, path)
+        raise
     finally:
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def clean_stale(directory: str | Path, name: str | None = None, *, recursive: bool = False) -> list[Path]:
+    """Remove temporary siblings (of ``name``, else of any file) whose writer is no longer alive.
+
+    Temporaries without a PID (written before PIDs were recorded) count as stale. Returns the
+    removed paths.
+    """
+    directory = Path(directory)
+    removed: list[Path] = []
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        if recursive and entry.is_dir() and not entry.name.startswith("."):
+            removed += clean_stale(entry, name, recursive=True)
+            continue
+        m = _TEMP.match(entry.name)
+        legacy = None if m else _LEGACY_TEMP.match(entry.name)
+        match = m or legacy
+        if match is None or (name is not None and match["name"] != name):
+            continue
+        if m is not None and _alive(int(m["pid"])):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_json(path: str | Path, obj: Any) -> None:

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from flamingo_sim.io import atomic_dir, atomic_path, write_json
+from flamingo_sim.io import MANIFEST, atomic_dir, atomic_path, write_json
 from flamingo_sim.rng import derive_seed, rng
 
 
@@ -24,16 +24,16 @@ def test_atomic_path_keeps_old_file_on_failure(tmp_path):
 
 def test_atomic_dir_replaces_whole_or_nothing(tmp_path):
     out = tmp_path / "traces"
-    with atomic_dir(out) as stage:
+    with atomic_dir(out, "test") as stage:
         (stage / "a.txt").write_text("1")
     with pytest.raises(KeyboardInterrupt):
-        with atomic_dir(out) as stage:
+        with atomic_dir(out, "test") as stage:
             (stage / "b.txt").write_text("2")
             raise KeyboardInterrupt
-    assert sorted(p.name for p in out.iterdir()) == ["a.txt"]
-    with atomic_dir(out) as stage:
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "a.txt"]
+    with atomic_dir(out, "test") as stage:
         (stage / "c.txt").write_text("3")
-    assert sorted(p.name for p in out.iterdir()) == ["c.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "c.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["traces"]
 
 
@@ -60,7 +60,7 @@ def test_atomic_dir_gets_the_usual_permissions(tmp_path):
 
     umask = os.umask(0o022)
     try:
-        with atomic_dir(tmp_path / "out") as stage:
+        with atomic_dir(tmp_path / "out", "test") as stage:
             (stage / "a").write_text("1")
     finally:
         os.umask(umask)

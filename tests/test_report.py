@@ -198,7 +198,7 @@ def test_cli_report_writes_into_the_run_directory(run_dirs, tmp_path, capsys):
     run = tmp_path / "copy"
     shutil.copytree(run_dirs[1], run, ignore=shutil.ignore_patterns("checkpoints", "report"))
     assert main(["report", str(run), "--format", "png"]) == 0
-    assert sorted(p.name for p in (run / "report").iterdir()) == sorted([f"{s}.png" for s in FIGURES] + ["report.md", "report.html"])
+    assert sorted(p.name for p in (run / "report").iterdir()) == sorted([f"{s}.png" for s in FIGURES] + ["report.md", "report.html", ".flamingo-sim.json"])
     assert "report.md" in capsys.readouterr().out
 
 

@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_profile, cli_flags={
         "steps": "--steps", "warmup_steps": "--warmup-steps", "batch_size": "--batch", "n_classes": "--n-classes",
-        "image_size": "--image-size", "idle_s": "--idle-s", "phone_name": "--phone",
+        "image_size": "--image-size", "idle_s": "--idle-s", "phone_name": "--phone", "out": "--out",
     })
 
 

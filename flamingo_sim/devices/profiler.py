@@ -44,7 +44,7 @@ import yaml
 
 from flamingo_sim.devices.cores import CoreDiscovery, discover_cores
 from flamingo_sim.devices.energy import Detection, PowerMeter, detect_energy_source
-from flamingo_sim.devices.profiles import ChoiceProfile, Profile, profile_path, save_profile
+from flamingo_sim.devices.profiles import PROFILE_SCHEMA, ChoiceProfile, Profile, profile_path, save_profile
 from flamingo_sim.devices.soc import PHONES_DIR, PHONES_FILE, CoreLayout, Phone, SocSpec, state_space
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.io import atomic_path, progress
@@ -348,6 +348,20 @@ def _catalogue_phone(profiles_dir: Path, name: str, layout: CoreLayout, descript
     return phone, path
 
 
+def _check_profile_out(path: Path) -> None:
+    """Before measuring: ``out`` can be written and replaces nothing but a profile this tool wrote."""
+    from flamingo_sim.faults import check_writable
+
+    check_writable(path, directory=False)
+    if path.exists():
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            doc = None
+        if not (isinstance(doc, dict) and doc.get("schema") == PROFILE_SCHEMA):
+            raise FlamingoError(f"out {path}: exists and is not a flamingo-sim profile; refusing to replace it - choose another file path")
+
+
 def run_profile(req: ProfileRequest, profiles_dir: str | Path, phone_name: str | None = None,
                 out: str | Path | None = None, capacity_mah: float | None = None,
                 log: Callable[[str], None] = lambda s: None, **measure_kwargs: Any) -> dict[str, Any]:
@@ -364,6 +378,12 @@ def run_profile(req: ProfileRequest, profiles_dir: str | Path, phone_name: str |
         raise FlamingoError(f"phone_name {name!r}: use letters, digits, '_', '-' and '.'")
     discovery = measure_kwargs.pop("discovery", None) or discover_cores()
     _known_phone(profiles_dir, name, discovery.layout)  # a clash is refused before measuring
+    if out is not None:
+        _check_profile_out(Path(out))
+    else:
+        from flamingo_sim.faults import check_writable
+
+        check_writable(profile_path(profiles_dir, name, req.model).parent)  # before measuring
     m = measure(req, discovery=discovery, log=log, **measure_kwargs)
     cap = capacity_mah if capacity_mah is not None else m.battery_capacity_mah
     placeholder = False

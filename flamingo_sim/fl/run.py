@@ -5,9 +5,13 @@ The run directory holds:
 - ``config.yaml``     the resolved experiment config (every default filled in);
 - ``metrics.parquet`` one row per (policy, seed, round), see :data:`flamingo_sim.fl.metrics.COLUMNS`;
 - ``summary.json``    time to target, energy to target, speedup, energy efficiency, clients lost;
-- ``checkpoints/``    one ``<policy>-seed<k>.pt`` per run, written atomically every
+- ``inputs.json``     SHA-256 of every input file (traces, profiles, dataset mapping): a resume
+  refuses to continue on changed inputs;
+- ``checkpoints/``    one ``<policy>-seed<k>.pt`` per run (checksummed, the previous one kept as
+  ``.prev`` until the new one is verified; :mod:`flamingo_sim.fl.checkpoint`), written every
   ``checkpoint_every`` rounds and at the end, so that ``resume=True`` continues a killed run and
   produces exactly what an uninterrupted run would (native engine only);
+- ``.lock``           held by the one process writing the directory (:mod:`flamingo_sim.fl.rundir`);
 - ``fedscale/``       with ``engine="fedscale"``: FedScale's logs and the executors' output,
   one ``<policy>-seed<k>/`` per run.
 
@@ -28,19 +32,18 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pandas as pd
-import torch
-import yaml
 
-from flamingo_sim.config import to_mapping
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.aggregators import make_aggregator
 from flamingo_sim.fl.callbacks import Callback, CallbackList, ProgressBar
+from flamingo_sim.fl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_experiment
 from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.engines import EngineOptions, make_engine
 from flamingo_sim.fl.fairness import participation_histogram
 from flamingo_sim.fl.metrics import format_summary, summarize
 from flamingo_sim.fl.records import RoundRecord
+from flamingo_sim.fl.rundir import check_run_dir, run_guard
 from flamingo_sim.fl.selection import make_selector
 from flamingo_sim.fl.tracking import TrackingCallback, check_tracking
 from flamingo_sim.io import atomic_path, write_json
@@ -88,12 +91,9 @@ def run_experiment(
             raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
         cfg = replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
     out = Path(out_dir) if out_dir is not None else default_out_dir(cfg)
-    if resume:
-        if out_dir is None:
-            raise ConfigError("resume: needs out_dir, the run directory to continue")
-        _check_resumable(out, cfg)
-    elif out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out}: run directory exists and is not empty (continue it with resume, or choose another out_dir)")
+    if resume and out_dir is None:
+        raise ConfigError("resume: needs out_dir, the run directory to continue")
+    check_run_dir(out, cfg, resume)
     from flamingo_sim.fl.setup import build_components, make_policy
 
     # Everything a config can get wrong fails here, before the run directory is touched.
@@ -101,9 +101,16 @@ def run_experiment(
         make_policy(name, cfg)
     _check_toolkit(cfg, experiment, engine, resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out / "config.yaml") as tmp:
-        tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
+    with run_guard(out, cfg, experiment, resume=resume, resumable=runner.resumable):
+        return _run_all(cfg, experiment, out, first_parts, runner, user_callbacks, engine, say)
+
+
+def _run_all(
+    cfg: ExperimentConfig, experiment: str | Path, out: Path, first_parts: Any, runner: Any, user_callbacks: CallbackList,
+    engine: str, say: Callable[[str], None],
+) -> RunResult:
+    """Every (policy, seed) run, then the summary; called holding the run directory's lock."""
+    from flamingo_sim.fl.setup import build_components, make_policy
 
     records: list[RoundRecord] = []
     histograms: dict[tuple[str, int], dict[str, int]] = {}
@@ -121,7 +128,7 @@ def run_experiment(
                 hooks.append(TrackingCallback(cfg, out, run_name))
             if runner.resumable and cfg.fl.mode == "sync":
                 ckpt = out / "checkpoints" / f"{run_name}.pt"
-                done = _resume(sim, ckpt)
+                done = _resume(sim, ckpt, say)
                 hooks.append(_Checkpointer(ckpt, cfg.checkpoint_every))
             records.extend(runner.run(sim, CallbackList(hooks + user_callbacks.callbacks), done, out / engine / run_name))
             histograms[name, seed] = participation_histogram(sim.times_kept)
@@ -186,13 +193,16 @@ class _Once:
             self.log(msg)
 
 
-def _resume(sim: Simulation, ckpt: Path) -> list[RoundRecord]:
-    """Load ``ckpt`` into ``sim`` if it exists; the rounds it had done (none for a fresh run)."""
-    if not ckpt.exists():
+def _resume(sim: Simulation, ckpt: Path, say: Callable[[str], None]) -> list[RoundRecord]:
+    """Load the newest good checkpoint of ``ckpt`` into ``sim``; the rounds it had done (none for a fresh run)."""
+    state = load_checkpoint(ckpt, say)
+    if state is None:
         return []
-    state = torch.load(ckpt, weights_only=False)
-    sim.load_state_dict(state["simulation"])
-    return [RoundRecord.from_row(row) for row in state["rows"]]
+    try:
+        sim.load_state_dict(state["simulation"])
+        return [RoundRecord.from_row(row) for row in state["rows"]]
+    except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{ckpt}: does not fit this run ({exc})") from None
 
 
 class _Checkpointer(Callback):
@@ -238,22 +248,12 @@ class _MetricsWriter(Callback):
 
 
 def _checkpoint(path: Path, sim: Simulation, rows: list[dict[str, Any]]) -> None:
-    with atomic_path(path) as tmp:
-        torch.save({"simulation": sim.state_dict(), "rows": rows}, tmp)
+    save_checkpoint(path, {"simulation": sim.state_dict(), "rows": rows})
 
 
 def _write_metrics(out: Path, metrics: pd.DataFrame) -> None:
     with atomic_path(out / "metrics.parquet") as tmp:
         metrics.to_parquet(tmp, index=False)
-
-
-def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
-    saved = out / "config.yaml"
-    if not saved.is_file():
-        raise ConfigError(f"{out}: not a run directory (no config.yaml) - nothing to resume")
-    before = yaml.safe_load(saved.read_text())
-    if before != to_mapping(cfg):
-        raise ConfigError(f"{out}: the experiment config differs from the one this run started with; resume with the same config and overrides")
 
 
 def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:

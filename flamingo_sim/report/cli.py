@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,13 +19,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--labels", nargs="+", metavar="LABEL", help="one legend label per RUN_DIR (default: the directory names)")
     p.add_argument("--format", dest="formats", nargs="+", choices=("png", "svg", "pdf"), default=["png", "svg"],
                    help="image formats to write (default: png svg)")
-    p.set_defaults(func=_report, cli_flags={"labels": "--labels"})
+    p.set_defaults(func=_report, cli_flags={"labels": "--labels", "out_dir": "--out"})
 
 
 def _report(args: argparse.Namespace) -> int:
+    from flamingo_sim.report.data import load_runs
     from flamingo_sim.report.write import write_report
 
-    result = write_report(args.run_dirs, args.out, labels=args.labels, formats=args.formats)
+    runs = load_runs(args.run_dirs, args.labels)
+    for run in runs:
+        if run.summary.get("incomplete"):
+            print(f"flamingo-sim report: {run.path}: incomplete run: {run.summary['incomplete']}", file=sys.stderr)
+    result = write_report(runs, args.out, formats=args.formats)
     print(f"report: {result.markdown}")
     print(f"        {result.html}")
     for paths in result.figures.values():

@@ -108,8 +108,38 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             raise FlamingoError(f"{path}: cannot read the run's metrics or summary ({type(exc).__name__}: {exc})") from None
         if metrics.empty:
             raise FlamingoError(f"{path}: metrics.parquet has no rows - the run has not finished a round")
+        if not summary:
+            summary = incomplete_summary(path, metrics)
         runs.append(Run(path, str(label), metrics, summary))
     return runs
+
+
+def incomplete_summary(path: Path, metrics: pd.DataFrame) -> dict[str, Any]:
+    """The summary of a run stopped before its end (no ``summary.json``), from its ``config.yaml``.
+
+    Holds what the finished summary holds, computed from the rounds done, plus ``incomplete``:
+    ``"N of M rounds"`` (rounds done over all (policy, seed), of the rounds the config asks for).
+    """
+    import yaml
+
+    from flamingo_sim.fl.metrics import summarize
+
+    try:
+        cfg = yaml.safe_load((path / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise FlamingoError(f"{path}: no summary.json and no readable config.yaml - not a flamingo-sim run directory ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise FlamingoError(f"{path}/config.yaml: not an experiment config")
+    policies, seeds = list(cfg.get("policies") or []), list(cfg.get("seeds") or [])
+    rounds = (cfg.get("fl") or {}).get("rounds")
+    done = len(metrics)
+    expected = f"{done} of {int(rounds) * len(policies) * len(seeds)} rounds" if rounds else f"{done} rounds (of fl.horizon_h)"
+    baseline = policies[0] if policies else str(metrics["policy"].iloc[0])
+    target = cfg.get("target_accuracy", "highest_common")
+    return {
+        "experiment": cfg.get("name", "?"), "model": cfg.get("model", "?"), "seeds": seeds, "incomplete": expected,
+        **summarize(metrics, target, baseline=baseline),
+    }
 
 
 def mean_band(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> Curve:

@@ -1,8 +1,9 @@
 """Writing a report: every figure as PNG and SVG, plus ``report.md`` and ``report.html``.
 
 The report of one run goes to ``RUN_DIR/report/``; with several run directories (overlaid)
-it goes to the first one's ``report/`` unless ``out_dir`` says otherwise. Each file is written
-atomically, so an interrupted report never leaves a half-written image.
+it goes to the first one's ``report/`` unless ``out_dir`` says otherwise. The directory is
+staged and swapped in whole (:func:`flamingo_sim.io.atomic_dir`), so an interrupted report never
+leaves a half-written image, and only an earlier report (or an empty directory) is replaced.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from typing import Sequence
 
 import pandas as pd
 
-from flamingo_sim.io import atomic_path
+from flamingo_sim.faults import check_writable
+from flamingo_sim.io import atomic_dir, check_out_dir
 from flamingo_sim.report.data import Run, load_runs, summary_table
 from flamingo_sim.report.plots import make_figures
 
 __all__ = ["ReportResult", "write_report", "CAPTIONS", "FORMATS", "DPI"]
 
+#: The kind of output a report directory is (its manifest).
+REPORT = "report"
 #: Image formats written for every figure.
 FORMATS = ("png", "svg")
 #: PNG resolution: a 3.4-inch column at 200 dpi is 680 px wide.
@@ -77,22 +81,19 @@ def write_report(
         raise TypeError("write_report: pass run directories or Run objects, not both")
     runs = loaded if loaded else load_runs(paths, labels)
     out = Path(out_dir) if out_dir is not None else runs[0].path / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out, REPORT)  # decided before drawing: a user's directory is never replaced
+    check_writable(out)
     written: dict[str, list[Path]] = {}
-    for stem, fig in make_figures(runs).items():
-        written[stem] = []
-        for fmt in formats:
-            path = out / f"{stem}.{fmt}"
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, format=fmt, dpi=DPI)
-            written[stem].append(path)
-    table = summary_table(runs)
-    md, page = out / "report.md", out / "report.html"
-    with atomic_path(md) as tmp:
-        tmp.write_text(_markdown(runs, table, written))
-    with atomic_path(page) as tmp:
-        tmp.write_text(_html(runs, table, written))
-    return ReportResult(out, written, md, page)
+    with atomic_dir(out, REPORT) as stage:
+        for stem, fig in make_figures(runs).items():
+            written[stem] = []
+            for fmt in formats:
+                fig.savefig(stage / f"{stem}.{fmt}", format=fmt, dpi=DPI)
+                written[stem].append(out / f"{stem}.{fmt}")
+        table = summary_table(runs)
+        (stage / "report.md").write_text(_markdown(runs, table, written))
+        (stage / "report.html").write_text(_html(runs, table, written))
+    return ReportResult(out, written, out / "report.md", out / "report.html")
 
 
 def _fmt(value: object, digits: int = 2) -> str:
@@ -114,6 +115,8 @@ def _run_lines(runs: Sequence[Run]) -> list[str]:
             f"{run.label}: `{run.path}`; experiment {s.get('experiment', '?')}, model {s.get('model', '?')}, "
             f"seeds {run.seeds}, target {s.get('target', '?')}, baseline {s.get('baseline', '?')}"
         )
+        if s.get("incomplete"):
+            lines.append(f"  incomplete run: {s['incomplete']} (no summary.json: the numbers cover the rounds done)")
         if s.get("data"):
             lines.append(f"  data: {s['data']}")
     names = {r.summary.get("experiment") for r in runs}

@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--parts", type=int, default=4, help="parquet parts (samples/part-NNNN.parquet)")
     s.add_argument("--layouts", default="parquet,csv-pages",
                    help="comma list of parquet, csv-pages, csv-tables, csv-2019, csv-2018 (default parquet,csv-pages)")
-    s.set_defaults(func=_synth, cli_flags={"layouts": "--layouts"})
+    s.set_defaults(func=_synth, cli_flags={"layouts": "--layouts", "out_dir": "--out"})
 
 
 def _prep(args: argparse.Namespace) -> int:

@@ -20,12 +20,13 @@ from typing import Any
 import numpy as np
 
 from flamingo_sim.errors import InputDataError
-from flamingo_sim.io import progress
+from flamingo_sim.faults import check_writable
+from flamingo_sim.io import check_out_dir, progress
 from flamingo_sim.traces.clean import DROP_REASONS, MIN_DATE, Cleaner, clean_extras, parse_numeric
 from flamingo_sim.traces.readers import OPTIONAL, REQUIRED, Source
 from flamingo_sim.traces.resample import resample_device
 from flamingo_sim.traces.select import Criteria, choose, device_stats, evaluate, pack_keys, sort_dedup
-from flamingo_sim.traces.store import STEP_S, DeviceSeries, write_trace_set
+from flamingo_sim.traces.store import STEP_S, TRACE_SET, DeviceSeries, write_trace_set
 
 __all__ = ["PrepOptions", "prep_traces", "default_out_dir"]
 
@@ -82,6 +83,8 @@ def prep_traces(
     o, i = out.resolve(), src.path.resolve()
     if o == i or o in i.parents:
         raise InputDataError(f"out_dir {out}: would replace the input {src.path}; choose another output directory")
+    check_out_dir(out, TRACE_SET)  # a user's files are never replaced; decided before any work
+    check_writable(out)
     min_s = _date_s(opts.min_date, "min_date")
     if opts.max_date is None:
         max_date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")

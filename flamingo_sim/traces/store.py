@@ -35,8 +35,11 @@ __all__ = [
     "write_trace_set",
     "EXTRA_COLUMNS",
     "STEP_S",
+    "TRACE_SET",
 ]
 
+#: The kind of output a trace set is (its directory's manifest, see :func:`flamingo_sim.io.atomic_dir`).
+TRACE_SET = "trace-set"
 #: The resampling grid step (seconds).
 STEP_S = 600
 #: Optional extra columns, in the order they are written.
@@ -150,11 +153,34 @@ def _require(path: Path, table: Any, columns: tuple[str, ...]) -> None:
         raise InputDataError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(columns)}")
 
 
+def _validate(path: Path, device: np.ndarray, ts: np.ndarray, level: np.ndarray, state: Any) -> None:
+    """A trace set written by any tool: finite levels in [0, 100], states -1/0/1, rows sorted by
+    (device, time), at least two samples per device; the first violation names the device and row."""
+    bad = ~(np.isfinite(level) & (level >= 0) & (level <= 100))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputDataError(f"{path}: device {device[i]}, row {i + 1}: battery_level_pct {level[i]} is not a level within [0, 100]")
+    state = np.asarray(state, dtype=np.float64)
+    bad = ~np.isin(state, (-1, 0, 1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputDataError(f"{path}: device {device[i]}, row {i + 1}: battery_state {state[i]} is not -1, 0 or +1")
+    unsorted = (device[1:] < device[:-1]) | ((device[1:] == device[:-1]) & (ts[1:] <= ts[:-1]))
+    if unsorted.any():
+        i = int(np.flatnonzero(unsorted)[0]) + 1
+        raise InputDataError(f"{path}: device {device[i]}, row {i + 1}: rows are not sorted by (device_id, timestamp) with distinct timestamps")
+    ids, counts = np.unique(device, return_counts=True)
+    if (counts < 2).any():
+        d = ids[counts < 2][0]
+        raise InputDataError(f"{path}: device {d} has a single sample; a client needs at least two (a replay horizon of 0 or less)")
+
+
 def load_client_traces(path: str | Path) -> ClientTraces:
     """Load a ``prep-traces`` output directory as a :class:`ClientTraces`.
 
     Devices keep the order of ``devices.parquet`` (sorted by device id); clients keep the order
-    of ``clients.parquet``. Devices shorter than the longest are padded by repeating their own
+    of ``clients.parquet``. The set is validated first (:func:`_validate`): a bad file is one
+    :class:`InputDataError` naming the file, the device and the row. Devices shorter than the longest are padded by repeating their own
     series cyclically, so ``arr[row, i % device_length[row]] == arr[row, i]``.
     """
     import pyarrow as pa
@@ -177,6 +203,8 @@ def load_client_traces(path: str | Path) -> ClientTraces:
     ts = dev.column("timestamp").cast(pa.timestamp("s", tz="UTC")).cast(pa.int64()).to_numpy()
     if dev_ids_rows.size == 0:
         raise InputDataError(f"{dev_path}: no rows")
+    _validate(dev_path, dev_ids_rows, ts, dev.column("battery_level_pct").to_numpy(zero_copy_only=False).astype(np.float64),
+              dev.column("battery_state").to_numpy(zero_copy_only=False))
     order = np.lexsort((ts, dev_ids_rows))
     dev_ids_rows, ts = dev_ids_rows[order], ts[order]
     starts = np.flatnonzero(np.r_[True, dev_ids_rows[1:] != dev_ids_rows[:-1]])
@@ -270,7 +298,7 @@ def write_trace_set(out_dir: str | Path, series: list[DeviceSeries], n_shifts: i
 
     series = sorted(series, key=lambda s: s.device_id)
     out_dir = Path(out_dir)
-    with atomic_dir(out_dir) as stage:
+    with atomic_dir(out_dir, TRACE_SET) as stage:
         pq.write_table(
             devices_table(series),
             stage / "devices.parquet",

@@ -272,9 +272,15 @@ def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
 
 def write_synthetic_dump(out_dir: str | Path, opts: SynthOptions | None = None) -> list[Path]:
     """Simulate ``opts.n_devices`` devices and write the requested layouts under ``out_dir``."""
-    from flamingo_sim.traces.synth_write import write_layouts
+    from flamingo_sim.faults import check_writable
+    from flamingo_sim.io import check_out_dir
+    from flamingo_sim.traces.synth_write import DUMP, LAYOUT_DIRS, write_layouts
 
     opts = opts or SynthOptions()
+    check_writable(out_dir)  # decided before any work, and no user's directory is replaced
+    for layout in opts.layouts:
+        if layout in LAYOUT_DIRS:
+            check_out_dir(Path(out_dir) / LAYOUT_DIRS[layout], DUMP)
     devices = [simulate_device(opts.first_device_id + i, kind_of(i), opts.seed) for i in range(opts.n_devices)]
     table = samples_table(devices, opts.seed)
     return write_layouts(out_dir, table, devices, opts)

@@ -27,6 +27,8 @@ from flamingo_sim.rng import rng
 
 __all__ = ["write_layouts", "write_csv", "LAYOUT_DIRS"]
 
+#: The kind of output a synthetic dump layout directory is (its manifest).
+DUMP = "synthetic-greenhub-dump"
 LAYOUT_DIRS = {"parquet": "kaggle", "csv-pages": "aug2020", "csv-tables": "weekly", "csv-2019": "csv2019", "csv-2018": "csv2018"}
 _DETAILS = ("charger", "health", "voltage", "temperature")
 
@@ -111,7 +113,7 @@ def write_layouts(out_dir: str | Path, table: pa.Table, devices: list[Any], opts
 
             raise InputDataError(f"layouts: {layout!r} unknown; expected some of {', '.join(LAYOUT_DIRS)}")
         target = out_dir / LAYOUT_DIRS[layout]
-        with atomic_dir(target) as stage:
+        with atomic_dir(target, DUMP) as stage:
             if layout == "parquet":
                 (stage / "samples").mkdir()
                 (stage / "devices").mkdir()

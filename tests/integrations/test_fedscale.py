@@ -6,6 +6,8 @@ Needs FedScale's runtime (``pip install 'flamingo-sim[fedscale]'``); skipped, sa
 from __future__ import annotations
 
 import math
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -316,3 +318,55 @@ def test_ctrl_c_on_the_cli_ends_every_process(tmp_path):
     while _processes_mentioning(str(out)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _processes_mentioning(str(out)) == []
+
+
+def _children(pid: int) -> list[int]:
+    """Live (not zombie) processes whose parent is ``pid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@needs_fedscale
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the executor processes")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_executors_die_with_their_parent(tmp_path, sig):
+    """SIGTERM (handled: message, exit 143) or SIGKILL (no clean-up runs) to `run --engine fedscale --executors 2`."""
+    cmd = [sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--out", str(tmp_path / "run"), "--engine", "fedscale",
+           "--executors", "2", *[a for s in [*SMALL, "fl.rounds=50"] for a in ("--set", s)]]
+    env = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 180
+    kids: list[int] = []
+    while len(kids) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the executors did not start"
+        time.sleep(0.1)
+        kids = _children(proc.pid)
+    time.sleep(1.0)  # the executors are starting up (importing torch): the moment they used to outlive the parent
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143, err
+        assert err.strip().splitlines()[-1] == ("flamingo-sim run: interrupted (SIGTERM); this run keeps no checkpoints (FedScale): "
+                                                "start it again with another --out")
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    until = time.monotonic() + 5
+    while any(_alive(k) for k in kids) and time.monotonic() < until:
+        time.sleep(0.1)
+    assert not [k for k in kids if _alive(k)], "executor processes survived their parent by 5 s"

@@ -100,3 +100,44 @@ def test_shipped_trace_set_regenerates_bit_identically(tmp_path):
     make_shipped(tmp_path / "again")
     for name in ("devices.parquet", "clients.parquet", "report.json"):
         assert (tmp_path / "again" / name).read_bytes() == (SHIPPED_DIR / name).read_bytes(), name
+
+
+def _write_raw(tmp_path, device_id, timestamps, levels, states):
+    """A trace set as another tool might write it (no checks on the way out)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "other"
+    out.mkdir(exist_ok=True)
+    pq.write_table(pa.table({
+        "device_id": pa.array(np.asarray(device_id, np.int64)),
+        "timestamp": pa.array(np.asarray(timestamps, np.int64)).cast(pa.timestamp("s", tz="UTC")),
+        "battery_level_pct": pa.array(np.asarray(levels, np.float32)),
+        "battery_state": pa.array(np.asarray(states, np.int8)),
+    }), out / "devices.parquet")
+    ids = sorted(set(int(d) for d in device_id))
+    pq.write_table(pa.table({"client_id": pa.array(np.arange(len(ids), dtype=np.int64)), "device_id": pa.array(np.array(ids, np.int64)),
+                             "shift_h": pa.array(np.zeros(len(ids), np.int16))}), out / "clients.parquet")
+    return out
+
+
+T0 = 1546300800
+
+
+@pytest.mark.parametrize("devices, ts, levels, states, message", [
+    ([1, 1, 1], [T0, T0 + 600, T0 + 1200], [50, np.nan, 40], [0, 0, 0], r"device 1, row 2: battery_level_pct nan is not a level within \[0, 100\]"),
+    ([1, 1, 1], [T0, T0 + 600, T0 + 1200], [50, np.inf, 40], [0, 0, 0], r"device 1, row 2: battery_level_pct inf is not a level"),
+    ([1, 1, 2, 2], [T0, T0 + 600, T0, T0 + 600], [50, 40, 30, 101], [0, 0, 0, 0], r"device 2, row 4: battery_level_pct 101.0 is not a level"),
+    ([1, 1, 1], [T0, T0 + 600, T0 + 1200], [50, 45, 40], [0, 2, 0], r"device 1, row 2: battery_state 2.0 is not -1, 0 or \+1"),
+    ([1, 1, 1], [T0, T0 + 1200, T0 + 600], [50, 45, 40], [0, 0, 0], r"device 1, row 3: rows are not sorted by \(device_id, timestamp\)"),
+    ([1, 1, 2], [T0, T0 + 600, T0], [50, 45, 40], [0, 0, 0], r"device 2 has a single sample; a client needs at least two"),
+])
+def test_trace_sets_of_other_tools_are_validated_on_load(tmp_path, devices, ts, levels, states, message):
+    out = _write_raw(tmp_path, devices, ts, levels, states)
+    with pytest.raises(InputDataError, match=r"^" + str(out / "devices.parquet").replace(".", r"\.") + ": " + message):
+        load_client_traces(out)
+
+
+def test_a_valid_trace_set_of_another_tool_loads(tmp_path):
+    ct = load_client_traces(_write_raw(tmp_path, [1, 1, 2, 2], [T0, T0 + 600, T0, T0 + 600], [50, 40, 30, 100], [0, -1, 1, 0]))
+    assert ct.device_length.tolist() == [2, 2] and ct.horizon_s == 1200

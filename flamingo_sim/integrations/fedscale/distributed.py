@@ -2,7 +2,8 @@
 
 - :func:`run_distributed`: serve gRPC on ``ps_ip:ps_port`` (a free port if 0), start N executor
   processes on this machine (or wait for them to connect from other hosts), end every process
-  on exit, error or Ctrl-C;
+  on exit, error, Ctrl-C or SIGTERM; executors started here also die with this process when it
+  is killed outright (``PR_SET_PDEATHSIG``);
 - :func:`executor_command`: the command line of one executor process;
 - :func:`main`: that process (``python -m flamingo_sim.integrations.fedscale executor ...``).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,28 @@ def executor_command(
     for item in overrides:
         cmd += ["--set", item]
     return cmd
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """``preexec_fn`` of an executor: the kernel sends it SIGKILL when this process ends, however it
+    ends (even by SIGKILL, when no clean-up runs). None where ``prctl`` is not available (not Linux):
+    there the parent's clean-up alone ends the executors."""
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    except (OSError, AttributeError):
+        return None
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 def _terminate(procs: list[subprocess.Popen], timeout_s: float = 10.0) -> None:
@@ -111,6 +135,7 @@ def run_distributed(
             env["PYTHONPATH"] = os.pathsep.join([root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
             # the executors share this machine's cores: one share each, not all of them each
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n_executors)))
+            die_with_parent = _die_with_parent(os.getpid())
             for rank in range(1, n_executors + 1):
                 log = work / f"executor-{rank}.log"
                 logs.append(log)
@@ -119,7 +144,8 @@ def run_distributed(
                     num_executors=n_executors, log_dir=work, overrides=overrides,
                 )
                 with open(log, "wb") as fh:
-                    procs.append(subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True))
+                    procs.append(subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                                  start_new_session=True, preexec_fn=die_with_parent))
         if on_start is not None:
             on_start(port, procs)
         started = time.monotonic()
