@@ -110,7 +110,7 @@ def _run_all(
     engine: str, say: Callable[[str], None],
 ) -> RunResult:
     """Every (policy, seed) run, then the summary; called holding the run directory's lock."""
-    from flamingo_sim.fl.setup import build_components, make_policy
+    from flamingo_sim.fl.setup import build_components
 
     records: list[RoundRecord] = []
     histograms: dict[tuple[str, int], dict[str, int]] = {}
