@@ -1,60 +1,128 @@
 """Everything but training: the per-round cost of availability, energy, selection, pricing and
-bookkeeping, at 2,400 and 100,000 clients (issue 4's target: <= 5 ms per round at 2,400, linear).
+bookkeeping, at 2,400, 100,000 and 1,000,000 clients, against an older version of the code.
 
 Runs the real engine on the shipped traces and the proxy task, both policies, and subtracts the
 wall time the engine itself measures in local training, FedAvg and evaluation
-(``Simulation.model_wall_s``). Prints ms per round per population size and the growth ratio
-against the linear expectation, both measured in this run.
+(``Simulation.model_wall_s``). Every measurement runs in its own subprocess, alternating between
+this tree and the baseline tree (``git archive`` of ``--baseline-ref``, default ``main``, into a
+temporary directory), so both see the same machine load; prints the median ms per round of
+each, and their ratio. At 2,400 clients it also prints the whole round (training included)
+against the "vmap limit": the same cohorts' vmapped SGD steps alone, data already gathered
+(issue 15's target: within 1.1x).
 
-    PYTHONPATH=. python benchmarks/round_overhead.py [--rounds 40]
+    PYTHONPATH=. python benchmarks/round_overhead.py [--rounds 20] [--repeats 3] [--baseline-ref main]
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from io import BytesIO
 from pathlib import Path
 
-import torch
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENT = ROOT / "experiments" / "openimage_mobilenet.yaml"
 
+WORKER = r"""
+import json, sys, time
+import numpy as np, torch
+torch.set_num_threads(int(sys.argv[5]))
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.selection import make_selector
 from flamingo_sim.fl.setup import build_components, make_policy
 
-ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENT = ROOT / "experiments" / "openimage_mobilenet.yaml"
+experiment, n_clients, policy, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+warmup = 3
+overrides = [f"data.proxy.n_clients={n_clients}", f"fl.rounds={rounds + warmup + 1}", "fl.eval_every=1000000"]
+cfg = load_experiment(experiment, overrides)
+parts = build_components(cfg, experiment, 0, log=lambda _m: None)
+sim = Simulation(parts, make_policy(policy, cfg), policy, 0, make_selector("uniform"))
+for _ in range(warmup):
+    sim.step()
+kept, model_before, started = [], sim.model_wall_s, time.perf_counter()
+for _ in range(rounds):
+    plan = sim.plan_round()
+    sim.finish_round(plan, sim.train_round(plan))
+    kept.append([int(c) for c in plan.kept])
+total = time.perf_counter() - started
+out = {"overhead_ms": 1000.0 * (total - (sim.model_wall_s - model_before)) / rounds, "round_ms": 1000.0 * total / rounds}
+if len(sys.argv) > 6:  # the vmap limit: the same cohorts' SGD steps alone, data gathered beforehand
+    from flamingo_sim.fl.batched import train_vmap
+    from flamingo_sim.fl.training import minibatch_indices
+    fl, ds, limit = cfg.fl, parts.dataset, 0.0
+    for r, ids in enumerate(kept):
+        if not ids:
+            continue
+        datas = [ds.client_data(c) for c in ids]
+        x_all, y_all = torch.cat([d[0] for d in datas]), torch.cat([d[1] for d in datas])
+        sizes = torch.tensor([len(d[1]) for d in datas])
+        idx = torch.stack([minibatch_indices(len(d[1]), fl.local_steps, fl.batch_size, 0, r, c) for c, d in zip(ids, datas)], 1)
+        gather = idx + (torch.cumsum(sizes, 0) - sizes).view(1, -1, 1)
+        t = time.perf_counter()
+        train_vmap(parts.model, dict(sim.params), x_all, y_all, gather, fl.lr)
+        limit += time.perf_counter() - t
+    out["vmap_limit_ms"] = 1000.0 * limit / rounds
+print(json.dumps(out))
+"""
 
 
-def overhead_ms(n_clients: int, policy: str, rounds: int, warmup: int = 3) -> float:
-    overrides = [f"data.proxy.n_clients={n_clients}", f"fl.rounds={rounds + warmup + 1}", "fl.eval_every=1000000"]
-    cfg = load_experiment(EXPERIMENT, overrides)
-    parts = build_components(cfg, EXPERIMENT, 0, log=lambda _m: None)
-    sim = Simulation(parts, make_policy(policy, cfg), policy, 0, make_selector("uniform"))
-    for _ in range(warmup):
-        sim.step()
-    model_before = sim.model_wall_s
-    started = time.perf_counter()
-    for _ in range(rounds):
-        sim.step()
-    total = time.perf_counter() - started
-    return 1000.0 * (total - (sim.model_wall_s - model_before)) / rounds
+def baseline_tree(ref: str, into: Path) -> Path:
+    """The package as it is at git ``ref``, extracted under ``into``."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "flamingo_sim"], check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def measure(tree: Path, n_clients: int, policy: str, rounds: int, threads: int, limit: bool = False) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
+    args = [sys.executable, "-c", WORKER, str(EXPERIMENT), str(n_clients), policy, str(rounds), str(threads)] + (["limit"] if limit else [])
+    done = subprocess.run(args, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"worker failed ({tree}, {n_clients}, {policy}):\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sizes", default="2400,100000,1000000")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--baseline-ref", default="main", help="git ref of the code to compare with")
     args = parser.parse_args()
-    torch.set_num_threads(2)
-    sizes = (2_400, 100_000)
-    print(f"{'policy':<10} {'clients':>8} {'ms/round (all but training)':>28}")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        old = baseline_tree(args.baseline_ref, Path(tmp))
+        new = ROOT
+        results: dict[tuple, list[dict]] = {}
+        for _ in range(args.repeats):  # interleaved: old and new see the same load
+            for n in sizes:
+                for policy in ("baseline", "flamingo"):
+                    for name, tree in (("old", old), ("new", new)):
+                        limit = name == "new" and n == sizes[0]
+                        results.setdefault((name, n, policy), []).append(measure(tree, n, policy, args.rounds, args.threads, limit))
+    print(f"ms per round, all but training (median of {args.repeats}, {args.rounds} rounds each, {args.threads} thread(s)); old = {args.baseline_ref}")
+    print(f"{'policy':<10} {'clients':>9} {'old':>9} {'new':>9} {'old/new':>8}  {'spread new':>14}")
+    for n in sizes:
+        for policy in ("baseline", "flamingo"):
+            o = [r["overhead_ms"] for r in results[("old", n, policy)]]
+            w = [r["overhead_ms"] for r in results[("new", n, policy)]]
+            mo, mw = statistics.median(o), statistics.median(w)
+            print(f"{policy:<10} {n:>9,} {mo:>9.2f} {mw:>9.2f} {mo / mw:>7.2f}x  {min(w):6.2f}-{max(w):6.2f}")
+    n = sizes[0]
     for policy in ("baseline", "flamingo"):
-        ms = {}
-        for n in sizes:
-            ms[n] = overhead_ms(n, policy, args.rounds)
-            print(f"{policy:<10} {n:>8} {ms[n]:>28.2f}")
-        growth = ms[sizes[1]] / ms[sizes[0]]
-        print(f"{policy:<10} growth x{growth:.1f} for x{sizes[1] / sizes[0]:.1f} clients (linear or better if <= that)")
+        rows = results[("new", n, policy)]
+        whole = statistics.median(r["round_ms"] for r in rows)
+        limit = statistics.median(r["vmap_limit_ms"] for r in rows)
+        print(f"{policy:<10} {n:>9,} clients: whole round {whole:.1f} ms, vmap limit {limit:.1f} ms, ratio {whole / limit:.2f}x")
 
 
 if __name__ == "__main__":

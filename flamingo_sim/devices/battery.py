@@ -106,26 +106,42 @@ class EnergyBudget:
         self.deficit_j = np.zeros(self.n)
         self.online = self.level_pct >= self.min_pct
 
-    def advance(self, level_prev_pct: Any, level_now_pct: Any, state_now: Any, training_energy_j: Any) -> None:
+    def advance(self, level_prev_pct: Any, level_now_pct: Any, state_now: Any, training_energy_j: Any, check: bool = True) -> None:
         """One trace step: follow the trace, repay the deficit while charging, draw training.
 
         ``state_now`` is the trace's battery state (+1 charging, 0, -1 discharging), validated
         but not needed: the charging gain is the level's rise, which implies state +1.
+        ``check=False`` skips the validation of the inputs and takes ``level_now_pct`` over
+        without a copy: for callers whose inputs come from a validated trace set (the engine
+        calls this once per trace step for every client); the results are the same.
         """
-        prev = self._pct(level_prev_pct, "level_prev_pct")
-        now = self._pct(level_now_pct, "level_now_pct")
-        train = np.broadcast_to(np.asarray(training_energy_j, dtype=float), self.capacity_j.shape)
-        if not np.all(np.isfinite(train) & (train >= 0)):
-            raise ValueError("training_energy_j must be finite and >= 0")
-        state = np.broadcast_to(np.asarray(state_now), self.capacity_j.shape)
-        if not np.all(np.isin(state, (-1, 0, 1))):
-            raise ValueError("state_now must be -1, 0 or +1")
+        if check:
+            prev = self._pct(level_prev_pct, "level_prev_pct")
+            now = self._pct(level_now_pct, "level_now_pct").copy()
+            train = np.broadcast_to(np.asarray(training_energy_j, dtype=float), self.capacity_j.shape)
+            if not np.all(np.isfinite(train) & (train >= 0)):
+                raise ValueError("training_energy_j must be finite and >= 0")
+            state = np.broadcast_to(np.asarray(state_now), self.capacity_j.shape)
+            if not np.all(np.isin(state, (-1, 0, 1))):
+                raise ValueError("state_now must be -1, 0 or +1")
+        else:
+            prev, now, train = level_prev_pct, level_now_pct, training_energy_j
         gain_j = np.maximum(now - prev, 0.0) / 100.0 * self.capacity_j
-        deficit = np.maximum(self.deficit_j - gain_j, 0.0) + train
-        self.deficit_j = np.minimum(deficit, now / 100.0 * self.capacity_j)
-        self.trace_pct = now.copy()
+        deficit = np.maximum(self.deficit_j - gain_j, 0.0)
+        deficit += train
+        self.deficit_j = np.minimum(deficit, now / 100.0 * self.capacity_j, out=deficit)
+        self.trace_pct = now
         lvl = self.level_pct
         self.online = np.where(self.online, lvl >= self.min_pct, lvl >= self.reentry_pct)
+
+    def available_j_at(self, idx: np.ndarray) -> np.ndarray:
+        """:attr:`available_j` of clients ``idx`` only (same numbers, no whole-population arrays)."""
+        cap = self.capacity_j[idx]
+        return np.clip(self.trace_pct[idx] / 100.0 * cap - self.deficit_j[idx], 0.0, cap)
+
+    def level_pct_at(self, idx: np.ndarray) -> np.ndarray:
+        """:attr:`level_pct` of clients ``idx`` only."""
+        return 100.0 * self.available_j_at(idx) / self.capacity_j[idx]
 
     def take_offline(self, clients: np.ndarray) -> None:
         """Take ``clients`` (indices) offline now, whatever their level: a phone whose training

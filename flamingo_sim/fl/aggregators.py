@@ -117,13 +117,14 @@ class _ServerOptimizer:
             if name in self.buffers or not x.dtype.is_floating_point:
                 out[name] = avg
                 continue
-            m = self.m.get(name, torch.zeros_like(x))
-            v = self.v.get(name, torch.full_like(x, tau * tau))
+            m = self.m[name].to(x.device) if name in self.m else torch.zeros_like(x)
+            v = self.v[name].to(x.device) if name in self.v else torch.full_like(x, tau * tau)
             out[name], self.m[name], self.v[name] = type(self).step_fn(x, avg - x, m, v, **self.hyper)
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"m": {k: t.clone() for k, t in self.m.items()}, "v": {k: t.clone() for k, t in self.v.items()}}
+        """The moments as CPU tensors (a checkpoint loads on any device; :meth:`aggregate` moves them back)."""
+        return {"m": {k: t.detach().cpu().clone() for k, t in self.m.items()}, "v": {k: t.detach().cpu().clone() for k, t in self.v.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.m = {k: t.clone() for k, t in state["m"].items()}

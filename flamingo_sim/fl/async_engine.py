@@ -44,7 +44,6 @@ from flamingo_sim.fl.fairness import jain_index
 from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
 from flamingo_sim.fl.selection import CoordinatorView, Selector
-from flamingo_sim.fl.training import train_cohort
 from flamingo_sim.rng import rng
 
 __all__ = ["AsyncSimulation"]
@@ -110,14 +109,14 @@ class AsyncSimulation(Simulation):
         one = np.array([c], dtype=np.int64)
         request = TaskRequest(
             client_idx=one, phone_idx=pop.phone_idx[one], n_steps=cfg.fl.local_steps, start_s=t_s,
-            battery_pct=self.budget.level_pct[one], charging=self._trace_state(t_s)[one] > 0,
+            battery_pct=self.budget.level_pct_at(one), charging=self._trace_state(t_s, one) > 0,
             temperature_c=self._extra("temperature_c", t_s, one, DEFAULT_TEMPERATURE_C), in_use=self._in_use(t_s, one),
             slot_s=float(self.parts.traces.step_s),
         )
         out = self.policy.run_tasks(request)
         duration_s = out.duration_s + pop.comm_s(self.model_size_mb, one)
         floor_j = cfg.traces.min_pct / 100.0 * self.capacity_j[one]
-        spare_j = self.budget.available_j[one] - floor_j - self._trace_drain_j(one, t_s, duration_s)
+        spare_j = self.budget.available_j_at(one) - floor_j - self._trace_drain_j(one, t_s, duration_s)
         settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=out.energy_j, spare_energy_j=spare_j,
                                online_at_finish=self._online_at_finish(one, t_s, duration_s), deadline_s=cfg.fl.deadline_s)
         reason = int(settled.reason[0])
@@ -135,7 +134,7 @@ class AsyncSimulation(Simulation):
         drawn[client] = energy_j
         self._advance_budgets(self.budget_t_s, t_s, drawn)
         self.budget_t_s = t_s
-        lost_now = self.trace_budget.online & ~self.budget.online
+        lost_now = self.trace_budget.online[self._pair_of] & ~self.budget.online
         self.ever_lost |= lost_now
 
     def _arrive(self, t_s: float, task: _Task) -> None:
@@ -174,8 +173,11 @@ class AsyncSimulation(Simulation):
             idx = [i for i, t in enumerate(tasks) if t.version == version]
             start = self.versions[version]
             datas = [self.parts.dataset.client_data(tasks[i].client) for i in idx]
-            res = train_cohort(self.parts.model, start, datas, [tasks[i].dispatch for i in idx], n_steps=cfg.fl.local_steps,
-                               batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed, round_idx=0, mode=cfg.fl.train_mode)
+            trained_from = time.perf_counter()
+            res = self.trainer.train(start, datas, [tasks[i].dispatch for i in idx], n_steps=cfg.fl.local_steps,
+                                     batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed, round_idx=0)
+            self.train_wall_s += time.perf_counter() - trained_from
+            self.samples_trained += len(idx) * cfg.fl.local_steps * cfg.fl.batch_size
             for j, i in enumerate(idx):
                 deltas[i] = {k: res.params[k][j] - start[k].to(res.params[k].device) for k in start}
                 losses[i] = float(res.losses[j])
@@ -222,7 +224,7 @@ class AsyncSimulation(Simulation):
             accuracy, loss = self.evaluate()
         w, self._window = self._window, self._new_window()
         self._check_horizon()
-        lost_now = self.trace_budget.online & ~self.budget.online
+        lost_now = self.trace_budget.online[self._pair_of] & ~self.budget.online
         record = RoundRecord(
             policy=self.policy_name,
             seed=self.seed,

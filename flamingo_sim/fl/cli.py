@@ -21,6 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="native (default) or fedscale: FedScale's aggregator and executors (pip install 'flamingo-sim[fedscale]')")
     p.add_argument("--executors", type=int, default=0, metavar="N",
                    help="with --engine fedscale: N executor processes over gRPC on 127.0.0.1 (default 0: in-process)")
+    p.add_argument("--device", metavar="DEVICE",
+                   help="where to train: auto (a GPU when one is visible), cpu, cuda or cuda:N (sets fl.device)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="torch CPU threads (sets fl.threads; default: OMP_NUM_THREADS or the usable cores)")
     p.set_defaults(func=_run, cli_flags={
         "n_seeds": "--seeds", "out_dir": "--out", "engine": "--engine", "executors": "--executors", "resume": "--resume", "override": "--set",
     })
@@ -31,6 +35,6 @@ def _run(args: argparse.Namespace) -> int:
 
     run_experiment(
         args.experiment, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds, resume=args.resume,
-        engine=args.engine, executors=args.executors,
+        engine=args.engine, executors=args.executors, device=args.device, threads=args.threads,
     )
     return 0

@@ -92,6 +92,8 @@ class DataConfig:
     image_size: int = 64  # real images (speech: log-mel spectrograms) are resized to image_size x image_size
     max_clients: Optional[int] = None  # use only the first N clients of the real data
     max_test_samples: Optional[int] = 2000
+    decode_workers: Optional[int] = None  # threads decoding real images/clips; null: the usable cores
+    cache_gb: float = 4.0  # decoded, resized real samples kept in memory (LRU)
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     model: str = "mlp"  # arrays/leaf: the network trained, a built-in name or "package.module:Factory"
 
@@ -122,16 +124,27 @@ class FLConfig:
     eval_every: int = 5
     selection: str = "uniform"  # or "pkg.module:Selector"
     deadline_s: Optional[float] = None  # drop clients that finish later than this after round start
-    train_mode: Literal["auto", "batched", "sequential"] = "auto"
+    # how a cohort trains (flamingo_sim.fl.training): auto picks per (model, image size, device);
+    # batched = vmap; sequential is the per-client reference loop; streams = model copies on CUDA streams
+    train_mode: Literal["auto", "batched", "vmap", "streams", "sequential"] = "auto"
+    device: str = "auto"  # auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda or cuda:N
+    threads: Optional[int] = None  # torch CPU threads, set once per run; null: OMP_NUM_THREADS if set, else the usable cores
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"  # tf32/bf16 only when asked (CUDA)
+    cuda_graphs: bool = False  # capture the batched step as a CUDA graph (CUDA only)
+    memory_budget_gb: Optional[float] = None  # per vmap chunk; null: 80 % of free GPU memory / half the RAM
     mode: Literal["sync", "fedbuff"] = "sync"  # synchronous rounds, or FedBuff's buffered asynchronous aggregation
 
     def __post_init__(self) -> None:
         check_ranges(self, participants_per_round=">= 1", overcommit=">= 1", local_steps=">= 1", batch_size=">= 1",
-                     lr="> 0", rounds=">= 1", horizon_h="> 0", eval_every=">= 1", deadline_s="> 0")
+                     lr="> 0", rounds=">= 1", horizon_h="> 0", eval_every=">= 1", deadline_s="> 0",
+                     threads=">= 1", memory_budget_gb="> 0")
         if self.rounds is None and self.horizon_h is None:
             raise ValueError("set rounds, horizon_h or both (both are null: the run would never end)")
         if not self.selection:
             raise FieldError("selection", "a selector name or package.module:Class", self.selection)
+        text = self.device.strip().lower()
+        if not (text in ("auto", "cpu", "cuda") or (text.startswith("cuda:") and text[5:].isdigit())):
+            raise FieldError("device", "auto, cpu, cuda or cuda:N", self.device)
 
 
 @dataclass(frozen=True)

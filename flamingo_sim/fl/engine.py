@@ -40,12 +40,13 @@ from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.fl.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data import FederatedDataset
+from flamingo_sim.fl.device import precision_context, resolve_device
 from flamingo_sim.fl.fairness import jain_index
 from flamingo_sim.fl.population import Population
 from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.selection import CoordinatorView, Selector
-from flamingo_sim.fl.training import evaluate, train_cohort
+from flamingo_sim.fl.training import CohortTrainer, evaluate
 from flamingo_sim.rng import rng
 from flamingo_sim.traces.store import ClientTraces
 
@@ -120,14 +121,21 @@ class Simulation:
         pop = parts.population
         capacity_j = np.array([prof.phone.capacity_j for prof in parts.profiles.profiles])[pop.phone_idx]
         self.capacity_j = capacity_j
-        level0 = self._trace_level(0.0)
         tcfg = self.cfg.traces
         # The effective budget (training drains it) and a twin that only follows the trace,
-        # to tell clients lost to training from clients whose own use took them offline.
+        # to tell clients lost to training from clients whose own use took them offline. The
+        # twin draws nothing, so it depends only on (trace client, battery capacity): it is kept
+        # once per such pair (at most trace clients x phones), not once per FL client.
+        n_phones = int(pop.phone_idx.max()) + 1 if pop.n_clients else 1
+        pairs, self._pair_of = np.unique(pop.trace_client * n_phones + pop.phone_idx, return_inverse=True)
+        self._pair_trace = pairs // n_phones
+        first = np.zeros(len(pairs), dtype=np.int64)
+        first[self._pair_of[::-1]] = np.arange(pop.n_clients)[::-1]  # a client of each pair
         self.budget = EnergyBudget(capacity_j, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_pct)
-        self.trace_budget = EnergyBudget(capacity_j, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_pct)
-        self.budget.reset(level0)
-        self.trace_budget.reset(level0)
+        self.trace_budget = EnergyBudget(capacity_j[first], min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_pct)
+        levels0 = self._trace_levels(0.0)
+        self.budget.reset(levels0[pop.trace_client])
+        self.trace_budget.reset(levels0[self._pair_trace])
         self.policy.init(pop.n_clients, pop.phone_idx, parts.profiles)
         self.round = 0
         self.clock_s = 0.0
@@ -135,15 +143,24 @@ class Simulation:
         self.ever_lost = np.zeros(pop.n_clients, dtype=bool)
         self.times_kept = np.zeros(pop.n_clients, dtype=np.int64)  # rounds each client's update counted
         self.client_energy_j = np.zeros(pop.n_clients)  # training energy each client's battery paid
+        fl = self.cfg.fl
+        self.device = resolve_device(fl.device)
+        parts.model.to(self.device)
+        budget = None if fl.memory_budget_gb is None else int(fl.memory_budget_gb * (1 << 30))
+        self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget, cuda_graphs=fl.cuda_graphs)
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
+        self._test_data = tuple(t.to(self.device) for t in parts.test_data)
         self.model_wall_s = 0.0  # wall time in local training, FedAvg and evaluation (not checkpointed)
+        self.train_wall_s = 0.0  # of which local training and FedAvg (data decoding excluded)
+        self.samples_trained = 0  # samples through local SGD steps (not checkpointed)
 
     # -- trace lookups -------------------------------------------------------------------------
-    def _trace_level(self, t_s: float) -> np.ndarray:
-        return self.parts.traces.level_at(t_s)[self.parts.population.trace_client]
+    def _trace_levels(self, t_s: float) -> np.ndarray:
+        """float64 level of every trace client (not FL client) at ``t_s``."""
+        return self.parts.traces.level_at(t_s).astype(np.float64)
 
-    def _trace_state(self, t_s: float) -> np.ndarray:
-        return self.parts.traces.state_at(t_s)[self.parts.population.trace_client]
+    def _trace_state(self, t_s: float, idx: np.ndarray) -> np.ndarray:
+        return self.parts.traces.state_at(t_s)[self.parts.population.trace_client[idx]]
 
     def _levels_at(self, idx: np.ndarray, times_s: np.ndarray) -> np.ndarray:
         """Trace level of clients ``idx`` each at its own time ``times_s``."""
@@ -191,8 +208,8 @@ class Simulation:
             phone_idx=pop.phone_idx[chosen],
             n_steps=cfg.fl.local_steps,
             start_s=t0,
-            battery_pct=self.budget.level_pct[chosen],
-            charging=self._trace_state(t0)[chosen] > 0,
+            battery_pct=self.budget.level_pct_at(chosen),
+            charging=self._trace_state(t0, chosen) > 0,
             temperature_c=self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C),
             in_use=self._in_use(t0, chosen),
             slot_s=float(self.parts.traces.step_s),
@@ -204,7 +221,7 @@ class Simulation:
         # 4. settle: who counts, how long the round lasts, what it cost
         finish_online = self._online_at_finish(chosen, t0, duration_s)
         floor_j = self.cfg.traces.min_pct / 100.0 * self.capacity_j[chosen]
-        spare_j = self.budget.available_j[chosen] - floor_j - self._trace_drain_j(chosen, t0, duration_s)
+        spare_j = self.budget.available_j_at(chosen) - floor_j - self._trace_drain_j(chosen, t0, duration_s)
         settled = settle_round(
             k=k,
             accepted=outcome.accepted,
@@ -237,9 +254,11 @@ class Simulation:
             return float("nan")
         started = time.perf_counter()
         ids = [int(c) for c in plan.kept]
+        if hasattr(self.parts.dataset, "prefetch"):  # real data: decode the cohort in parallel
+            self.parts.dataset.prefetch(ids)
         datas = [self.parts.dataset.client_data(c) for c in ids]
-        result = train_cohort(
-            self.parts.model,
+        trained_from = time.perf_counter()
+        result = self.trainer.train(
             self.params,
             datas,
             ids,
@@ -248,11 +267,12 @@ class Simulation:
             lr=cfg.fl.lr,
             seed=self.seed,
             round_idx=plan.round,
-            mode=cfg.fl.train_mode,
             prox_mu=self.aggregator.proximal_mu,
         )
         n_samples = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
         self.params = self.aggregator.aggregate(self.params, result.params, n_samples)
+        self.train_wall_s += time.perf_counter() - trained_from
+        self.samples_trained += len(ids) * cfg.fl.local_steps * cfg.fl.batch_size
         kept_s = plan.duration_s[plan.settled.kept]
         self.selector.observe(plan.round, plan.kept, n_samples.numpy(), result.losses.detach().cpu().double().numpy(), kept_s)
         self.model_wall_s += time.perf_counter() - started
@@ -284,7 +304,7 @@ class Simulation:
         drawn_j[chosen] = settled.energy_spent_j
         self._advance_budgets(t0, self.clock_s, drawn_j)
         self.budget.take_offline(chosen[settled.reason == BATTERY_EXHAUSTED])  # ran flat: wait for a charge
-        lost_now = self.trace_budget.online & ~self.budget.online
+        lost_now = self.trace_budget.online[self._pair_of] & ~self.budget.online
         self.ever_lost |= lost_now
         energy_j = float(settled.energy_spent_j.sum())
         self.energy_cum_j += energy_j
@@ -347,24 +367,29 @@ class Simulation:
         return np.maximum(start - end, 0.0) / 100.0 * self.capacity_j[idx]
 
     def _advance_budgets(self, t0: float, t1: float, drawn_j: np.ndarray) -> None:
-        """Step both budgets through every trace grid tick in (t0, t1]; training energy first."""
+        """Step both budgets through every trace grid tick in (t0, t1]; training energy first.
+
+        Inputs come from the validated trace set, so the budgets skip re-validating them.
+        """
         step = self.parts.traces.step_s
-        level = self._trace_level(t0)
-        self.budget.advance(level, level, self._trace_state(t0), drawn_j)
+        tc = self.parts.population.trace_client
+        levels = self._trace_levels(t0)
+        level, pair_level = levels[tc], levels[self._pair_trace]
+        self.budget.advance(level, level, None, drawn_j, check=False)
         first = math.floor(t0 / step) + 1
         last = math.floor(t1 / step)
         for tick in range(first, last + 1):
-            t = tick * step
-            now = self._trace_level(t)
-            state = self._trace_state(t)
-            self.budget.advance(level, now, state, 0.0)
-            self.trace_budget.advance(level, now, state, 0.0)
-            level = now
+            levels = self._trace_levels(tick * step)
+            now, pair_now = levels[tc], levels[self._pair_trace]
+            self.budget.advance(level, now, None, 0.0, check=False)
+            self.trace_budget.advance(pair_level, pair_now, None, 0.0, check=False)
+            level, pair_level = now, pair_now
 
     def evaluate(self) -> tuple[float, float]:
         started = time.perf_counter()
-        x, y = self.parts.test_data
-        result = evaluate(self.parts.model, self.params, x, y)
+        x, y = self._test_data
+        with precision_context(self.cfg.fl.precision, self.device):
+            result = evaluate(self.parts.model, self.params, x, y)
         self.model_wall_s += time.perf_counter() - started
         return result
 
@@ -383,7 +408,7 @@ class Simulation:
             "ever_lost": self.ever_lost.copy(),
             "times_kept": self.times_kept.copy(),
             "client_energy_j": self.client_energy_j.copy(),
-            "params": {k: v.clone() for k, v in self.params.items()},
+            "params": {k: v.detach().cpu().clone() for k, v in self.params.items()},
             "budget": self.budget.state_dict(),
             "trace_budget": self.trace_budget.state_dict(),
             "policy": self.policy.state_dict(),
@@ -398,7 +423,7 @@ class Simulation:
         self.ever_lost = np.asarray(state["ever_lost"]).copy()
         self.times_kept = np.asarray(state["times_kept"]).copy()
         self.client_energy_j = np.asarray(state["client_energy_j"]).copy()
-        self.params = {k: v.clone() for k, v in state["params"].items()}
+        self.params = {k: v.to(self.device).clone() for k, v in state["params"].items()}
         self.budget.load_state_dict(state["budget"])
         self.trace_budget.load_state_dict(state["trace_budget"])
         self.policy.load_state_dict(state["policy"])

@@ -72,20 +72,31 @@ def run_experiment(
     engine: str = "native",
     executors: int = 0,
     callbacks: Sequence[Callback] = (),
+    device: str | None = None,
+    threads: int | None = None,
 ) -> RunResult:
     """Run (or resume) the experiment in ``experiment`` and return its metrics and summary.
 
     ``callbacks`` (:mod:`flamingo_sim.fl.callbacks`) are called for every (policy, seed) run
     after the built-in ones (progress bar, checkpoints, metrics file); one whose
-    ``on_round_end`` returns True ends that run early.
+    ``on_round_end`` returns True ends that run early. ``device`` and ``threads`` (the CLI's
+    ``--device``/``--threads``) override ``fl.device`` and ``fl.threads``, like ``--set`` would.
     """
     experiment = find_experiment(experiment)
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
+    overrides = list(overrides)
+    if device is not None:
+        overrides.append(f"fl.device={device}")
+    if threads is not None:
+        overrides.append(f"fl.threads={threads}")
     runner = make_engine(engine, EngineOptions(executors=executors, experiment=experiment, overrides=tuple(overrides), log=say))
     if resume and not runner.resumable:
         raise ConfigError(f"resume: engine {engine!r} writes no checkpoints, so its runs cannot be resumed; start a new run")
     user_callbacks = CallbackList(callbacks)
     cfg = load_experiment(experiment, overrides)
+    from flamingo_sim.fl.device import resolve_device
+
+    resolve_device(cfg.fl.device)  # a GPU asked for and absent fails here, before anything is written
     if n_seeds is not None:
         if n_seeds < 1:
             raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
@@ -110,7 +121,15 @@ def _run_all(
     engine: str, say: Callable[[str], None],
 ) -> RunResult:
     """Every (policy, seed) run, then the summary; called holding the run directory's lock."""
+    from flamingo_sim.fl.device import resolve_device, set_threads
     from flamingo_sim.fl.setup import build_components
+
+    where = resolve_device(cfg.fl.device)
+    n_threads = set_threads(cfg.fl.threads)
+    import torch
+
+    hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
+    say(f"training on {where} {hardware}, precision {cfg.fl.precision}")
 
     records: list[RoundRecord] = []
     histograms: dict[tuple[str, int], dict[str, int]] = {}
@@ -132,6 +151,7 @@ def _run_all(
                 hooks.append(_Checkpointer(ckpt, cfg.checkpoint_every))
             records.extend(runner.run(sim, CallbackList(hooks + user_callbacks.callbacks), done, out / engine / run_name))
             histograms[name, seed] = participation_histogram(sim.times_kept)
+            _log_rates(sim, say)
 
     metrics = _table(records)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
@@ -170,6 +190,17 @@ def _simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Ca
         return AsyncSimulation(parts, make_policy(name, cfg), name, seed, selector, log=log)
     aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()])
     return Simulation(parts, make_policy(name, cfg), name, seed, selector, log=log, aggregator=aggregator)
+
+
+def _log_rates(sim: Simulation, log: Any) -> None:
+    """Samples/s trained, and beside it samples/s decoded where the data is decoded from files."""
+    if not sim.samples_trained or sim.train_wall_s <= 0:
+        return
+    line = f"{sim.policy_name} seed {sim.seed}: {sim.samples_trained / sim.train_wall_s:,.0f} samples/s trained on {sim.device}"
+    decoded = getattr(sim.parts.dataset, "images_per_s", None)
+    if decoded is not None and decoded == decoded:
+        line += f", {decoded:,.0f} samples/s decoded ({getattr(sim.parts.dataset, 'workers', '?')} threads)"
+    log(line)
 
 
 def _safe(name: str) -> str:

@@ -142,11 +142,17 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
                                   "set data.root: null to run the proxy")
             if cfg.model not in ARCHITECTURES:
                 raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
+            from flamingo_sim.fl.device import usable_cores
+            from flamingo_sim.fl.pipeline import DecodedCache, PackedDataset, is_packed
+
             try:
+                if is_packed(root):
+                    return PackedDataset(root, max_clients=data.max_clients), ARCHITECTURES[cfg.model]
                 ds = readers[data.name](root, "train", data.image_size, max_clients=data.max_clients, max_test_samples=data.max_test_samples)
             except InputDataError as exc:
                 raise ConfigError(f"{src}: data.root: {exc}") from None
-            return ds, ARCHITECTURES[cfg.model]
+            workers = data.decode_workers or usable_cores()
+            return DecodedCache(ds, workers, int(data.cache_gb * (1 << 30))), ARCHITECTURES[cfg.model]
         reason = f"data.root {str(data.root)!r} does not exist"
     if data.fallback == "error":
         raise ConfigError(f"{src}: data: the real {data.name} data is not available ({reason}) and data.fallback is 'error'")

@@ -1,27 +1,40 @@
-"""Local training of a cohort of clients, one at a time or all at once with ``torch.func.vmap``.
+"""Local training of a cohort of clients: one contract, several strategies.
 
 Each client starts from the same global model state, runs ``n_steps`` steps of plain SGD
 (no momentum, no weight decay) on minibatches of ``batch_size`` samples of its own data, and
-returns its new state. Minibatches cycle through the client's data in shuffled order: the
-sample order is a concatenation of fresh permutations drawn from
-``rng(seed, "local-shuffle", round_idx, client_id)``, cut into ``n_steps`` batches. A client
-with fewer samples than ``batch_size`` therefore sees some samples twice in one batch (the
-FedScale dataset reader drops such clients; the synthetic proxy keeps ``min_samples`` >= 16).
+returns its new state: parameters AND buffers (BatchNorm running statistics). Minibatches
+cycle through the client's data in shuffled order: the sample order is a concatenation of
+fresh permutations drawn from ``rng(seed, "local-shuffle", round_idx, client_id)``, cut into
+``n_steps`` batches. A client with fewer samples than ``batch_size`` therefore sees some
+samples twice in one batch (the FedScale dataset reader drops such clients; the synthetic
+proxy keeps ``min_samples`` >= 16). Dropout masks come from torch's generator seeded with
+``(seed, "dropout", round_idx)`` for the round, so a run is repeatable on the CPU.
 
-Two implementations give the same numbers (up to float rounding, about 1e-6):
+Strategies (``CohortResult.mode`` says which ran; all give the same numbers up to float
+rounding, the per-client loop being the reference):
 
-- ``"batched"``: the cohort's parameters are stacked along a leading client dimension and one
-  ``vmap(grad(loss))`` call computes every client's gradient per step. Only for models without
-  buffers (no BatchNorm running statistics) and without dropout.
-- ``"sequential"``: a copy of the model is trained client after client with ``torch.optim.SGD``.
-  Works for every model; BatchNorm running statistics are returned with the parameters.
+- ``"sequential"``: one model copy trains client after client (FedScale's way).
+- ``"vmap"`` (``"batched"`` is the same): the cohort trains as one batch with
+  ``torch.func.vmap`` over stacked per-client parameters and buffers
+  (:func:`flamingo_sim.fl.batched.train_vmap`), in chunks that fit the memory budget;
+  optionally each step is a replayed CUDA graph (``cuda_graphs``).
+- ``"streams"``: ``n_streams`` model copies on concurrent CUDA streams
+  (:func:`flamingo_sim.fl.batched.train_streams`).
+- ``"auto"``: :func:`choose_strategy` for (model, image size, device): vmap, except the
+  per-client loop for convolutional networks on the CPU (vmap turns their convolutions into
+  grouped ones, which oneDNN runs slower than the loop: measured 0.5-1.0x on 2 cores) and
+  streams on CUDA for networks with grouped (depthwise) convolutions on images of 128 px or
+  more; the per-client loop when the model does not vmap or only one client fits in memory.
 
-``"auto"`` picks batched when the model allows it; a ``"batched"`` request for a model that
-does not allow it falls back to sequential (``CohortResult.mode`` says which ran).
+BatchNorm running statistics are aggregated like every other state entry: FedAvg's
+sample-weighted mean of the clients' running means and variances, ``num_batches_tracked``
+rounded (:func:`flamingo_sim.fl.aggregate.fedavg`), as FedScale averages the whole
+``state_dict``.
 
 FedProx (``prox_mu > 0``) adds ``prox_mu/2 ||w - w_global||^2`` over the trainable parameters
-to every client's local loss: each step's gradient gains ``prox_mu * (w - w_global)``
-(:func:`_add_proximal`); the reported training loss is the task loss alone.
+to every client's local loss, in every strategy: each step's gradient gains
+``prox_mu * (w - w_global)`` (:func:`flamingo_sim.fl.batched.add_proximal`); the reported
+training loss is the task loss alone.
 
 A model *state* here is a ``dict[str, Tensor]`` of its parameters and buffers, as
 :func:`model_state` returns it.
@@ -38,20 +51,28 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import functional_call
 
-from flamingo_sim.rng import rng
+from flamingo_sim.fl.batched import GraphedStep, train_one_client, train_streams, train_vmap
+from flamingo_sim.fl.device import precision_context
+from flamingo_sim.fl.memory import default_budget_bytes, per_client_bytes
+from flamingo_sim.rng import derive_seed, rng
 
 __all__ = [
     "CohortResult",
+    "CohortTrainer",
     "train_cohort",
     "evaluate",
     "model_state",
     "minibatch_indices",
     "supports_batched",
+    "choose_strategy",
 ]
 
-Mode = Literal["auto", "batched", "sequential"]
+Mode = Literal["auto", "batched", "vmap", "streams", "sequential"]
+MODES = ("auto", "batched", "vmap", "streams", "sequential")
+#: Image side (px) from which depthwise networks train faster on model copies than under vmap (CUDA).
+STREAMS_MIN_IMAGE_PX = 128
 
 
 @dataclass(frozen=True)
@@ -61,7 +82,7 @@ class CohortResult:
     ``params``: each state entry stacked with a leading client dimension ``k`` (same order as
     the ``client_ids`` given). ``losses``: ``(k,)`` float32, each client's mean minibatch
     training loss over its local steps (loss before each step's update). ``mode``: the
-    implementation that ran, ``"batched"`` or ``"sequential"``.
+    strategy that ran, ``"vmap"``, ``"streams"`` or ``"sequential"``.
     """
 
     params: dict[str, Tensor]
@@ -83,10 +104,27 @@ def model_state(model: nn.Module) -> dict[str, Tensor]:
 
 
 def supports_batched(model: nn.Module) -> bool:
-    """Whether ``model`` can be trained with vmap: no buffers and no active dropout."""
-    if any(True for _ in model.buffers()):
-        return False
-    return not any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
+    """Whether ``model`` can train under vmap: everything but recurrent layers (no batching rule)."""
+    return not any(isinstance(m, nn.RNNBase) for m in model.modules())
+
+
+def _has_grouped_conv(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.Conv2d) and m.groups > 1 for m in model.modules())
+
+
+def _has_conv(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+
+
+def choose_strategy(model: nn.Module, input_shape: Sequence[int], device: torch.device, clients_per_chunk: int) -> str:
+    """The fastest strategy measured for (model, input size, device); see the module docstring."""
+    if not supports_batched(model) or clients_per_chunk < 2:
+        return "streams" if device.type == "cuda" else "sequential"
+    if device.type == "cpu" and _has_conv(model):
+        return "sequential"  # vmap turns convolutions into grouped ones, slower on the CPU
+    if device.type == "cuda" and _has_grouped_conv(model) and len(input_shape) == 3 and min(input_shape[1:]) >= STREAMS_MIN_IMAGE_PX:
+        return "streams"
+    return "vmap"
 
 
 def minibatch_indices(n_samples: int, n_steps: int, batch_size: int, seed: int, round_idx: int, client_id: int) -> Tensor:
@@ -120,6 +158,125 @@ def _model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+class CohortTrainer:
+    """Trains cohorts of one model on one device; keeps what can be reused across rounds.
+
+    ``strategy``: one of :data:`MODES`. ``memory_budget_bytes``: what one vmap chunk may use
+    (``None``: 80 % of the free GPU memory, half the available RAM on the CPU);
+    ``max_batched_clients`` caps the chunk further. ``cuda_graphs``: capture the vmap step as a
+    CUDA graph (CUDA only; ignored on the CPU). ``precision``: see
+    :func:`flamingo_sim.fl.device.precision_context`.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        strategy: str = "auto",
+        precision: str = "fp32",
+        memory_budget_bytes: int | None = None,
+        max_batched_clients: int | None = None,
+        cuda_graphs: bool = False,
+        n_streams: int = 4,
+    ) -> None:
+        if strategy not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {strategy!r}")
+        self.model = model
+        self.device = _model_device(model)
+        self.strategy = "vmap" if strategy == "batched" else strategy
+        self.precision = precision
+        self.memory_budget_bytes = memory_budget_bytes
+        self.max_batched_clients = max_batched_clients
+        self.cuda_graphs = bool(cuda_graphs) and self.device.type == "cuda"
+        self.n_streams = int(n_streams)
+        self._graphs: dict[tuple, GraphedStep] = {}
+        self._plans: dict[tuple, tuple[str, int]] = {}
+
+    def plan(self, input_shape: Sequence[int], batch_size: int, n_clients: int) -> tuple[str, int]:
+        """``(strategy, clients per chunk)`` for a cohort of ``n_clients``."""
+        key = (tuple(input_shape), batch_size)
+        if key not in self._plans:
+            budget = self.memory_budget_bytes if self.memory_budget_bytes is not None else default_budget_bytes(self.device)
+            per_client = per_client_bytes(self.model, tuple(input_shape), batch_size)
+            chunk = max(1, int(budget // max(per_client, 1)))
+            strategy = self.strategy
+            if strategy == "auto":
+                strategy = choose_strategy(self.model, input_shape, self.device, min(chunk, 2))
+            self._plans[key] = (strategy, chunk)
+        strategy, chunk = self._plans[key]
+        if self.max_batched_clients is not None:
+            chunk = min(chunk, max(1, int(self.max_batched_clients)))
+        return strategy, min(chunk, n_clients)
+
+    def train(
+        self,
+        global_params: dict[str, Tensor],
+        client_datas: Sequence[tuple[Tensor, Tensor]],
+        client_ids: Sequence[int],
+        n_steps: int,
+        batch_size: int,
+        lr: float,
+        seed: int,
+        round_idx: int,
+        prox_mu: float = 0.0,
+    ) -> CohortResult:
+        """Run local SGD for each client, starting from ``global_params`` (see :func:`train_cohort`)."""
+        _check_args(client_datas, client_ids, n_steps, batch_size, lr)
+        if not prox_mu >= 0:
+            raise ValueError(f"prox_mu must be >= 0, got {prox_mu}")
+        prox_mu = float(prox_mu)
+        state = self._start_state(global_params)
+        indices = [
+            minibatch_indices(int(x.shape[0]), n_steps, batch_size, seed, round_idx, int(cid))
+            for cid, (x, _) in zip(client_ids, client_datas)
+        ]
+        strategy, chunk = self.plan(tuple(client_datas[0][0].shape[1:]), batch_size, len(client_ids))
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), precision_context(self.precision, self.device):
+            torch.manual_seed(derive_seed(seed, "dropout", round_idx))
+            if strategy == "sequential":
+                work = copy.deepcopy(self.model).to(self.device).train()
+                parts = [train_one_client(work, state, x, y, idx, lr, self.device, prox_mu) for (x, y), idx in zip(client_datas, indices)]
+                params = {name: torch.stack([p[0][name] for p in parts]) for name in state}
+                return CohortResult(params, torch.stack([p[1] for p in parts]), "sequential")
+            if strategy == "streams":
+                params, losses = train_streams(self.model, state, client_datas, indices, lr, self.device, self.n_streams, prox_mu)
+                return CohortResult(params, losses, "streams")
+            chunks = [
+                self._vmap_chunk(state, client_datas[i : i + chunk], indices[i : i + chunk], lr, prox_mu) for i in range(0, len(client_ids), chunk)
+            ]
+        if len(chunks) == 1:
+            return CohortResult(chunks[0][0], chunks[0][1], "vmap")
+        params = {name: torch.cat([c[0][name] for c in chunks]) for name in state}
+        return CohortResult(params, torch.cat([c[1] for c in chunks]), "vmap")
+
+    def _start_state(self, global_params: dict[str, Tensor]) -> dict[str, Tensor]:
+        state = model_state(self.model)
+        for name, value in global_params.items():
+            if name not in state:
+                raise ValueError(f"global_params has {name!r}, which the model does not have (model keys: {', '.join(state)})")
+            if value.shape != state[name].shape:
+                raise ValueError(f"global_params[{name!r}] has shape {tuple(value.shape)}, the model expects {tuple(state[name].shape)}")
+            state[name] = value.detach().to(device=self.device, dtype=state[name].dtype)
+        return state
+
+    def _vmap_chunk(
+        self, state: dict[str, Tensor], client_datas: Sequence[tuple[Tensor, Tensor]], indices: Sequence[Tensor], lr: float, prox_mu: float
+    ) -> tuple[dict[str, Tensor], Tensor]:
+        # All clients' samples in one tensor, moved once; per-step gather indices offset into it.
+        k = len(client_datas)
+        x_all = torch.cat([x for x, _ in client_datas])
+        y_all = torch.cat([y for _, y in client_datas])
+        sizes = torch.tensor([int(x.shape[0]) for x, _ in client_datas])
+        offsets = torch.cumsum(sizes, 0) - sizes
+        gather = torch.stack(list(indices), dim=1) + offsets.view(1, k, 1)  # (n_steps, k, batch)
+        if self.device.type == "cuda":
+            x_all, y_all, gather = (t.pin_memory().to(self.device, non_blocking=True) for t in (x_all, y_all, gather))
+        else:
+            x_all, y_all = x_all.to(self.device), y_all.to(self.device)
+        graphs = self._graphs if self.cuda_graphs else None
+        return train_vmap(self.model, state, x_all, y_all, gather, lr, graphs, prox_mu)
+
+
 def train_cohort(
     model: nn.Module,
     global_params: dict[str, Tensor],
@@ -139,133 +296,11 @@ def train_cohort(
     ``model`` supplies the architecture only; it is not modified. ``global_params`` is a model
     state (:func:`model_state`); entries it lacks are taken from ``model``. Training runs on
     ``model``'s device and the result lives there. ``max_batched_clients`` bounds how many
-    clients one vmap call trains at once (memory); ``None`` means the whole cohort.
+    clients one vmap call trains at once (memory); ``None`` means what the memory budget allows.
+    ``prox_mu`` > 0 adds FedProx's proximal term towards ``global_params``. A one-off :class:`CohortTrainer`; the engine keeps one across rounds.
     """
-    _check_args(client_datas, client_ids, n_steps, batch_size, lr)
-    if mode not in ("auto", "batched", "sequential"):
-        raise ValueError(f"mode must be 'auto', 'batched' or 'sequential', got {mode!r}")
-    device = _model_device(model)
-    state = model_state(model)
-    for name, value in global_params.items():
-        if name not in state:
-            raise ValueError(f"global_params has {name!r}, which the model does not have (model keys: {', '.join(state)})")
-        if value.shape != state[name].shape:
-            raise ValueError(f"global_params[{name!r}] has shape {tuple(value.shape)}, the model expects {tuple(state[name].shape)}")
-        state[name] = value.detach().to(device=device, dtype=state[name].dtype)
-    indices = [
-        minibatch_indices(int(x.shape[0]), n_steps, batch_size, seed, round_idx, int(cid))
-        for cid, (x, _) in zip(client_ids, client_datas)
-    ]
-    batched = mode != "sequential" and supports_batched(model)
-    anchor = _proximal_anchor(model, state, prox_mu)
-    if not batched:
-        return _train_sequential(model, state, client_datas, indices, lr, device, anchor)
-    chunk = len(client_ids) if max_batched_clients is None else max(1, int(max_batched_clients))
-    parts = [
-        _train_batched(model, state, client_datas[i : i + chunk], indices[i : i + chunk], lr, device, anchor)
-        for i in range(0, len(client_ids), chunk)
-    ]
-    if len(parts) == 1:
-        return parts[0]
-    return CohortResult(
-        params={name: torch.cat([p.params[name] for p in parts]) for name in state},
-        losses=torch.cat([p.losses for p in parts]),
-        mode="batched",
-    )
-
-
-def _proximal_anchor(model: nn.Module, state: dict[str, Tensor], prox_mu: float) -> tuple[float, dict[str, Tensor]] | None:
-    """``(mu, global parameters)`` for FedProx, or None without a proximal term."""
-    if prox_mu < 0:
-        raise ValueError(f"prox_mu must be >= 0, got {prox_mu}")
-    if prox_mu == 0:
-        return None
-    return float(prox_mu), {name: state[name].clone() for name, _ in model.named_parameters()}
-
-
-def _add_proximal(grads: Sequence[Tensor | None], params: Sequence[Tensor], names: Sequence[str], anchor: tuple[float, dict[str, Tensor]] | None) -> None:
-    """FedProx: ``grad += mu * (w - w_global)`` in place, for the parameters in the anchor."""
-    if anchor is None:
-        return
-    mu, ref = anchor
-    for g, p, name in zip(grads, params, names):
-        if g is not None and name in ref:
-            g.add_(p - ref[name], alpha=mu)
-
-
-def _train_batched(
-    model: nn.Module,
-    state: dict[str, Tensor],
-    client_datas: Sequence[tuple[Tensor, Tensor]],
-    indices: Sequence[Tensor],
-    lr: float,
-    device: torch.device,
-    anchor: tuple[float, dict[str, Tensor]] | None = None,
-) -> CohortResult:
-    k = len(client_datas)
-    n_steps = indices[0].shape[0]
-    # All clients' samples in one tensor; per-step gather indices offset into it, built up front.
-    x_all = torch.cat([x for x, _ in client_datas]).to(device)
-    y_all = torch.cat([y for _, y in client_datas]).to(device)
-    sizes = torch.tensor([int(x.shape[0]) for x, _ in client_datas])
-    offsets = torch.cumsum(sizes, 0) - sizes
-    gather = (torch.stack(list(indices), dim=1) + offsets.view(1, k, 1)).to(device)  # (n_steps, k, batch)
-
-    names = list(state)
-    params = [state[n].unsqueeze(0).repeat(k, *([1] * state[n].dim())) for n in names]
-
-    def loss_fn(p: tuple[Tensor, ...], x: Tensor, y: Tensor) -> Tensor:
-        out = functional_call(model, dict(zip(names, p)), (x,))
-        return F.cross_entropy(out, y)
-
-    step = vmap(grad_and_value(loss_fn))
-    loss_sum = torch.zeros(k, dtype=torch.float32, device=device)
-    was_training = model.training
-    model.train()
-    try:
-        with torch.no_grad():  # grad_and_value ignores the outer no_grad; the updates don't track
-            for s in range(n_steps):
-                idx = gather[s]
-                grads, losses = step(tuple(params), x_all[idx], y_all[idx])
-                _add_proximal(grads, params, names, anchor)
-                torch._foreach_add_(params, list(grads), alpha=-lr)
-                loss_sum += losses.float()
-    finally:
-        model.train(was_training)
-    return CohortResult(params=dict(zip(names, params)), losses=loss_sum / n_steps, mode="batched")
-
-
-def _train_sequential(
-    model: nn.Module,
-    state: dict[str, Tensor],
-    client_datas: Sequence[tuple[Tensor, Tensor]],
-    indices: Sequence[Tensor],
-    lr: float,
-    device: torch.device,
-    anchor: tuple[float, dict[str, Tensor]] | None = None,
-) -> CohortResult:
-    work = copy.deepcopy(model).to(device)
-    named = list(work.named_parameters())
-    work.train()
-    optimizer = torch.optim.SGD(work.parameters(), lr=lr, momentum=0.0, weight_decay=0.0)
-    results: list[dict[str, Tensor]] = []
-    losses = torch.zeros(len(client_datas), dtype=torch.float32)
-    for i, ((x, y), idx) in enumerate(zip(client_datas, indices)):
-        work.load_state_dict(state)
-        x, y = x.to(device), y.to(device)
-        total = torch.zeros((), dtype=torch.float32, device=device)
-        for s in range(idx.shape[0]):
-            b = idx[s].to(device)
-            optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(work(x[b]), y[b])
-            loss.backward()
-            _add_proximal([p.grad for _, p in named], [p.detach() for _, p in named], [n for n, _ in named], anchor)
-            optimizer.step()
-            total += loss.detach().float()
-        losses[i] = (total / idx.shape[0]).cpu()
-        results.append(model_state(work))
-    params = {name: torch.stack([r[name] for r in results]) for name in state}
-    return CohortResult(params=params, losses=losses.to(device), mode="sequential")
+    trainer = CohortTrainer(model, strategy=mode, max_batched_clients=max_batched_clients)
+    return trainer.train(global_params, client_datas, client_ids, n_steps, batch_size, lr, seed, round_idx, prox_mu)
 
 
 @torch.no_grad()

@@ -94,7 +94,7 @@ def test_fedprox_step_by_hand():
     w0 = {k: v.clone() for k, v in model.state_dict().items()}
     mu, lr = 0.7, 0.1
     out = {}
-    for mode in ("batched", "sequential"):
+    for mode in ("vmap", "streams", "sequential"):
         res = train_cohort(model, w0, [(x, y)], [3], n_steps=2, batch_size=8, lr=lr, seed=0, round_idx=1, mode=mode, prox_mu=mu)
         out[mode] = res.client_params(0)
     # by hand, full-batch: w1 = w0 - lr g(w0); w2 = w1 - lr (g(w1) + mu (w1 - w0))

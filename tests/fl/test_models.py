@@ -30,11 +30,11 @@ def test_seeded_build_is_reproducible_and_leaves_global_rng_alone():
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v2", "shufflenet_v2_x2_0", "resnet34"])
-def test_torchvision_models_have_n_classes_outputs_and_train_sequentially(name):
+def test_torchvision_models_have_n_classes_outputs_and_train_batched(name):
     model = build_model(name, (3, 32, 32), 7, seed=0).eval()
     with torch.no_grad():
         assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 7)
-    assert not supports_batched(model)  # BatchNorm buffers
+    assert supports_batched(model)  # BatchNorm buffers vmap with the parameters
 
 
 def test_unknown_model_lists_known_names():

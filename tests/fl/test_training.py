@@ -43,7 +43,7 @@ def test_one_sgd_step_by_hand_on_logreg():
     grad_w = np.outer(g0, [1, 0]) + np.outer(g1, [0, 2])
     grad_b = g0 + g1
     expected_loss = (-np.log(p0[1]) - np.log(p1[1])) / 2
-    assert res.mode == "batched"
+    assert res.mode == "vmap"
     assert torch.allclose(res.params["1.weight"][0], torch.tensor(np.eye(2) - 0.5 * grad_w, dtype=torch.float32), atol=1e-6)
     assert torch.allclose(res.params["1.bias"][0], torch.tensor(-0.5 * grad_b, dtype=torch.float32), atol=1e-6)
     assert res.losses[0].item() == pytest.approx(expected_loss, rel=1e-6)
@@ -58,7 +58,7 @@ def test_batched_equals_sequential(name):
     kwargs = dict(n_steps=12, batch_size=16, lr=0.05, seed=9, round_idx=2)
     bat = train_cohort(model, start, _cohort(ds, ids), ids, mode="batched", **kwargs)
     seq = train_cohort(model, start, _cohort(ds, ids), ids, mode="sequential", **kwargs)
-    assert (bat.mode, seq.mode) == ("batched", "sequential")
+    assert (bat.mode, seq.mode) == ("vmap", "sequential")
     for key in start:
         assert bat.params[key].shape == (len(ids), *start[key].shape)
         torch.testing.assert_close(bat.params[key], seq.params[key], atol=1e-5, rtol=1e-5)
@@ -97,15 +97,16 @@ class _TinyBN(nn.Module):
         return self.out(torch.relu(self.bn(self.fc(x))))
 
 
-def test_models_with_buffers_fall_back_to_sequential_and_return_buffers():
+def test_models_with_buffers_train_batched_with_per_client_buffers():
     model = _TinyBN()
-    assert not supports_batched(model)
+    assert supports_batched(model)
     gen = torch.Generator().manual_seed(0)
     datas = [(torch.randn(20, 6, generator=gen), torch.randint(0, 3, (20,), generator=gen)) for _ in range(2)]
     res = train_cohort(model, model_state(model), datas, [0, 1], 3, 8, 0.1, seed=0, round_idx=0, mode="batched")
-    assert res.mode == "sequential"
+    assert res.mode == "vmap"
     assert res.params["bn.num_batches_tracked"].tolist() == [3, 3]
     assert not torch.allclose(res.params["bn.running_mean"][0], torch.zeros(8))
+    assert not torch.allclose(res.params["bn.running_mean"][0], res.params["bn.running_mean"][1])  # each its own
     merged = fedavg(res.params, [20, 20])
     acc, loss = evaluate(model, merged, datas[0][0], datas[0][1])
     assert 0.0 <= acc <= 1.0 and loss > 0

@@ -370,3 +370,15 @@ def test_executors_die_with_their_parent(tmp_path, sig):
     while any(_alive(k) for k in kids) and time.monotonic() < until:
         time.sleep(0.1)
     assert not [k for k in kids if _alive(k)], "executor processes survived their parent by 5 s"
+
+
+def test_executor_device_one_gpu_per_executor():
+    from flamingo_sim.errors import ConfigError
+    from flamingo_sim.integrations.fedscale.settings import executor_device
+
+    assert [executor_device("cuda", r, 2) for r in (1, 2, 3, 4)] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert [executor_device("auto", r, 4) for r in (1, 4)] == ["cuda:0", "cuda:3"]
+    assert executor_device("auto", 1, 0) == "cpu" and executor_device("cpu", 2, 8) == "cpu"
+    assert executor_device("cuda:1", 3, 2) == "cuda:1"
+    with pytest.raises(ConfigError, match="^fl.device: 'cuda' asked for a CUDA GPU but torch sees none; use --device cpu$"):
+        executor_device("cuda", 1, 0)

@@ -24,7 +24,7 @@ from flamingo_sim.errors import FlamingoError
 from flamingo_sim.fl.callbacks import CallbackList
 from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.integrations.fedscale.classes import fedscale_classes
-from flamingo_sim.integrations.fedscale.settings import fedscale_args
+from flamingo_sim.integrations.fedscale.settings import fedscale_args, rank_args
 
 
 def executor_command(
@@ -186,7 +186,10 @@ def _executor_main(ns: argparse.Namespace) -> int:
         cfg, log_dir=ns.log_dir,
         ps_ip=ns.ps_ip, ps_port=ns.ps_port, this_rank=ns.rank, num_executors=ns.num_executors,
     )
-    executor = cls.FlamingoExecutor(args, parts.dataset, parts.model)
+    from flamingo_sim.fl.device import set_threads
+
+    set_threads(cfg.fl.threads)
+    executor = cls.FlamingoExecutor(rank_args(args, ns.rank), parts.dataset, parts.model)
     executor.setup_communication()
     executor.event_monitor()
     print(f"executor {ns.rank}: trained {len(executor.trained)} client tasks; stopped", flush=True)

@@ -44,8 +44,9 @@ def fedscale_args(
         "executor_configs": f"{ps_ip}:[{int(num_executors)}]",
         "experiment_mode": fs.commons.SIMULATION_MODE,
         "engine": fs.commons.PYTORCH,
-        "use_cuda": False,
+        "use_cuda": False,  # set per executor rank by rank_args, from fl.device
         "cuda_device": None,
+        "flamingo_device": fl.device,
         "task": "cv",
         "model_zoo": "torchcv",
         "model": cfg.model,  # a label only: the executors get our model, not one from FedScale's zoo
@@ -75,8 +76,32 @@ def fedscale_args(
     return a
 
 
+def executor_device(spec: str, rank: int, n_gpus: int) -> str:
+    """Where the executor of rank ``rank`` (1..N) trains, for ``fl.device`` = ``spec``.
+
+    ``cpu`` (or ``auto`` with no GPU): the CPU. ``cuda:K``: every executor on GPU K.
+    ``cuda`` or ``auto`` with GPUs: one GPU per executor, round-robin (rank 1 on cuda:0,
+    rank 2 on cuda:1, ...), so a machine with several GPUs runs one executor per GPU.
+    """
+    text = str(spec).strip().lower()
+    if text == "cpu" or (text == "auto" and n_gpus == 0):
+        return "cpu"
+    if text.startswith("cuda:"):
+        return text
+    if n_gpus == 0:
+        from flamingo_sim.errors import ConfigError
+
+        raise ConfigError(f"fl.device: {spec!r} asked for a CUDA GPU but torch sees none; use --device cpu")
+    return f"cuda:{(max(int(rank), 1) - 1) % n_gpus}"
+
+
 def rank_args(args: argparse.Namespace, rank: int) -> argparse.Namespace:
-    """A copy of ``args`` for the executor of rank ``rank``."""
+    """A copy of ``args`` for the executor of rank ``rank``, with its own ``cuda_device``."""
+    import torch
+
     out = argparse.Namespace(**vars(args))
     out.this_rank = rank
+    device = executor_device(getattr(args, "flamingo_device", "cpu"), rank, torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    out.use_cuda = device != "cpu"
+    out.cuda_device = torch.device(device) if out.use_cuda else None
     return out

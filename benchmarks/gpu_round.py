@@ -1,0 +1,159 @@
+"""One FL round of the paper's networks on one device: the per-client loop against the engine.
+
+A round is ``--clients`` clients (100) x ``--steps`` local steps (20) x minibatch
+``--batch-size`` (16), plain SGD, random data (``--samples`` per client, 64). For each row of
+issue 15's table it times, in one process and on the device given:
+
+- ``loop``: the per-client loop on that device (FedScale's way: one model, client after client);
+- ``engine``: what ``fl.train_mode: auto`` picks for (model, image size, device);
+- on CUDA also every other candidate (vmap, vmap + CUDA graph, model copies on 4 streams, and
+  the same in bf16 with ``--bf16``), so the automatic choice can be checked against them.
+
+Each timing is the median of ``--repeats`` rounds after one warm-up round (CUDA graph capture,
+cuDNN autotuning and vmap tracing happen there). It prints s/round, samples/s and the ratio to
+the loop, and the largest parameter difference between the engine's result and the loop's
+(float32 rounding only; BatchNorm networks at batch 16 amplify it over the steps).
+
+    PYTHONPATH=. python benchmarks/gpu_round.py --device cuda              # the table, on a GPU
+    PYTHONPATH=. python benchmarks/gpu_round.py --device cpu --small       # every row, tiny, on a CPU
+
+``--small`` shrinks the round (4 clients x 2 steps x batch 8, images 1/4 the side but at least
+32 px, MLP rows 100 and 1,000 clients) so that every row runs on a laptop CPU in about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from flamingo_sim.fl.device import resolve_device, set_threads
+from flamingo_sim.fl.models import build_model
+from flamingo_sim.fl.training import CohortResult, CohortTrainer, model_state
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    model: str
+    input_shape: tuple[int, ...]
+    clients: int | None = None  # None: --clients
+
+
+def rows(args: argparse.Namespace) -> list[Row]:
+    def img(side: int) -> tuple[int, int, int]:
+        s = max(args.min_side, side // args.image_divisor)
+        return (3, s, s)
+
+    return [
+        Row(f"MobileNetV2, {img(224)[1]} px", "mobilenet_v2", img(224)),
+        Row(f"MobileNetV2, {img(64)[1]} px", "mobilenet_v2", img(64)),
+        Row(f"ShuffleNetV2 x2, {img(64)[1]} px", "shufflenet_v2_x2_0", img(64)),
+        Row(f"ResNet-34, 3x{img(32)[1]}x{img(32)[1]}", "resnet34", img(32)),
+        Row(f"proxy MLP, {args.mlp_clients[0]:,} clients", "mlp", (60,), args.mlp_clients[0]),
+        Row(f"proxy MLP, {args.mlp_clients[1]:,} clients", "mlp", (60,), args.mlp_clients[1]),
+    ]
+
+
+def _median_s(fn: Callable[[], CohortResult], repeats: int, device: torch.device) -> tuple[float, CohortResult]:
+    result = fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        result = fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def _max_param_diff(model: torch.nn.Module, a: CohortResult, b: CohortResult) -> float:
+    """Largest absolute difference over the parameters (not the running statistics)."""
+    return max(float((a.params[n].float() - b.params[n].float()).abs().max()) for n, _ in model.named_parameters())
+
+
+def candidates(device: torch.device, bf16: bool) -> dict[str, dict]:
+    """Trainer settings to time; ``engine`` is the automatic choice."""
+    out: dict[str, dict] = {"loop": {"strategy": "sequential"}, "engine": {"strategy": "auto"}}
+    if device.type == "cuda":
+        out.update({
+            "vmap": {"strategy": "vmap"},
+            "vmap+graph": {"strategy": "vmap", "cuda_graphs": True},
+            "4 streams": {"strategy": "streams", "n_streams": 4},
+        })
+        if bf16:
+            out.update({"vmap+graph bf16": {"strategy": "vmap", "cuda_graphs": True, "precision": "bf16"},
+                        "4 streams bf16": {"strategy": "streams", "n_streams": 4, "precision": "bf16"}})
+    return out
+
+
+def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> None:
+    n_clients = row.clients or args.clients
+    n_classes = 10 if row.model == "mlp" else 600
+    gen = torch.Generator().manual_seed(0)
+    datas = [(torch.randn(args.samples, *row.input_shape, generator=gen), torch.randint(0, n_classes, (args.samples,), generator=gen))
+             for _ in range(n_clients)]
+    ids = list(range(n_clients))
+    model = build_model(row.model, row.input_shape, n_classes, seed=0).to(device)
+    state = model_state(model)
+    samples = n_clients * args.steps * args.batch_size
+    print(f"\n{row.label}: {n_clients} clients x {args.steps} steps x batch {args.batch_size}")
+    loop_s, loop_res = None, None
+    for name, settings in candidates(device, args.bf16).items():
+        if name == "loop" and n_clients > args.max_loop_clients:
+            print(f"  {'loop':<16} skipped (more than --max-loop-clients {args.max_loop_clients})")
+            continue
+        trainer = CohortTrainer(model, **settings)
+        try:
+            secs, res = _median_s(lambda t=trainer: t.train(state, datas, ids, args.steps, args.batch_size, 0.01, 0, 1), args.repeats, device)
+        except torch.OutOfMemoryError:
+            print(f"  {name:<16} out of memory")
+            continue
+        ratio = f"{loop_s / secs:6.1f}x" if loop_s else "     -"
+        diff = ""
+        if loop_res is not None and name != "loop":
+            diff = f"  max|d| {_max_param_diff(model, res, loop_res):.1e}"
+        label = f"{name} ({res.mode})" if name == "engine" else name
+        print(f"  {label:<22} {secs:9.4f} s/round {samples / secs:12,.0f} samples/s  vs loop {ratio}{diff}")
+        if name == "loop":
+            loop_s, loop_res = secs, res
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--threads", type=int, help="CPU threads (default: OMP_NUM_THREADS or the usable cores)")
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=64, help="samples per client")
+    parser.add_argument("--image-divisor", type=int, default=1, help="divide every image side by this")
+    parser.add_argument("--min-side", type=int, default=32, help="...but keep at least this many pixels")
+    parser.add_argument("--mlp-clients", type=int, nargs=2, default=[100, 10_000])
+    parser.add_argument("--max-loop-clients", type=int, default=1000, help="skip the loop above this many clients")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rows", help="comma-separated row numbers (1-6) to run, default all")
+    parser.add_argument("--bf16", action="store_true", help="also time bf16 autocast candidates (CUDA)")
+    parser.add_argument("--small", action="store_true", help="tiny round for a CPU: see the module docstring")
+    args = parser.parse_args(argv)
+    if args.small:
+        args.clients, args.steps, args.batch_size, args.samples, args.image_divisor = 4, 2, 8, 16, 4
+        args.mlp_clients, args.repeats = [100, 1000], 1
+    device = resolve_device(args.device, key="--device")
+    threads = set_threads(args.threads)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {threads} threads"
+    print(f"device {device} ({where}), torch {torch.__version__}, fp32 unless a row says bf16")
+    chosen = rows(args)
+    keep = [int(r) for r in args.rows.split(",")] if args.rows else range(1, len(chosen) + 1)
+    for i in keep:
+        bench_row(chosen[i - 1], args, device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Where local training runs: the device (``fl.device``), CPU threads (``fl.threads``) and the
+numeric precision (``fl.precision``).
+
+- ``resolve_device("auto")`` takes the first CUDA GPU when one is visible, else the CPU;
+  ``"cuda"`` / ``"cuda:N"`` demand a GPU and fail with one line when there is none.
+- :func:`set_threads` sets torch's intra-op thread count once per run (default: ``OMP_NUM_THREADS``
+  when set, else the cores this process may use, ``os.sched_getaffinity``); torch's own
+  default counts every core of the machine, which oversubscribes a container or a shared box.
+- :func:`precision_context` switches reduced precision on only when asked: ``"fp32"`` (the
+  default) also turns cuDNN's TF32 convolutions *off* (torch enables them by default), so no
+  result is silently computed in 10-bit mantissas; ``"tf32"`` allows TF32 matmuls and
+  convolutions on CUDA; ``"bf16"`` runs forward and backward under ``torch.autocast`` in
+  bfloat16 (parameters and their updates stay float32).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+import torch
+
+from flamingo_sim.errors import ConfigError
+
+__all__ = ["resolve_device", "set_threads", "default_threads", "usable_cores", "precision_context", "PRECISIONS"]
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+def usable_cores() -> int:
+    """The number of CPU cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_device(spec: str, key: str = "fl.device") -> torch.device:
+    """The torch device for ``spec`` (``auto``, ``cpu``, ``cuda`` or ``cuda:N``)."""
+    text = str(spec).strip().lower()
+    if text == "auto":
+        return torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+    if text == "cpu":
+        return torch.device("cpu")
+    if text == "cuda" or text.startswith("cuda:"):
+        index = 0
+        if text != "cuda":
+            tail = text.split(":", 1)[1]
+            if not tail.isdigit():
+                raise ConfigError(f"{key}: expected auto, cpu, cuda or cuda:N, got {spec!r}")
+            index = int(tail)
+        if not torch.cuda.is_available():
+            raise ConfigError(f"{key}: {spec!r} asked for a CUDA GPU but torch sees none (torch {torch.__version__}); use --device cpu")
+        count = torch.cuda.device_count()
+        if index >= count:
+            raise ConfigError(f"{key}: {spec!r}: only {count} CUDA device(s) visible (cuda:0..cuda:{count - 1})")
+        return torch.device("cuda", index)
+    raise ConfigError(f"{key}: expected auto, cpu, cuda or cuda:N, got {spec!r}")
+
+
+def default_threads() -> int:
+    """``OMP_NUM_THREADS`` when the environment sets it, else the usable cores."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else usable_cores()
+
+
+def set_threads(n_threads: int | None) -> int:
+    """Set torch's intra-op threads to ``n_threads`` (``None``: :func:`default_threads`); returns it."""
+    n = default_threads() if n_threads is None else int(n_threads)
+    if n < 1:
+        raise ConfigError(f"fl.threads: expected a count >= 1, got {n_threads}")
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
+@contextlib.contextmanager
+def precision_context(precision: str, device: torch.device) -> Iterator[None]:
+    """Run the enclosed training in ``precision`` (see the module docstring); restores the flags."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    matmul = torch.backends.cuda.matmul.allow_tf32
+    cudnn = torch.backends.cudnn.allow_tf32
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        if precision == "bf16":
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                yield
+        else:
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
+        torch.backends.cudnn.allow_tf32 = cudnn
