@@ -50,7 +50,7 @@ BAD_VALUES = [
     ("data.proxy.model=resnet34", "data.proxy.model: expected one of 'mlp', 'logreg', got 'resnet34'"),
     ("traces.min_pct=-1", "traces.min_pct: expected a number in [0, 100], got -1.0"),
     ("traces.reentry_pct=101", "traces.reentry_pct: expected a number in [0, 100], got 101.0"),
-    ("traces.min_pct=30", "traces: need min_pct < reentry_pct, got 30.0 and 20.0"),
+    ("traces.reentry_pct=5", "traces: need min_pct <= reentry_pct, got 10.0 and 5.0"),
     ("phones.mix.pixel_3=-0.2", "phones.mix.pixel_3: expected a number >= 0, got -0.2"),
     ("phones.mix={pixel_3: 0}", "phones.mix: expected shares that sum to > 0, got {'pixel_3': 0.0}"),
     ("phones.mix={}", "phones.mix: expected at least one phone with its share, got {}"),

@@ -43,33 +43,37 @@ class ProfileDirs:
                     out.setdefault(name, phone)
         return out
 
-    def find(self, phone: str, model: str) -> Path | None:
-        """The first directory with ``<phone>/<model>.yaml``, or None."""
-        return next((d for d in self.dirs if profile_path(d, phone, model).is_file()), None)
+    def find(self, phone: str, model: str, profile_set: str = "paper") -> Path | None:
+        """The first directory with the profile of ``phone`` for ``model`` in ``profile_set``
+        (:func:`~flamingo_sim.devices.profiles.profile_path`), or None."""
+        return next((d for d in self.dirs if profile_path(d, phone, model, profile_set).is_file()), None)
 
-    def path(self, phone: str, model: str) -> Path:
+    def path(self, phone: str, model: str, profile_set: str = "paper") -> Path:
         """The file of the profile of ``phone`` for ``model`` that the search finds."""
-        where = self.find(phone, model)
+        where = self.find(phone, model, profile_set)
         if where is None:
-            raise ConfigError(f"{self}: no profile for phone {phone!r} and model {model!r}")
-        return profile_path(where, phone, model)
+            raise ConfigError(f"{self}: no profile for phone {phone!r} and model {model!r} in profile set {profile_set!r}")
+        return profile_path(where, phone, model, profile_set)
 
     def models(self) -> list[str]:
         """The DNN models profiled for at least one phone of the catalogue, sorted."""
         names = set(self.phones())
         return sorted({f.stem for d in self.dirs for f in d.glob("*/*.yaml") if f.parent.name in names})
 
-    def load(self, phone: str, model: str, phones: dict[str, Phone] | None = None) -> Profile:
-        """The profile of ``phone`` for ``model`` from the first directory that has one."""
+    def load(self, phone: str, model: str, phones: dict[str, Phone] | None = None, profile_set: str = "paper") -> Profile:
+        """The profile of ``phone`` for ``model`` (in ``profile_set``) from the first directory that has one."""
         phones = phones if phones is not None else self.phones()
         if phone not in phones:
             raise ConfigError(f"{self}: unknown phone {phone!r} (known: {', '.join(sorted(phones))})")
-        return load_profile(self.path(phone, model).parents[1], phones[phone], model)
+        self.path(phone, model, profile_set)  # a clear error when no directory has it
+        root = self.find(phone, model, profile_set)
+        assert root is not None  # path() found it
+        return load_profile(root, phones[phone], model, profile_set=profile_set)
 
-    def load_set(self, phones: Sequence[str], model: str) -> ProfileSet:
-        """A :class:`ProfileSet` of ``model`` for ``phones`` (row order kept)."""
+    def load_set(self, phones: Sequence[str], model: str, profile_set: str = "paper") -> ProfileSet:
+        """A :class:`ProfileSet` of ``model`` for ``phones`` (row order kept) from ``profile_set``."""
         catalogue = self.phones()
-        profs = tuple(self.load(name, model, catalogue) for name in phones)
+        profs = tuple(self.load(name, model, catalogue, profile_set) for name in phones)
         try:
             return ProfileSet(model, tuple(phones), profs)
         except ValueError as exc:

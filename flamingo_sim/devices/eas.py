@@ -64,7 +64,7 @@ class EasPolicy(_PolicyBase):
         k = request.k
         ph = np.asarray(request.phone_idx, dtype=np.int64)
         run = np.ones(k, dtype=bool)
-        dur, en, inter, counts = self._price(
+        dur, en, inter, counts, _ = self._price(
             request, self.choice_latency_s[ph][:, None], self.choice_power_w[ph][:, None],
             self.choice_label_idx[ph][:, None], np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool), run)
         return TaskOutcome(run, np.full(k, "", dtype=object), dur, en, inter, counts, ps.labels, np.full(k, "eas", dtype=object))

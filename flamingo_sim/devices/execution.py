@@ -6,11 +6,12 @@ profiled latency and power for each rung. The owner's use of the phone is given 
 ``slot_s`` seconds (``in_use[i, s]`` for ``[s*slot_s, (s+1)*slot_s)``; beyond the last slot the
 last value persists).
 
-Interference model (:class:`InterferenceModel`): while the owner uses the phone, the foreground
-app holds ``foreground_cores`` (default ``(6, 7)``: the two highest-capacity big cores, where
-Android's scheduler places the top app's 1-2 busy threads; core 7 is the Prime core on
-SD855/865). A training step whose choice shares at least one core with it runs
-``shared_core_slowdown`` times (default 2x) its profiled latency: the thread on a shared core
+Interference model (:class:`InterferenceModel`, per SoC in ``phones.yaml``, overridable in the
+experiment): while the owner uses the phone, the foreground app holds ``foreground_cores``
+(shipped SoCs: ``(6, 7)``: foreground apps mostly run 1-2 busy threads, and Android's scheduler
+places the top app on the highest-capacity big cores; core 7 is the Prime core on SD855/865).
+A training step whose choice shares at least one core with it runs ``shared_core_slowdown``
+times (shipped: 2x, two runnable threads share a core fairly) its profiled latency: the thread on a shared core
 gets half of the core and a multi-threaded step is as slow as its slowest thread. Its power stays
 the profiled power (the other threads spin at the barrier), so the step's energy grows by the
 same factor. The step's whole duration counts as *interference* (time training shared a big core
@@ -43,36 +44,55 @@ import numpy as np
 
 from flamingo_sim.config import FieldError, check_ranges
 
-__all__ = ["InterferenceModel", "LadderResult", "run_ladder"]
+__all__ = ["InterferenceModel", "LadderResult", "run_ladder", "DEFAULT_SLOWDOWN", "DEFAULT_FOREGROUND_CORES"]
 
+#: Slowdown of a training thread that shares a core with the foreground app where neither the
+#: SoC nor the config says otherwise: Linux's fair scheduler gives each of two runnable threads
+#: half of the core.
+DEFAULT_SLOWDOWN = 2.0
+#: The cores the foreground app's 1-2 busy threads run on where the SoC does not say otherwise.
+DEFAULT_FOREGROUND_CORES = (6, 7)
 _EPS = 1e-9  # relative tolerance for "a step starts exactly on a slot boundary / deadline"
 
 
 @dataclass(frozen=True)
 class InterferenceModel:
-    """Which cores the foreground app holds while the phone is in use, and the slowdown."""
+    """Which cores the foreground app holds while the phone is in use, and the slowdown.
 
-    foreground_cores: tuple[int, ...] = (6, 7)
-    shared_core_slowdown: float = 2.0
+    ``foreground_cores`` / ``shared_core_slowdown`` left ``None`` take each phone's SoC values
+    from ``phones.yaml`` (``socs.<soc>.foreground_cores``, ``shared_core_slowdown``); set here
+    they override every SoC. ``in_use_threshold``: a trace slot counts as in use when the screen
+    was on for more than this share of it (GreenHub's ``screen_on_frac``).
+    """
+
+    foreground_cores: tuple[int, ...] | None = None
+    shared_core_slowdown: float | None = None
+    in_use_threshold: float = 0.5
 
     def __post_init__(self) -> None:
-        check_ranges(self, foreground_cores=">= 0", shared_core_slowdown=">= 1")
-        if len(set(self.foreground_cores)) != len(self.foreground_cores):
+        check_ranges(self, foreground_cores=">= 0", shared_core_slowdown=">= 1", in_use_threshold="[0, 1)")
+        if self.foreground_cores is not None and len(set(self.foreground_cores)) != len(self.foreground_cores):
             raise FieldError("foreground_cores", "each core index once", list(self.foreground_cores))
 
-    def shares(self, cores: tuple[int, ...]) -> bool:
-        return bool(set(cores) & set(self.foreground_cores))
+    def cores_for(self, soc_cores: tuple[int, ...]) -> tuple[int, ...]:
+        """The foreground cores on a SoC whose own value is ``soc_cores``."""
+        return tuple(soc_cores) if self.foreground_cores is None else tuple(self.foreground_cores)
+
+    def slowdown_for(self, soc_slowdown: float) -> float:
+        return float(soc_slowdown if self.shared_core_slowdown is None else self.shared_core_slowdown)
 
 
 @dataclass
 class LadderResult:
-    """Per task: ``duration_s``, ``energy_j``, ``interference_s``, ``steps`` per rung ``(k, C)``."""
+    """Per task: ``duration_s``, ``energy_j``, ``interference_s``, ``steps`` per rung ``(k, C)``,
+    and ``end_s`` (``start_s + duration_s``)."""
 
     duration_s: np.ndarray
     energy_j: np.ndarray
     interference_s: np.ndarray
     steps: np.ndarray
     final_rung: np.ndarray
+    end_s: np.ndarray
 
 
 def _check(latency_s, power_w, shared, n_rungs, n_steps, in_use, controlled):
@@ -93,22 +113,31 @@ def _check(latency_s, power_w, shared, n_rungs, n_steps, in_use, controlled):
     return lat, pw, sh, nr, ns, use, ctl
 
 
+def _slowdowns(interference: InterferenceModel, slowdown, k: int) -> np.ndarray:
+    if slowdown is not None:
+        return np.broadcast_to(np.asarray(slowdown, dtype=float), (k,))
+    return np.full(k, interference.slowdown_for(DEFAULT_SLOWDOWN))
+
+
 def run_ladder(latency_s, power_w, shared, n_rungs, n_steps, in_use, slot_s: float, controlled,
                interference: InterferenceModel = InterferenceModel(), factor: float = 1.1,
-               probe_s: float = 120.0) -> LadderResult:
+               probe_s: float = 120.0, start_s=None, slowdown=None) -> LadderResult:
     """Run ``k`` tasks on their rung ladders (module docstring), event by event, vectorised.
 
     ``latency_s``/``power_w``/``shared`` are ``(k, C)`` (rungs beyond ``n_rungs[i]`` ignored;
     ``shared``: the rung's cores overlap the foreground app's); ``controlled`` (k,) bool selects
-    the control loop, otherwise a task stays on rung 0.
+    the control loop, otherwise a task stays on rung 0. ``start_s`` (k,) (default 0): when each
+    task starts on the ``in_use`` clock (a task that continues an earlier part of a request).
+    ``slowdown`` (k,): each task's shared-core slowdown (default: the model's, or 2).
     """
     lat, pw, sh, nr, ns, use, ctl = _check(latency_s, power_w, shared, n_rungs, n_steps, in_use, controlled)
     k, c = lat.shape
     n_slots = use.shape[1]
-    slow = float(interference.shared_core_slowdown)
+    slow = _slowdowns(interference, slowdown, k)
     detects = slow > factor
-    t = np.zeros(k)
-    mark = np.zeros(k)
+    start = np.zeros(k) if start_s is None else np.asarray(start_s, dtype=float).copy()
+    t = start.copy()
+    mark = start.copy()
     left = ns.copy()
     rung = np.zeros(k, dtype=np.int64)
     energy = np.zeros(k)
@@ -119,9 +148,9 @@ def run_ladder(latency_s, power_w, shared, n_rungs, n_steps, in_use, slot_s: flo
         ti, ri, mi = t[idx], rung[idx], mark[idx]
         slot = np.minimum(np.floor(ti / slot_s + _EPS).astype(np.int64), n_slots - 1)
         s_now = use[idx, slot] & sh[idx, ri]
-        step = lat[idx, ri] * np.where(s_now, slow, 1.0)
+        step = lat[idx, ri] * np.where(s_now, slow[idx], 1.0)
         ci = ctl[idx]
-        detect = ci & s_now & detects
+        detect = ci & s_now & detects[idx]
         # Steps that start before the next slot boundary (the last slot lasts for ever).
         to_bound = np.where(slot >= n_slots - 1, np.inf, (slot + 1 - _EPS) * slot_s - ti)
         n_slot = np.maximum(np.ceil(to_bound / step), 1.0)
@@ -140,4 +169,4 @@ def run_ladder(latency_s, power_w, shared, n_rungs, n_steps, in_use, slot_s: flo
         rung[idx] = np.where(detect, np.minimum(ri + 1, nr[idx] - 1), np.where(up, ri - 1, ri))
         mark[idx] = np.where(detect, t[idx], mi)
         idx = idx[left[idx] > 0]
-    return LadderResult(t, energy, inter, steps, rung)
+    return LadderResult(t - start, energy, inter, steps, rung, t)

@@ -12,7 +12,9 @@ by name or import path with :func:`make_policy` (``"baseline"``, ``"flamingo"`` 
 Per-client state lives in arrays sized ``n_clients`` created by ``init``.
 
 Policies price tasks with :func:`flamingo_sim.devices.execution.run_ladder` (interference
-model and control loop documented there).
+model and control loop documented there). A policy may also define ``settle(outcome,
+done_frac)``: the engine calls it once the round is settled, with the share of each task that
+ran (see :mod:`flamingo_sim.fl.rounds`).
 
 **Baseline** (PyTorch default): accepts every request, always runs ``4567`` (as many threads as
 big cores), no monitoring, no control loop: it suffers interference whenever the owner uses
@@ -22,15 +24,20 @@ the phone.
 
 1. Monitoring: battery above ``max_temperature_c`` (35 degC) -> decline ``'too_hot'``.
 2. Exploring (the client has no full profile of its device model yet):
-   - idle (owner not using the phone at the request's start) and unplugged -> accept and run
-     the whole task on the next unexplored choice of the state space, in state-space order,
-     without the control loop (work-conserving: its steps count for training); the choice
-     counts as explored afterwards. With ``share_profiles`` exploration is collective per device
-     model: the coordinator hands each exploring client the model's next unexplored choice
-     (several clients of one model in one round take consecutive choices; one that finds none
-     left runs ``4567`` like a charging client), and once every choice of the model has been
-     measured the coordinator's table holds its profile and every client of that model skips
-     exploration. Without sharing, each client walks the whole state space itself.
+   - idle (owner not using the phone at the request's start) and unplugged -> accept and
+     explore. ``exploration: paper`` (the default, the paper's protocol): the task profiles the
+     client's next unexplored choices in state-space order, ``explore_steps`` batches each,
+     while training (work-conserving: every step counts); a choice counts as explored once its
+     batches ran in full, and steps left after the last choice run under the control loop. With
+     ``share_profiles`` the coordinator hands the device model's profile to every client of
+     that model once the *first* client of the model has finished exploring. ``exploration:
+     collective`` (the simulator's earlier protocol): each exploring task runs whole on one
+     choice; with sharing the coordinator splits the model's unmeasured choices across the
+     round's explorers (one that finds none left runs ``4567`` like a charging client) and
+     shares the profile once every choice has been measured by someone.
+     In both, exploration progress is booked only after the round is settled
+     (:meth:`FlamingoPolicy.settle`): an explorer cut by the deadline or the K-fastest rule
+     has explored only the choices it finished before the round ended.
    - in use -> decline ``'in_use_exploring'`` (SPEC: requests in use are accepted only after
      exploration; a measurement under interference would be wrong).
    - idle and charging -> accept and run on ``4567`` without monitoring (the runtime has no
@@ -44,7 +51,7 @@ the phone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -77,10 +84,13 @@ class PolicyConfig:
     interference_factor: float = 1.1
     probe_s: float = 120.0
     share_profiles: bool = True
+    exploration: Literal["paper", "collective"] = "paper"
+    explore_steps: int = 2  # batches each choice is profiled on (paper protocol)
     interference: InterferenceModel = field(default_factory=InterferenceModel)
 
     def __post_init__(self) -> None:
-        check_ranges(self, max_temperature_c="[-50, 150]", min_battery_pct="[0, 100]", interference_factor=">= 1", probe_s="> 0")
+        check_ranges(self, max_temperature_c="[-50, 150]", min_battery_pct="[0, 100]", interference_factor=">= 1", probe_s="> 0",
+                     explore_steps=">= 1")
 
 
 @dataclass(frozen=True)
@@ -192,7 +202,11 @@ class _PolicyBase:
         self.profile_set = profile_set
         self.client_phone = phone_idx.copy()
         fg = self.config.interference
-        self._label_shared = np.array([fg.shares(c) for c in profile_set.label_cores], dtype=bool)
+        socs = [prof.phone.soc for prof in profile_set.profiles]
+        held = [set(fg.cores_for(soc.foreground_cores)) for soc in socs]
+        # (n_phones, n_labels): the label's cores overlap the phone's foreground cores
+        self._label_shared = np.array([[bool(set(c) & h) for c in profile_set.label_cores] for h in held], dtype=bool)
+        self._slowdown = np.array([fg.slowdown_for(soc.shared_core_slowdown) for soc in socs])
 
     @property
     def _profiles(self) -> ProfileSet:
@@ -208,24 +222,30 @@ class _PolicyBase:
             raise ValueError("request phone_idx disagrees with the phones given to init")
         return self.profile_set
 
-    def _price(self, req: TaskRequest, lat, pw, label, n_rungs, controlled, run) -> tuple:
-        """Run the selected tasks (mask ``run``) on their ladders; returns full-size arrays."""
+    def _price(self, req: TaskRequest, lat, pw, label, n_rungs, controlled, run, n_steps=None, start_s=None) -> tuple:
+        """Run the selected tasks (mask ``run``) on their ladders; returns full-size arrays
+        ``(duration_s, energy_j, interference_s, steps per label, end_s)``. ``n_steps`` (k,)
+        defaults to the request's; ``start_s`` (k,) to 0."""
         ps = self._profiles
         k = req.k
-        dur, en, inter = np.zeros(k), np.zeros(k), np.zeros(k)
+        dur, en, inter, end = np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k)
         counts = np.zeros((k, ps.n_labels), dtype=np.int64)
         sel = np.flatnonzero(run)
         if sel.size:
             cfg = self.config
             lab = label[sel]
-            res = run_ladder(lat[sel], pw[sel], self._label_shared[np.maximum(lab, 0)] & (lab >= 0), n_rungs[sel],
-                             np.full(sel.size, req.n_steps), np.asarray(req.in_use, dtype=bool)[sel], req.slot_s,
-                             controlled[sel], cfg.interference, cfg.interference_factor, cfg.probe_s)
-            dur[sel], en[sel], inter[sel] = res.duration_s, res.energy_j, res.interference_s
+            ph = np.asarray(req.phone_idx, dtype=np.int64)[sel]
+            shared = self._label_shared[ph[:, None], np.maximum(lab, 0)] & (lab >= 0)
+            steps = np.full(sel.size, req.n_steps) if n_steps is None else np.asarray(n_steps)[sel]
+            start = None if start_s is None else np.asarray(start_s, dtype=float)[sel]
+            res = run_ladder(lat[sel], pw[sel], shared, n_rungs[sel], steps, np.asarray(req.in_use, dtype=bool)[sel],
+                             req.slot_s, controlled[sel], cfg.interference, cfg.interference_factor, cfg.probe_s,
+                             start_s=start, slowdown=self._slowdown[ph])
+            dur[sel], en[sel], inter[sel], end[sel] = res.duration_s, res.energy_j, res.interference_s, res.end_s
             rows = np.repeat(sel, lab.shape[1])
             ok = lab.ravel() >= 0
             np.add.at(counts, (rows[ok], lab.ravel()[ok]), res.steps.ravel()[ok])
-        return dur, en, inter, counts
+        return dur, en, inter, counts, end
 
     def state_dict(self) -> dict[str, Any]:
         return {"name": self.name, "client_phone": self.client_phone.copy()}
@@ -248,7 +268,7 @@ class BaselinePolicy(_PolicyBase):
         k = request.k
         ph = np.asarray(request.phone_idx, dtype=np.int64)
         run = np.ones(k, dtype=bool)
-        dur, en, inter, counts = self._price(
+        dur, en, inter, counts, _ = self._price(
             request, ps.baseline_latency_s[ph][:, None], ps.baseline_power_w[ph][:, None],
             ps.baseline_label_idx[ph][:, None], np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool), run)
         return TaskOutcome(run, np.full(k, "", dtype=object), dur, en, inter, counts, ps.labels,
@@ -263,8 +283,10 @@ class FlamingoPolicy(_PolicyBase):
     def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
         super().init(n_clients, phone_idx, profile_set)
         self.explored = np.zeros(n_clients, dtype=np.int64)  # state-space choices this client explored
-        self.model_explored = np.zeros(profile_set.n_phones, dtype=np.int64)  # coordinator: per device model
+        width = profile_set.space_latency_s.shape[1]
+        self.model_done = np.zeros((profile_set.n_phones, width), dtype=bool)  # coordinator: measured choices
         self.shared_table = np.zeros(profile_set.n_phones, dtype=bool)  # coordinator has the profile
+        self._pending: dict[str, np.ndarray] | None = None
 
     def profiled(self, client_idx: np.ndarray) -> np.ndarray:
         """Whether each client has its device model's profile (own or shared)."""
@@ -272,6 +294,33 @@ class FlamingoPolicy(_PolicyBase):
         ph = self.client_phone[client_idx]
         own = self.explored[client_idx] >= ps.n_space[ph]
         return own | (self.config.share_profiles & self.shared_table[ph])
+
+    @property
+    def _split(self) -> bool:
+        """Collective exploration with the coordinator splitting choices across clients."""
+        return self.config.exploration == "collective" and self.config.share_profiles
+
+    def _segments(self, explore: np.ndarray, ci: np.ndarray, ph: np.ndarray, n_steps: int) -> tuple:
+        """Each explorer's segments: state-space positions ``(k, S)`` (-1: none) and steps ``(k, S)``."""
+        ps, cfg = self._profiles, self.config
+        k = len(ci)
+        seg_len = n_steps if cfg.exploration == "collective" else min(cfg.explore_steps, n_steps)
+        if self._split:
+            first = np.full(k, -1, dtype=np.int64)
+            for p in np.unique(ph[explore]):
+                mine = np.flatnonzero(explore & (ph == p))
+                todo = np.flatnonzero(~self.model_done[p, : ps.n_space[p]])
+                take = min(len(mine), len(todo))
+                first[mine[:take]] = todo[:take]
+            return first[:, None], np.where(first >= 0, n_steps, 0)[:, None], seg_len
+        pos = self.explored[ci]
+        n_seg = np.where(explore, np.minimum(-(-n_steps // max(seg_len, 1)), ps.n_space[ph] - pos), 0) if n_steps else np.zeros(k, dtype=np.int64)
+        width = max(int(n_seg.max(initial=0)), 1)
+        j = np.arange(width)[None, :]
+        valid = j < n_seg[:, None]
+        choice = np.where(valid, pos[:, None] + j, -1)
+        steps = np.where(valid, np.minimum(seg_len, n_steps - j * seg_len), 0)
+        return choice, steps, seg_len
 
     def run_tasks(self, request: TaskRequest) -> TaskOutcome:
         ps = self._ready(request)
@@ -291,21 +340,12 @@ class FlamingoPolicy(_PolicyBase):
         reason[hot] = "too_hot"
         accepted = reason == ""
         explore = accepted & ~profiled & ~charging
-        if cfg.share_profiles:
-            # Collective exploration: consecutive unexplored choices of the device model.
-            rank = np.zeros(k, dtype=np.int64)
-            for p in np.unique(ph[explore]):
-                mine = explore & (ph == p)
-                rank[mine] = np.arange(np.count_nonzero(mine))
-            pos = self.model_explored[ph] + rank
-            explore &= pos < ps.n_space[ph]
-        else:
-            pos = self.explored[ci]
-        pos = np.minimum(pos, ps.n_space[ph] - 1)
+        seg_choice, seg_steps, seg_len = self._segments(explore, ci, ph, request.n_steps)
+        explore &= (seg_steps > 0).any(axis=1)
         default = accepted & ~profiled & ~explore
         control = accepted & profiled
 
-        # One ladder per task: viable choices for control, one rung otherwise.
+        # Controlled and default tasks: one ladder each (viable choices, or 4567 alone).
         width = ps.latency_s.shape[1]
         lat = np.full((k, width), np.nan)
         pw = np.full((k, width), np.nan)
@@ -313,28 +353,66 @@ class FlamingoPolicy(_PolicyBase):
         n_rungs = np.ones(k, dtype=np.int64)
         lat[control], pw[control], lab[control] = ps.latency_s[ph[control]], ps.power_w[ph[control]], ps.label_idx[ph[control]]
         n_rungs[control] = ps.n_viable[ph[control]]
-        lat[explore, 0] = ps.space_latency_s[ph[explore], pos[explore]]
-        pw[explore, 0] = ps.space_power_w[ph[explore], pos[explore]]
-        lab[explore, 0] = ps.space_label_idx[ph[explore], pos[explore]]
         lat[default, 0] = ps.baseline_latency_s[ph[default]]
         pw[default, 0] = ps.baseline_power_w[ph[default]]
         lab[default, 0] = ps.baseline_label_idx[ph[default]]
-        dur, en, inter, counts = self._price(request, lat, pw, lab, n_rungs, control, accepted)
+        dur, en, inter, counts, _ = self._price(request, lat, pw, lab, n_rungs, control, control | default)
 
-        # Exploration progress and the coordinator's table.
-        ex = ci[explore]
-        self.explored[ex] += 1
-        if cfg.share_profiles:
-            np.add.at(self.model_explored, ph[explore], 1)
-            self.shared_table |= self.model_explored >= ps.n_space
+        # Explorers: one segment per explored choice, back to back, then the rest controlled.
+        t = np.zeros(k)
+        seg_end = np.zeros(seg_choice.shape)
+        one = np.ones(k, dtype=np.int64)
+        for j in range(seg_choice.shape[1]):
+            run = explore & (seg_steps[:, j] > 0)
+            pos = np.maximum(seg_choice[:, j], 0)
+            part = self._price(request, ps.space_latency_s[ph, pos][:, None], ps.space_power_w[ph, pos][:, None],
+                               ps.space_label_idx[ph, pos][:, None], one, np.zeros(k, dtype=bool), run,
+                               n_steps=seg_steps[:, j], start_s=t)
+            dur, en, inter, counts = dur + part[0], en + part[1], inter + part[2], counts + part[3]
+            t = np.where(run, part[4], t)
+            seg_end[:, j] = t
+        rest = np.where(explore, request.n_steps - seg_steps.sum(axis=1), 0)
+        run = rest > 0
+        if run.any():
+            part = self._price(request, ps.latency_s[ph], ps.power_w[ph], ps.label_idx[ph], ps.n_viable[ph],
+                               np.ones(k, dtype=bool), run, n_steps=rest, start_s=t)
+            dur, en, inter, counts = dur + part[0], en + part[1], inter + part[2], counts + part[3]
+        rows = np.flatnonzero(explore)
+        self._pending = {"rows": rows, "client": ci[rows], "phone": ph[rows], "choice": seg_choice[rows],
+                         "full": seg_steps[rows] == seg_len, "end_s": seg_end[rows], "duration_s": dur[rows]}
 
         mode = np.full(k, "declined", dtype=object)
         mode[explore], mode[default], mode[control] = "explore", "default", "control"
         return TaskOutcome(accepted, reason, dur, en, inter, counts, ps.labels, mode)
 
+    def settle(self, outcome: TaskOutcome, done_frac: np.ndarray) -> None:
+        """Book exploration progress once the round is settled.
+
+        ``done_frac`` (over the round's requests): the share of each task that ran. A choice
+        counts as explored if its ``explore_steps`` batches ended within the part that ran
+        (``done_frac x duration``); the coordinator's table is updated afterwards.
+        """
+        pend, self._pending = self._pending, None
+        if pend is None or not len(pend["rows"]):
+            return
+        ps = self._profiles
+        ran = np.asarray(done_frac, dtype=float)[pend["rows"]] * pend["duration_s"]
+        ok = pend["full"] & (pend["choice"] >= 0) & (pend["end_s"] <= ran[:, None] * (1 + 1e-9) + 1e-9)
+        ph = pend["phone"]
+        if self._split:
+            rows, cols = np.nonzero(ok)
+            self.model_done[ph[rows], pend["choice"][rows, cols]] = True
+            width = self.model_done.shape[1]
+            self.shared_table |= (self.model_done | (np.arange(width)[None, :] >= ps.n_space[:, None])).all(axis=1)
+            return
+        np.add.at(self.explored, pend["client"], np.cumprod(ok, axis=1).sum(axis=1))
+        if self.config.share_profiles:
+            finished = self.explored[pend["client"]] >= ps.n_space[ph]
+            self.shared_table[ph[finished]] = True
+
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()
-        out.update(explored=self.explored.copy(), model_explored=self.model_explored.copy(), shared_table=self.shared_table.copy())
+        out.update(explored=self.explored.copy(), model_done=self.model_done.copy(), shared_table=self.shared_table.copy())
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -343,8 +421,9 @@ class FlamingoPolicy(_PolicyBase):
         if explored.shape != self.explored.shape:
             raise ValueError(f"state is for {explored.shape[0]} clients, this policy has {self.explored.shape[0]}")
         self.explored = explored.copy()
-        self.model_explored = np.asarray(state["model_explored"], dtype=np.int64).copy()
+        self.model_done = np.asarray(state["model_done"], dtype=bool).copy()
         self.shared_table = np.asarray(state["shared_table"], dtype=bool).copy()
+        self._pending = None
 
 
 _BUILTIN: dict[str, Callable[[PolicyConfig | None], Policy] | str] = {

@@ -65,6 +65,7 @@ __all__ = [
     "PROFILE_SCHEMA",
     "BASELINE_LABEL",
     "MODELS",
+    "PROFILE_SETS",
 ]
 
 PROFILE_SCHEMA = "flamingo-sim/profile/v1"
@@ -73,6 +74,10 @@ PROFILE_SCHEMA = "flamingo-sim/profile/v1"
 BASELINE_LABEL = "4567"
 #: The DNN models the shipped profiles cover.
 MODELS = ("resnet34", "shufflenet_v2_x2", "mobilenet_v2")
+#: Selectable profile sets (``phones.profile_set``): ``paper`` lives in ``<profiles_dir>/<phone>/``
+#: (with any measured profile), every other set in ``<profiles_dir>/<set>/<phone>/``; see
+#: :mod:`flamingo_sim.devices.calibrate` for how the shipped sets differ.
+PROFILE_SETS = ("paper", "anchored")
 
 
 @dataclass(frozen=True)
@@ -235,12 +240,17 @@ class _ProfileFile:
     energy_note: str = ""
 
 
-def profile_path(profiles_dir: str | Path, phone: str, model: str) -> Path:
-    return Path(profiles_dir) / phone / f"{model}.yaml"
+def profile_path(profiles_dir: str | Path, phone: str, model: str, profile_set: str = "paper") -> Path:
+    """``<profiles_dir>/<phone>/<model>.yaml`` for the ``paper`` set, ``<profiles_dir>/<set>/<phone>/<model>.yaml`` otherwise."""
+    if profile_set not in PROFILE_SETS:
+        raise ConfigError(f"unknown profile set {profile_set!r} (known: {', '.join(PROFILE_SETS)})")
+    base = Path(profiles_dir) if profile_set == "paper" else Path(profiles_dir) / profile_set
+    return base / phone / f"{model}.yaml"
 
 
-def load_profile(profiles_dir: str | Path, phone: Phone | str, model: str, phones: dict[str, Phone] | None = None) -> Profile:
-    """Read ``<profiles_dir>/<phone>/<model>.yaml``; errors name the file and the key."""
+def load_profile(profiles_dir: str | Path, phone: Phone | str, model: str, phones: dict[str, Phone] | None = None,
+                 profile_set: str = "paper") -> Profile:
+    """Read the profile of (phone, model) in ``profile_set`` (:func:`profile_path`); errors name the file and the key."""
     from flamingo_sim.devices.soc import load_phones
 
     if isinstance(phone, str):
@@ -248,7 +258,7 @@ def load_profile(profiles_dir: str | Path, phone: Phone | str, model: str, phone
         if phone not in phones:
             raise ConfigError(f"{Path(profiles_dir) / 'phones.yaml'}: unknown phone {phone!r} (known: {', '.join(sorted(phones))})")
         phone = phones[phone]
-    path = profile_path(profiles_dir, phone.name, model)
+    path = profile_path(profiles_dir, phone.name, model, profile_set)
     if not path.is_file():
         raise ConfigError(f"{path}: no profile for phone {phone.name!r} and model {model!r}")
     data = from_mapping(_ProfileFile, load_yaml(path), source=str(path))
@@ -271,9 +281,9 @@ def load_profile(profiles_dir: str | Path, phone: Phone | str, model: str, phone
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def save_profile(profiles_dir: str | Path, profile: Profile) -> Path:
-    """Write ``profile`` atomically to its file; returns the path."""
-    path = profile_path(profiles_dir, profile.phone.name, profile.model)
+def save_profile(profiles_dir: str | Path, profile: Profile, profile_set: str = "paper") -> Path:
+    """Write ``profile`` atomically to its file in ``profile_set``; returns the path."""
+    path = profile_path(profiles_dir, profile.phone.name, profile.model, profile_set)
     with atomic_path(path) as tmp:
         tmp.write_text(yaml.safe_dump(profile.to_mapping(), sort_keys=False, default_flow_style=None, width=120))
     return path
@@ -361,12 +371,12 @@ class ProfileSet:
             a.setflags(write=False)
 
     @classmethod
-    def load(cls, profiles_dir: str | Path, phones: Sequence[str], model: str) -> "ProfileSet":
-        """Load ``<profiles_dir>/<phone>/<model>.yaml`` for each phone name (row order = ``phones``)."""
+    def load(cls, profiles_dir: str | Path, phones: Sequence[str], model: str, profile_set: str = "paper") -> "ProfileSet":
+        """Load each phone's profile of ``model`` in ``profile_set`` (row order = ``phones``)."""
         from flamingo_sim.devices.soc import load_phones
 
         catalogue = load_phones(profiles_dir)
-        profs = tuple(load_profile(profiles_dir, name, model, phones=catalogue) for name in phones)
+        profs = tuple(load_profile(profiles_dir, name, model, phones=catalogue, profile_set=profile_set) for name in phones)
         try:
             return cls(model, tuple(phones), profs)
         except ValueError as exc:

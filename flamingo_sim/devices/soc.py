@@ -115,9 +115,17 @@ class SocSpec:
     prime: int | None = None
     uncore_power_w: float = 0.6
     core_types: dict[str, CoreTypeModel] = field(default_factory=dict, hash=False)
+    foreground_cores: tuple[int, ...] = ()  # where the owner's foreground app runs; () = the two highest big cores
+    shared_core_slowdown: float = 2.0  # a training step sharing one of them runs this much slower
 
     def __post_init__(self) -> None:
         CoreLayout(self.low_power, self.big, self.prime)  # validates
+        if not self.foreground_cores:
+            object.__setattr__(self, "foreground_cores", tuple(sorted(self.big or self.low_power)[-2:]))
+        if not set(self.foreground_cores) <= set(self.low_power) | set(self.big):
+            raise ValueError(f"foreground_cores {list(self.foreground_cores)} must be cores of the SoC")
+        if self.shared_core_slowdown < 1.0:
+            raise ValueError(f"shared_core_slowdown must be >= 1, got {self.shared_core_slowdown}")
         needed = {"low_power", "big"} | ({"prime"} if self.prime is not None else set())
         missing = needed - set(self.core_types) if self.core_types else set()
         if missing:
@@ -218,6 +226,8 @@ class _SocEntry:
     uncore_power_w: float = 0.6
     core_types: dict[str, CoreTypeModel] = field(default_factory=dict)
     description: str = ""
+    foreground_cores: list[int] = field(default_factory=list)
+    shared_core_slowdown: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -263,7 +273,8 @@ def _load_phones_file(path: Path, known_socs: dict[str, SocSpec]) -> tuple[dict[
         if name in known_socs:
             raise ConfigError(f"{path}: socs.{name}: already defined in an earlier catalogue file")
         try:
-            socs[name] = SocSpec(name, tuple(e.low_power), tuple(e.big), e.prime, e.uncore_power_w, dict(e.core_types))
+            socs[name] = SocSpec(name, tuple(e.low_power), tuple(e.big), e.prime, e.uncore_power_w, dict(e.core_types),
+                                 tuple(e.foreground_cores), e.shared_core_slowdown)
         except ValueError as exc:
             raise ConfigError(f"{path}: socs.{name}: {exc}") from None
     usable = known_socs | socs

@@ -12,9 +12,11 @@ An event loop in virtual time:
    at once by the same rules as a synchronous round (:func:`~flamingo_sim.fl.rounds.settle_round`
    with K = 1): its trace takes it offline before it finishes (``unavailable``), its training
    would drain it (``battery_exhausted``, after the share its spare energy paid for), it declines
-   (the slot is retried ``retry_s`` later), or it arrives;
+   (the slot is retried ``retry_s`` later), or it arrives; the policy's ``settle`` (Flamingo's
+   exploration progress) hears of the task's share that ran;
 2. *arrival* (at dispatch time + its duration, or when it stops): every battery is advanced
-   along its trace to ``t``, the client's training energy drawn; a kept client trains for real
+   along its trace to ``t``, the client's training energy drawn (none when it was on the
+   charger at dispatch: the charger pays, as in the synchronous engine); a kept client trains for real
    from the version it downloaded, and its delta (trained minus downloaded) joins the buffer
    with staleness = versions made meanwhile; the slot is dispatched again;
 3. with M deltas buffered the server applies :func:`~flamingo_sim.fl.aggregate.fedbuff_step`
@@ -58,11 +60,13 @@ class _Task:
     version: int  # model version downloaded
     start_s: float
     reason: int
-    energy_j: float  # energy its battery pays (share run)
+    energy_j: float  # training energy (share run)
+    battery_j: float  # of which its battery pays (none on the charger)
     duration_s: float  # priced duration of the whole task
     interference_s: float
     steps: np.ndarray  # steps per execution choice (kept tasks count)
     phone: int
+    foreground_s: float  # the owner's use of the phone while the task holds it
 
 
 class AsyncSimulation(Simulation):
@@ -93,7 +97,8 @@ class AsyncSimulation(Simulation):
     def _new_window(self) -> dict[str, Any]:
         n_phones = len(self.parts.population.phone_names)
         return {"dispatched": 0, "dropped": np.zeros(len(REASONS), dtype=np.int64), "energy_j": 0.0, "interference_s": 0.0,
-                "steps": np.zeros(len(self.parts.choice_labels), dtype=np.int64), "phone_interference_s": np.zeros(n_phones)}
+                "steps": np.zeros(len(self.parts.choice_labels), dtype=np.int64), "phone_interference_s": np.zeros(n_phones),
+                "phone_foreground_s": np.zeros(n_phones)}
 
     def _dispatch(self, t_s: float) -> None:
         """Fill one free slot at ``t_s``: select, price and settle a client's task."""
@@ -107,9 +112,10 @@ class AsyncSimulation(Simulation):
         chosen = self.selector.select(idle, 1, rng(self.seed, "selection", self.n_dispatch), view)
         c = int(chosen[0])
         one = np.array([c], dtype=np.int64)
+        plugged = self._plugged(t_s, one)
         request = TaskRequest(
             client_idx=one, phone_idx=pop.phone_idx[one], n_steps=cfg.fl.local_steps, start_s=t_s,
-            battery_pct=self.budget.level_pct_at(one), charging=self._trace_state(t_s, one) > 0,
+            battery_pct=self.budget.level_pct_at(one), charging=plugged,
             temperature_c=self._extra("temperature_c", t_s, one, DEFAULT_TEMPERATURE_C), in_use=self._in_use(t_s, one),
             slot_s=float(self.parts.traces.step_s),
         )
@@ -117,16 +123,23 @@ class AsyncSimulation(Simulation):
         duration_s = out.duration_s + pop.comm_s(self.model_size_mb, one)
         floor_j = cfg.traces.min_pct / 100.0 * self.capacity_j[one]
         spare_j = self.budget.available_j_at(one) - floor_j - self._trace_drain_j(one, t_s, duration_s)
+        spare_j = np.where(plugged, np.inf, spare_j)  # the charger pays for training
         settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=out.energy_j, spare_energy_j=spare_j,
-                               online_at_finish=self._online_at_finish(one, t_s, duration_s), deadline_s=cfg.fl.deadline_s)
+                               online_at_finish=self._online_at_finish(one, t_s, duration_s), interrupted=out.interrupted,
+                               deadline_s=cfg.fl.deadline_s)
+        settle = getattr(self.policy, "settle", None)  # e.g. Flamingo books exploration that finished
+        if callable(settle):
+            settle(out, settled.done_frac)
         reason = int(settled.reason[0])
         done = float(settled.done_frac[0])
-        task = _Task(c, self.n_dispatch, self.round, t_s, reason, float(settled.energy_spent_j[0]), float(duration_s[0]),
-                     float(out.interference_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]))
+        ends = t_s + cfg.fedbuff.retry_s if reason == DECLINED else t_s + max(float(duration_s[0]) * done, 1e-9)
+        spent_j = float(settled.energy_spent_j[0])
+        task = _Task(c, self.n_dispatch, self.round, t_s, reason, spent_j, 0.0 if plugged[0] else spent_j, float(duration_s[0]),
+                     float(out.interference_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
+                     float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]))
         self.busy[c] = True
         self.version_refs[self.round] = self.version_refs.get(self.round, 0) + 1
         self._window["dispatched"] += 1
-        ends = t_s + cfg.fedbuff.retry_s if reason == DECLINED else t_s + max(float(duration_s[0]) * done, 1e-9)
         self._push(ends, "arrive", task)
 
     def _advance_to(self, t_s: float, client: int, energy_j: float) -> None:
@@ -139,16 +152,17 @@ class AsyncSimulation(Simulation):
 
     def _arrive(self, t_s: float, task: _Task) -> None:
         c = task.client
-        self._advance_to(t_s, c, task.energy_j)
+        self._advance_to(t_s, c, task.battery_j)
         if task.reason == BATTERY_EXHAUSTED:
             self.budget.take_offline(np.array([c]))
         self.busy[c] = False
         self.energy_cum_j += task.energy_j
-        self.client_energy_j[c] += task.energy_j
+        self.client_energy_j[c] += task.battery_j
         w = self._window
         w["energy_j"] += task.energy_j
         w["interference_s"] += task.interference_s
         w["phone_interference_s"][task.phone] += task.interference_s
+        w["phone_foreground_s"][task.phone] += task.foreground_s
         if task.reason == KEPT:
             self.times_kept[c] += 1
             w["steps"] += task.steps
@@ -245,6 +259,7 @@ class AsyncSimulation(Simulation):
             clients_lost_cum=int(self.ever_lost.sum()),
             steps_by_choice={label: int(w["steps"][j]) for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(w["phone_interference_s"][p]) for p, phone in enumerate(pop.phone_names)},
+            foreground_s_by_phone={phone: float(w["phone_foreground_s"][p]) for p, phone in enumerate(pop.phone_names)},
             jain_participation=jain_index(self.times_kept),
             jain_energy=jain_index(self.client_energy_j),
             staleness_mean=float(np.mean(staleness)) if batch else float("nan"),

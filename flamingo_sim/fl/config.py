@@ -31,13 +31,22 @@ DEFAULT_PHONE_MIX = {
 @dataclass(frozen=True)
 class TracesConfig:
     path: Path = Path("traces/synthetic")  # a prep-traces output directory
-    min_pct: float = 10.0  # below this effective battery level a client goes offline
-    reentry_pct: float = 20.0  # ...and comes back once charging lifts it above this
+    min_pct: float = 10.0  # below this effective battery level a client goes offline (the paper's rule)
+    # An offline client comes back once charging lifts it to this level. None (default): min_pct,
+    # as in the paper; a higher value adds a hysteresis the paper does not have.
+    reentry_pct: Optional[float] = None
 
     def __post_init__(self) -> None:
+        reentry_pct = self.min_pct if self.reentry_pct is None else self.reentry_pct
+        object.__setattr__(self, "reentry_pct", reentry_pct)
         check_ranges(self, min_pct="[0, 100]", reentry_pct="[0, 100]")
-        if not self.min_pct < self.reentry_pct:
-            raise ValueError(f"need min_pct < reentry_pct, got {self.min_pct} and {self.reentry_pct}")
+        if not self.min_pct <= reentry_pct:
+            raise ValueError(f"need min_pct <= reentry_pct, got {self.min_pct} and {reentry_pct}")
+
+    @property
+    def reentry_level_pct(self) -> float:
+        """``reentry_pct`` as resolved (never None after construction)."""
+        return self.min_pct if self.reentry_pct is None else self.reentry_pct
 
 
 @dataclass(frozen=True)
@@ -46,8 +55,13 @@ class PhonesConfig:
     # directories searched for phones and profiles before the shipped ones (null: the user's
     # profiles directory, where `flamingo-sim profile` writes; see flamingo_sim.resources)
     profiles_dir: Union[Path, list[Path], None] = None
+    profile_set: str = "paper"  # "paper" (Table 1 matched) or "anchored" (plausible absolute values); see devices/calibrate.py
 
     def __post_init__(self) -> None:
+        from flamingo_sim.devices.profiles import PROFILE_SETS
+
+        if self.profile_set not in PROFILE_SETS:
+            raise ValueError(f"profile_set: expected one of {', '.join(PROFILE_SETS)}, got {self.profile_set!r}")
         if not self.mix:
             raise FieldError("mix", "at least one phone with its share", self.mix)
         check_ranges(self, mix=">= 0")

@@ -11,7 +11,9 @@ Each round (numbered steps match the code):
    of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
 5. train the kept clients for real and aggregate them (:mod:`flamingo_sim.fl.aggregators`;
    FedAvg weighted by samples by default);
-6. advance the clock and every client's battery along its trace, training energy included;
+6. advance the clock and every client's battery along its trace, training energy included
+   (a client on the charger, by the trace's ``charging`` column where it has one, trains on
+   the charger's power: no battery deficit, and it cannot run out mid-task);
 7. evaluate every ``eval_every`` rounds, and record the round's metrics.
 
 :meth:`Simulation.step` runs a round natively; :meth:`~Simulation.plan_round` (steps 1-4) and
@@ -131,8 +133,8 @@ class Simulation:
         self._pair_trace = pairs // n_phones
         first = np.zeros(len(pairs), dtype=np.int64)
         first[self._pair_of[::-1]] = np.arange(pop.n_clients)[::-1]  # a client of each pair
-        self.budget = EnergyBudget(capacity_j, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_pct)
-        self.trace_budget = EnergyBudget(capacity_j[first], min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_pct)
+        self.budget = EnergyBudget(capacity_j, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
+        self.trace_budget = EnergyBudget(capacity_j[first], min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
         levels0 = self._trace_levels(0.0)
         self.budget.reset(levels0[pop.trace_client])
         self.trace_budget.reset(levels0[self._pair_trace])
@@ -162,6 +164,17 @@ class Simulation:
     def _trace_state(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         return self.parts.traces.state_at(t_s)[self.parts.population.trace_client[idx]]
 
+    def _plugged(self, t_s: float, idx: np.ndarray) -> np.ndarray:
+        """Whether each client's phone is on the charger: the trace's ``charging`` column where it
+        has one (a phone held full on the charger reads plugged although its level no longer
+        rises), else a rising battery (``battery_state`` +1)."""
+        state = self._trace_state(t_s, idx) > 0
+        values = self.parts.traces.extra_at("charging", t_s)
+        if values is None:
+            return state
+        charger = values[self.parts.population.trace_client[idx]].astype(np.float64)
+        return np.where(np.isnan(charger), state, charger > 0.5)
+
     def _levels_at(self, idx: np.ndarray, times_s: np.ndarray) -> np.ndarray:
         """Trace level of clients ``idx`` each at its own time ``times_s``."""
         return self.parts.traces.levels_at(self.parts.population.trace_client[idx], times_s)
@@ -174,8 +187,18 @@ class Simulation:
 
     def _in_use(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         step = self.parts.traces.step_s
-        slots = [self._extra("screen_on_frac", t_s + j * step, idx, 0.0) > 0.5 for j in range(USAGE_SLOTS)]
+        threshold = self.cfg.policy.interference.in_use_threshold
+        slots = [self._extra("screen_on_frac", t_s + j * step, idx, 0.0) > threshold for j in range(USAGE_SLOTS)]
         return np.stack(slots, axis=1)
+
+    def _foreground_s(self, t_s: float, idx: np.ndarray, span_s: np.ndarray) -> np.ndarray:
+        """Seconds each client's owner uses the phone within ``[t_s, t_s + span_s)`` (the in-use slots)."""
+        use = self._in_use(t_s, idx)
+        step = float(self.parts.traces.step_s)
+        edges = np.arange(use.shape[1]) * step
+        overlap = np.clip(span_s[:, None] - edges[None, :], 0.0, step)
+        overlap[:, -1] = np.maximum(span_s - edges[-1], 0.0)  # the last slot persists
+        return (use * overlap).sum(axis=1)
 
     # -- one round -----------------------------------------------------------------------------
     def step(self) -> RoundRecord:
@@ -203,13 +226,14 @@ class Simulation:
         chosen = self.selector.select(online, n_select, rng(self.seed, "selection", self.round), view)
 
         # 3. price every selected client's task under its policy
+        plugged = self._plugged(t0, chosen)
         request = TaskRequest(
             client_idx=chosen,
             phone_idx=pop.phone_idx[chosen],
             n_steps=cfg.fl.local_steps,
             start_s=t0,
             battery_pct=self.budget.level_pct_at(chosen),
-            charging=self._trace_state(t0, chosen) > 0,
+            charging=plugged,
             temperature_c=self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C),
             in_use=self._in_use(t0, chosen),
             slot_s=float(self.parts.traces.step_s),
@@ -222,6 +246,7 @@ class Simulation:
         finish_online = self._online_at_finish(chosen, t0, duration_s)
         floor_j = self.cfg.traces.min_pct / 100.0 * self.capacity_j[chosen]
         spare_j = self.budget.available_j_at(chosen) - floor_j - self._trace_drain_j(chosen, t0, duration_s)
+        spare_j = np.where(plugged, np.inf, spare_j)  # the charger pays for training
         settled = settle_round(
             k=k,
             accepted=outcome.accepted,
@@ -232,6 +257,9 @@ class Simulation:
             interrupted=outcome.interrupted,
             deadline_s=cfg.fl.deadline_s,
         )
+        settle = getattr(self.policy, "settle", None)  # e.g. Flamingo books exploration that finished
+        if callable(settle):
+            settle(outcome, settled.done_frac)
         return RoundPlan(
             round=self.round,
             t0_s=t0,
@@ -301,7 +329,7 @@ class Simulation:
         # 6. advance the clock and every battery along its trace
         self.clock_s = t0 + settled.duration_s
         drawn_j = np.zeros(pop.n_clients)
-        drawn_j[chosen] = settled.energy_spent_j
+        drawn_j[chosen] = np.where(self._plugged(t0, chosen), 0.0, settled.energy_spent_j)  # the charger pays
         self._advance_budgets(t0, self.clock_s, drawn_j)
         self.budget.take_offline(chosen[settled.reason == BATTERY_EXHAUSTED])  # ran flat: wait for a charge
         lost_now = self.trace_budget.online[self._pair_of] & ~self.budget.online
@@ -311,8 +339,11 @@ class Simulation:
         self.times_kept[kept] += 1
         self.client_energy_j += drawn_j
 
-        # the owner feels every training step that ran, kept or not
+        # the owner feels every training step that ran, kept or not; the owner's foreground
+        # time is counted over each selected client's time under the job this round
         interference_s = outcome.interference_s * settled.done_frac
+        span_s = np.maximum(settled.duration_s, outcome.duration_s * settled.done_frac)
+        foreground_s = self._foreground_s(t0, chosen, span_s)
 
         # 7. evaluate and record
         accuracy = loss = float("nan")
@@ -341,6 +372,7 @@ class Simulation:
             clients_lost_cum=int(self.ever_lost.sum()),
             steps_by_choice={label: int(counts[j]) if counts is not None else 0 for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
+            foreground_s_by_phone={phone: float(foreground_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             jain_participation=jain_index(self.times_kept),
             jain_energy=jain_index(self.client_energy_j),
         )

@@ -2,8 +2,12 @@
 
 One row per (policy, seed, round) in ``metrics.parquet``; columns documented in ``COLUMNS``,
 plus ``steps_<choice>`` (local steps the kept clients ran on each execution choice, e.g.
-``steps_4567``) and ``interference_s_<phone>`` (interference per phone model, all attempts). The summary is a
-pure function of that table, so ``flamingo-sim report`` and notebooks can recompute it.
+``steps_4567``), ``interference_s_<phone>`` (interference per phone model, all attempts) and
+``foreground_s_<phone>`` (the owners' foreground time of that phone model's selected clients
+while the round ran). The summary is a pure function of that table, so ``flamingo-sim report``
+and notebooks can recompute it. Its per-policy ``ux_slowed_frac`` maps each phone model to the
+user-experience score: the share of the owners' foreground time slowed by training, summed
+over rounds and seeds (:func:`ux_slowed_frac`; the reproduce report's Table 3).
 """
 
 from __future__ import annotations
@@ -79,6 +83,18 @@ def _last(rows: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, float | Non
     return {c: (None if pd.isna(last[c]) else float(last[c])) for c in columns if c in rows.columns}
 
 
+def ux_slowed_frac(rows: pd.DataFrame) -> dict[str, float | None]:
+    """Per phone model: sum of ``interference_s_<phone>`` / sum of ``foreground_s_<phone>`` over
+    ``rows`` (None where the owners never used their phones while selected)."""
+    out: dict[str, float | None] = {}
+    for col in rows.columns:
+        if col.startswith("foreground_s_"):
+            phone = col[len("foreground_s_"):]
+            fg = float(rows[col].sum())
+            out[phone] = float(rows[f"interference_s_{phone}"].sum()) / fg if fg > 0 else None
+    return out
+
+
 def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = "baseline") -> dict[str, Any]:
     """Summary per policy, averaged over seeds; ``None`` where a seed did not reach the target.
 
@@ -123,6 +139,7 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
             if any(key in r for r in runs.values()):
                 entry[key] = _mean_or_none([r.get(key) for r in runs.values()])
         entry["clients_lost"] = _mean_or_none([r["clients_lost"] for r in runs.values()])
+        entry["ux_slowed_frac"] = ux_slowed_frac(metrics[metrics["policy"] == policy])
         entry["per_seed"] = {str(s): r for s, r in runs.items()}
         if policy != baseline and baseline in per_seed:
             base = per_seed[baseline]
@@ -150,6 +167,10 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"{fmt(e['final_accuracy'], 1, 3):>9} {fmt(e['clients_lost'], 1, 0):>6} "
             f"{fmt(e.get('speedup'), 1, 2, 'x'):>8} {fmt(e.get('energy_efficiency'), 1, 2, 'x'):>10}"
         )
+    ux = {p: e.get("ux_slowed_frac") or {} for p, e in summary["policies"].items()}
+    if any(ux.values()):
+        lines.append("owners' foreground time slowed by training: " + "; ".join(
+            f"{p} " + ", ".join(f"{ph} {fmt(v, 0.01, 0, '%')}" for ph, v in fr.items()) for p, fr in ux.items()))
     targets = {s: t for s, t in summary["target_accuracy_by_seed"].items()}
     lines.append(f"target accuracy ({summary['target']}): " + ", ".join(f"seed {s}: {fmt(t, 1, 3)}" for s, t in targets.items()))
     return "\n".join(lines)

@@ -3,13 +3,13 @@
 :meth:`flamingo_sim.fl.engine.Simulation.finish_round` returns a :class:`RoundRecord`;
 callbacks receive it (:mod:`flamingo_sim.fl.callbacks`) and :meth:`RoundRecord.to_row` gives
 the ``metrics.parquet`` row (columns in :data:`flamingo_sim.fl.metrics.COLUMNS`, then
-``steps_<choice>`` and ``interference_s_<phone>``). :meth:`RoundRecord.from_row` reads a row
+``steps_<choice>``, ``interference_s_<phone>`` and ``foreground_s_<phone>``). :meth:`RoundRecord.from_row` reads a row
 back (checkpoints store rows, plain data).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -17,7 +17,7 @@ from flamingo_sim.fl.rounds import DROP_REASONS
 
 __all__ = ["RoundRecord"]
 
-_STEPS, _INTERFERENCE = "steps_", "interference_s_"
+_STEPS, _INTERFERENCE, _FOREGROUND = "steps_", "interference_s_", "foreground_s_"
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,8 @@ class RoundRecord:
     ``dropped`` maps every drop reason (:data:`flamingo_sim.fl.rounds.DROP_REASONS`) to its
     count; ``steps_by_choice`` maps each execution-choice label to the local steps the kept
     clients ran on it; ``interference_s_by_phone`` maps each phone model to the interference
-    its selected clients caused (all attempts). The mappings are read-only. ``jain_*`` are
+    its selected clients caused (all attempts), ``foreground_s_by_phone`` the time their owners
+    used them meanwhile. The mappings are read-only. ``jain_*`` are
     Jain's indices over all clients so far (:mod:`flamingo_sim.fl.fairness`);
     ``staleness_mean`` is set by the asynchronous engine only (a column only there).
     """
@@ -51,6 +52,7 @@ class RoundRecord:
     clients_lost_cum: int
     steps_by_choice: Mapping[str, int]
     interference_s_by_phone: Mapping[str, float]
+    foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
     jain_participation: float = float("nan")
     jain_energy: float = float("nan")
     staleness_mean: float | None = None
@@ -62,6 +64,7 @@ class RoundRecord:
         object.__setattr__(self, "dropped", MappingProxyType(dropped))
         object.__setattr__(self, "steps_by_choice", MappingProxyType(dict(self.steps_by_choice)))
         object.__setattr__(self, "interference_s_by_phone", MappingProxyType(dict(self.interference_s_by_phone)))
+        object.__setattr__(self, "foreground_s_by_phone", MappingProxyType(dict(self.foreground_s_by_phone)))
 
     def to_row(self) -> dict[str, Any]:
         """The ``metrics.parquet`` row, columns in their documented order."""
@@ -88,6 +91,7 @@ class RoundRecord:
         }
         row.update({f"{_STEPS}{label}": n for label, n in self.steps_by_choice.items()})
         row.update({f"{_INTERFERENCE}{phone}": s for phone, s in self.interference_s_by_phone.items()})
+        row.update({f"{_FOREGROUND}{phone}": s for phone, s in self.foreground_s_by_phone.items()})
         if self.staleness_mean is not None:
             row["staleness_mean"] = self.staleness_mean
         return row
@@ -105,4 +109,5 @@ class RoundRecord:
             dropped={r: row[f"dropped_{r}"] for r in DROP_REASONS},
             steps_by_choice={k[len(_STEPS):]: v for k, v in row.items() if k.startswith(_STEPS)},
             interference_s_by_phone={k[len(_INTERFERENCE):]: v for k, v in row.items() if k.startswith(_INTERFERENCE)},
+            foreground_s_by_phone={k[len(_FOREGROUND):]: v for k, v in row.items() if k.startswith(_FOREGROUND)},
         )

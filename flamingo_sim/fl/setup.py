@@ -63,11 +63,12 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     if unknown:
         raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
     phones = [p for p, share in cfg.phones.mix.items() if share > 0]
-    missing = [p for p in phones if search.find(p, cfg.model) is None]
+    pset = cfg.phones.profile_set
+    missing = [p for p in phones if search.find(p, cfg.model, pset) is None]
     if missing:
-        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} "
-                          f"(profiled models: {', '.join(search.models())})")
-    profiles = search.load_set(phones, cfg.model)
+        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} in profile set "
+                          f"{pset!r} (profiled models: {', '.join(search.models())})")
+    profiles = search.load_set(phones, cfg.model, pset)
 
     dataset, model_name = _dataset(cfg, experiment_path, log)
     log(f"data: {dataset.description}")

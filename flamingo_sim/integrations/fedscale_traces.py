@@ -251,5 +251,5 @@ def export_fedscale_traces(
     )
     out = Path(out_dir)
     conf = write_pickle(out / "device_conf.pkl", device_conf(population, profiles, choice))
-    avail = write_pickle(out / "device_avail.pkl", device_avail(traces, cfg.traces.min_pct, cfg.traces.reentry_pct))
+    avail = write_pickle(out / "device_avail.pkl", device_avail(traces, cfg.traces.min_pct, cfg.traces.reentry_level_pct))
     return conf, avail

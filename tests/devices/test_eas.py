@@ -16,15 +16,17 @@ def ps(profiles_dir):
 
 
 def test_eas_choice_by_hand():
-    # profiles/pixel_3/mobilenet_v2.yaml: 4567, 456, 45, 4, 0123, 012, 01, 0
-    lat = np.array([3.97, 2.943, 2.481, 3.412, 13.5, 10.01, 8.436, 11.6])
-    pw = np.array([4.315, 3.721, 3.002, 1.9, 1.315, 1.2, 1.062, 0.85])
-    # energy per step: 17.13, 10.95, 7.448, 6.483, 17.75, 12.01, 8.959, 9.86
-    # margin 0.8: fits if latency <= 2.481 / 0.8 = 3.101 -> 456, 45 -> cheapest 45
-    assert eas_choice(lat, pw, 0.8) == 2
-    # margin 0.7: latency <= 3.544 adds 4 (6.483 J) -> 4
-    assert eas_choice(lat, pw, 0.7) == 3
-    assert eas_choice(np.append(lat, np.nan), np.append(pw, np.nan), 0.8) == 2  # padding ignored
+    # profiles/pixel_3/mobilenet_v2.yaml (profile set "paper"): 4567, 456, 45, 4, 0123, 012, 01, 0
+    lat = np.array([49.7, 43.48, 37.27, 31.06, 72.06, 67.26, 64.85, 72.06])
+    pw = np.array([2.731, 2.454, 2.177, 1.9, 1.001, 0.9457, 0.8803, 0.79])
+    # energy per step: 135.7, 106.7, 81.14, 59.01, 72.13, 63.61, 57.09, 56.93
+    # margin 0.8: fits if latency <= 31.06 / 0.8 = 38.83 -> 45, 4 -> cheapest 4
+    assert eas_choice(lat, pw, 0.8) == 3
+    # margin 0.45: latency <= 69.02 adds 012 (63.61 J) and 01 (57.09 J) -> 01
+    assert eas_choice(lat, pw, 0.45) == 6
+    # margin 0.4: latency <= 77.65, every choice fits -> 0 (56.93 J)
+    assert eas_choice(lat, pw, 0.4) == 7
+    assert eas_choice(np.append(lat, np.nan), np.append(pw, np.nan), 0.8) == 3  # padding ignored
 
 
 def test_eas_runs_every_task_on_its_choice_without_feedback(ps):
@@ -36,10 +38,10 @@ def test_eas_runs_every_task_on_its_choice_without_feedback(ps):
                       np.array([30.0, 50.0, 30.0]), np.ones((k, 1), bool), 60.0)
     out = pol.run_tasks(req)
     assert out.accepted.all()  # no battery or temperature monitoring
-    assert out.choice_mix() == {"45": 30}
-    # cores 4, 5 are not the foreground app's: 10 steps x 2.481 s, 10 x 7.448 J, no interference
-    assert out.duration_s.tolist() == pytest.approx([24.81] * 3)
-    assert out.energy_j.tolist() == pytest.approx([24.81 * 3.002] * 3)
+    assert out.choice_mix() == {"4": 30}
+    # core 4 is not the foreground app's (SD845: 6, 7): 10 steps x 31.06 s at 1.9 W, no interference
+    assert out.duration_s.tolist() == pytest.approx([310.6] * 3)
+    assert out.energy_j.tolist() == pytest.approx([310.6 * 1.9] * 3)
     assert out.interference_s.tolist() == [0.0] * 3
     state = pol.state_dict()
     fresh = make_policy("eas")

@@ -23,6 +23,13 @@ def req(clients, phones, n_steps=10, *, battery=80.0, charging=False, temp=30.0,
                        np.full(k, charging), np.full(k, temp, float), use, slot_s)
 
 
+def run(pol, request, done=None):
+    """One round: price the requests, then settle them (every task ran in full unless ``done``)."""
+    out = pol.run_tasks(request)
+    pol.settle(out, np.ones(request.k) if done is None else np.asarray(done, float))
+    return out
+
+
 def test_baseline_always_4567(ps, profiles_dir):
     pol = BaselinePolicy()
     pol.init(2, np.array([0, 1]), ps)
@@ -36,17 +43,17 @@ def test_baseline_always_4567(ps, profiles_dir):
     assert isinstance(pol, Policy)
 
 
-def test_flamingo_explores_in_state_space_order_then_controls(ps):
-    pol = FlamingoPolicy(PolicyConfig(share_profiles=False))
+def test_collective_exploration_walks_the_state_space_one_choice_per_task(ps):
+    pol = FlamingoPolicy(PolicyConfig(share_profiles=False, exploration="collective"))
     pol.init(1, np.array([0]), ps)
     seen = []
     for _ in range(8):
-        out = pol.run_tasks(req([0], [0], 5))
+        out = run(pol, req([0], [0], 5))
         assert out.mode[0] == "explore"
         (lab,) = [lab for lab, n in out.choice_mix().items()]
         seen.append(lab)
     assert seen == ["4567", "456", "45", "4", "0123", "012", "01", "0"]
-    assert pol.run_tasks(req([0], [0], 5)).mode[0] == "control"
+    assert run(pol, req([0], [0], 5)).mode[0] == "control"
 
 
 def test_flamingo_decisions(ps):
@@ -58,7 +65,7 @@ def test_flamingo_decisions(ps):
     assert out.mode[0] == "default" and out.choice_mix() == {"4567": 10}
     assert pol.explored[0] == 0
     for _ in range(8):
-        pol.run_tasks(req([0], [0], 1))
+        run(pol, req([0], [0], 1))
     # Sharing: client 1 (same model) gets the profile from the coordinator; client 2 (mi_10) does not.
     out = pol.run_tasks(req([1, 2], [0, 1], 1))
     assert list(out.mode) == ["control", "explore"]
@@ -73,7 +80,7 @@ def test_flamingo_gives_cores_back_under_interference(ps, profiles_dir):
     pol.init(1, np.array([1]), ps)
     pol.shared_table[1] = True  # the coordinator already holds the Mi 10 profile
     prof = load_profile(profiles_dir, "mi_10", "mobilenet_v2")
-    assert [c.label for c in prof.choices] == ["7", "4", "0"]
+    assert [c.label for c in prof.choices] == ["7", "4", "01", "0"]
     out = pol.run_tasks(req([0], [1], 5, in_use=[[True]]))
     # "7" is held by the foreground app: one 2x step, detected, then "4" (free) for 4 steps
     t7, t4 = prof.choices[0].step_latency_s, prof.choices[1].step_latency_s
@@ -101,12 +108,12 @@ def test_state_dict_resume_gives_the_same_outcomes(ps):
     for i, r in enumerate(rounds):
         if i == 15:
             snap = a.state_dict()
-        outs.append(a.run_tasks(r))
+        outs.append(run(a, r))
     b = FlamingoPolicy()
     b.init(n, phone, ps)
     b.load_state_dict(snap)
     for r, o in zip(rounds[15:], outs[15:]):
-        o2 = b.run_tasks(r)
+        o2 = run(b, r)
         assert np.array_equal(o.steps_by_choice, o2.steps_by_choice) and np.allclose(o.duration_s, o2.duration_s)
         assert list(o.decline_reason) == list(o2.decline_reason)
 
@@ -127,17 +134,17 @@ def test_make_policy_and_config():
 def test_shared_exploration_is_collective_per_device_model(ps):
     # Three Pixel 3 clients in one round take the model's first three choices; the next round's
     # explorers continue from the fourth; once all 8 are measured every Pixel 3 client controls.
-    pol = FlamingoPolicy()
+    pol = FlamingoPolicy(PolicyConfig(exploration="collective"))
     pol.init(6, np.array([0, 0, 0, 0, 0, 0]), ps)
-    out = pol.run_tasks(req([0, 1, 2], [0, 0, 0], 1))
+    out = run(pol, req([0, 1, 2], [0, 0, 0], 1))
     assert list(out.mode) == ["explore"] * 3
     mix = [[lab for lab, n in zip(out.labels, row) if n] for row in out.steps_by_choice]
     assert mix == [["4567"], ["456"], ["45"]]
-    assert pol.model_explored[0] == 3 and not pol.shared_table[0]
-    out = pol.run_tasks(req([3, 4, 5, 0, 1, 2], [0] * 6, 1))
+    assert pol.model_done[0].sum() == 3 and not pol.shared_table[0]
+    out = run(pol, req([3, 4, 5, 0, 1, 2], [0] * 6, 1))
     mix = [[lab for lab, n in zip(out.labels, row) if n] for row in out.steps_by_choice]
     # five choices left (4, 0123, 012, 01, 0): the sixth explorer finds none and runs 4567
     assert mix == [["4"], ["0123"], ["012"], ["01"], ["0"], ["4567"]]
     assert list(out.mode) == ["explore"] * 5 + ["default"]
     assert pol.shared_table[0]
-    assert pol.run_tasks(req([5], [0], 1)).mode[0] == "control"
+    assert run(pol, req([5], [0], 1)).mode[0] == "control"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from flamingo_sim.config import from_mapping
-from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.devices.profiles import ProfileSet, load_profile
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data import SyntheticFederated
 from flamingo_sim.fl.engine import Components, Simulation
@@ -21,8 +21,9 @@ from flamingo_sim.traces.store import ClientTraces
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPACITY_J = 2915 * 3.6 * 3.85  # Pixel 3
-LAT_S, POWER_W = 3.97, 4.315  # profiles/pixel_3/mobilenet_v2.yaml, choice 4567
-STEPS = 160
+PIXEL3 = load_profile(ROOT / "profiles", "pixel_3", "mobilenet_v2")
+LAT_S, POWER_W = PIXEL3.baseline.step_latency_s, PIXEL3.baseline.power_w  # choice 4567: 49.7 s, 2.73 W
+STEPS = 12
 COMM_S = 2 * 14.0 * 8 / 20.0  # 14 MB down and up at 20 Mbit/s
 
 
@@ -32,7 +33,7 @@ def scripted_parts(**fl) -> Components:
         [
             [80.0, 80.0, 80.0],  # 0: plenty of battery -> kept
             [5.0, 5.0, 5.0],  # 1: below 10 % -> offline, never selected
-            [10.4, 10.4, 10.4],  # 2: 0.4 % spare, the task needs 6.8 % -> battery exhausted
+            [10.4, 10.4, 10.4],  # 2: 0.4 % spare, the task needs 4.0 % -> battery exhausted
             [60.0, 5.0, 5.0],  # 3: the owner drains it to 5 % at 600 s, before it finishes -> unavailable
         ],
         dtype=np.float32,
@@ -74,8 +75,8 @@ def test_scripted_round_by_hand():
     sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
     assert sim.budget.online.tolist() == [True, False, True, True]
     row = sim.step().to_row()
-    task_s = STEPS * LAT_S + COMM_S  # 646.4 s: past the 600 s tick where client 3's trace drops
-    task_j = STEPS * LAT_S * POWER_W  # 2740.9 J = 6.8 % of the battery
+    task_s = STEPS * LAT_S + COMM_S  # 607.6 s: past the 600 s tick where client 3's trace drops
+    task_j = STEPS * LAT_S * POWER_W  # 1628 J = 4.0 % of the battery
     assert (row["n_online"], row["n_selected"], row["n_kept"]) == (3, 3, 1)
     assert (row["dropped_battery_exhausted"], row["dropped_unavailable"], row["dropped_declined"]) == (1, 1, 0)
     assert row["duration_s"] == pytest.approx(task_s)
@@ -100,13 +101,14 @@ def test_flamingo_prices_the_same_client_faster_and_cheaper():
     parts = scripted_parts(rounds=1)
     base = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
     # Flamingo with the coordinator's Pixel 3 profile in hand (no exploration): its fastest
-    # viable choice is 45 (2.481 s/step, 3.002 W) instead of 4567.
+    # viable choice is 4 (31.06 s/step, 1.9 W) instead of 4567.
     pol = make_policy("flamingo", parts.cfg)
     sim = Simulation(parts, pol, "flamingo", 0, UniformSelector())
     pol.shared_table[:] = True
     row = sim.step().to_row()
-    assert row["duration_s"] == pytest.approx(STEPS * 2.481 + COMM_S)
-    assert row["steps_45"] == STEPS
+    assert PIXEL3.best.label == "4"
+    assert row["duration_s"] == pytest.approx(STEPS * PIXEL3.best.step_latency_s + COMM_S)
+    assert row["steps_4"] == STEPS
     assert row["duration_s"] < base["duration_s"]
 
 
@@ -138,3 +140,34 @@ def test_interference_is_recorded_per_phone():
     assert row["duration_s"] == pytest.approx(shared_s + COMM_S)
     assert row["interference_s"] == pytest.approx(shared_s * (2 + exhausted_frac))
     assert row["interference_s_pixel_3"] == pytest.approx(row["interference_s"])
+    # the owners' foreground time while the round ran: every selected client is in use for the
+    # whole round (its duration), except the exhausted one, which stopped earlier but is still
+    # counted until the round ends
+    assert row["foreground_s_pixel_3"] == pytest.approx(3 * row["duration_s"])
+
+
+def _with_extras(parts: Components, extras: dict) -> Components:
+    tr = parts.traces
+    parts.traces = ClientTraces(step_s=600, device_ids=tr.device_ids, level_pct=tr.level_pct, state=tr.state, extras=extras,
+                                client_ids=tr.client_ids, client_device=tr.client_device, shift_s=tr.shift_s)
+    return parts
+
+
+def test_phone_on_the_charger_counts_as_plugged_in():
+    # Client 0's trace says 'charging' although its level is flat (battery_state 0, as a phone
+    # held full on the charger reads): it trains on the charger's power, so no deficit.
+    charging = np.zeros((4, 3), dtype=np.float32)
+    charging[0] = 1.0
+    parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
+    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    row = sim.step().to_row()
+    assert row["n_kept"] == 1 and row["energy_j"] > 0
+    assert sim.budget.level_pct[0] == pytest.approx(80.0)  # compare 80 - 4.0 % without the charger
+    # Flamingo does not explore on the charger (the battery cannot measure): 4567, no progress
+    parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
+    pol = make_policy("flamingo", parts.cfg)
+    sim = Simulation(parts, pol, "flamingo", 0, UniformSelector())
+    plan = sim.plan_round()
+    modes = dict(zip(plan.chosen.tolist(), plan.outcome.mode))
+    assert modes[0] == "default" and modes[2] == "explore"
+    assert pol.explored[0] == 0

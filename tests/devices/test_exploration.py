@@ -1,0 +1,95 @@
+"""The paper's exploration protocol on constructed populations (explored-by rounds computed by hand)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flamingo_sim.devices.policies import FlamingoPolicy, PolicyConfig, TaskRequest
+from flamingo_sim.devices.profiles import ProfileSet, load_profile
+from flamingo_sim.fl.rounds import TOO_SLOW, settle_round
+
+PHONES = ["pixel_3", "mi_10"]  # 8 and 11 execution choices
+
+
+@pytest.fixture(scope="module")
+def ps(profiles_dir):
+    return ProfileSet.load(profiles_dir, PHONES, "mobilenet_v2")
+
+
+def idle(clients, phones, n_steps):
+    k = len(clients)
+    return TaskRequest(np.asarray(clients), np.asarray(phones), n_steps, 0.0, np.full(k, 80.0), np.zeros(k, bool),
+                       np.full(k, 30.0), np.zeros((k, 1), bool), 600.0)
+
+
+def test_explored_by_round_hand_computed(ps):
+    # explore_steps=2, 4 local steps: each task profiles 2 choices. Pixel 3 (8 choices): explored
+    # by the end of round 4; Mi 10 (11 choices): 2 per round, round 6 profiles the 11th and runs
+    # its 2 remaining steps under the control loop. Sharing: a Pixel 3 client first asked in
+    # round 5 gets the profile; one first asked in round 2 explores from its own first choice.
+    pol = FlamingoPolicy(PolicyConfig(explore_steps=2))
+    pol.init(5, np.array([0, 0, 1, 0, 0]), ps)
+    for rnd in range(1, 8):
+        clients, phones = [0, 1, 2], [0, 0, 1]
+        if rnd in (2, 5):
+            clients, phones = clients + [4 if rnd == 2 else 3], phones + [0]
+        out = pol.run_tasks(idle(clients, phones, 4))
+        pol.settle(out, np.ones(len(clients)))
+        assert list(pol.explored[:2]) == [min(2 * rnd, 8)] * 2
+        assert pol.explored[2] == min(2 * rnd, 11)
+        assert pol.shared_table[0] == (rnd >= 4) and pol.shared_table[1] == (rnd >= 6)
+        expect_pixel = "explore" if rnd <= 4 else "control"
+        assert list(out.mode[:2]) == [expect_pixel] * 2
+        assert out.mode[2] == ("explore" if rnd <= 6 else "control")
+        if rnd == 2:
+            assert out.mode[3] == "explore" and pol.explored[4] == 2  # its own first two choices
+        if rnd == 5:
+            assert out.mode[3] == "control" and pol.explored[3] == 0  # the shared profile
+        if rnd == 6:  # Mi 10: choice 11 ("0") for 2 steps, then 2 controlled steps on its fastest choice
+            mix = dict(zip(out.labels, out.steps_by_choice[2]))
+            assert mix["0"] == 2 and sum(mix.values()) == 4
+    assert pol.explored[4] == 2  # never asked again: the profile reached it through sharing
+    assert pol.profiled(np.array([4]))[0]
+
+
+def test_first_round_steps_and_time_are_the_profiled_choices(ps, profiles_dir):
+    pixel = {c.label: c for c in load_profile(profiles_dir, "pixel_3", "mobilenet_v2").all_choices}
+    pol = FlamingoPolicy(PolicyConfig(explore_steps=3))
+    pol.init(1, np.array([0]), ps)
+    out = pol.run_tasks(idle([0], [0], 7))  # 3 steps on 4567, 3 on 456, 1 on 45 (not complete)
+    mix = {lab: n for lab, n in zip(out.labels, out.steps_by_choice[0]) if n}
+    assert mix == {"4567": 3, "456": 3, "45": 1}
+    want = 3 * pixel["4567"].step_latency_s + 3 * pixel["456"].step_latency_s + pixel["45"].step_latency_s
+    assert out.duration_s[0] == pytest.approx(want)
+    pol.settle(out, np.ones(1))
+    assert pol.explored[0] == 2  # "45" ran 1 of its 3 batches: profiled again next time
+
+
+def test_k_fastest_cuts_a_slow_explorer(ps):
+    # Two Pixel 3 explorers run the same four choices; client 1 has a slow network.
+    pol = FlamingoPolicy(PolicyConfig(explore_steps=2, share_profiles=False))
+    pol.init(2, np.array([0, 0]), ps)
+    out = pol.run_tasks(idle([0, 1], [0, 0], 8))  # both: 4567, 456, 45, 4 (2 steps each)
+    # Client 1's transfers take as long as its compute: K=1 keeps client 0 and cuts client 1 at
+    # the round's end (client 0's duration), when it has run half of its task.
+    comm = np.array([0.0, out.duration_s[1]])
+    settled = settle_round(k=1, accepted=out.accepted, duration_s=out.duration_s + comm, energy_j=out.energy_j,
+                           spare_energy_j=np.full(2, 1e9), online_at_finish=np.ones(2, bool))
+    assert settled.reason[1] == TOO_SLOW
+    pol.settle(out, settled.done_frac)
+    assert settled.done_frac[1] == pytest.approx(0.5)
+    ran = 0.5 * out.duration_s[1]
+    ends = np.cumsum([2 * ps.space_latency_s[0, j] for j in range(4)])
+    assert pol.explored[0] == 4
+    assert pol.explored[1] == int(np.sum(ends <= ran)) == 1  # 4567 ended at 99.4 s, 456 at 186.4 s > 161.5 s
+
+
+def test_collective_option_books_only_finished_choices(ps):
+    pol = FlamingoPolicy(PolicyConfig(exploration="collective"))
+    pol.init(3, np.array([0, 0, 0]), ps)
+    out = pol.run_tasks(idle([0, 1, 2], [0, 0, 0], 2))  # 4567, 456, 45
+    pol.settle(out, np.array([1.0, 0.4, 1.0]))  # the 456 explorer was cut
+    assert list(np.flatnonzero(pol.model_done[0])) == [0, 2]
+    out = pol.run_tasks(idle([1], [0], 2))
+    assert {lab for lab, n in zip(out.labels, out.steps_by_choice[0]) if n} == {"456"}  # handed out again
