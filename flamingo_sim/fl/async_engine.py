@@ -12,7 +12,7 @@ An event loop in virtual time:
    at once by the same rules as a synchronous round (:func:`~flamingo_sim.fl.rounds.settle_round`
    with K = 1): its trace takes it offline before it finishes (``unavailable``), its training
    would drain it (``battery_exhausted``, after the share its spare energy paid for), it declines
-   (the slot is retried ``retry_s`` later), or it arrives; the policy's ``settle`` (Flamingo's
+   (the slot is retried ``retry_s`` later, as for a task that could not run a step), or it arrives; the policy's ``settle`` (Flamingo's
    exploration progress) hears of the task's share that ran;
 2. *arrival* (at dispatch time + its duration, or when it stops): every battery is advanced
    along its trace to ``t``, the client's training energy drawn (none when it was on the
@@ -132,7 +132,10 @@ class AsyncSimulation(Simulation):
             settle(out, settled.done_frac)
         reason = int(settled.reason[0])
         done = float(settled.done_frac[0])
-        ends = t_s + cfg.fedbuff.retry_s if reason == DECLINED else t_s + max(float(duration_s[0]) * done, 1e-9)
+        # a task that declined or ran nothing (no spare energy: its level sits at the re-entry
+        # threshold) frees its slot retry_s later, not at once (the same client would be picked again)
+        ran_s = float(duration_s[0]) * done
+        ends = t_s + cfg.fedbuff.retry_s if reason == DECLINED or ran_s <= 0 else t_s + ran_s
         spent_j = float(settled.energy_spent_j[0])
         task = _Task(c, self.n_dispatch, self.round, t_s, reason, spent_j, 0.0 if plugged[0] else spent_j, float(duration_s[0]),
                      float(out.interference_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
