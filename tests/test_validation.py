@@ -73,7 +73,7 @@ BAD_VALUES = [
     ("name=''", "name: expected a non-empty name without slashes (it names the run directory), got ''"),
     ("model=''", "model: expected the name of a profiled DNN model, e.g. mobilenet_v2, got ''"),
     # found only when the parts are built, still before anything is written
-    ("fl.selection=nope", "fl.selection: selector 'nope': expected one of uniform or an import path 'package.module:ClassName'"),
+    ("fl.selection=nope", "fl.selection: selector 'nope': expected one of uniform, battery, oort or an import path 'package.module:ClassName'"),
 ]
 
 

@@ -66,9 +66,9 @@ class ProfileDirs:
         if phone not in phones:
             raise ConfigError(f"{self}: unknown phone {phone!r} (known: {', '.join(sorted(phones))})")
         self.path(phone, model, profile_set)  # a clear error when no directory has it
-        where = self.find(phone, model, profile_set)
-        assert where is not None
-        return load_profile(where, phones[phone], model, profile_set=profile_set)
+        root = self.find(phone, model, profile_set)
+        assert root is not None  # path() found it
+        return load_profile(root, phones[phone], model, profile_set=profile_set)
 
     def load_set(self, phones: Sequence[str], model: str, profile_set: str = "paper") -> ProfileSet:
         """A :class:`ProfileSet` of ``model`` for ``phones`` (row order kept) from ``profile_set``."""

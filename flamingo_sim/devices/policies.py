@@ -426,13 +426,15 @@ class FlamingoPolicy(_PolicyBase):
         self._pending = None
 
 
-_BUILTIN: dict[str, Callable[[PolicyConfig | None], Policy]] = {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy}
+_BUILTIN: dict[str, Callable[[PolicyConfig | None], Policy] | str] = {
+    "baseline": BaselinePolicy, "flamingo": FlamingoPolicy, "eas": "flamingo_sim.devices.eas:EasPolicy"}
 
 
 def make_policy(spec: str, config: PolicyConfig | None = None) -> Policy:
     """A policy by name (``baseline``, ``flamingo``) or import path ``package.module:ClassName``."""
     if spec in _BUILTIN:
-        return _BUILTIN[spec](config)
+        cls = _BUILTIN[spec]
+        return (load_object(cls, "policies", kind="policy", known=_BUILTIN) if isinstance(cls, str) else cls)(config)
     cls = load_object(spec, "policies", kind="policy", known=_BUILTIN)
     policy = cls(config)
     missing = [m for m in ("init", "run_tasks", "state_dict", "load_state_dict") if not callable(getattr(policy, m, None))]

@@ -14,6 +14,10 @@
   large images).
 
 Both return ``(stacked state, per-client mean loss)`` in the client order they were given.
+
+FedProx (``prox_mu > 0``, every strategy and the CUDA graph alike): each step's gradient of a
+parameter gains ``prox_mu * (w - w_global)`` (:func:`add_proximal`), ``w_global`` being the
+state the cohort started from; the reported loss is the task loss alone.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad_and_value, vmap
 
-__all__ = ["train_vmap", "train_streams", "GraphedStep", "make_vmap_step"]
+__all__ = ["train_vmap", "train_streams", "GraphedStep", "make_vmap_step", "add_proximal"]
 
 StepFn = Callable[[tuple[Tensor, ...], tuple[Tensor, ...], Tensor, Tensor], tuple[tuple[Tensor, ...], Tensor]]
 
@@ -47,23 +51,35 @@ def make_vmap_step(model: nn.Module, param_names: Sequence[str], buffer_names: S
     return vmap(grad_and_value(loss_fn), randomness="different")
 
 
+def add_proximal(grads: Sequence[Tensor], params: Sequence[Tensor], anchor: Sequence[Tensor], mu: float) -> None:
+    """FedProx: ``grads[i] += mu * (params[i] - anchor[i])`` in place (``anchor`` broadcasts over clients)."""
+    if mu:
+        torch._foreach_add_(list(grads), torch._foreach_sub(list(params), list(anchor)), alpha=mu)
+
+
 class GraphedStep:
     """One vmapped SGD step captured as a CUDA graph for fixed shapes, replayed per step.
 
     The graph reads the minibatch from static input tensors and updates static parameter and
     buffer tensors in place; :meth:`load` copies a chunk's starting state in, :meth:`run` copies
-    a minibatch in and replays, and :attr:`params` / :attr:`buffers` hold the result.
+    a minibatch in and replays, and :attr:`params` / :attr:`buffers` hold the result. With
+    ``prox_mu > 0`` the step adds FedProx's term towards a static copy of the starting
+    parameters (:attr:`anchor`, loaded with them).
     """
 
-    def __init__(self, step: StepFn, params: list[Tensor], buffers: list[Tensor], x: Tensor, y: Tensor, lr: float) -> None:
+    def __init__(
+        self, step: StepFn, params: list[Tensor], buffers: list[Tensor], x: Tensor, y: Tensor, lr: float, prox_mu: float = 0.0
+    ) -> None:
         self.params = [p.clone() for p in params]
         self.buffers = [b.clone() for b in buffers]
+        self.anchor = [p.clone() for p in params] if prox_mu else []
         self.x, self.y = x.clone(), y.clone()
         start_p = [p.clone() for p in self.params]
         start_b = [b.clone() for b in self.buffers]
 
         def one_step() -> Tensor:
             grads, losses = step(tuple(self.params), tuple(self.buffers), self.x, self.y)
+            add_proximal(grads, self.params, self.anchor, prox_mu)
             torch._foreach_add_(self.params, list(grads), alpha=-lr)
             return losses.float()
 
@@ -80,6 +96,8 @@ class GraphedStep:
 
     def load(self, params: Sequence[Tensor], buffers: Sequence[Tensor]) -> None:
         torch._foreach_copy_(self.params, list(params))
+        if self.anchor:
+            torch._foreach_copy_(self.anchor, list(params))
         if self.buffers:
             torch._foreach_copy_(self.buffers, list(buffers))
 
@@ -98,10 +116,12 @@ def train_vmap(
     gather: Tensor,
     lr: float,
     graphs: dict[tuple, GraphedStep] | None = None,
+    prox_mu: float = 0.0,
 ) -> tuple[dict[str, Tensor], Tensor]:
     """Train ``k`` clients at once; ``gather`` is ``(n_steps, k, batch)`` indices into ``x_all``.
 
     With ``graphs`` (a cache dict, CUDA only), the step is captured once per shape and replayed.
+    ``prox_mu``: FedProx's coefficient, towards ``state``'s parameters.
     """
     n_steps, k = int(gather.shape[0]), int(gather.shape[1])
     param_set = {name for name, _ in model.named_parameters()}
@@ -116,11 +136,11 @@ def train_vmap(
     try:
         with torch.no_grad():  # grad_and_value ignores the outer no_grad; the updates don't track
             if graphs is not None:
-                key = (k, tuple(p_names), tuple(gather.shape[2:]), tuple(x_all.shape[1:]), x_all.dtype, lr)
+                key = (k, tuple(p_names), tuple(gather.shape[2:]), tuple(x_all.shape[1:]), x_all.dtype, lr, prox_mu)
                 graphed = graphs.get(key)
                 if graphed is None:
                     idx = gather[0]
-                    graphed = graphs[key] = GraphedStep(step, params, buffers, x_all[idx], y_all[idx], lr)
+                    graphed = graphs[key] = GraphedStep(step, params, buffers, x_all[idx], y_all[idx], lr, prox_mu)
                 graphed.load(params, buffers)
                 for s in range(n_steps):
                     idx = gather[s]
@@ -128,9 +148,11 @@ def train_vmap(
                 params = [p.clone() for p in graphed.params]
                 buffers = [b.clone() for b in graphed.buffers]
             else:
+                anchor = [state[n] for n in p_names]
                 for s in range(n_steps):
                     idx = gather[s]
                     grads, losses = step(tuple(params), tuple(buffers), x_all[idx], y_all[idx])
+                    add_proximal(grads, params, anchor, prox_mu)
                     torch._foreach_add_(params, list(grads), alpha=-lr)
                     loss_sum += losses.float()
     finally:
@@ -152,37 +174,40 @@ def train_streams(
     lr: float,
     device: torch.device,
     n_streams: int,
+    prox_mu: float = 0.0,
 ) -> tuple[dict[str, Tensor], Tensor]:
     """Per-client SGD on ``n_streams`` model copies, client ``i`` on copy ``i % n_streams``."""
     n = max(1, min(int(n_streams), len(client_datas)))
     copies = [copy.deepcopy(model).to(device).train() for _ in range(n)]
     streams = [_stream(device) for _ in range(n)]
-    if device.type == "cuda":
-        for s in streams:
-            assert s is not None
-            s.wait_stream(torch.cuda.current_stream(device))
+    cuda_streams = [s for s in streams if s is not None]
+    for s in cuda_streams:
+        s.wait_stream(torch.cuda.current_stream(device))
     results: list[dict[str, Tensor] | None] = [None] * len(client_datas)
     losses: list[Tensor | None] = [None] * len(client_datas)
     for i, ((x, y), idx) in enumerate(zip(client_datas, indices)):
         j = i % n
         ctx = torch.cuda.stream(streams[j]) if streams[j] is not None else contextlib.nullcontext()
         with ctx:
-            results[i], losses[i] = train_one_client(copies[j], state, x, y, idx, lr, device)
-    if device.type == "cuda":
-        for s in streams:
-            assert s is not None
-            torch.cuda.current_stream(device).wait_stream(s)
+            results[i], losses[i] = train_one_client(copies[j], state, x, y, idx, lr, device, prox_mu)
+    for s in cuda_streams:
+        torch.cuda.current_stream(device).wait_stream(s)
     stacked = {name: torch.stack([r[name] for r in results]) for name in state}  # type: ignore[index]
     return stacked, torch.stack(losses)  # type: ignore[arg-type]
 
 
 def train_one_client(
-    work: nn.Module, state: dict[str, Tensor], x: Tensor, y: Tensor, idx: Tensor, lr: float, device: torch.device
+    work: nn.Module, state: dict[str, Tensor], x: Tensor, y: Tensor, idx: Tensor, lr: float, device: torch.device, prox_mu: float = 0.0
 ) -> tuple[dict[str, Tensor], Tensor]:
-    """Plain SGD (no momentum, no weight decay) of one client on ``work``: the reference."""
+    """Plain SGD (no momentum, no weight decay) of one client on ``work``: the reference.
+
+    ``prox_mu``: FedProx's coefficient, towards ``state``'s parameters.
+    """
     work.load_state_dict(state)
     x, y, idx = x.to(device, non_blocking=True), y.to(device, non_blocking=True), idx.to(device, non_blocking=True)
-    params: list[Tensor] = [p for p in work.parameters()]
+    named = list(work.named_parameters())
+    params = [p for _, p in named]
+    anchor = {name: state[name] for name, _ in named}
     total = torch.zeros((), dtype=torch.float32, device=device)
     for s in range(idx.shape[0]):
         b = idx[s]
@@ -191,7 +216,15 @@ def train_one_client(
         loss = F.cross_entropy(work(x[b]), y[b])
         loss.backward()
         with torch.no_grad():
-            live = [p for p in params if p.grad is not None]
-            torch._foreach_add_(live, [p.grad for p in live if p.grad is not None], alpha=-lr)
+            live: list[Tensor] = []
+            grads: list[Tensor] = []
+            ref: list[Tensor] = []
+            for name, p in named:
+                if p.grad is not None:
+                    live.append(p)
+                    grads.append(p.grad)
+                    ref.append(anchor[name])
+            add_proximal(grads, live, ref, prox_mu)
+            torch._foreach_add_(live, grads, alpha=-lr)
         total += loss.detach().float()
     return {name: value.detach().clone() for name, value in work.state_dict().items()}, total / idx.shape[0]

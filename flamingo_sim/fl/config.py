@@ -8,6 +8,7 @@ first, then to the experiment file's directory (and its parent), then among the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional, Union
@@ -36,11 +37,11 @@ class TracesConfig:
     reentry_pct: Optional[float] = None
 
     def __post_init__(self) -> None:
-        if self.reentry_pct is None:
-            object.__setattr__(self, "reentry_pct", self.min_pct)
+        reentry_pct = self.min_pct if self.reentry_pct is None else self.reentry_pct
+        object.__setattr__(self, "reentry_pct", reentry_pct)
         check_ranges(self, min_pct="[0, 100]", reentry_pct="[0, 100]")
-        if not self.min_pct <= self.reentry_level_pct:
-            raise ValueError(f"need min_pct <= reentry_pct, got {self.min_pct} and {self.reentry_pct}")
+        if not self.min_pct <= reentry_pct:
+            raise ValueError(f"need min_pct <= reentry_pct, got {self.min_pct} and {reentry_pct}")
 
     @property
     def reentry_level_pct(self) -> float:
@@ -105,10 +106,9 @@ class ProxyConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    name: Literal["openimage", "google_speech", "synthetic"] = "openimage"
-    # FedScale-layout dataset directory (must exist); null -> the generated proxy (see fallback)
-    root: Optional[Path] = None
-    fallback: Literal["proxy", "error"] = "proxy"  # with root null: run the proxy, or refuse to
+    name: Literal["openimage", "google_speech", "synthetic", "arrays", "leaf"] = "openimage"
+    root: Optional[Path] = None  # FedScale-layout (or, for arrays/leaf, your own) dataset directory; absent -> fallback
+    fallback: Literal["proxy", "error"] = "proxy"
     image_size: int = 64  # real images (speech: log-mel spectrograms) are resized to image_size x image_size
     # OpenImage preprocessing: "default" (ImageNet mean/std, no augmentation: cheap on CPU) or
     # "fedscale" (FedScale's mean/std and a random horizontal flip in training; FedScale uses image_size 256)
@@ -122,6 +122,7 @@ class DataConfig:
     decode_workers: Optional[int] = None  # threads decoding real images/clips; null: the usable cores
     cache_gb: float = 4.0  # decoded, resized real samples kept in memory (LRU)
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    model: str = "mlp"  # arrays/leaf: the network trained, a built-in name or "package.module:Factory"
 
     def __post_init__(self) -> None:
         check_ranges(self, image_size=f">= {MIN_IMAGE_SIZE}", max_clients=">= 1", max_test_samples=">= 1", filter_less=">= 1")
@@ -158,6 +159,7 @@ class FLConfig:
     precision: Literal["fp32", "tf32", "bf16"] = "fp32"  # tf32/bf16 only when asked (CUDA)
     cuda_graphs: bool = False  # capture the batched step as a CUDA graph (CUDA only)
     memory_budget_gb: Optional[float] = None  # per vmap chunk; null: 80 % of free GPU memory / half the RAM
+    mode: Literal["sync", "fedbuff"] = "sync"  # synchronous rounds, or FedBuff's buffered asynchronous aggregation
 
     def __post_init__(self) -> None:
         check_ranges(self, participants_per_round=">= 1", overcommit=">= 1", local_steps=">= 1", batch_size=">= 1",
@@ -173,6 +175,105 @@ class FLConfig:
 
 
 @dataclass(frozen=True)
+class AggregationConfig:
+    """How the server aggregates (:mod:`flamingo_sim.fl.aggregators`); unset parameters take the aggregator's default."""
+
+    name: str = "fedavg"  # fedavg | fedprox | fedadam | fedyogi | "pkg.module:Class"
+    weighting: Literal["samples", "uniform"] = "samples"  # sample-weighted mean, or the plain mean
+    mu: Optional[float] = None  # fedprox: proximal term weight, >= 0
+    server_lr: Optional[float] = None  # fedadam/fedyogi: server learning rate, > 0
+    beta1: Optional[float] = None  # fedadam/fedyogi: first-moment decay, in [0, 1)
+    beta2: Optional[float] = None  # fedadam/fedyogi: second-moment decay, in [0, 1)
+    tau: Optional[float] = None  # fedadam/fedyogi: adaptivity (epsilon), > 0
+
+    def __post_init__(self) -> None:
+        from flamingo_sim.fl.aggregators import AGGREGATORS, PARAMETERS
+
+        checks = {
+            "mu": (lambda x: x >= 0, ">= 0"),
+            "server_lr": (lambda x: x > 0, "> 0"),
+            "beta1": (lambda x: 0 <= x < 1, "in [0, 1)"),
+            "beta2": (lambda x: 0 <= x < 1, "in [0, 1)"),
+            "tau": (lambda x: x > 0, "> 0"),
+        }
+        for key, (ok, what) in checks.items():
+            value = getattr(self, key)
+            if value is not None and not (math.isfinite(value) and ok(value)):
+                raise ValueError(f"{key} must be {what}, got {value}")
+        if self.name in AGGREGATORS:
+            allowed = PARAMETERS[self.name]
+            extra = [k for k in self.parameters() if k not in allowed]
+            if extra:
+                takes = ", ".join(allowed) if allowed else "none besides weighting"
+                raise ValueError(f"{extra[0]} is not a parameter of {self.name!r} (its parameters: {takes})")
+        elif ":" not in self.name:
+            raise ValueError(f"name: unknown aggregator {self.name!r} (known: {', '.join(AGGREGATORS)}, or 'package.module:Class')")
+
+    def parameters(self) -> dict[str, float]:
+        """The aggregator parameters that are set (not None)."""
+        return {k: v for k in ("mu", "server_lr", "beta1", "beta2", "tau") if (v := getattr(self, k)) is not None}
+
+
+@dataclass(frozen=True)
+class SelectorConfig:
+    """Parameters of the selector named in ``fl.selection`` (:mod:`flamingo_sim.fl.selection`); unset ones take its default."""
+
+    floor: Optional[float] = None  # battery: weight of a client at the offline threshold, in (0, 1]
+    exploration: Optional[float] = None  # oort: share of the slots for never-seen clients, in [0, 1]
+    straggler_penalty: Optional[float] = None  # oort: exponent of the system utility, >= 0
+    preferred_duration_s: Optional[float] = None  # oort: preferred round duration T (unset: median reported), > 0
+
+    def __post_init__(self) -> None:
+        checks = {
+            "floor": (lambda x: 0 < x <= 1, "in (0, 1]"),
+            "exploration": (lambda x: 0 <= x <= 1, "in [0, 1]"),
+            "straggler_penalty": (lambda x: x >= 0, ">= 0"),
+            "preferred_duration_s": (lambda x: x > 0, "> 0"),
+        }
+        for key, (ok, what) in checks.items():
+            value = getattr(self, key)
+            if value is not None and not (math.isfinite(value) and ok(value)):
+                raise ValueError(f"{key} must be {what}, got {value}")
+
+    def parameters(self) -> dict[str, float]:
+        """The selector parameters that are set (not None)."""
+        return {k: v for k in ("floor", "exploration", "straggler_penalty", "preferred_duration_s") if (v := getattr(self, k)) is not None}
+
+
+@dataclass(frozen=True)
+class FedBuffConfig:
+    """``fl.mode: fedbuff`` (:mod:`flamingo_sim.fl.async_engine`); a "round" is one server update."""
+
+    buffer_size: int = 10  # M: client updates per server update
+    concurrency: Optional[int] = None  # clients training at once; unset: ceil(K x overcommit)
+    staleness_exponent: float = 0.5  # weight (1 + staleness) ** -exponent
+    server_lr: float = 1.0  # global += server_lr * mean of weighted deltas
+    retry_s: float = 60.0  # a slot with nobody to run (or a declined request) is retried this much later
+
+    def __post_init__(self) -> None:
+        if self.buffer_size < 1:
+            raise ValueError(f"buffer_size must be >= 1, got {self.buffer_size}")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if not (math.isfinite(self.staleness_exponent) and self.staleness_exponent >= 0):
+            raise ValueError(f"staleness_exponent must be >= 0, got {self.staleness_exponent}")
+        if not (math.isfinite(self.server_lr) and self.server_lr > 0):
+            raise ValueError(f"server_lr must be > 0, got {self.server_lr}")
+        if not (math.isfinite(self.retry_s) and self.retry_s > 0):
+            raise ValueError(f"retry_s must be > 0, got {self.retry_s}")
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """Optional logging of every round's metrics (:mod:`flamingo_sim.fl.tracking`)."""
+
+    tensorboard: bool = False  # event files in RUN/tensorboard/<policy>-seed<k>/
+    mlflow: bool = False  # one MLflow run per (policy, seed)
+    mlflow_tracking_uri: Optional[str] = None  # default: a file store in RUN/mlruns
+    mlflow_experiment: Optional[str] = None  # default: the experiment's name
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     name: str
     description: str = ""
@@ -182,6 +283,10 @@ class ExperimentConfig:
     data: DataConfig = field(default_factory=DataConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     fl: FLConfig = field(default_factory=FLConfig)
+    aggregation: AggregationConfig = field(default_factory=AggregationConfig)
+    selector: SelectorConfig = field(default_factory=SelectorConfig)  # parameters of fl.selection
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    fedbuff: FedBuffConfig = field(default_factory=FedBuffConfig)  # used with fl.mode: fedbuff
     # a number in [0, 1], "highest" (highest reached by any policy), or "highest_common"
     # (highest reached by every policy, so that every policy has a time to target)
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
@@ -206,6 +311,15 @@ class ExperimentConfig:
             raise FieldError("seeds", "at least one seed", self.seeds)
         if len(set(self.seeds)) != len(self.seeds):
             raise FieldError("seeds", "each seed once", self.seeds)
+        if self.fl.mode == "fedbuff" and self.aggregation != AggregationConfig():
+            raise ValueError("aggregation: fl.mode 'fedbuff' updates the server with FedBuff's own step (fedbuff.server_lr); leave aggregation at its default")
+        from flamingo_sim.fl.selection import PARAMETERS as SELECTOR_PARAMETERS
+
+        allowed = SELECTOR_PARAMETERS.get(self.fl.selection)
+        extra = [k for k in self.selector.parameters() if allowed is not None and k not in allowed]
+        if extra:
+            takes = ", ".join(allowed) if allowed else "none"
+            raise ValueError(f"selector.{extra[0]}: not a parameter of selection {self.fl.selection!r} (its parameters: {takes})")
 
 
 def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:

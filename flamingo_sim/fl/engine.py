@@ -9,7 +9,8 @@ Each round (numbered steps match the code):
    execution choices, interference with the owner), plus model download/upload time;
 4. settle the round (:func:`flamingo_sim.fl.rounds.settle_round`): drop who declines, runs out
    of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
-5. train the kept clients for real and aggregate with FedAvg weighted by samples;
+5. train the kept clients for real and aggregate them (:mod:`flamingo_sim.fl.aggregators`;
+   FedAvg weighted by samples by default);
 6. advance the clock and every client's battery along its trace, training energy included
    (a client on the charger, by the trace's ``charging`` column where it has one, trains on
    the charger's power: no battery deficit, and it cannot run out mid-task);
@@ -38,14 +39,15 @@ import torch
 from flamingo_sim.devices.battery import EnergyBudget
 from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
-from flamingo_sim.fl.aggregate import fedavg
+from flamingo_sim.fl.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data import FederatedDataset
 from flamingo_sim.fl.device import precision_context, resolve_device
+from flamingo_sim.fl.fairness import jain_index
 from flamingo_sim.fl.population import Population
 from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
-from flamingo_sim.fl.selection import Selector
+from flamingo_sim.fl.selection import CoordinatorView, Selector
 from flamingo_sim.fl.training import CohortTrainer, evaluate
 from flamingo_sim.rng import rng
 from flamingo_sim.traces.store import ClientTraces
@@ -98,13 +100,22 @@ class Simulation:
 
     ``log`` (default: stderr) gets one warning line the first time the virtual clock passes
     the trace set's wrap-free horizon (:attr:`~flamingo_sim.traces.store.ClientTraces.horizon_s`):
-    past it, clients replay their traces cyclically.
+    past it, clients replay their traces cyclically. ``aggregator`` (default: FedAvg weighted
+    by samples) turns the kept clients' states into the next global model.
     """
 
     def __init__(
-        self, parts: Components, policy: Policy, policy_name: str, seed: int, selector: Selector, log: Callable[[str], None] | None = None
+        self,
+        parts: Components,
+        policy: Policy,
+        policy_name: str,
+        seed: int,
+        selector: Selector,
+        log: Callable[[str], None] | None = None,
+        aggregator: Aggregator | None = None,
     ) -> None:
         self.parts = parts
+        self.aggregator: Aggregator = aggregator if aggregator is not None else FedAvg()
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
         self.horizon_warned = False  # said that the clock passed the traces' wrap-free horizon
         self.cfg = parts.cfg
@@ -139,6 +150,8 @@ class Simulation:
         self.clock_s = 0.0
         self.energy_cum_j = 0.0
         self.ever_lost = np.zeros(pop.n_clients, dtype=bool)
+        self.times_kept = np.zeros(pop.n_clients, dtype=np.int64)  # rounds each client's update counted
+        self.client_energy_j = np.zeros(pop.n_clients)  # training energy each client's battery paid
         fl = self.cfg.fl
         self.device = resolve_device(fl.device)
         parts.model.to(self.device)
@@ -216,7 +229,8 @@ class Simulation:
         # 2. selection
         k = cfg.fl.participants_per_round
         n_select = min(len(online), math.ceil(k * cfg.fl.overcommit))
-        chosen = self.selector.select(online, n_select, rng(self.seed, "selection", self.round))
+        view = CoordinatorView(round=self.round, battery_pct=self.budget.level_pct, min_pct=cfg.traces.min_pct)
+        chosen = self.selector.select(online, n_select, rng(self.seed, "selection", self.round), view)
 
         # 3. price every selected client's task under its policy
         plugged = self._plugged(t0, chosen)
@@ -266,7 +280,7 @@ class Simulation:
         )
 
     def train_round(self, plan: RoundPlan) -> float:
-        """Step 5 (native): train the kept clients for real, FedAvg weighted by samples.
+        """Step 5 (native): train the kept clients for real and aggregate with :attr:`aggregator`.
 
         Updates :attr:`params`; returns the kept clients' mean training loss (NaN if none).
         """
@@ -291,11 +305,14 @@ class Simulation:
             lr=cfg.fl.lr,
             seed=self.seed,
             round_idx=plan.round,
+            prox_mu=self.aggregator.proximal_mu,
         )
-        weights = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
-        self.params = fedavg(result.params, weights)
+        n_samples = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
+        self.params = self.aggregator.aggregate(self.params, result.params, n_samples)
         self.train_wall_s += time.perf_counter() - trained_from
         self.samples_trained += len(ids) * cfg.fl.local_steps * cfg.fl.batch_size
+        kept_s = plan.duration_s[plan.settled.kept]
+        self.selector.observe(plan.round, plan.kept, n_samples.numpy(), result.losses.detach().cpu().double().numpy(), kept_s)
         self.model_wall_s += time.perf_counter() - started
         return float(result.losses.mean())
 
@@ -329,6 +346,8 @@ class Simulation:
         self.ever_lost |= lost_now
         energy_j = float(settled.energy_spent_j.sum())
         self.energy_cum_j += energy_j
+        self.times_kept[kept] += 1
+        self.client_energy_j += drawn_j
 
         # the owner feels every training step that ran, kept or not; the owner's foreground
         # time is counted over each selected client's time under the job this round
@@ -364,6 +383,8 @@ class Simulation:
             steps_by_choice={label: int(counts[j]) if counts is not None else 0 for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(foreground_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
+            jain_participation=jain_index(self.times_kept),
+            jain_energy=jain_index(self.client_energy_j),
             **_exploring(outcome, settled.energy_spent_j),
         )
 
@@ -443,10 +464,14 @@ class Simulation:
             "clock_s": self.clock_s,
             "energy_cum_j": self.energy_cum_j,
             "ever_lost": self.ever_lost.copy(),
+            "times_kept": self.times_kept.copy(),
+            "client_energy_j": self.client_energy_j.copy(),
             "params": {k: v.detach().cpu().clone() for k, v in self.params.items()},
             "budget": self.budget.state_dict(),
             "trace_budget": self.trace_budget.state_dict(),
             "policy": self.policy.state_dict(),
+            "aggregator": self.aggregator.state_dict(),
+            "selector": self.selector.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -454,7 +479,11 @@ class Simulation:
         self.clock_s = float(state["clock_s"])
         self.energy_cum_j = float(state["energy_cum_j"])
         self.ever_lost = np.asarray(state["ever_lost"]).copy()
+        self.times_kept = np.asarray(state["times_kept"]).copy()
+        self.client_energy_j = np.asarray(state["client_energy_j"]).copy()
         self.params = {k: v.to(self.device).clone() for k, v in state["params"].items()}
         self.budget.load_state_dict(state["budget"])
         self.trace_budget.load_state_dict(state["trace_budget"])
         self.policy.load_state_dict(state["policy"])
+        self.aggregator.load_state_dict(state["aggregator"])
+        self.selector.load_state_dict(state["selector"])

@@ -40,6 +40,8 @@ COLUMNS = {
     "clients_lost_cum": "distinct clients that have been lost so far",
     "n_exploring": "selected clients that ran an exploring task this round (execution-choice profiling)",
     "energy_exploring_j": "training energy those exploring clients drew this round (J)",
+    "jain_participation": "Jain's index over all clients of the rounds each was kept so far (1 = all equal)",
+    "jain_energy": "Jain's index over all clients of the training energy each has paid so far",
 }
 
 
@@ -75,6 +77,12 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
     return float(num / den)
+
+
+def _last(rows: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, float | None]:
+    """The last round's value of each column the table has (None where NaN)."""
+    last = rows.sort_values("round").iloc[-1]
+    return {c: (None if pd.isna(last[c]) else float(last[c])) for c in columns if c in rows.columns}
 
 
 def ux_slowed_frac(rows: pd.DataFrame) -> dict[str, float | None]:
@@ -126,6 +134,7 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
                 "total_energy_j": float(rows["energy_cum_j"].iloc[-1]),
                 "clients_lost": int(rows.sort_values("round")["clients_lost_cum"].iloc[-1]),
                 "dropped": {r: int(rows[f"dropped_{r}"].sum()) for r in DROP_REASONS},
+                **_last(rows, ("jain_participation", "jain_energy")),
             }
 
     summary: dict[str, Any] = {"target": target, "target_accuracy_by_seed": targets, "baseline": baseline, "policies": {}}
@@ -135,6 +144,9 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
             key: _mean_or_none([r[key] for r in runs.values()])
             for key in ("time_to_target_s", "energy_to_target_j", "final_accuracy", "best_accuracy", "total_energy_j")
         }
+        for key in ("jain_participation", "jain_energy"):
+            if any(key in r for r in runs.values()):
+                entry[key] = _mean_or_none([r.get(key) for r in runs.values()])
         entry["clients_lost"] = _mean_or_none([r["clients_lost"] for r in runs.values()])
         entry["ux_slowed_frac"] = ux_slowed_frac(metrics[metrics["policy"] == policy])
         for key in ("time_to_target_s", "energy_to_target_j"):

@@ -8,12 +8,16 @@ statistics :mod:`flamingo_sim.fl.training` keeps per client whether it trains a 
 or one client at a time. "resnet34_speech" is FedScale's ResNet-34 for Google Speech spectrograms: the same
 residual stages, but a 3x3 stride-1 first convolution over ``C`` input channels (FedScale: one,
 1 x 32 x 32) and no max-pool, so a 32 x 32 input reaches the last stage at 4 x 4.
+Any other network comes from an import path ``package.module:Factory``, called as
+``Factory(input_shape, n_classes)`` and returning an ``nn.Module`` that maps ``(n, *input_shape)``
+float32 inputs to ``(n, n_classes)`` logits.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -78,19 +82,38 @@ _BUILDERS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
 MODEL_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 
-def build_model(name: str, input_shape: tuple[int, ...], n_classes: int, seed: int | None = None) -> nn.Module:
+def build_model(name: str, input_shape: tuple[int, ...], n_classes: int, seed: int | None = None, search: Sequence[Path] = ()) -> nn.Module:
     """A freshly initialised model ``name`` for inputs of ``input_shape`` and ``n_classes`` classes.
 
     With ``seed``, the initial weights depend only on ``(seed, "model-init", name)``; torch's
     global generator is left as it was. Without it, torch's global generator is used.
+    ``search``: extra folders for an import path's module (the experiment's directory).
     """
-    if name not in _BUILDERS:
-        raise FlamingoError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+    if ":" in name:
+        from flamingo_sim.plugins import load_object
+
+        builder = load_object(name, "data.model", kind="model", known=_BUILDERS, search=search)
+    elif name in _BUILDERS:
+        builder = _BUILDERS[name]
+    else:
+        raise FlamingoError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}, or 'package.module:Factory'")
     if n_classes < 1:
         raise FlamingoError(f"model {name!r}: n_classes must be >= 1, got {n_classes}")
     shape = tuple(int(d) for d in input_shape)
     if seed is None:
-        return _BUILDERS[name](shape, int(n_classes))
+        return _build(builder, shape, int(n_classes), name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, "model-init", name))
-        return _BUILDERS[name](shape, int(n_classes))
+        return _build(builder, shape, int(n_classes), name)
+
+
+def _build(builder: Callable[..., object], shape: tuple[int, ...], n_classes: int, name: str) -> nn.Module:
+    if name in _BUILDERS:
+        return builder(shape, n_classes)  # type: ignore[return-value]
+    try:
+        model = builder(shape, n_classes)
+    except Exception as exc:  # a user's factory: any failure is one line naming it
+        raise FlamingoError(f"model {name!r}: calling it with (input_shape={shape}, n_classes={n_classes}) failed ({type(exc).__name__}: {exc})") from None
+    if not isinstance(model, nn.Module):
+        raise FlamingoError(f"model {name!r}: the factory returned {type(model).__name__}, not a torch.nn.Module")
+    return model

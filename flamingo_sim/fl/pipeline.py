@@ -34,6 +34,10 @@ __all__ = ["DecodedCache", "pack_dataset", "PackedDataset", "PACK_MANIFEST", "is
 PACK_MANIFEST = "flamingo-packed.json"
 
 
+def _same(value: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+    return value
+
+
 class DecodedCache:
     """``dataset`` with parallel decoding and a decoded-tensor cache of ``cache_bytes``.
 
@@ -75,7 +79,7 @@ class DecodedCache:
         self.decode_s += time.perf_counter() - started
         for cid, value in zip(missing, decoded):
             self.n_decoded += int(value[1].shape[0])
-            self._cache.get(cid, functools.partial(_identity, value))
+            self._cache.get(cid, functools.partial(_same, value))
 
     def client_data(self, client_id: int) -> tuple[Tensor, Tensor]:
         cid = check_client_id(client_id, self.dataset.n_clients)
@@ -161,7 +165,3 @@ class PackedDataset:
             x = np.load(self.root / "test_x.npy").astype(np.float32)
             self._test = (torch.from_numpy(x), torch.from_numpy(np.load(self.root / "test_y.npy")))
         return self._test
-
-
-def _identity(value: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
-    return value

@@ -27,9 +27,11 @@ class RoundRecord:
     ``dropped`` maps every drop reason (:data:`flamingo_sim.fl.rounds.DROP_REASONS`) to its
     count; ``steps_by_choice`` maps each execution-choice label to the local steps the kept
     clients ran on it; ``interference_s_by_phone`` maps each phone model to the interference
-    its selected clients caused (all attempts). The mappings are read-only. ``n_exploring`` and
-    ``energy_exploring_j``: selected clients whose task explored an execution choice, and the
-    energy they drew.
+    its selected clients caused (all attempts), ``foreground_s_by_phone`` the time their owners
+    used them meanwhile. The mappings are read-only. ``n_exploring`` and ``energy_exploring_j``:
+    selected clients whose task explored an execution choice, and the energy they drew.
+    ``jain_*`` are Jain's indices over all clients so far (:mod:`flamingo_sim.fl.fairness`);
+    ``staleness_mean`` is set by the asynchronous engine only (a column only there).
     """
 
     policy: str
@@ -54,6 +56,9 @@ class RoundRecord:
     foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
     n_exploring: int = 0
     energy_exploring_j: float = 0.0
+    jain_participation: float = float("nan")
+    jain_energy: float = float("nan")
+    staleness_mean: float | None = None
 
     def __post_init__(self) -> None:
         if set(self.dropped) != set(DROP_REASONS):
@@ -86,10 +91,14 @@ class RoundRecord:
             "clients_lost_cum": self.clients_lost_cum,
             "n_exploring": self.n_exploring,
             "energy_exploring_j": self.energy_exploring_j,
+            "jain_participation": self.jain_participation,
+            "jain_energy": self.jain_energy,
         }
         row.update({f"{_STEPS}{label}": n for label, n in self.steps_by_choice.items()})
         row.update({f"{_INTERFERENCE}{phone}": s for phone, s in self.interference_s_by_phone.items()})
         row.update({f"{_FOREGROUND}{phone}": s for phone, s in self.foreground_s_by_phone.items()})
+        if self.staleness_mean is not None:
+            row["staleness_mean"] = self.staleness_mean
         return row
 
     @classmethod
@@ -98,10 +107,12 @@ class RoundRecord:
         plain = {k: row[k] for k in ("policy", "seed", "round", "time_s", "duration_s", "accuracy", "loss", "train_loss",
                                      "n_online", "n_selected", "n_kept", "energy_j", "energy_cum_j", "interference_s",
                                      "clients_lost", "clients_lost_cum")}
+        extra = {k: row[k] for k in ("jain_participation", "jain_energy", "staleness_mean") if k in row}
         return cls(
             **plain,
             n_exploring=int(row.get("n_exploring", 0)),
             energy_exploring_j=float(row.get("energy_exploring_j", 0.0)),
+            **extra,
             dropped={r: row[f"dropped_{r}"] for r in DROP_REASONS},
             steps_by_choice={k[len(_STEPS):]: v for k, v in row.items() if k.startswith(_STEPS)},
             interference_s_by_phone={k[len(_INTERFERENCE):]: v for k, v in row.items() if k.startswith(_INTERFERENCE)},

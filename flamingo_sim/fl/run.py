@@ -34,15 +34,18 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.fl.aggregators import make_aggregator
 from flamingo_sim.fl.callbacks import Callback, CallbackList, ProgressBar
 from flamingo_sim.fl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from flamingo_sim.fl.config import ExperimentConfig, load_experiment
+from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_experiment
 from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.engines import EngineOptions, make_engine
+from flamingo_sim.fl.fairness import participation_histogram
 from flamingo_sim.fl.metrics import format_summary, summarize
 from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.rundir import check_run_dir, run_guard
 from flamingo_sim.fl.selection import make_selector
+from flamingo_sim.fl.tracking import TrackingCallback, check_tracking
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.resources import find_experiment
 
@@ -107,7 +110,7 @@ def run_experiment(
     # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
-    make_selector(cfg.fl.selection, source=f"{experiment}: fl.selection")
+    _check_toolkit(cfg, experiment, engine, resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
     with run_guard(out, cfg, experiment, resume=resume, resumable=runner.resumable):
         return _run_all(cfg, experiment, out, first_parts, runner, user_callbacks, engine, say)
@@ -119,7 +122,7 @@ def _run_all(
 ) -> RunResult:
     """Every (policy, seed) run, then the summary; called holding the run directory's lock."""
     from flamingo_sim.fl.device import resolve_device, set_threads
-    from flamingo_sim.fl.setup import build_components, make_policy
+    from flamingo_sim.fl.setup import build_components
 
     where = resolve_device(cfg.fl.device)
     n_threads = set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
@@ -129,25 +132,31 @@ def _run_all(
     say(f"training on {where} {hardware}, precision {cfg.fl.precision}")
 
     records: list[RoundRecord] = []
+    histograms: dict[tuple[str, int], dict[str, int]] = {}
     data_description = None
     horizon_log = _Once(say)
     for seed in cfg.seeds:
         parts = first_parts if seed == cfg.seeds[0] else build_components(cfg, experiment, seed, log=lambda _m: None)
         data_description = parts.dataset.description
         for name in cfg.policies:
-            sim = Simulation(parts, make_policy(name, cfg), name, seed, make_selector(cfg.fl.selection), log=horizon_log)
+            sim = _simulation(cfg, parts, name, seed, horizon_log)
             run_name = f"{_safe(name)}-seed{seed}"
             done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
-            hooks = [ProgressBar(), _MetricsWriter(out, records, cfg.checkpoint_every)]
-            if runner.resumable:
+            hooks: list[Callback] = [ProgressBar(), _MetricsWriter(out, records, cfg.checkpoint_every)]
+            if cfg.tracking.tensorboard or cfg.tracking.mlflow:
+                hooks.append(TrackingCallback(cfg, out, run_name))
+            if runner.resumable and cfg.fl.mode == "sync":
                 ckpt = out / "checkpoints" / f"{run_name}.pt"
                 done = _resume(sim, ckpt, say) or done
                 hooks.append(_Checkpointer(ckpt, cfg.checkpoint_every))
             records.extend(runner.run(sim, CallbackList(hooks + user_callbacks.callbacks), done, out / engine / run_name))
+            histograms[name, seed] = participation_histogram(sim.times_kept)
             _log_rates(sim, say)
 
     metrics = _table(records)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
+    for (name, seed), hist in histograms.items():
+        summary["policies"][name]["per_seed"][str(seed)]["participation_histogram"] = hist
     summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine,
                "model_size_mb": first_parts.cfg.network.model_size_mb, "model_size_source": first_parts.model_size_source, **summary}
     if first_parts.population.phone_report is not None:  # phones.mix: from_traces
@@ -157,6 +166,32 @@ def _run_all(
     print(format_summary(summary))
     say(f"run directory: {out}")
     return RunResult(out, metrics, summary)
+
+
+def _check_toolkit(cfg: ExperimentConfig, experiment: str | Path, engine: str, resume: bool) -> None:
+    """The aggregation, selection, FedBuff and tracking settings: built once, checked against the engine."""
+    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
+        raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
+    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
+        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale) and writes no checkpoints (no resume)")
+    if engine == "fedscale" and cfg.fl.selection == "oort":
+        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
+    make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")
+    make_selector(cfg.fl.selection, cfg.selector.parameters(), source=f"{experiment}: fl.selection")
+    check_tracking(cfg, str(experiment))
+
+
+def _simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Callable[[str], None]) -> Simulation:
+    """A fresh simulation of policy ``name``: synchronous, or FedBuff's (``fl.mode: fedbuff``)."""
+    from flamingo_sim.fl.setup import make_policy
+
+    selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
+    if cfg.fl.mode == "fedbuff":
+        from flamingo_sim.fl.async_engine import AsyncSimulation
+
+        return AsyncSimulation(parts, make_policy(name, cfg), name, seed, selector, log=log)
+    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()])
+    return Simulation(parts, make_policy(name, cfg), name, seed, selector, log=log, aggregator=aggregator)
 
 
 def _log_rates(sim: Simulation, log: Any) -> None:

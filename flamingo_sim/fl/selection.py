@@ -1,39 +1,192 @@
 """Client selection: which of the online clients are asked to train this round.
 
-A selector is any object with ``select(online, n, generator) -> indices``; ``online`` is the
-sorted array of online client indices, ``generator`` a numpy Generator derived from
-(seed, "selection", round), so a resumed run selects exactly the same cohorts.
+A selector has the :class:`Selector` protocol: ``select(online, n, generator, view)`` returns
+``n`` distinct entries of ``online`` (the sorted online client indices); ``generator`` is a
+numpy Generator derived from (seed, "selection", round), so a resumed run selects exactly the
+same cohorts; ``view`` (:class:`CoordinatorView`) is what a real coordinator knows when it
+selects: the battery level each client reports when it checks in. After a round,
+``observe`` hands it what arrived with the kept clients' updates (sample count, training loss,
+how long the client took from dispatch to upload); nothing else of the simulation is visible.
+``state_dict``/``load_state_dict`` keep a stateful selector's memory in checkpoints.
+
+Registered names (``fl.selection``; parameters in the experiment's ``selector:`` section):
+
+- ``uniform``: uniformly at random without replacement (FedScale's default); no parameters.
+- ``battery``: battery-aware. Client ``i``'s weight is ``floor + (1 - floor) * e_i`` with
+  ``e_i = clip((level_i - min_pct) / (100 - min_pct), 0, 1)`` its energy above the offline
+  threshold as a share of the most it can have; each draw picks among the not yet drawn with
+  probability proportional to the weight. ``floor`` (0.1) keeps nearly flat phones selectable.
+- ``oort``: Oort-style guided selection (Lai et al., OSDI '21), simplified. A client that has
+  reported has utility ``n_i * loss_i`` (statistical: samples times its last training loss)
+  times ``(T / t_i) ** straggler_penalty`` if its last duration ``t_i`` exceeded the preferred
+  round duration ``T`` (system utility; ``T`` = ``preferred_duration_s`` or, unset, the median
+  of the last reported durations). ``exploration`` (0.2) of the slots go to never-seen clients
+  uniformly; the rest are drawn without replacement with probability proportional to utility
+  among the seen ones (either pool topping up the other when it runs short).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from flamingo_sim.errors import ConfigError
 from flamingo_sim.plugins import load_object
+
+__all__ = [
+    "CoordinatorView",
+    "Selector",
+    "UniformSelector",
+    "BatterySelector",
+    "OortSelector",
+    "SELECTORS",
+    "PARAMETERS",
+    "battery_weights",
+    "make_selector",
+]
+
+
+@dataclass(frozen=True)
+class CoordinatorView:
+    """What the coordinator knows at selection time (arrays over every client)."""
+
+    round: int
+    battery_pct: np.ndarray  # effective battery level each client reports, in [0, 100]
+    min_pct: float  # the offline threshold
 
 
 class Selector(Protocol):
-    def select(self, online: np.ndarray, n: int, generator: np.random.Generator) -> np.ndarray:
-        """Return ``n`` distinct entries of ``online``."""
+    def select(self, online: np.ndarray, n: int, generator: np.random.Generator, view: CoordinatorView) -> np.ndarray:
+        """Return ``n`` distinct entries of ``online``, sorted."""
         ...
 
+    def observe(self, round: int, clients: np.ndarray, n_samples: np.ndarray, train_loss: np.ndarray, duration_s: np.ndarray) -> None:
+        """What arrived with the kept clients' updates after ``round``."""
+        ...
 
-class UniformSelector:
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class _Stateless:
+    def observe(self, round: int, clients: np.ndarray, n_samples: np.ndarray, train_loss: np.ndarray, duration_s: np.ndarray) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class UniformSelector(_Stateless):
     """Uniformly at random, without replacement (FedScale's default)."""
 
-    def select(self, online: np.ndarray, n: int, generator: np.random.Generator) -> np.ndarray:
+    def select(self, online: np.ndarray, n: int, generator: np.random.Generator, view: CoordinatorView | None = None) -> np.ndarray:
         if n >= len(online):
             return np.asarray(online, dtype=np.int64).copy()
         return np.sort(generator.choice(online, size=n, replace=False)).astype(np.int64)
 
 
-SELECTORS = {"uniform": UniformSelector}
+def _weighted_draw(pool: np.ndarray, weights: np.ndarray, n: int, generator: np.random.Generator) -> np.ndarray:
+    """``n`` distinct entries of ``pool``, each draw proportional to ``weights`` among those left.
+
+    Uses exponential keys (the smallest ``E_j / w_j`` win), which gives exactly that
+    successive-draw law in one vectorised pass. Zero weights are drawn last.
+    """
+    if n >= len(pool):
+        return np.asarray(pool, dtype=np.int64).copy()
+    with np.errstate(divide="ignore"):
+        keys = generator.exponential(size=len(pool)) / weights
+    return np.asarray(pool, dtype=np.int64)[np.argpartition(keys, n - 1)[:n]]
 
 
-def make_selector(name: str, source: str = "fl.selection") -> Selector:
-    """A selector by registered name or ``package.module:Class`` import path."""
-    if name in SELECTORS:
-        return SELECTORS[name]()
-    return load_object(name, source, kind="selector", known=SELECTORS)()
+def battery_weights(battery_pct: np.ndarray, min_pct: float, floor: float) -> np.ndarray:
+    """Battery-aware weight of each client: ``floor + (1 - floor) * clip((level - min) / (100 - min), 0, 1)``."""
+    share = np.clip((np.asarray(battery_pct, dtype=np.float64) - min_pct) / (100.0 - min_pct), 0.0, 1.0)
+    return floor + (1.0 - floor) * share
+
+
+class BatterySelector(_Stateless):
+    """Battery-aware: the more energy above the threshold, the likelier to be picked."""
+
+    def __init__(self, floor: float = 0.1) -> None:
+        self.floor = float(floor)
+
+    def select(self, online: np.ndarray, n: int, generator: np.random.Generator, view: CoordinatorView) -> np.ndarray:
+        w = battery_weights(view.battery_pct[online], view.min_pct, self.floor)
+        return np.sort(_weighted_draw(online, w, n, generator))
+
+
+class OortSelector:
+    """Oort-style: exploit clients with high statistical and system utility, explore the unseen."""
+
+    def __init__(self, exploration: float = 0.2, straggler_penalty: float = 2.0, preferred_duration_s: float | None = None) -> None:
+        self.exploration = float(exploration)
+        self.penalty = float(straggler_penalty)
+        self.preferred_s = preferred_duration_s
+        self.stat = np.zeros(0)  # n_i * loss_i of each client's last report
+        self.duration_s = np.zeros(0)  # each client's last reported duration (NaN: never)
+
+    def _grow(self, n: int) -> None:
+        if len(self.stat) < n:
+            self.stat = np.concatenate([self.stat, np.zeros(n - len(self.stat))])
+            self.duration_s = np.concatenate([self.duration_s, np.full(n - len(self.duration_s), np.nan)])
+
+    def utility(self, clients: np.ndarray) -> np.ndarray:
+        """Statistical times system utility of seen ``clients``."""
+        seen = ~np.isnan(self.duration_s)
+        t_pref = self.preferred_s if self.preferred_s is not None else float(np.median(self.duration_s[seen]))
+        t = self.duration_s[clients]
+        system = np.where(t > t_pref, (t_pref / t) ** self.penalty, 1.0)
+        return self.stat[clients] * system
+
+    def select(self, online: np.ndarray, n: int, generator: np.random.Generator, view: CoordinatorView) -> np.ndarray:
+        online = np.asarray(online, dtype=np.int64)
+        if n >= len(online):
+            return online.copy()
+        self._grow(len(view.battery_pct))
+        seen_mask = ~np.isnan(self.duration_s[online])
+        seen, unseen = online[seen_mask], online[~seen_mask]
+        n_explore = min(len(unseen), max(n - len(seen), math.ceil(self.exploration * n)))
+        explore = generator.choice(unseen, size=n_explore, replace=False) if n_explore else np.zeros(0, np.int64)
+        exploit = _weighted_draw(seen, self.utility(seen), n - n_explore, generator) if n > n_explore else np.zeros(0, np.int64)
+        return np.sort(np.concatenate([explore, exploit])).astype(np.int64)
+
+    def observe(self, round: int, clients: np.ndarray, n_samples: np.ndarray, train_loss: np.ndarray, duration_s: np.ndarray) -> None:
+        if len(clients) == 0:
+            return
+        self._grow(int(np.max(clients)) + 1)
+        self.stat[clients] = np.asarray(n_samples, dtype=np.float64) * np.asarray(train_loss, dtype=np.float64)
+        self.duration_s[clients] = duration_s
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"stat": self.stat.copy(), "duration_s": self.duration_s.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stat = np.asarray(state["stat"], dtype=np.float64).copy()
+        self.duration_s = np.asarray(state["duration_s"], dtype=np.float64).copy()
+
+
+SELECTORS: dict[str, type] = {"uniform": UniformSelector, "battery": BatterySelector, "oort": OortSelector}
+
+#: The parameters (``selector:`` section) each registered selector takes.
+PARAMETERS: dict[str, Sequence[str]] = {
+    "uniform": (),
+    "battery": ("floor",),
+    "oort": ("exploration", "straggler_penalty", "preferred_duration_s"),
+}
+
+
+def make_selector(name: str, params: dict[str, float] | None = None, source: str = "fl.selection") -> Selector:
+    """A selector by registered name or ``package.module:Class`` import path, with its parameters."""
+    params = params or {}
+    cls = SELECTORS[name] if name in SELECTORS else load_object(name, source, kind="selector", known=SELECTORS)
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise ConfigError(f"{source}: selector {name!r} cannot be built with {sorted(params)} ({exc})") from None

@@ -16,7 +16,7 @@ import torch
 from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
-from flamingo_sim.errors import ConfigError, InputDataError
+from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
 from flamingo_sim.fl.config import PROXY_MIN_SAMPLES, ExperimentConfig, require_path, resolve_path
 from flamingo_sim.fl.data import FederatedDataset
 from flamingo_sim.fl.engine import Components
@@ -71,7 +71,11 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     profiles = search.load_set(phones, cfg.model, pset)
 
     log(f"data: {dataset.description}")
-    model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"))
+    beside = [Path(experiment_path).resolve().parent] if experiment_path is not None else []
+    try:
+        model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"), search=beside)
+    except FlamingoError as exc:
+        raise ConfigError(f"{src}: {exc}") from None
     size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
     cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
     log(f"model update: {size_mb:.2f} MB each way ({size_source})")
@@ -146,18 +150,25 @@ def phone_assignment(
 
 def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[FederatedDataset, str]:
     """The real dataset at ``data.root``, or the proxy when ``data.root`` is null; returns (dataset, model name)."""
+    from flamingo_sim.fl.byo_data import read_arrays, read_leaf
     from flamingo_sim.fl.data import SyntheticFederated
     from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
     from flamingo_sim.fl.speech import FedScaleSpeechDataset
 
+    own = {"arrays": read_arrays, "leaf": read_leaf}
     data = cfg.data
     src = str(experiment_path)
     if data.root is not None:
         root = resolve_path(data.root, experiment_path)
         if not root.exists():
             raise ConfigError(f"{src}: data.root: {str(data.root)!r} not found (set data.root: null to run the generated proxy task)")
+        if data.name in own:
+            try:
+                return own[data.name](root), data.model
+            except InputDataError as exc:
+                raise ConfigError(f"{src}: data.root: {exc}") from None
         if data.name not in ("openimage", "google_speech"):
-            raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only 'openimage', 'google_speech'); "
+            raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only 'openimage', 'google_speech', 'arrays', 'leaf'); "
                               "set data.root: null to run the proxy")
         if cfg.model not in ARCHITECTURES:
             raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")

@@ -31,6 +31,11 @@ sample-weighted mean of the clients' running means and variances, ``num_batches_
 rounded (:func:`flamingo_sim.fl.aggregate.fedavg`), as FedScale averages the whole
 ``state_dict``.
 
+FedProx (``prox_mu > 0``) adds ``prox_mu/2 ||w - w_global||^2`` over the trainable parameters
+to every client's local loss, in every strategy: each step's gradient gains
+``prox_mu * (w - w_global)`` (:func:`flamingo_sim.fl.batched.add_proximal`); the reported
+training loss is the task loss alone.
+
 A model *state* here is a ``dict[str, Tensor]`` of its parameters and buffers, as
 :func:`model_state` returns it.
 """
@@ -212,9 +217,13 @@ class CohortTrainer:
         lr: float,
         seed: int,
         round_idx: int,
+        prox_mu: float = 0.0,
     ) -> CohortResult:
         """Run local SGD for each client, starting from ``global_params`` (see :func:`train_cohort`)."""
         _check_args(client_datas, client_ids, n_steps, batch_size, lr)
+        if not prox_mu >= 0:
+            raise ValueError(f"prox_mu must be >= 0, got {prox_mu}")
+        prox_mu = float(prox_mu)
         state = self._start_state(global_params)
         indices = [
             minibatch_indices(int(x.shape[0]), n_steps, batch_size, seed, round_idx, int(cid))
@@ -226,13 +235,15 @@ class CohortTrainer:
             torch.manual_seed(derive_seed(seed, "dropout", round_idx))
             if strategy == "sequential":
                 work = copy.deepcopy(self.model).to(self.device).train()
-                parts = [train_one_client(work, state, x, y, idx, lr, self.device) for (x, y), idx in zip(client_datas, indices)]
+                parts = [train_one_client(work, state, x, y, idx, lr, self.device, prox_mu) for (x, y), idx in zip(client_datas, indices)]
                 params = {name: torch.stack([p[0][name] for p in parts]) for name in state}
                 return CohortResult(params, torch.stack([p[1] for p in parts]), "sequential")
             if strategy == "streams":
-                params, losses = train_streams(self.model, state, client_datas, indices, lr, self.device, self.n_streams)
+                params, losses = train_streams(self.model, state, client_datas, indices, lr, self.device, self.n_streams, prox_mu)
                 return CohortResult(params, losses, "streams")
-            chunks = [self._vmap_chunk(state, client_datas[i : i + chunk], indices[i : i + chunk], lr) for i in range(0, len(client_ids), chunk)]
+            chunks = [
+                self._vmap_chunk(state, client_datas[i : i + chunk], indices[i : i + chunk], lr, prox_mu) for i in range(0, len(client_ids), chunk)
+            ]
         if len(chunks) == 1:
             return CohortResult(chunks[0][0], chunks[0][1], "vmap")
         params = {name: torch.cat([c[0][name] for c in chunks]) for name in state}
@@ -249,7 +260,7 @@ class CohortTrainer:
         return state
 
     def _vmap_chunk(
-        self, state: dict[str, Tensor], client_datas: Sequence[tuple[Tensor, Tensor]], indices: Sequence[Tensor], lr: float
+        self, state: dict[str, Tensor], client_datas: Sequence[tuple[Tensor, Tensor]], indices: Sequence[Tensor], lr: float, prox_mu: float
     ) -> tuple[dict[str, Tensor], Tensor]:
         # All clients' samples in one tensor, moved once; per-step gather indices offset into it.
         k = len(client_datas)
@@ -263,7 +274,7 @@ class CohortTrainer:
         else:
             x_all, y_all = x_all.to(self.device), y_all.to(self.device)
         graphs = self._graphs if self.cuda_graphs else None
-        return train_vmap(self.model, state, x_all, y_all, gather, lr, graphs)
+        return train_vmap(self.model, state, x_all, y_all, gather, lr, graphs, prox_mu)
 
 
 def train_cohort(
@@ -278,6 +289,7 @@ def train_cohort(
     round_idx: int,
     mode: Mode = "auto",
     max_batched_clients: int | None = None,
+    prox_mu: float = 0.0,
 ) -> CohortResult:
     """Run local SGD for each client of a cohort, starting from ``global_params``.
 
@@ -285,10 +297,10 @@ def train_cohort(
     state (:func:`model_state`); entries it lacks are taken from ``model``. Training runs on
     ``model``'s device and the result lives there. ``max_batched_clients`` bounds how many
     clients one vmap call trains at once (memory); ``None`` means what the memory budget allows.
-    A one-off :class:`CohortTrainer`; the engine keeps one across rounds.
+    ``prox_mu`` > 0 adds FedProx's proximal term towards ``global_params``. A one-off :class:`CohortTrainer`; the engine keeps one across rounds.
     """
     trainer = CohortTrainer(model, strategy=mode, max_batched_clients=max_batched_clients)
-    return trainer.train(global_params, client_datas, client_ids, n_steps, batch_size, lr, seed, round_idx)
+    return trainer.train(global_params, client_datas, client_ids, n_steps, batch_size, lr, seed, round_idx, prox_mu)
 
 
 @torch.no_grad()

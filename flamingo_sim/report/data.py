@@ -38,6 +38,7 @@ __all__ = [
     "dropped_by_reason",
     "target_accuracy",
     "time_to_target_h",
+    "participation_histogram",
     "S_PER_H",
 ]
 
@@ -247,6 +248,8 @@ def summary_table(runs: Sequence[Run]) -> pd.DataFrame:
                 "clients_lost": num(e.get("clients_lost")),
                 "speedup": num(e.get("speedup")),
                 "energy_efficiency": num(e.get("energy_efficiency")),
+                "jain_participation": num(e.get("jain_participation")),
+                "jain_energy": num(e.get("jain_energy")),
             })
     return pd.DataFrame.from_records(records)
 
@@ -269,3 +272,13 @@ def dropped_by_reason(run: Run) -> pd.DataFrame:
     totals = run.metrics.groupby(["policy", "seed"])[reasons].sum().groupby("policy").mean()
     totals.columns = [c[len("dropped_"):] for c in reasons]
     return totals.reindex(run.policies)
+
+
+def participation_histogram(run: Run, policy: str) -> pd.Series:
+    """Clients by the number of rounds they were kept, summed over seeds (empty for runs without it)."""
+    per_seed = run.summary.get("policies", {}).get(policy, {}).get("per_seed", {})
+    total: dict[int, int] = {}
+    for entry in per_seed.values():
+        for k, n in entry.get("participation_histogram", {}).items():
+            total[int(k)] = total.get(int(k), 0) + int(n)
+    return pd.Series(total, dtype=np.int64, name="clients").sort_index()

@@ -30,6 +30,7 @@ from flamingo_sim.report.data import (
     choice_mix,
     energy_unit,
     interference_per_phone,
+    participation_histogram,
     phone_columns,
     policy_curve,
     target_accuracy,
@@ -46,6 +47,7 @@ __all__ = [
     "accuracy_vs_time",
     "clients_online",
     "clients_lost",
+    "participation_figure",
     "energy_cumulative",
     "choice_mix_figure",
     "interference_figure",
@@ -292,6 +294,37 @@ def interference_figure(runs: Sequence[Run]) -> Figure:
     return fig
 
 
+def participation_figure(runs: Sequence[Run]) -> Figure:
+    """How many clients were kept 0, 1, 2, ... times (all seeds), per (run, policy); Jain's index in the legend."""
+    groups = [(i, r, p) for i, r in enumerate(runs) for p in r.policies]
+    colors = policy_colors(_all_policies(runs))
+    bar_w = 0.8 / max(len(groups), 1)
+    with _figure() as (fig, axes):
+        ax = axes[0, 0]
+        drawn = False
+        for k, (i, run, policy) in enumerate(groups):
+            hist = participation_histogram(run, policy)
+            if hist.empty:
+                continue
+            jain = run.summary["policies"][policy].get("jain_participation")
+            label = f"{run.label}|{policy}" if len(runs) > 1 else policy
+            label += f" (Jain {jain:.2f})" if jain is not None else ""
+            pos = hist.index.to_numpy(dtype=float) + (k - (len(groups) - 1) / 2) * bar_w
+            ax.bar(pos, hist.to_numpy(), bar_w, color=colors[policy], hatch=RUN_HATCHES[i % len(RUN_HATCHES)], edgecolor="white", lw=0.3,
+                   label=label, gid=f"{run.label}|{policy}|participation")
+            drawn = True
+        if drawn:
+            ax.set_yscale("log")
+            fig.legend(loc="outside lower center", ncols=min(3, len(groups)))
+        else:
+            ax.text(0.5, 0.5, "no participation counts in these runs", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xlabel("rounds a client was kept")
+        ax.set_ylabel("clients")
+        ax.set_title("Participation")
+        ax.grid(axis="x", visible=False)
+    return fig
+
+
 #: Figure file stem -> function; the order of the report.
 FIGURES: dict[str, Callable[[Sequence[Run]], Figure]] = {
     "accuracy_vs_time": accuracy_vs_time,
@@ -300,6 +333,7 @@ FIGURES: dict[str, Callable[[Sequence[Run]], Figure]] = {
     "energy_cumulative": energy_cumulative,
     "choice_mix": choice_mix_figure,
     "interference_per_phone": interference_figure,
+    "participation": participation_figure,
 }
 
 

@@ -35,6 +35,8 @@ CAPTIONS = {
     "clients_lost": "Distinct clients lost so far: offline only because training drained their battery.",
     "energy_cumulative": "Cumulative on-device training energy (all attempts, kept or dropped). Star: energy spent when the target was reached.",
     "choice_mix": "Share of the kept clients' local steps run on each execution choice (the CPU cores used), per round.",
+    "participation": "Clients by the number of rounds their update was kept (all seeds, log scale); Jain's index of participation "
+    "in the legend (1 = every client equally often).",
     "interference_per_phone": "Time training shared a big core with the owner's foreground app, per round, "
     "summed over the kept clients of each phone model (log scale).",
 }
@@ -50,6 +52,8 @@ SUMMARY_COLUMNS = {
     "clients_lost": "clients lost",
     "speedup": "speedup",
     "energy_efficiency": "energy efficiency",
+    "jain_participation": "Jain (participation)",
+    "jain_energy": "Jain (energy)",
 }
 
 

@@ -58,6 +58,24 @@ def test_tiny_cnn_float64_strategies_equal_the_loop(strategy):
     assert _max_diff(chunked.params, ref.params) < 1e-12
 
 
+@pytest.mark.parametrize("strategy", ["vmap", "streams"])
+def test_fedprox_term_in_every_strategy_equals_the_loop(strategy):
+    model = _TinyCNN().double()
+    datas = _datas(3, (3, 8, 8), 4, torch.float64)
+    start = model_state(model)
+    kw = dict(n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=2, prox_mu=0.5)
+    ref = train_cohort(model, start, datas, [0, 1, 2], mode="sequential", **kw)
+    plain = train_cohort(model, start, datas, [0, 1, 2], mode="sequential", **{**kw, "prox_mu": 0.0})
+    assert _max_diff(ref.params, plain.params) > 1e-6  # the term changes the result
+    for trainer in (CohortTrainer(model, strategy=strategy, n_streams=2), CohortTrainer(model, strategy=strategy, max_batched_clients=2)):
+        got = trainer.train(start, datas, [0, 1, 2], **kw)
+        assert got.mode == strategy
+        assert _max_diff(got.params, ref.params) < 1e-12
+        torch.testing.assert_close(got.losses, ref.losses, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="prox_mu must be >= 0, got -0.1"):
+        CohortTrainer(model, strategy=strategy).train(start, datas, [0, 1, 2], **{**kw, "prox_mu": -0.1})
+
+
 def test_float32_vmap_is_close_to_the_loop():
     """float32: rounding differs (batched vs per-client reductions), 1e-5 after 3 steps holds."""
     model = _TinyCNN()
@@ -133,3 +151,16 @@ def test_paper_networks_float64_vmap_equals_the_loop(arch):
     assert got.mode == "vmap"
     assert _max_diff(got.params, ref.params) < 1e-9
     assert any("running_mean" in k for k in got.params)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_fedprox_term_under_cuda_graphs_equals_the_loop():
+    model = _TinyCNN().double().cuda()
+    datas = _datas(3, (3, 8, 8), 4, torch.float64)
+    start = model_state(model)
+    kw = dict(n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=2, prox_mu=0.5)
+    trainer = CohortTrainer(model, strategy="vmap", cuda_graphs=True)
+    for round_start in (start, {k: v + 0.01 if v.is_floating_point() else v for k, v in start.items()}):
+        ref = train_cohort(model, round_start, datas, [0, 1, 2], mode="sequential", **kw)
+        got = trainer.train(round_start, datas, [0, 1, 2], **kw)  # the second round replays the graph, new anchor
+        assert _max_diff(got.params, ref.params) < 1e-9

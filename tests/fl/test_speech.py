@@ -245,6 +245,6 @@ def test_broken_speech_root_is_a_config_error(tmp_path):
 def test_real_data_of_another_name_is_a_config_error(tmp_path):
     from flamingo_sim.fl.run import run_experiment
 
-    with pytest.raises(ConfigError, match=r"data\.name: real 'synthetic' data cannot be read \(only 'openimage', 'google_speech'\)"):
+    with pytest.raises(ConfigError, match=r"data\.name: real 'synthetic' data cannot be read \(only 'openimage', 'google_speech', 'arrays', 'leaf'\)"):
         run_experiment(ROOT / "experiments/speech_resnet34.yaml", out_dir=tmp_path / "run",
                        overrides=[f"data.root={tmp_path}", "data.name=synthetic"], log=lambda m: None)
