@@ -60,11 +60,4 @@ class EasPolicy(_PolicyBase):
         self.choice_label_idx = ps.space_label_idx[rows, pos]
 
     def run_tasks(self, request: TaskRequest) -> TaskOutcome:
-        ps = self._ready(request)
-        k = request.k
-        ph = np.asarray(request.phone_idx, dtype=np.int64)
-        run = np.ones(k, dtype=bool)
-        dur, en, inter, counts, _ = self._price(
-            request, self.choice_latency_s[ph][:, None], self.choice_power_w[ph][:, None],
-            self.choice_label_idx[ph][:, None], np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool), run)
-        return TaskOutcome(run, np.full(k, "", dtype=object), dur, en, inter, counts, ps.labels, np.full(k, "eas", dtype=object))
+        return self._run_fixed(request, self.choice_latency_s, self.choice_power_w, self.choice_label_idx, "eas")

@@ -222,6 +222,22 @@ class _PolicyBase:
             raise ValueError("request phone_idx disagrees with the phones given to init")
         return self.profile_set
 
+    def _run_fixed(self, req: TaskRequest, latency_s: np.ndarray, power_w: np.ndarray, label_idx: np.ndarray,
+                   name: str) -> TaskOutcome:
+        """Every request accepted and run on one execution choice per phone, no control loop.
+
+        ``latency_s``, ``power_w`` and ``label_idx`` hold that choice's step latency, power and
+        label index, one entry per phone of the profile set.
+        """
+        ps = self._ready(req)
+        k = req.k
+        ph = np.asarray(req.phone_idx, dtype=np.int64)
+        run = np.ones(k, dtype=bool)
+        dur, en, inter, counts, _ = self._price(
+            req, latency_s[ph][:, None], power_w[ph][:, None], label_idx[ph][:, None],
+            np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool), run)
+        return TaskOutcome(run, np.full(k, "", dtype=object), dur, en, inter, counts, ps.labels, np.full(k, name, dtype=object))
+
     def _price(self, req: TaskRequest, lat, pw, label, n_rungs, controlled, run, n_steps=None, start_s=None) -> tuple:
         """Run the selected tasks (mask ``run``) on their ladders; returns full-size arrays
         ``(duration_s, energy_j, interference_s, steps per label, end_s)``. ``n_steps`` (k,)
@@ -265,14 +281,7 @@ class BaselinePolicy(_PolicyBase):
 
     def run_tasks(self, request: TaskRequest) -> TaskOutcome:
         ps = self._ready(request)
-        k = request.k
-        ph = np.asarray(request.phone_idx, dtype=np.int64)
-        run = np.ones(k, dtype=bool)
-        dur, en, inter, counts, _ = self._price(
-            request, ps.baseline_latency_s[ph][:, None], ps.baseline_power_w[ph][:, None],
-            ps.baseline_label_idx[ph][:, None], np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool), run)
-        return TaskOutcome(run, np.full(k, "", dtype=object), dur, en, inter, counts, ps.labels,
-                           np.full(k, "baseline", dtype=object))
+        return self._run_fixed(request, ps.baseline_latency_s, ps.baseline_power_w, ps.baseline_label_idx, "baseline")
 
 
 class FlamingoPolicy(_PolicyBase):
