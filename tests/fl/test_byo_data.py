@@ -95,7 +95,7 @@ def test_model_from_an_import_path():
 def test_leaf_shakespeare_experiment_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
     res = run_experiment(ROOT / "experiments/toolkit_leaf_shakespeare.yaml", out_dir=tmp_path / "r", overrides=["fl.rounds=2", "fl.local_steps=2", "policies=[baseline]"], log=lambda m: None)
-    assert "leaf shakespeare" in res.summary["data"] and len(res.metrics) == 2
+    assert "leaf shakespeare" in res.summary["data"] and len(res.metrics) == 3  # round 0 (the initial model) and 2 rounds
     with pytest.raises(ConfigError, match=r"data\.root: .*expected LEAF's train/ directory"):
         run_experiment(ROOT / "experiments/toolkit_leaf_shakespeare.yaml", out_dir=tmp_path / "x", overrides=[f"data.root={tmp_path}"], log=lambda m: None)
     assert not (tmp_path / "x").exists()
