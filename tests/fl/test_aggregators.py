@@ -15,10 +15,10 @@ from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.aggregate import server_adam_step
 from flamingo_sim.fl.aggregators import FedAdam, FedAvg, FedYogi, make_aggregator
 from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig
-from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.models import build_model
 from flamingo_sim.fl.run import run_experiment
 from flamingo_sim.fl.training import train_cohort
+from tests.fl.interrupt import run_interrupted
 
 ROOT = Path(__file__).resolve().parents[2]
 F64 = torch.float64
@@ -153,17 +153,7 @@ def test_fedyogi_run_resumes_bit_identical(tmp_path, monkeypatch):
     exp = ROOT / "experiments/toolkit_fedyogi.yaml"
     overrides = SMALL + ["checkpoint_every=2"]
     whole = run_experiment(exp, out_dir=tmp_path / "whole", overrides=overrides, log=lambda m: None)
-    real_step = Simulation.step
-
-    def interrupted(self):
-        if self.round == 3:
-            raise KeyboardInterrupt
-        return real_step(self)
-
-    monkeypatch.setattr(Simulation, "step", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        run_experiment(exp, out_dir=tmp_path / "cut", overrides=overrides, log=lambda m: None)
-    monkeypatch.setattr(Simulation, "step", real_step)
+    run_interrupted(monkeypatch, exp, tmp_path / "cut", overrides, after_round=3)
     resumed = run_experiment(exp, out_dir=tmp_path / "cut", overrides=overrides, resume=True, log=lambda m: None)
     pd.testing.assert_frame_equal(resumed.metrics, whole.metrics)
     fedavg = run_experiment(exp, out_dir=tmp_path / "avg", overrides=overrides + ["aggregation={name: fedavg}"], log=lambda m: None)

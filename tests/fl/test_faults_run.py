@@ -27,8 +27,8 @@ from flamingo_sim.fl.checkpoint import (
     prev_path,
     save_checkpoint,
 )
-from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.run import run_experiment
+from tests.fl.interrupt import run_interrupted
 
 ROOT = Path(__file__).resolve().parents[2]
 EXP = ROOT / "experiments" / "openimage_mobilenet.yaml"
@@ -49,18 +49,7 @@ def whole(tmp_path_factory):
 
 def _cut(tmp_path, monkeypatch, at_round=3, overrides=TINY):
     """A run stopped by Ctrl-C during flamingo's round ``at_round`` (checkpoints of rounds 1..at_round-1 on disk)."""
-    real_step = Simulation.step
-
-    def step(self):
-        if self.policy_name == "flamingo" and self.round == at_round - 1:
-            raise KeyboardInterrupt
-        return real_step(self)
-
-    monkeypatch.setattr(Simulation, "step", step)
-    with pytest.raises(KeyboardInterrupt):
-        run_experiment(EXP, out_dir=tmp_path / "cut", overrides=overrides, log=lambda m: None)
-    monkeypatch.setattr(Simulation, "step", real_step)
-    return tmp_path / "cut"
+    return run_interrupted(monkeypatch, EXP, tmp_path / "cut", overrides, after_round=at_round - 1, policy="flamingo")
 
 
 # -- checkpoints ----------------------------------------------------------------------------------

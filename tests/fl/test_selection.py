@@ -11,9 +11,9 @@ import pytest
 from flamingo_sim.config import from_mapping
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
-from flamingo_sim.fl.engine import Simulation
 from flamingo_sim.fl.run import run_experiment
 from flamingo_sim.fl.selection import BatterySelector, CoordinatorView, OortSelector, UniformSelector, battery_weights, make_selector
+from tests.fl.interrupt import run_interrupted
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,17 +98,7 @@ def test_oort_run_resumes_bit_identical_and_battery_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
     exp = ROOT / "experiments/toolkit_oort.yaml"
     whole = run_experiment(exp, out_dir=tmp_path / "whole", overrides=SMALL, log=lambda m: None)
-    real_step = Simulation.step
-
-    def interrupted(self):
-        if self.round == 3:
-            raise KeyboardInterrupt
-        return real_step(self)
-
-    monkeypatch.setattr(Simulation, "step", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        run_experiment(exp, out_dir=tmp_path / "cut", overrides=SMALL, log=lambda m: None)
-    monkeypatch.setattr(Simulation, "step", real_step)
+    run_interrupted(monkeypatch, exp, tmp_path / "cut", SMALL, after_round=3)
     resumed = run_experiment(exp, out_dir=tmp_path / "cut", overrides=SMALL, resume=True, log=lambda m: None)
     pd.testing.assert_frame_equal(resumed.metrics, whole.metrics)
     battery = run_experiment(ROOT / "experiments/toolkit_battery_selection.yaml", out_dir=tmp_path / "b", overrides=SMALL, log=lambda m: None)
