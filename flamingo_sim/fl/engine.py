@@ -86,6 +86,7 @@ class RoundPlan:
     duration_s: np.ndarray  # float (len(chosen),) compute + communication
     settled: RoundSettlement
     kept: np.ndarray  # int64 clients whose updates count, fastest first
+    plugged: np.ndarray  # bool (len(chosen),) on the charger at the start: the charger pays for training
 
 
 def _exploring(outcome: Any, energy_spent_j: np.ndarray) -> dict[str, Any]:
@@ -277,6 +278,7 @@ class Simulation:
             duration_s=duration_s,
             settled=settled,
             kept=chosen[settled.kept],
+            plugged=plugged,
         )
 
     def train_round(self, plan: RoundPlan) -> float:
@@ -339,7 +341,7 @@ class Simulation:
         # 6. advance the clock and every battery along its trace
         self.clock_s = t0 + settled.duration_s
         drawn_j = np.zeros(pop.n_clients)
-        drawn_j[chosen] = np.where(self._plugged(t0, chosen), 0.0, settled.energy_spent_j)  # the charger pays
+        drawn_j[chosen] = np.where(plan.plugged, 0.0, settled.energy_spent_j)  # the charger pays
         self._advance_budgets(t0, self.clock_s, drawn_j)
         self.budget.take_offline(chosen[settled.reason == BATTERY_EXHAUSTED])  # ran flat: wait for a charge
         lost_now = self.trace_budget.online[self._pair_of] & ~self.budget.online
