@@ -14,7 +14,7 @@ import numpy as np
 
 from flamingo_sim.devices.soc import MAH_TO_COULOMB
 
-__all__ = ["discharge_intervals", "EnergyBudget"]
+__all__ = ["discharge_intervals", "EnergyBudget", "PopulationBudget"]
 
 
 def discharge_intervals(times_s: Any, level_pct: Any, voltage_v: Any, capacity_mah: float) -> dict[str, np.ndarray]:
@@ -48,6 +48,22 @@ def discharge_intervals(times_s: Any, level_pct: Any, voltage_v: Any, capacity_m
     q_pct_c = capacity_mah * MAH_TO_COULOMB / 100.0
     energy = (v[a] + v[b]) / 2.0 * q_pct_c * (lv[a] - lv[b])
     return {"start_s": t[a], "end_s": t[b], "energy_j": energy, "power_w": energy / (t[b] - t[a])}
+
+
+def _step(
+    capacity_j: np.ndarray, deficit_j: np.ndarray, online: np.ndarray, prev: Any, now: Any, train: Any, min_pct: float, reentry_pct: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """One trace step of :class:`EnergyBudget` on plain arrays: the new ``(deficit_j, online)``.
+
+    The single place the budget's arithmetic lives, so that :class:`PopulationBudget`'s subsets
+    compute bit for bit what a whole-population :class:`EnergyBudget` would.
+    """
+    gain_j = np.maximum(now - prev, 0.0) / 100.0 * capacity_j
+    deficit = np.maximum(deficit_j - gain_j, 0.0)
+    deficit += train
+    deficit = np.minimum(deficit, now / 100.0 * capacity_j, out=deficit)
+    lvl = 100.0 * np.clip(now / 100.0 * capacity_j - deficit, 0.0, capacity_j) / capacity_j
+    return deficit, np.where(online, lvl >= min_pct, lvl >= reentry_pct)
 
 
 @dataclass
@@ -126,13 +142,8 @@ class EnergyBudget:
                 raise ValueError("state_now must be -1, 0 or +1")
         else:
             prev, now, train = level_prev_pct, level_now_pct, training_energy_j
-        gain_j = np.maximum(now - prev, 0.0) / 100.0 * self.capacity_j
-        deficit = np.maximum(self.deficit_j - gain_j, 0.0)
-        deficit += train
-        self.deficit_j = np.minimum(deficit, now / 100.0 * self.capacity_j, out=deficit)
+        self.deficit_j, self.online = _step(self.capacity_j, self.deficit_j, self.online, prev, now, train, self.min_pct, self.reentry_pct)
         self.trace_pct = now
-        lvl = self.level_pct
-        self.online = np.where(self.online, lvl >= self.min_pct, lvl >= self.reentry_pct)
 
     def available_j_at(self, idx: np.ndarray) -> np.ndarray:
         """:attr:`available_j` of clients ``idx`` only (same numbers, no whole-population arrays)."""
@@ -172,3 +183,185 @@ class EnergyBudget:
         self.trace_pct = np.asarray(state["trace_pct"], dtype=float).copy()
         self.deficit_j = np.asarray(state["deficit_j"], dtype=float).copy()
         self.online = np.asarray(state["online"], dtype=bool).copy()
+
+
+class PopulationBudget:
+    """The :class:`EnergyBudget` of ``n`` FL clients that share battery traces, kept sparse.
+
+    Many FL clients replay one trace client's battery on one phone model: a *pair* (trace
+    client, battery capacity). A client that never trained holds exactly its pair's trace-only
+    budget, so the state is
+
+    - :attr:`twin`: an :class:`EnergyBudget` per pair that only follows the trace (no training);
+      it is also what tells clients lost to training from clients their own use took offline;
+    - the *deviated* clients, whose deficit or online flag differs from their twin's: their
+      indices (sorted), deficits and online flags.
+
+    Every step costs O(pairs + deviated clients), not O(clients): at 1,000,000 FL clients on
+    a few thousand trace clients a 10-minute trace step touches a few thousand values. The
+    arithmetic is :func:`_step`, element for element the one a whole-population
+    :class:`EnergyBudget` runs, so the numbers are identical (``tests/devices/test_battery.py``
+    checks it against one). A deviated client whose deficit is repaid and whose online flag
+    agrees with its twin's again holds its twin's state exactly and rejoins it.
+    """
+
+    def __init__(self, pair_capacity_j: Any, pair_of: Any, min_pct: float = 10.0, reentry_pct: float = 20.0) -> None:
+        self.twin = EnergyBudget(pair_capacity_j, min_pct=min_pct, reentry_pct=reentry_pct)
+        pair_of = np.asarray(pair_of)
+        if pair_of.ndim != 1 or not np.issubdtype(pair_of.dtype, np.integer):
+            raise ValueError("pair_of must be a 1-D integer array (each client's pair)")
+        if len(pair_of) and not (0 <= pair_of.min() and pair_of.max() < self.twin.n):
+            raise ValueError(f"pair_of must index the {self.twin.n} pairs")
+        self.pair_of = pair_of.astype(np.int64)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.dev = np.zeros(0, dtype=np.int64)  # deviated clients, sorted
+        self.dev_deficit_j = np.zeros(0)
+        self.dev_online = np.zeros(0, dtype=bool)
+
+    @property
+    def n(self) -> int:
+        return len(self.pair_of)
+
+    @property
+    def min_pct(self) -> float:
+        return self.twin.min_pct
+
+    @property
+    def reentry_pct(self) -> float:
+        return self.twin.reentry_pct
+
+    def reset(self, pair_level_pct: Any) -> None:
+        """Every client at its pair's trace level, nothing drawn."""
+        self.twin.reset(pair_level_pct)
+        self._clear()
+
+    # -- the deviated set ---------------------------------------------------------------------
+    def _find(self, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Position of each of ``clients`` in :attr:`dev` and whether it is there."""
+        pos = np.searchsorted(self.dev, clients)
+        hit = pos < len(self.dev)
+        hit[hit] = self.dev[pos[hit]] == clients[hit]
+        return pos, hit
+
+    def _deviate(self, clients: np.ndarray) -> np.ndarray:
+        """Add ``clients`` to the deviated set (with their twin's state); their positions in it."""
+        clients = np.unique(np.asarray(clients, dtype=np.int64))
+        _, hit = self._find(clients)
+        new = clients[~hit]
+        if len(new):
+            dev = np.concatenate([self.dev, new])
+            order = np.argsort(dev, kind="stable")
+            self.dev = dev[order]
+            self.dev_deficit_j = np.concatenate([self.dev_deficit_j, self.twin.deficit_j[self.pair_of[new]]])[order]
+            self.dev_online = np.concatenate([self.dev_online, self.twin.online[self.pair_of[new]]])[order]
+        return np.searchsorted(self.dev, clients)
+
+    def _rejoin(self) -> None:
+        """Deviated clients that hold their twin's state again are no longer deviated."""
+        pairs = self.pair_of[self.dev]
+        same = (self.dev_deficit_j == self.twin.deficit_j[pairs]) & (self.dev_online == self.twin.online[pairs])
+        if same.any():
+            keep = ~same
+            self.dev, self.dev_deficit_j, self.dev_online = self.dev[keep], self.dev_deficit_j[keep], self.dev_online[keep]
+
+    # -- steps ----------------------------------------------------------------------------------
+    def draw(self, pair_level_pct: np.ndarray, clients: np.ndarray, energy_j: np.ndarray) -> None:
+        """Training energy ``energy_j`` drawn by ``clients`` (distinct) at a time when the trace
+        stands at ``pair_level_pct``: an :meth:`EnergyBudget.advance` step with an unchanged level,
+        for every client (those that draw nothing only re-read the level; so does the twin)."""
+        clients = np.asarray(clients, dtype=np.int64)
+        energy_j = np.asarray(energy_j, dtype=float)
+        drawing = clients[energy_j > 0]
+        self._deviate(drawing)
+        train = np.zeros(len(self.dev))
+        pos, hit = self._find(clients)
+        train[pos[hit]] = energy_j[hit]
+        self._advance(pair_level_pct, pair_level_pct, train)
+
+    def advance(self, pair_prev_pct: np.ndarray, pair_now_pct: np.ndarray) -> None:
+        """One trace step from level ``pair_prev_pct`` to ``pair_now_pct`` (per pair), nothing drawn."""
+        self._advance(pair_prev_pct, pair_now_pct, 0.0)
+
+    def _advance(self, pair_prev_pct: np.ndarray, pair_now_pct: np.ndarray, train: Any) -> None:
+        if len(self.dev):
+            pairs = self.pair_of[self.dev]
+            self.dev_deficit_j, self.dev_online = _step(
+                self.twin.capacity_j[pairs], self.dev_deficit_j, self.dev_online,
+                pair_prev_pct[pairs], pair_now_pct[pairs], train, self.min_pct, self.reentry_pct,
+            )
+        self.twin.advance(pair_prev_pct, pair_now_pct, None, 0.0, check=False)
+        self._rejoin()
+
+    def take_offline(self, clients: Any) -> None:
+        """Take ``clients`` offline now, whatever their level (see :meth:`EnergyBudget.take_offline`)."""
+        clients = np.asarray(clients, dtype=np.int64)
+        if len(clients):
+            pos = self._deviate(clients)  # replaces the arrays: index the new ones
+            self.dev_online[pos] = False
+
+    # -- reading --------------------------------------------------------------------------------
+    def _values_at(self, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(capacity, deficit, online) of ``clients``."""
+        clients = np.asarray(clients, dtype=np.int64)
+        pairs = self.pair_of[clients]
+        deficit, online = self.twin.deficit_j[pairs].copy(), self.twin.online[pairs].copy()
+        if len(self.dev):
+            pos, hit = self._find(clients)
+            deficit[hit], online[hit] = self.dev_deficit_j[pos[hit]], self.dev_online[pos[hit]]
+        return self.twin.capacity_j[pairs], deficit, online
+
+    def available_j_at(self, clients: np.ndarray) -> np.ndarray:
+        """Energy (J) available to training on ``clients``."""
+        cap, deficit, _ = self._values_at(clients)
+        return np.clip(self.twin.trace_pct[self.pair_of[np.asarray(clients, dtype=np.int64)]] / 100.0 * cap - deficit, 0.0, cap)
+
+    def level_pct_at(self, clients: np.ndarray) -> np.ndarray:
+        """Effective battery level (percent) of ``clients``."""
+        clients = np.asarray(clients, dtype=np.int64)
+        return 100.0 * self.available_j_at(clients) / self.twin.capacity_j[self.pair_of[clients]]
+
+    def online_at(self, clients: np.ndarray) -> np.ndarray:
+        return self._values_at(clients)[2]
+
+    @property
+    def online(self) -> np.ndarray:
+        """bool (n,): which clients are online (a whole-population array, built on each call)."""
+        out = self.twin.online[self.pair_of]
+        out[self.dev] = self.dev_online
+        return out
+
+    @property
+    def deficit_j(self) -> np.ndarray:
+        out = self.twin.deficit_j[self.pair_of]
+        out[self.dev] = self.dev_deficit_j
+        return out
+
+    @property
+    def level_pct(self) -> np.ndarray:
+        """Effective battery level of every client (a whole-population array)."""
+        return self.level_pct_at(np.arange(self.n))
+
+    def lost(self) -> np.ndarray:
+        """Clients (sorted) the trace alone keeps online but the budget has offline: lost to training."""
+        return self.dev[~self.dev_online & self.twin.online[self.pair_of[self.dev]]]
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"twin": self.twin.state_dict(), "pair_of": self.pair_of.copy(), "dev": self.dev.copy(),
+                "dev_deficit_j": self.dev_deficit_j.copy(), "dev_online": self.dev_online.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "twin" not in state:
+            raise ValueError("the energy budget was saved by an older flamingo-sim (one array per client); start the run afresh")
+        pair_of = np.asarray(state["pair_of"], dtype=np.int64)
+        if not np.array_equal(pair_of, self.pair_of):
+            raise ValueError(f"the energy budget is for another population ({len(pair_of)} clients on other trace/phone pairs)")
+        dev = np.asarray(state["dev"], dtype=np.int64)
+        deficit, online = np.asarray(state["dev_deficit_j"], dtype=float), np.asarray(state["dev_online"], dtype=bool)
+        if not (dev.ndim == 1 and deficit.shape == online.shape == dev.shape and np.all(np.diff(dev) > 0)
+                and (not len(dev) or (dev[0] >= 0 and dev[-1] < self.n))):
+            raise ValueError("the energy budget's deviated clients are malformed")
+        self.twin.load_state_dict(state["twin"])
+        self.dev, self.dev_deficit_j, self.dev_online = dev.copy(), deficit.copy(), online.copy()

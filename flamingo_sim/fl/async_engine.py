@@ -108,7 +108,7 @@ class AsyncSimulation(Simulation):
             self._push(t_s + cfg.fedbuff.retry_s, "free", None)
             return
         self.n_dispatch += 1
-        view = CoordinatorView(round=self.round + 1, battery_pct=self.budget.level_pct, min_pct=cfg.traces.min_pct)
+        view = CoordinatorView(round=self.round + 1, min_pct=cfg.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
         chosen = self.selector.select(idle, 1, rng(self.seed, "selection", self.n_dispatch), view)
         c = int(chosen[0])
         one = np.array([c], dtype=np.int64)
@@ -146,12 +146,9 @@ class AsyncSimulation(Simulation):
         self._push(ends, "arrive", task)
 
     def _advance_to(self, t_s: float, client: int, energy_j: float) -> None:
-        drawn = np.zeros(self.parts.population.n_clients)
-        drawn[client] = energy_j
-        self._advance_budgets(self.budget_t_s, t_s, drawn)
+        self._advance_budgets(self.budget_t_s, t_s, np.array([client], dtype=np.int64), np.array([energy_j]))
         self.budget_t_s = t_s
-        lost_now = self.trace_budget.online[self._pair_of] & ~self.budget.online
-        self.ever_lost |= lost_now
+        self.ever_lost[self.budget.lost()] = True
 
     def _arrive(self, t_s: float, task: _Task) -> None:
         c = task.client
@@ -241,7 +238,7 @@ class AsyncSimulation(Simulation):
             accuracy, loss = self.evaluate()
         w, self._window = self._window, self._new_window()
         self._check_horizon()
-        lost_now = self.trace_budget.online[self._pair_of] & ~self.budget.online
+        lost_now = self.budget.lost()
         record = RoundRecord(
             policy=self.policy_name,
             seed=self.seed,
@@ -258,8 +255,8 @@ class AsyncSimulation(Simulation):
             energy_j=w["energy_j"],
             energy_cum_j=self.energy_cum_j,
             interference_s=w["interference_s"],
-            clients_lost=int(lost_now.sum()),
-            clients_lost_cum=int(self.ever_lost.sum()),
+            clients_lost=len(lost_now),
+            clients_lost_cum=int(np.count_nonzero(self.ever_lost)),
             steps_by_choice={label: int(w["steps"][j]) for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(w["phone_interference_s"][p]) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(w["phone_foreground_s"][p]) for p, phone in enumerate(pop.phone_names)},

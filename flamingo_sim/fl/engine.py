@@ -36,14 +36,14 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from flamingo_sim.devices.battery import EnergyBudget
+from flamingo_sim.devices.battery import EnergyBudget, PopulationBudget
 from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.fl.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data import FederatedDataset
 from flamingo_sim.fl.device import precision_context, resolve_device
-from flamingo_sim.fl.fairness import jain_index
+from flamingo_sim.fl.fairness import jain_index, merge_sorted
 from flamingo_sim.fl.population import Population
 from flamingo_sim.fl.records import RoundRecord
 from flamingo_sim.fl.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
@@ -141,11 +141,10 @@ class Simulation:
         self._pair_trace = pairs // n_phones
         first = np.zeros(len(pairs), dtype=np.int64)
         first[self._pair_of[::-1]] = np.arange(pop.n_clients)[::-1]  # a client of each pair
-        self.budget = EnergyBudget(capacity_j, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
-        self.trace_budget = EnergyBudget(capacity_j[first], min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
-        levels0 = self._trace_levels(0.0)
-        self.budget.reset(levels0[pop.trace_client])
-        self.trace_budget.reset(levels0[self._pair_trace])
+        # Clients that never trained hold their twin's state exactly: the budget keeps only
+        # the ones that deviate (PopulationBudget), so a round costs O(pairs + deviated).
+        self.budget = PopulationBudget(capacity_j[first], self._pair_of, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
+        self.budget.reset(self._trace_levels(0.0)[self._pair_trace])
         self.policy.init(pop.n_clients, pop.phone_idx, parts.profiles)
         self.round = 0
         self.clock_s = 0.0
@@ -153,6 +152,8 @@ class Simulation:
         self.ever_lost = np.zeros(pop.n_clients, dtype=bool)
         self.times_kept = np.zeros(pop.n_clients, dtype=np.int64)  # rounds each client's update counted
         self.client_energy_j = np.zeros(pop.n_clients)  # training energy each client's battery paid
+        self._kept_nz: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._energy_nz: np.ndarray = np.zeros(0, dtype=np.int64)
         fl = self.cfg.fl
         self.device = resolve_device(fl.device)
         parts.model.to(self.device)
@@ -230,7 +231,7 @@ class Simulation:
         # 2. selection
         k = cfg.fl.participants_per_round
         n_select = min(len(online), math.ceil(k * cfg.fl.overcommit))
-        view = CoordinatorView(round=self.round, battery_pct=self.budget.level_pct, min_pct=cfg.traces.min_pct)
+        view = CoordinatorView(round=self.round, min_pct=cfg.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
         chosen = self.selector.select(online, n_select, rng(self.seed, "selection", self.round), view)
 
         # 3. price every selected client's task under its policy
@@ -340,16 +341,17 @@ class Simulation:
 
         # 6. advance the clock and every battery along its trace
         self.clock_s = t0 + settled.duration_s
-        drawn_j = np.zeros(pop.n_clients)
-        drawn_j[chosen] = np.where(plan.plugged, 0.0, settled.energy_spent_j)  # the charger pays
-        self._advance_budgets(t0, self.clock_s, drawn_j)
+        drawn_j = np.where(plan.plugged, 0.0, settled.energy_spent_j)  # over chosen; the charger pays
+        self._advance_budgets(t0, self.clock_s, chosen, drawn_j)
         self.budget.take_offline(chosen[settled.reason == BATTERY_EXHAUSTED])  # ran flat: wait for a charge
-        lost_now = self.trace_budget.online[self._pair_of] & ~self.budget.online
-        self.ever_lost |= lost_now
+        lost_now = self.budget.lost()
+        self.ever_lost[lost_now] = True
         energy_j = float(settled.energy_spent_j.sum())
         self.energy_cum_j += energy_j
         self.times_kept[kept] += 1
-        self.client_energy_j += drawn_j
+        self.client_energy_j[chosen] += drawn_j
+        self._kept_nz = merge_sorted(self._kept_nz, kept)
+        self._energy_nz = merge_sorted(self._energy_nz, chosen[drawn_j > 0])
 
         # the owner feels every training step that ran, kept or not; the owner's foreground
         # time is counted over each selected client's time under the job this round
@@ -380,13 +382,13 @@ class Simulation:
             energy_j=energy_j,
             energy_cum_j=self.energy_cum_j,
             interference_s=float(interference_s.sum()),
-            clients_lost=int(lost_now.sum()),
-            clients_lost_cum=int(self.ever_lost.sum()),
+            clients_lost=len(lost_now),
+            clients_lost_cum=int(np.count_nonzero(self.ever_lost)),
             steps_by_choice={label: int(counts[j]) if counts is not None else 0 for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(foreground_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
-            jain_participation=jain_index(self.times_kept),
-            jain_energy=jain_index(self.client_energy_j),
+            jain_participation=jain_index(self.times_kept[self._kept_nz], n=pop.n_clients),
+            jain_energy=jain_index(self.client_energy_j[self._energy_nz], n=pop.n_clients),
             **_exploring(outcome, settled.energy_spent_j),
         )
 
@@ -398,12 +400,18 @@ class Simulation:
         return RoundRecord(
             policy=self.policy_name, seed=self.seed, round=0, time_s=0.0, duration_s=0.0,
             accuracy=accuracy, loss=loss, train_loss=float("nan"),
-            n_online=int(self.budget.online.sum()), n_selected=0, n_kept=0, dropped={r: 0 for r in DROP_REASONS},
+            n_online=int(np.count_nonzero(self.budget.online)), n_selected=0, n_kept=0, dropped={r: 0 for r in DROP_REASONS},
             energy_j=0.0, energy_cum_j=0.0, interference_s=0.0, clients_lost=0, clients_lost_cum=0,
             steps_by_choice={label: 0 for label in self.parts.choice_labels},
             interference_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
         )
+
+    def _index_nonzero(self) -> None:
+        """The clients (sorted) with a non-zero :attr:`times_kept` / :attr:`client_energy_j`:
+        Jain's indices are computed over them (zeros add nothing), not over the population."""
+        self._kept_nz = np.flatnonzero(self.times_kept)
+        self._energy_nz = np.flatnonzero(self.client_energy_j)
 
     def _check_horizon(self) -> None:
         """Say once when the virtual clock passes the point where trace replay wraps."""
@@ -426,24 +434,23 @@ class Simulation:
         end = self._levels_at(idx, t0 + duration_s)
         return np.maximum(start - end, 0.0) / 100.0 * self.capacity_j[idx]
 
-    def _advance_budgets(self, t0: float, t1: float, drawn_j: np.ndarray) -> None:
-        """Step both budgets through every trace grid tick in (t0, t1]; training energy first.
+    @property
+    def trace_budget(self) -> EnergyBudget:
+        """The trace-only budget, one entry per (trace client, phone) pair (:attr:`_pair_of` maps clients to pairs)."""
+        return self.budget.twin
 
-        Inputs come from the validated trace set, so the budgets skip re-validating them.
-        """
+    def _advance_budgets(self, t0: float, t1: float, clients: np.ndarray, drawn_j: np.ndarray) -> None:
+        """Draw ``drawn_j`` from ``clients`` at ``t0``, then step the budget through every trace
+        grid tick in (t0, t1]. Inputs come from the validated trace set (not re-validated)."""
         step = self.parts.traces.step_s
-        tc = self.parts.population.trace_client
-        levels = self._trace_levels(t0)
-        level, pair_level = levels[tc], levels[self._pair_trace]
-        self.budget.advance(level, level, None, drawn_j, check=False)
+        level = self._trace_levels(t0)[self._pair_trace]
+        self.budget.draw(level, clients, drawn_j)
         first = math.floor(t0 / step) + 1
         last = math.floor(t1 / step)
         for tick in range(first, last + 1):
-            levels = self._trace_levels(tick * step)
-            now, pair_now = levels[tc], levels[self._pair_trace]
-            self.budget.advance(level, now, None, 0.0, check=False)
-            self.trace_budget.advance(pair_level, pair_now, None, 0.0, check=False)
-            level, pair_level = now, pair_now
+            now = self._trace_levels(tick * step)[self._pair_trace]
+            self.budget.advance(level, now)
+            level = now
 
     def evaluate(self) -> tuple[float, float]:
         started = time.perf_counter()
@@ -470,7 +477,6 @@ class Simulation:
             "client_energy_j": self.client_energy_j.copy(),
             "params": {k: v.detach().cpu().clone() for k, v in self.params.items()},
             "budget": self.budget.state_dict(),
-            "trace_budget": self.trace_budget.state_dict(),
             "policy": self.policy.state_dict(),
             "aggregator": self.aggregator.state_dict(),
             "selector": self.selector.state_dict(),
@@ -483,9 +489,9 @@ class Simulation:
         self.ever_lost = np.asarray(state["ever_lost"]).copy()
         self.times_kept = np.asarray(state["times_kept"]).copy()
         self.client_energy_j = np.asarray(state["client_energy_j"]).copy()
+        self._index_nonzero()
         self.params = {k: v.to(self.device).clone() for k, v in state["params"].items()}
         self.budget.load_state_dict(state["budget"])
-        self.trace_budget.load_state_dict(state["trace_budget"])
         self.policy.load_state_dict(state["policy"])
         self.aggregator.load_state_dict(state["aggregator"])
         self.selector.load_state_dict(state["selector"])

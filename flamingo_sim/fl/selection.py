@@ -28,8 +28,7 @@ Registered names (``fl.selection``; parameters in the experiment's ``selector:``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -49,13 +48,50 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class CoordinatorView:
-    """What the coordinator knows at selection time (arrays over every client)."""
+    """What the coordinator knows at selection time: the round, the offline threshold and the
+    battery level (percent, effective: training drains it) each client reports.
 
-    round: int
-    battery_pct: np.ndarray  # effective battery level each client reports, in [0, 100]
-    min_pct: float  # the offline threshold
+    Give the levels either as an array over every client (``battery_pct``) or as a reader
+    ``level_pct_at(clients)`` plus ``n_clients``: the engine does the latter, so that a round
+    at 1,000,000 clients does not build a million-entry array unless a selector asks for
+    :attr:`battery_pct` (built once, on first use). Selectors that need a few clients' levels
+    call :meth:`battery_pct_at`.
+    """
+
+    def __init__(
+        self,
+        round: int,
+        battery_pct: np.ndarray | None = None,
+        min_pct: float = 10.0,
+        *,
+        level_pct_at: Callable[[np.ndarray], np.ndarray] | None = None,
+        n_clients: int | None = None,
+    ) -> None:
+        if (battery_pct is None) == (level_pct_at is None):
+            raise ValueError("CoordinatorView needs battery_pct or level_pct_at (exactly one)")
+        if level_pct_at is not None and n_clients is None:
+            raise ValueError("CoordinatorView: level_pct_at needs n_clients")
+        self.round = int(round)
+        self.min_pct = float(min_pct)
+        self._battery_pct = None if battery_pct is None else np.asarray(battery_pct, dtype=np.float64)
+        self._level_pct_at = level_pct_at
+        self.n_clients = int(n_clients) if n_clients is not None else len(self._battery_pct)  # type: ignore[arg-type]
+
+    @property
+    def battery_pct(self) -> np.ndarray:
+        """Effective battery level of every client, in [0, 100]."""
+        if self._battery_pct is None:
+            assert self._level_pct_at is not None
+            self._battery_pct = self._level_pct_at(np.arange(self.n_clients))
+        return self._battery_pct
+
+    def battery_pct_at(self, clients: np.ndarray) -> np.ndarray:
+        """Effective battery level of ``clients`` only."""
+        if self._battery_pct is not None:
+            return self._battery_pct[clients]
+        assert self._level_pct_at is not None
+        return self._level_pct_at(np.asarray(clients, dtype=np.int64))
 
 
 class Selector(Protocol):
@@ -118,7 +154,7 @@ class BatterySelector(_Stateless):
         self.floor = float(floor)
 
     def select(self, online: np.ndarray, n: int, generator: np.random.Generator, view: CoordinatorView) -> np.ndarray:
-        w = battery_weights(view.battery_pct[online], view.min_pct, self.floor)
+        w = battery_weights(view.battery_pct_at(online), view.min_pct, self.floor)
         return np.sort(_weighted_draw(online, w, n, generator))
 
 
@@ -149,7 +185,7 @@ class OortSelector:
         online = np.asarray(online, dtype=np.int64)
         if n >= len(online):
             return online.copy()
-        self._grow(len(view.battery_pct))
+        self._grow(view.n_clients)
         seen_mask = ~np.isnan(self.duration_s[online])
         seen, unseen = online[seen_mask], online[~seen_mask]
         n_explore = min(len(unseen), max(n - len(seen), math.ceil(self.exploration * n)))

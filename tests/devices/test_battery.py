@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flamingo_sim.devices.battery import EnergyBudget, discharge_intervals
+from flamingo_sim.devices.battery import EnergyBudget, PopulationBudget, discharge_intervals
 
 TIMES = [0, 100, 250, 400, 700]
 LEVELS = [50, 49, 49, 48, 47]
@@ -93,3 +93,88 @@ def test_energy_budget_validation():
         b.advance([50, 50], [40, 40], [0, 0], [-1, 0])
     with pytest.raises(ValueError, match="level_now_pct"):
         b.advance([50, 50], [140, 40], [0, 0], [0, 0])
+
+
+def _population_scenario(seed: int, n_pairs: int = 7, n_clients: int = 60, steps: int = 120):
+    """Random trace steps, draws and take-offlines on clients sharing (trace, capacity) pairs."""
+    gen = np.random.default_rng(seed)
+    pair_cap = gen.uniform(20_000.0, 60_000.0, n_pairs)
+    pair_of = gen.integers(0, n_pairs, n_clients)
+    level = gen.uniform(5.0, 100.0, n_pairs)
+    events = []
+    for _ in range(steps):
+        kind = gen.integers(0, 3)
+        if kind == 0:  # a round's training draw: a few clients, some drawing nothing (on the charger)
+            clients = np.sort(gen.choice(n_clients, size=5, replace=False))
+            energy = np.where(gen.random(5) < 0.3, 0.0, gen.uniform(0.0, 8_000.0, 5))
+            events.append(("draw", level.copy(), clients, energy))
+        elif kind == 1:
+            new = np.clip(level + gen.normal(0.0, 6.0, n_pairs), 0.0, 100.0)
+            events.append(("advance", level.copy(), new.copy(), None))
+            level = new
+        else:
+            events.append(("offline", gen.choice(n_clients, size=2, replace=False), None, None))
+    return pair_cap, pair_of, events
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_population_budget_equals_a_whole_population_budget_bit_for_bit(seed):
+    pair_cap, pair_of, events = _population_scenario(seed)
+    n = len(pair_of)
+    start = np.linspace(8.0, 95.0, len(pair_cap))
+    sparse = PopulationBudget(pair_cap, pair_of, min_pct=10.0, reentry_pct=20.0)
+    full = EnergyBudget(pair_cap[pair_of], min_pct=10.0, reentry_pct=20.0)
+    sparse.reset(start)
+    full.reset(start[pair_of])
+    peak_dev = 0
+    for kind, a, b, c in events:
+        if kind == "draw":
+            drawn = np.zeros(n)
+            drawn[b] = c
+            full.advance(a[pair_of], a[pair_of], 0, drawn)
+            sparse.draw(a, b, c)
+        elif kind == "advance":
+            full.advance(a[pair_of], b[pair_of], 0, 0.0)
+            sparse.advance(a, b)
+        else:
+            full.take_offline(a)
+            sparse.take_offline(a)
+        peak_dev = max(peak_dev, len(sparse.dev))
+        assert np.array_equal(sparse.online, full.online)
+        assert np.array_equal(sparse.deficit_j, full.deficit_j)
+        assert np.array_equal(sparse.level_pct, full.level_pct)
+        probe = np.array([0, n // 2, n - 1])
+        assert np.array_equal(sparse.available_j_at(probe), full.available_j_at(probe))
+    assert 0 < peak_dev < n  # the scenario made clients deviate, and not all of them
+    # round trip through the checkpoint form
+    again = PopulationBudget(pair_cap, pair_of, min_pct=10.0, reentry_pct=20.0)
+    again.load_state_dict(sparse.state_dict())
+    assert np.array_equal(again.online, sparse.online) and np.array_equal(again.deficit_j, sparse.deficit_j)
+
+
+def test_population_budget_rejoins_twin_once_repaid_and_reports_lost_clients():
+    budget = PopulationBudget(np.array([36_000.0]), np.array([0, 0, 0]), min_pct=10.0, reentry_pct=20.0)
+    budget.reset(np.array([30.0]))  # 30 % of 36 kJ = 10.8 kJ
+    budget.draw(np.array([30.0]), np.array([1]), np.array([7_200.0]))  # client 1: 30 % - 20 % = 10 %, still online
+    assert budget.dev.tolist() == [1]
+    assert budget.level_pct_at(np.array([0, 1])).tolist() == pytest.approx([30.0, 10.0])
+    budget.advance(np.array([30.0]), np.array([29.0]))  # the trace drops 1 %: client 1 at 9 % goes offline
+    assert budget.online.tolist() == [True, False, True]
+    assert budget.lost().tolist() == [1]  # its trace alone would keep it online
+    budget.advance(np.array([29.0]), np.array([45.0]))  # charging +16 % = 5,760 J repays part of 7,200 J
+    assert budget.deficit_j[1] == pytest.approx(1_440.0) and budget.dev.tolist() == [1]
+    assert budget.level_pct_at(np.array([1]))[0] == pytest.approx(41.0) and budget.online[1]
+    budget.advance(np.array([45.0]), np.array([50.0]))  # +5 % = 1,800 J: repaid, online like its twin
+    assert budget.dev.tolist() == [] and budget.lost().tolist() == []
+    assert budget.online.tolist() == [True, True, True] and budget.level_pct.tolist() == pytest.approx([50.0] * 3)
+
+
+def test_population_budget_refuses_another_population_and_old_checkpoints():
+    budget = PopulationBudget(np.array([1_000.0, 2_000.0]), np.array([0, 1, 1]))
+    other = PopulationBudget(np.array([1_000.0, 2_000.0]), np.array([1, 1, 0]))
+    with pytest.raises(ValueError, match="another population"):
+        budget.load_state_dict(other.state_dict())
+    with pytest.raises(ValueError, match="older flamingo-sim"):
+        budget.load_state_dict(EnergyBudget(np.full(3, 1_000.0)).state_dict())
+    with pytest.raises(ValueError, match="pair_of must index the 2 pairs"):
+        PopulationBudget(np.array([1_000.0, 2_000.0]), np.array([0, 2]))

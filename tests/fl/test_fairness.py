@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flamingo_sim.fl.fairness import jain_index, participation_histogram
+from flamingo_sim.fl.fairness import jain_index, merge_sorted, participation_histogram
 from flamingo_sim.fl.run import run_experiment
 from flamingo_sim.report import write_report
 
@@ -51,3 +51,16 @@ def test_fairness_in_metrics_summary_and_report(tmp_path, monkeypatch):
     assert "participation" in report.figures
     md = report.markdown.read_text()
     assert "Jain (participation)" in md
+
+
+def test_jain_index_over_the_nonzero_entries_of_a_population():
+    full = np.array([0.0, 3.0, 0.0, 0.0, 1.0, 2.0])
+    nz = full[np.flatnonzero(full)]
+    assert jain_index(nz, n=6) == pytest.approx(jain_index(full)) == pytest.approx(36 / (6 * 14))
+    with pytest.raises(ValueError, match="n=2 is less than the 3 values"):
+        jain_index(nz, n=2)
+
+
+def test_merge_sorted_keeps_order_and_distinct_entries():
+    assert merge_sorted(np.array([2, 5, 9]), np.array([9, 1, 7, 7])).tolist() == [1, 2, 5, 7, 9]
+    assert merge_sorted(np.zeros(0, np.int64), np.array([3])).tolist() == [3]
