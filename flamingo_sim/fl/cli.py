@@ -1,5 +1,6 @@
 """``flamingo-sim run``: run an experiment YAML (baseline vs Flamingo by default);
-``flamingo-sim sensitivity``: how much each modelling knob moves the headline ratios."""
+``flamingo-sim sensitivity``: how much each modelling knob moves the headline ratios;
+``flamingo-sim pack-data``: decode an experiment's FedScale data once into a packed dataset (or verify one)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output directory (must not exist or be empty)")
     p.set_defaults(func=_sensitivity)
 
+    p = sub.add_parser(
+        "pack-data",
+        help="decode an experiment's real (FedScale) data once into a packed float16 dataset that data.root can point at",
+        description="Decode every client of the dataset the experiment reads (data.root, data.image_size, data.transform, "
+                    "data.max_clients, data.filter_less, data.speech_channels, ...) into --out: float16 arrays and a manifest "
+                    "with their sizes and SHA-256. Then run with --set data.root=DIR. With --verify DIR: check an existing pack, "
+                    "hashing every file.",
+    )
+    p.add_argument("experiment", nargs="?", help="experiment YAML or the name of a shipped one, as for run")
+    p.add_argument("--out", help="the pack's directory (must not exist, be empty, or hold an earlier pack)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key by its dotted path, e.g. --set data.root=/data/openimage (repeatable)")
+    p.add_argument("--workers", type=int, metavar="N", help="decoding threads (default: data.decode_workers, else the usable cores)")
+    p.add_argument("--verify", metavar="DIR", help="verify the pack in DIR (every file's size and SHA-256, offsets, labels) and pack nothing")
+    p.set_defaults(func=_pack_data, cli_flags={"out_dir": "--out", "workers": "--workers", "override": "--set"})
+
 
 def _run(args: argparse.Namespace) -> int:
     from flamingo_sim.fl.run import run_experiment
@@ -62,4 +79,25 @@ def _sensitivity(args: argparse.Namespace) -> int:
 
     table = run_sensitivity(args.experiment, args.vary, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    return 0
+
+
+def _pack_data(args: argparse.Namespace) -> int:
+    import sys
+
+    from flamingo_sim.errors import ConfigError
+
+    if args.verify is not None:
+        if args.experiment is not None or args.out is not None or args.overrides or args.workers is not None:
+            raise ConfigError("--verify DIR checks a pack and takes no EXPERIMENT, --out, --set or --workers")
+        from flamingo_sim.fl.pipeline import verify_pack
+
+        print(verify_pack(args.verify))
+        return 0
+    if args.experiment is None or args.out is None:
+        raise ConfigError("give an EXPERIMENT and --out DIR (or --verify DIR)")
+    from flamingo_sim.fl.setup import pack_experiment
+
+    info = pack_experiment(args.experiment, args.out, args.overrides, args.workers, log=lambda msg: print(msg, file=sys.stderr))
+    print(info.describe())
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -23,6 +23,9 @@ from flamingo_sim.fl.engine import Components
 from flamingo_sim.fl.models import build_model
 from flamingo_sim.fl.population import build_population
 from flamingo_sim.resources import shipped, user_profiles_dir
+
+if TYPE_CHECKING:
+    from flamingo_sim.fl.pipeline import PackInfo
 
 #: Profile model name -> torchvision architecture trained on real data.
 ARCHITECTURES = {"mobilenet_v2": "mobilenet_v2", "shufflenet_v2_x2": "shufflenet_v2_x2_0", "resnet34": "resnet34"}
@@ -152,47 +155,25 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
     """The real dataset at ``data.root``, or the proxy when ``data.root`` is null; returns (dataset, model name)."""
     from flamingo_sim.fl.byo_data import read_arrays, read_leaf
     from flamingo_sim.fl.data import SyntheticFederated
-    from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
-    from flamingo_sim.fl.speech import FedScaleSpeechDataset
 
     own = {"arrays": read_arrays, "leaf": read_leaf}
     data = cfg.data
     src = str(experiment_path)
     if data.root is not None:
-        root = resolve_path(data.root, experiment_path)
-        if not root.exists():
-            raise ConfigError(f"{src}: data.root: {str(data.root)!r} not found (set data.root: null to run the generated proxy task)")
+        root = _data_root(cfg, experiment_path)
         if data.name in own:
             try:
                 return own[data.name](root), data.model
             except InputDataError as exc:
                 raise ConfigError(f"{src}: data.root: {exc}") from None
-        if data.name not in ("openimage", "google_speech"):
-            raise ConfigError(f"{src}: data.name: real {data.name!r} data cannot be read (only 'openimage', 'google_speech', 'arrays', 'leaf'); "
-                              "set data.root: null to run the proxy")
-        if cfg.model not in ARCHITECTURES:
-            raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
         from flamingo_sim.fl.device import usable_cores
-        from flamingo_sim.fl.pipeline import DecodedCache, PackedDataset, is_packed
+        from flamingo_sim.fl.pipeline import DecodedCache, is_packed
 
-        arch = ARCHITECTURES[cfg.model]
-        if data.name == "google_speech" and data.speech_channels == 1:
-            if cfg.model != "resnet34":
-                raise ConfigError(f"{src}: data.speech_channels: 1 (FedScale's input) needs model resnet34, got {cfg.model!r}")
-            arch = "resnet34_speech"
-        try:
-            if is_packed(root):
-                return PackedDataset(root, max_clients=data.max_clients), arch
-            if data.name == "openimage":
-                ds: FederatedDataset = FedScaleImageDataset(root, "train", data.image_size, data.max_clients, data.filter_less,
-                                                            data.max_test_samples, transform=data.transform)
-            else:
-                ds = FedScaleSpeechDataset(root, "train", data.image_size, data.max_clients, data.filter_less, data.max_test_samples,
-                                           channels=data.speech_channels)
-        except InputDataError as exc:
-            raise ConfigError(f"{src}: data.root: {exc}") from None
+        arch = _architecture(cfg, src)
+        if is_packed(root):
+            return _open_pack(cfg, root, src), arch
         workers = data.decode_workers or usable_cores()
-        return DecodedCache(ds, workers, int(data.cache_gb * (1 << 30))), arch
+        return DecodedCache(_fedscale_reader(cfg, root, src), workers, int(data.cache_gb * (1 << 30))), arch
     if data.fallback == "error":
         raise ConfigError(f"{src}: data: data.root is null (no real {data.name} data) and data.fallback is 'error'")
     px = data.proxy
@@ -202,3 +183,108 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
         alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples, min_samples=PROXY_MIN_SAMPLES,
     )
     return ds, px.model
+
+
+def _data_root(cfg: ExperimentConfig, experiment_path: str | Path | None) -> Path:
+    assert cfg.data.root is not None
+    root = resolve_path(cfg.data.root, experiment_path)
+    if not root.exists():
+        raise ConfigError(f"{experiment_path}: data.root: {str(cfg.data.root)!r} not found (set data.root: null to run the generated proxy task)")
+    return root
+
+
+def _architecture(cfg: ExperimentConfig, src: str) -> str:
+    """The torchvision architecture trained on FedScale's ``data.name`` data for ``cfg.model``."""
+    if cfg.data.name not in ("openimage", "google_speech"):
+        raise ConfigError(f"{src}: data.name: real {cfg.data.name!r} data cannot be read (only 'openimage', 'google_speech', 'arrays', 'leaf'); "
+                          "set data.root: null to run the proxy")
+    if cfg.model not in ARCHITECTURES:
+        raise ConfigError(f"{src}: model: no trainable architecture for {cfg.model!r} (known: {', '.join(ARCHITECTURES)})")
+    if cfg.data.name == "google_speech" and cfg.data.speech_channels == 1:
+        if cfg.model != "resnet34":
+            raise ConfigError(f"{src}: data.speech_channels: 1 (FedScale's input) needs model resnet34, got {cfg.model!r}")
+        return "resnet34_speech"
+    return ARCHITECTURES[cfg.model]
+
+
+def _fedscale_reader(cfg: ExperimentConfig, root: Path, src: str) -> FederatedDataset:
+    from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
+    from flamingo_sim.fl.speech import FedScaleSpeechDataset
+
+    data = cfg.data
+    try:
+        if data.name == "openimage":
+            return FedScaleImageDataset(root, "train", data.image_size, data.max_clients, data.filter_less, data.max_test_samples,
+                                        transform=data.transform)
+        return FedScaleSpeechDataset(root, "train", data.image_size, data.max_clients, data.filter_less, data.max_test_samples,
+                                     channels=data.speech_channels)
+    except InputDataError as exc:
+        raise ConfigError(f"{src}: data.root: {exc}") from None
+
+
+def _pack_settings(cfg: ExperimentConfig) -> dict[str, Any]:
+    """The data settings a pack was decoded with (recorded in its manifest, checked by a run reading it)."""
+    data = cfg.data
+    keys = ["name", "image_size", "filter_less", "max_clients", "max_test_samples"]
+    keys.append("transform" if data.name == "openimage" else "speech_channels")
+    return {f"data.{k}": getattr(data, k) for k in keys}
+
+
+def _open_pack(cfg: ExperimentConfig, root: Path, src: str) -> FederatedDataset:
+    """The pack at ``root``, verified, and checked to hold what the experiment's data settings read."""
+    from flamingo_sim.fl.pipeline import PackedDataset
+    from flamingo_sim.fl.speech import CLASSES
+
+    data = cfg.data
+    try:
+        ds = PackedDataset(root, max_clients=data.max_clients)
+    except InputDataError as exc:
+        raise ConfigError(f"{src}: data.root: {exc}") from None
+    packed_name = ds.settings.get("data.name")  # recorded by pack-data (pack_dataset's callers may record none)
+    if packed_name is not None and packed_name != data.name:
+        raise ConfigError(f"{src}: data.root: packed dataset {root} holds {packed_name} data, the experiment reads data.name {data.name!r}")
+    channels = data.speech_channels if data.name == "google_speech" else 3
+    want = (channels, data.image_size, data.image_size)
+    if tuple(ds.input_shape) != want:
+        shape = "x".join(map(str, ds.input_shape))
+        raise ConfigError(f"{src}: data.root: packed dataset {root} holds inputs of shape {shape}, the experiment reads "
+                          f"{'x'.join(map(str, want))} (data.image_size {data.image_size}, {channels} channels); "
+                          "pack it again with these settings (flamingo-sim pack-data) or change data.image_size")
+    if data.name == "google_speech" and ds.n_classes != len(CLASSES):
+        raise ConfigError(f"{src}: data.root: packed dataset {root} has {ds.n_classes} classes, the model for "
+                          f"Google Speech predicts {len(CLASSES)}; pack the data again")
+    return ds
+
+
+def pack_experiment(experiment: str | Path, out_dir: str | Path, overrides: list[str] | tuple[str, ...] = (),
+                    workers: int | None = None, log: Callable[[str], None] | None = None) -> PackInfo:
+    """Decode the FedScale data the experiment reads (``data.*``, as ``run`` would) into a pack at ``out_dir``.
+
+    The experiment is found, loaded and validated as ``flamingo-sim run`` does; ``workers``
+    decoding threads (default ``data.decode_workers``, else the usable cores). Returns the
+    :class:`~flamingo_sim.fl.pipeline.PackInfo`.
+    """
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.device import usable_cores
+    from flamingo_sim.fl.pipeline import PACK_KIND, is_packed, pack_dataset
+    from flamingo_sim.io import check_out_dir
+    from flamingo_sim.resources import find_experiment
+
+    experiment = find_experiment(experiment)
+    cfg = load_experiment(experiment, overrides)
+    src, data = str(experiment), cfg.data
+    if workers is not None and workers < 1:
+        raise ConfigError(f"workers: expected a count >= 1, got {workers}")
+    if data.root is None:
+        raise ConfigError(f"{src}: data.root: null, the generated proxy task: nothing to pack (set data.root to a FedScale {data.name} layout)")
+    root = _data_root(cfg, experiment)
+    if data.name in ("arrays", "leaf"):
+        raise ConfigError(f"{src}: data.name: {data.name!r} data is read as arrays already: nothing to pack (packing decodes openimage and google_speech)")
+    _architecture(cfg, src)
+    if is_packed(root):
+        raise ConfigError(f"{src}: data.root: {root} is a packed dataset already: nothing to pack")
+    check_out_dir(out_dir, PACK_KIND)  # before reading anything
+    reader = _fedscale_reader(cfg, root, src)
+    say = log or (lambda _m: None)
+    say(f"packing {reader.description}")
+    return pack_dataset(reader, out_dir, workers or data.decode_workers or usable_cores(), say, _pack_settings(cfg))

@@ -34,7 +34,7 @@ def test_decoded_cache_serves_the_readers_tensors_and_counts_decoding(tmp_path):
 
 def test_pack_then_read_packed(tmp_path):
     reader = _reader(tmp_path / "raw")
-    out = pack_dataset(reader, tmp_path / "packed", workers=2)
+    out = pack_dataset(reader, tmp_path / "packed", workers=2).root
     assert is_packed(out) and not is_packed(tmp_path / "raw")
     packed = PackedDataset(out)
     assert packed.n_clients == 4 and packed.samples_per_client.tolist() == [5, 6, 4, 7]
