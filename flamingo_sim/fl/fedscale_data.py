@@ -306,6 +306,11 @@ class FedScaleImageDataset(FedScaleLayout):
         with probability 1/2 under the ``fedscale`` transform of the training split, else ``x``."""
         if self.transform != "fedscale" or self.split != "train":
             return x
-        gen = torch.Generator().manual_seed(derive_seed(seed, "hflip", round_idx, int(client_id)))
-        flip = torch.rand(x.shape[0], generator=gen) < 0.5
-        return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+        return random_hflip(x, client_id, round_idx, seed)
+
+
+def random_hflip(x: Tensor, client_id: int, round_idx: int, seed: int) -> Tensor:
+    """Each image of ``x`` flipped left-right with probability 1/2, drawn from ``(seed, round, client)``."""
+    gen = torch.Generator().manual_seed(derive_seed(seed, "hflip", round_idx, int(client_id)))
+    flip = torch.rand(x.shape[0], generator=gen) < 0.5
+    return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.fl.data import LRUCache, check_client_id
+from flamingo_sim.fl.fedscale_data import random_hflip
 from flamingo_sim.io import atomic_dir
 
 __all__ = ["DecodedCache", "PackInfo", "pack_dataset", "PackedDataset", "PACK_MANIFEST", "is_packed", "verify_pack"]
@@ -204,6 +205,8 @@ def pack_dataset(dataset: Any, out_dir: str | Path, workers: int = 1, log: Calla
             "n_clients": n_clients, "n_samples": n_samples, "n_test_samples": int(ty.shape[0]),
             "input_shape": list(shape), "n_classes": int(dataset.n_classes), "dtype": "float16",
             "source": dataset.description, "settings": settings or {}, "files": files,
+            # FedScale's OpenImage transform flips training images at random each round: the pack keeps that
+            "train_augment": "hflip" if getattr(dataset, "transform", None) == "fedscale" else None,
         }
         (stage / PACK_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         size = sum(f.stat().st_size for f in stage.iterdir())
@@ -301,6 +304,9 @@ class PackedDataset:
         self.n_clients = n_all if max_clients is None else min(int(max_clients), n_all)
         self.samples_per_client = np.diff(self._offsets)[: self.n_clients].astype(np.int64)
         self.settings: dict[str, Any] = manifest["settings"]
+        self.augment = manifest.get("train_augment")
+        if self.augment not in (None, "hflip"):
+            raise InputDataError(f"{self.root / PACK_MANIFEST}: train_augment: expected null or 'hflip', got {self.augment!r}")
         self.name = f"packed:{self.root.name}"
         self.description = f"packed dataset at {self.root} ({self.n_clients} clients, float16) of: {manifest['source']}"
 
@@ -322,6 +328,10 @@ class PackedDataset:
 
     def test_data(self) -> tuple[Tensor, Tensor]:
         return self._test
+
+    def train_augment(self, x: Tensor, client_id: int, round_idx: int, seed: int) -> Tensor:
+        """The reader's augmentation, as it would have applied it (``data.transform: fedscale``: a random flip)."""
+        return x if self.augment is None else random_hflip(x, client_id, round_idx, seed)
 
 
 def verify_pack(root: str | Path) -> str:

@@ -243,14 +243,16 @@ def _open_pack(cfg: ExperimentConfig, root: Path, src: str) -> FederatedDataset:
     packed_name = ds.settings.get("data.name")  # recorded by pack-data (pack_dataset's callers may record none)
     if packed_name is not None and packed_name != data.name:
         raise ConfigError(f"{src}: data.root: packed dataset {root} holds {packed_name} data, the experiment reads data.name {data.name!r}")
-    channels = data.speech_channels if data.name == "google_speech" else 3
+    speech = data.name == "google_speech"
+    channels = data.speech_channels if speech else 3
     want = (channels, data.image_size, data.image_size)
     if tuple(ds.input_shape) != want:
         shape = "x".join(map(str, ds.input_shape))
+        why = f"data.image_size {data.image_size}, " + (f"data.speech_channels {channels}" if speech else "3 channels")
+        key = "data.image_size" if tuple(ds.input_shape[1:]) != want[1:] else "data.speech_channels"
         raise ConfigError(f"{src}: data.root: packed dataset {root} holds inputs of shape {shape}, the experiment reads "
-                          f"{'x'.join(map(str, want))} (data.image_size {data.image_size}, {channels} channels); "
-                          "pack it again with these settings (flamingo-sim pack-data) or change data.image_size")
-    if data.name == "google_speech" and ds.n_classes != len(CLASSES):
+                          f"{'x'.join(map(str, want))} ({why}); pack it again with these settings (flamingo-sim pack-data) or change {key}")
+    if speech and ds.n_classes != len(CLASSES):
         raise ConfigError(f"{src}: data.root: packed dataset {root} has {ds.n_classes} classes, the model for "
                           f"Google Speech predicts {len(CLASSES)}; pack the data again")
     return ds
@@ -287,4 +289,7 @@ def pack_experiment(experiment: str | Path, out_dir: str | Path, overrides: list
     reader = _fedscale_reader(cfg, root, src)
     say = log or (lambda _m: None)
     say(f"packing {reader.description}")
-    return pack_dataset(reader, out_dir, workers or data.decode_workers or usable_cores(), say, _pack_settings(cfg))
+    try:
+        return pack_dataset(reader, out_dir, workers or data.decode_workers or usable_cores(), say, _pack_settings(cfg))
+    except InputDataError as exc:  # an unreadable image or clip, found while decoding
+        raise ConfigError(f"{src}: data.root: {exc}") from None
