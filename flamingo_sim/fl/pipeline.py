@@ -118,7 +118,7 @@ class PackInfo:
 
     def describe(self) -> str:
         return (f"packed dataset at {self.root}: {self.n_clients:,} clients, {self.n_samples:,} samples (+ {self.n_test_samples:,} test), "
-                f"{_size(self.size_bytes)} on disk; decoded {self.samples_per_s:,.0f} samples/s on {self.workers} threads")
+                f"{_size(self.size_bytes)} on disk; decoded {self.samples_per_s:,.0f} samples/s on {self.workers} thread{'s' if self.workers > 1 else ''}")
 
 
 def _size(n_bytes: int) -> str:
@@ -175,7 +175,8 @@ def pack_dataset(dataset: Any, out_dir: str | Path, workers: int = 1, log: Calla
     def decoded() -> Iterator[np.ndarray]:
         nonlocal decode_s
         chunk = 4 * workers
-        with ThreadPoolExecutor(workers) as pool:
+        pool = ThreadPoolExecutor(workers)
+        try:
             for start in range(0, n_clients, chunk):
                 ids = range(start, min(start + chunk, n_clients))
                 began = time.perf_counter()
@@ -183,13 +184,15 @@ def pack_dataset(dataset: Any, out_dir: str | Path, workers: int = 1, log: Calla
                 decode_s += time.perf_counter() - began
                 for cid, (cx, cy) in zip(ids, parts):
                     if tuple(cx.shape) != (int(sizes[cid]), *shape) or tuple(cy.shape) != (int(sizes[cid]),):
-                        raise InputDataError(f"{dataset.description}: client {cid} decoded to {tuple(cx.shape)} samples, "
+                        raise InputDataError(f"{dataset.description}: client {cid} decoded to shape {tuple(cx.shape)}, "
                                              f"expected {(int(sizes[cid]), *shape)}")
                     y[offsets[cid] : offsets[cid + 1]] = cy.numpy()
                     yield cx.numpy()
                 if log:
                     done = int(offsets[ids[-1] + 1])
-                    log(f"packed {ids[-1] + 1:,}/{n_clients:,} clients, {done:,}/{n_samples:,} samples, {done / decode_s:,.0f} samples/s decoded")
+                    log(f"packed {ids[-1] + 1:,}/{n_clients:,} clients, {done:,}/{n_samples:,} samples, {done / max(decode_s, 1e-9):,.0f} samples/s decoded")
+        finally:  # an error or Ctrl-C: decode no further client
+            pool.shutdown(cancel_futures=True)
 
     with atomic_dir(out_dir, PACK_KIND) as stage:
         files: dict[str, dict[str, Any]] = {"x.npy": {"sha256": _write_x(stage / "x.npy", decoded(), (n_samples, *shape))}}

@@ -125,6 +125,9 @@ def test_a_failed_pack_leaves_no_pack_and_an_earlier_pack_intact(raw, pack, tmp_
     capsys.readouterr()
     assert {p.name: p.read_bytes() for p in pack.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "pack"]  # no staging directory left
+    assert main(_pack_args(raw, pack, "--workers", "1")) == 0  # a complete pack replaces it
+    assert capsys.readouterr().out.endswith(" samples/s on 1 thread\n")
+    assert PackedDataset(pack).n_clients == 3
 
 
 def test_ctrl_c_while_packing_removes_the_unfinished_pack(raw, tmp_path, monkeypatch, capsys):
