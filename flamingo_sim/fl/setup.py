@@ -160,7 +160,7 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
     data = cfg.data
     src = str(experiment_path)
     if data.root is not None:
-        root = _data_root(cfg, experiment_path)
+        root = _data_root(data.root, experiment_path)
         if data.name in own:
             try:
                 return own[data.name](root), data.model
@@ -185,11 +185,10 @@ def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Cal
     return ds, px.model
 
 
-def _data_root(cfg: ExperimentConfig, experiment_path: str | Path | None) -> Path:
-    assert cfg.data.root is not None
-    root = resolve_path(cfg.data.root, experiment_path)
+def _data_root(given: Path, experiment_path: str | Path | None) -> Path:
+    root = resolve_path(given, experiment_path)
     if not root.exists():
-        raise ConfigError(f"{experiment_path}: data.root: {str(cfg.data.root)!r} not found (set data.root: null to run the generated proxy task)")
+        raise ConfigError(f"{experiment_path}: data.root: {str(given)!r} not found (set data.root: null to run the generated proxy task)")
     return root
 
 
@@ -223,7 +222,7 @@ def _fedscale_reader(cfg: ExperimentConfig, root: Path, src: str) -> FederatedDa
 
 
 def _pack_settings(cfg: ExperimentConfig) -> dict[str, Any]:
-    """The data settings a pack was decoded with (recorded in its manifest, checked by a run reading it)."""
+    """The data settings a pack was decoded with (recorded in its manifest; a run reading the pack checks them)."""
     data = cfg.data
     keys = ["name", "image_size", "filter_less", "max_clients", "max_test_samples"]
     keys.append("transform" if data.name == "openimage" else "speech_channels")
@@ -255,6 +254,15 @@ def _open_pack(cfg: ExperimentConfig, root: Path, src: str) -> FederatedDataset:
     if speech and ds.n_classes != len(CLASSES):
         raise ConfigError(f"{src}: data.root: packed dataset {root} has {ds.n_classes} classes, the model for "
                           f"Google Speech predicts {len(CLASSES)}; pack the data again")
+    packed = ds.settings
+    for key in ("transform", "filter_less", "max_test_samples"):  # what changes the samples, not only their shape
+        if f"data.{key}" in packed and packed[f"data.{key}"] != getattr(data, key):
+            raise ConfigError(f"{src}: data.root: packed dataset {root} was packed with data.{key} {packed[f'data.{key}']!r}, the experiment "
+                              f"sets {getattr(data, key)!r}; pack it again with these settings (flamingo-sim pack-data) or set data.{key} to match")
+    most = packed.get("data.max_clients")
+    if most is not None and (data.max_clients is None or data.max_clients > most):
+        raise ConfigError(f"{src}: data.root: packed dataset {root} holds at most {most} clients (data.max_clients {most} when packed), the "
+                          f"experiment asks for {data.max_clients or 'all'}; pack it again or set data.max_clients <= {most}")
     return ds
 
 
@@ -279,7 +287,7 @@ def pack_experiment(experiment: str | Path, out_dir: str | Path, overrides: list
         raise ConfigError(f"workers: expected a count >= 1, got {workers}")
     if data.root is None:
         raise ConfigError(f"{src}: data.root: null, the generated proxy task: nothing to pack (set data.root to a FedScale {data.name} layout)")
-    root = _data_root(cfg, experiment)
+    root = _data_root(data.root, experiment)
     if data.name in ("arrays", "leaf"):
         raise ConfigError(f"{src}: data.name: {data.name!r} data is read as arrays already: nothing to pack (packing decodes openimage and google_speech)")
     _architecture(cfg, src)

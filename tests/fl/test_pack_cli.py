@@ -231,6 +231,10 @@ def test_a_pack_that_does_not_fit_the_experiment_is_refused_before_any_output(pa
     assert str(err.value) == (f"{EXP}: data.root: packed dataset {packed} holds inputs of shape 3x32x32, the experiment reads 3x48x48 "
                               "(data.image_size 48, 3 channels); pack it again with these settings (flamingo-sim pack-data) "
                               "or change data.image_size")
+    with pytest.raises(ConfigError) as err:
+        run_experiment(EXP, out_dir=run, overrides=[f"data.root={packed}", *TINY_REAL, "data.transform=fedscale"], device="cpu")
+    assert str(err.value) == (f"{EXP}: data.root: packed dataset {packed} was packed with data.transform 'default', the experiment sets "
+                              "'fedscale'; pack it again with these settings (flamingo-sim pack-data) or set data.transform to match")
     speech = ROOT / "experiments/speech_resnet34.yaml"
     with pytest.raises(ConfigError) as err:
         run_experiment(speech, out_dir=run, overrides=[f"data.root={packed}", *TINY_REAL], device="cpu")
@@ -280,3 +284,14 @@ def test_a_speech_pack_records_its_channels(tmp_path, capsys):
     assert str(err.value) == (f"{speech}: data.root: packed dataset {out} holds inputs of shape 1x32x32, the experiment reads 3x32x32 "
                               "(data.image_size 32, data.speech_channels 3); pack it again with these settings (flamingo-sim pack-data) "
                               "or change data.speech_channels")
+
+
+def test_a_pack_of_the_first_clients_serves_no_more(raw, tmp_path, capsys):
+    out = tmp_path / "pack"
+    assert main(_pack_args(raw, out, "--set", "data.max_clients=2")) == 0
+    assert capsys.readouterr().out.startswith(f"packed dataset at {out}: 2 clients, 36 samples (+ 4 test), ")
+    with pytest.raises(ConfigError) as err:
+        run_experiment(EXP, out_dir=tmp_path / "run", overrides=[f"data.root={out}", *TINY_REAL], device="cpu")
+    assert str(err.value) == (f"{EXP}: data.root: packed dataset {out} holds at most 2 clients (data.max_clients 2 when packed), the "
+                              "experiment asks for all; pack it again or set data.max_clients <= 2")
+    assert not (tmp_path / "run").exists()
