@@ -75,7 +75,9 @@ print(json.dumps(out))
 
 def baseline_tree(ref: str, into: Path) -> Path:
     """The package as it is at git ``ref``, extracted under ``into``."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "flamingo_sim"], check=True, capture_output=True).stdout
+    # the package and the data its package links point at (profiles, traces, experiments)
+    paths = ["flamingo_sim", "profiles", "traces", "experiments"]
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, *paths], check=True, capture_output=True).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return into
@@ -83,8 +85,10 @@ def baseline_tree(ref: str, into: Path) -> Path:
 
 def measure(tree: Path, n_clients: int, policy: str, rounds: int, threads: int, limit: bool = False) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
-    args = [sys.executable, "-c", WORKER, str(EXPERIMENT), str(n_clients), policy, str(rounds), str(threads)] + (["limit"] if limit else [])
-    done = subprocess.run(args, env=env, capture_output=True, text=True)
+    experiment = tree / EXPERIMENT.relative_to(ROOT)  # each tree's own main job
+    args = [sys.executable, "-c", WORKER, str(experiment), str(n_clients), policy, str(rounds), str(threads)] + (["limit"] if limit else [])
+    # cwd = the tree: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
+    done = subprocess.run(args, env=env, capture_output=True, text=True, cwd=tree)
     if done.returncode != 0:
         raise SystemExit(f"worker failed ({tree}, {n_clients}, {policy}):\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
