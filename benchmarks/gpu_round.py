@@ -10,12 +10,15 @@ issue 15's table it times, in one process and on the device given:
   the same in bf16 with ``--bf16``), so the automatic choice can be checked against them.
 
 Each timing is the median of ``--repeats`` rounds after one warm-up round (CUDA graph capture,
-cuDNN autotuning and vmap tracing happen there). It prints s/round, samples/s and the ratio to
+cuDNN autotuning and vmap tracing happen there), the candidates interleaved round by round so
+that all of them see the same machine load; the spread is printed beside it. On a CPU the
+candidates are the loop, ``vmap`` and ``threads`` (model copies on worker threads). It prints s/round, samples/s and the ratio to
 the loop, and the largest parameter difference between the engine's result and the loop's
 (float32 rounding only; BatchNorm networks at batch 16 amplify it over the steps).
 
     PYTHONPATH=. python benchmarks/gpu_round.py --device cuda              # the table, on a GPU
     PYTHONPATH=. python benchmarks/gpu_round.py --device cpu --small       # every row, tiny, on a CPU
+    PYTHONPATH=. python benchmarks/gpu_round.py --device cpu --clients 8 --steps 3 --image-divisor 4 --rows 2,3,4 --repeats 5
 
 ``--small`` shrinks the round (4 clients x 2 steps x batch 8, images 1/4 the side but at least
 32 px, MLP rows 100 and 1,000 clients) so that every row runs on a laptop CPU in about a minute.
@@ -59,18 +62,14 @@ def rows(args: argparse.Namespace) -> list[Row]:
     ]
 
 
-def _median_s(fn: Callable[[], CohortResult], repeats: int, device: torch.device) -> tuple[float, CohortResult]:
-    result = fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        result = fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+def _time_once(fn: Callable[[], CohortResult], device: torch.device) -> tuple[float, CohortResult]:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    result = fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, result
 
 
 def _max_param_diff(model: torch.nn.Module, a: CohortResult, b: CohortResult) -> float:
@@ -81,6 +80,8 @@ def _max_param_diff(model: torch.nn.Module, a: CohortResult, b: CohortResult) ->
 def candidates(device: torch.device, bf16: bool) -> dict[str, dict]:
     """Trainer settings to time; ``engine`` is the automatic choice."""
     out: dict[str, dict] = {"loop": {"strategy": "sequential"}, "engine": {"strategy": "auto"}}
+    if device.type == "cpu":
+        out.update({"vmap": {"strategy": "vmap"}, "threads": {"strategy": "threads"}})
     if device.type == "cuda":
         out.update({
             "vmap": {"strategy": "vmap"},
@@ -104,25 +105,30 @@ def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> None:
     state = model_state(model)
     samples = n_clients * args.steps * args.batch_size
     print(f"\n{row.label}: {n_clients} clients x {args.steps} steps x batch {args.batch_size}")
-    loop_s, loop_res = None, None
-    for name, settings in candidates(device, args.bf16).items():
-        if name == "loop" and n_clients > args.max_loop_clients:
-            print(f"  {'loop':<16} skipped (more than --max-loop-clients {args.max_loop_clients})")
-            continue
-        trainer = CohortTrainer(model, **settings)
-        try:
-            secs, res = _median_s(lambda t=trainer: t.train(state, datas, ids, args.steps, args.batch_size, 0.01, 0, 1), args.repeats, device)
-        except torch.OutOfMemoryError:
-            print(f"  {name:<16} out of memory")
-            continue
-        ratio = f"{loop_s / secs:6.1f}x" if loop_s else "     -"
-        diff = ""
-        if loop_res is not None and name != "loop":
-            diff = f"  max|d| {_max_param_diff(model, res, loop_res):.1e}"
+    trainers = {name: CohortTrainer(model, **settings) for name, settings in candidates(device, args.bf16).items()
+                if not (name == "loop" and n_clients > args.max_loop_clients)}
+    if len(trainers) < len(candidates(device, args.bf16)):
+        print(f"  {'loop':<16} skipped (more than --max-loop-clients {args.max_loop_clients})")
+    times: dict[str, list[float]] = {name: [] for name in trainers}
+    results: dict[str, CohortResult] = {}
+    for r in range(args.repeats + 1):  # interleaved, so every candidate sees the same load; round 0 warms up
+        for name, trainer in list(trainers.items()):
+            try:
+                secs, results[name] = _time_once(lambda t=trainer: t.train(state, datas, ids, args.steps, args.batch_size, 0.01, 0, 1), device)
+            except torch.OutOfMemoryError:
+                print(f"  {name:<16} out of memory")
+                del trainers[name]
+                continue
+            if r:
+                times[name].append(secs)
+    loop_s = statistics.median(times["loop"]) if times.get("loop") else None
+    for name in trainers:
+        secs, res = statistics.median(times[name]), results[name]
+        ratio = f"{loop_s / secs:6.2f}x" if loop_s else "     -"
+        spread = f"  spread {min(times[name]):.3f}-{max(times[name]):.3f} s"
+        diff = f"  max|d| {_max_param_diff(model, res, results['loop']):.1e}" if "loop" in results and name != "loop" else ""
         label = f"{name} ({res.mode})" if name == "engine" else name
-        print(f"  {label:<22} {secs:9.4f} s/round {samples / secs:12,.0f} samples/s  vs loop {ratio}{diff}")
-        if name == "loop":
-            loop_s, loop_res = secs, res
+        print(f"  {label:<22} {secs:9.4f} s/round {samples / secs:12,.0f} samples/s  vs loop {ratio}{spread}{diff}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,7 +8,9 @@ this tree and the baseline tree (``git archive`` of ``--baseline-ref``, default 
 temporary directory), so both see the same machine load; prints the median ms per round of
 each, and their ratio. At 2,400 clients it also prints the whole round (training included)
 against the "vmap limit": the same cohorts' vmapped SGD steps alone, data already gathered
-(issue 15's target: within 1.1x).
+(issue 15's target: within 1.1x), twice: "cold" (the proxy's client data generated on first
+use, as in a run's first rounds) and "warm" (every client's data generated before timing, as
+after a run's first few dozen rounds at 2,400 clients).
 
     PYTHONPATH=. python benchmarks/round_overhead.py [--rounds 20] [--repeats 3] [--baseline-ref main]
 """
@@ -44,30 +46,42 @@ overrides = [f"data.proxy.n_clients={n_clients}", f"fl.rounds={rounds + warmup +
 cfg = load_experiment(experiment, overrides)
 parts = build_components(cfg, experiment, 0, log=lambda _m: None)
 sim = Simulation(parts, make_policy(policy, cfg), policy, 0, make_selector("uniform"))
+if len(sys.argv) > 6 and sys.argv[6] == "warm":  # every client's data generated before the clock starts
+    for c in range(parts.dataset.n_clients):
+        parts.dataset.client_data(c)
 for _ in range(warmup):
     sim.step()
-kept, model_before, started = [], sim.model_wall_s, time.perf_counter()
-for _ in range(rounds):
-    plan = sim.plan_round()
-    sim.finish_round(plan, sim.train_round(plan))
-    kept.append([int(c) for c in plan.kept])
-total = time.perf_counter() - started
-out = {"overhead_ms": 1000.0 * (total - (sim.model_wall_s - model_before)) / rounds, "round_ms": 1000.0 * total / rounds}
-if len(sys.argv) > 6:  # the vmap limit: the same cohorts' SGD steps alone, data gathered beforehand
+limit_mode = len(sys.argv) > 6
+
+
+def vmap_limit(ids, r):
+    # the vmap limit: this round's kept cohort's SGD steps alone, data gathered beforehand
     from flamingo_sim.fl.batched import train_vmap
     from flamingo_sim.fl.training import minibatch_indices
-    fl, ds, limit = cfg.fl, parts.dataset, 0.0
-    for r, ids in enumerate(kept):
-        if not ids:
-            continue
-        datas = [ds.client_data(c) for c in ids]
-        x_all, y_all = torch.cat([d[0] for d in datas]), torch.cat([d[1] for d in datas])
-        sizes = torch.tensor([len(d[1]) for d in datas])
-        idx = torch.stack([minibatch_indices(len(d[1]), fl.local_steps, fl.batch_size, 0, r, c) for c, d in zip(ids, datas)], 1)
-        gather = idx + (torch.cumsum(sizes, 0) - sizes).view(1, -1, 1)
-        t = time.perf_counter()
-        train_vmap(parts.model, dict(sim.params), x_all, y_all, gather, fl.lr)
-        limit += time.perf_counter() - t
+    if not ids:
+        return 0.0
+    fl, ds = cfg.fl, parts.dataset
+    datas = [ds.client_data(c) for c in ids]
+    x_all, y_all = torch.cat([d[0] for d in datas]), torch.cat([d[1] for d in datas])
+    sizes = torch.tensor([len(d[1]) for d in datas])
+    idx = torch.stack([minibatch_indices(len(d[1]), fl.local_steps, fl.batch_size, 0, r, c) for c, d in zip(ids, datas)], 1)
+    gather = idx + (torch.cumsum(sizes, 0) - sizes).view(1, -1, 1)
+    t = time.perf_counter()
+    train_vmap(parts.model, dict(sim.params), x_all, y_all, gather, fl.lr)
+    return time.perf_counter() - t
+
+
+total = limit = 0.0
+model_before = sim.model_wall_s
+for _ in range(rounds):  # each round, then (outside its clock) its limit: both see the same machine load
+    t = time.perf_counter()
+    plan = sim.plan_round()
+    sim.finish_round(plan, sim.train_round(plan))
+    total += time.perf_counter() - t
+    if limit_mode:
+        limit += vmap_limit([int(c) for c in plan.kept], plan.round)
+out = {"overhead_ms": 1000.0 * (total - (sim.model_wall_s - model_before)) / rounds, "round_ms": 1000.0 * total / rounds}
+if limit_mode:
     out["vmap_limit_ms"] = 1000.0 * limit / rounds
 print(json.dumps(out))
 """
@@ -83,10 +97,10 @@ def baseline_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def measure(tree: Path, n_clients: int, policy: str, rounds: int, threads: int, limit: bool = False) -> dict:
+def measure(tree: Path, n_clients: int, policy: str, rounds: int, threads: int, limit: str = "") -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
     experiment = tree / EXPERIMENT.relative_to(ROOT)  # each tree's own main job
-    args = [sys.executable, "-c", WORKER, str(experiment), str(n_clients), policy, str(rounds), str(threads)] + (["limit"] if limit else [])
+    args = [sys.executable, "-c", WORKER, str(experiment), str(n_clients), policy, str(rounds), str(threads)] + ([limit] if limit else [])
     # cwd = the tree: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
     done = subprocess.run(args, env=env, capture_output=True, text=True, cwd=tree)
     if done.returncode != 0:
@@ -111,8 +125,10 @@ def main() -> None:
             for n in sizes:
                 for policy in ("baseline", "flamingo"):
                     for name, tree in (("old", old), ("new", new)):
-                        limit = name == "new" and n == sizes[0]
-                        results.setdefault((name, n, policy), []).append(measure(tree, n, policy, args.rounds, args.threads, limit))
+                        results.setdefault((name, n, policy), []).append(measure(tree, n, policy, args.rounds, args.threads))
+                    if n == sizes[0]:  # the whole round against the vmap limit, data cold and warm
+                        for mode in ("cold", "warm"):
+                            results.setdefault((mode, n, policy), []).append(measure(new, n, policy, args.rounds, args.threads, mode))
     print(f"ms per round, all but training (median of {args.repeats}, {args.rounds} rounds each, {args.threads} thread(s)); old = {args.baseline_ref}")
     print(f"{'policy':<10} {'clients':>9} {'old':>9} {'new':>9} {'old/new':>8}  {'spread new':>14}")
     for n in sizes:
@@ -122,11 +138,16 @@ def main() -> None:
             mo, mw = statistics.median(o), statistics.median(w)
             print(f"{policy:<10} {n:>9,} {mo:>9.2f} {mw:>9.2f} {mo / mw:>7.2f}x  {min(w):6.2f}-{max(w):6.2f}")
     n = sizes[0]
+    print(f"whole round (training included) / vmap limit at {n:,} clients; cold: clients' data generated on first use, "
+          "warm: every client's data generated before timing")
     for policy in ("baseline", "flamingo"):
-        rows = results[("new", n, policy)]
-        whole = statistics.median(r["round_ms"] for r in rows)
-        limit = statistics.median(r["vmap_limit_ms"] for r in rows)
-        print(f"{policy:<10} {n:>9,} clients: whole round {whole:.1f} ms, vmap limit {limit:.1f} ms, ratio {whole / limit:.2f}x")
+        for mode in ("cold", "warm"):
+            rows = results[(mode, n, policy)]
+            ratios = [r["round_ms"] / r["vmap_limit_ms"] for r in rows]
+            whole = statistics.median(r["round_ms"] for r in rows)
+            limit = statistics.median(r["vmap_limit_ms"] for r in rows)
+            print(f"{policy:<10} {mode}: whole round {whole:.1f} ms, vmap limit {limit:.1f} ms, "
+                  f"ratio {statistics.median(ratios):.2f}x (spread {min(ratios):.2f}-{max(ratios):.2f})")
 
 
 if __name__ == "__main__":

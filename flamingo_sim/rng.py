@@ -7,6 +7,7 @@ randomness never shifts the streams of the others.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import numpy as np
@@ -19,8 +20,13 @@ def _key(part: int | str) -> int:
         if part < 0:
             raise ValueError(f"seed parts must be non-negative, got {part}")
         return int(part)
-    digest = hashlib.blake2b(str(part).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
+    return _text_key(str(part))
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_key(text: str) -> int:
+    """64 bits of BLAKE2b of ``text`` (cached: the purposes are a handful of fixed words)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
 def derive_seed(seed: int, *parts: int | str) -> int:

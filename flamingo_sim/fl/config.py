@@ -152,8 +152,9 @@ class FLConfig:
     selection: str = "uniform"  # or "pkg.module:Selector"
     deadline_s: Optional[float] = None  # drop clients that finish later than this after round start
     # how a cohort trains (flamingo_sim.fl.training): auto picks per (model, image size, device);
-    # batched = vmap; sequential is the per-client reference loop; streams = model copies on CUDA streams
-    train_mode: Literal["auto", "batched", "vmap", "streams", "sequential"] = "auto"
+    # batched = vmap; sequential is the per-client reference loop; streams = model copies on CUDA
+    # streams; threads = model copies on CPU worker threads
+    train_mode: Literal["auto", "batched", "vmap", "streams", "threads", "sequential"] = "auto"
     device: str = "auto"  # auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda or cuda:N
     threads: Optional[int] = None  # torch CPU threads, set once per run; null: OMP_NUM_THREADS if set, else 1 for the proxy task, else the usable cores
     precision: Literal["fp32", "tf32", "bf16"] = "fp32"  # tf32/bf16 only when asked (CUDA)

@@ -96,7 +96,10 @@ def run_experiment(
     cfg = load_experiment(experiment, overrides)
     from flamingo_sim.fl.device import resolve_device
 
-    resolve_device(cfg.fl.device)  # a GPU asked for and absent fails here, before anything is written
+    where = resolve_device(cfg.fl.device)  # a GPU asked for and absent fails here, before anything is written
+    if cfg.fl.train_mode == "threads" and where.type != "cpu":
+        raise ConfigError(f"{experiment}: fl.train_mode: 'threads' trains on the CPU's cores, but fl.device is {cfg.fl.device!r} ({where}); "
+                          "use streams (or auto) on a GPU, or --device cpu")
     if n_seeds is not None:
         if n_seeds < 1:
             raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")

@@ -20,11 +20,16 @@ rounding, the per-client loop being the reference):
   optionally each step is a replayed CUDA graph (``cuda_graphs``).
 - ``"streams"``: ``n_streams`` model copies on concurrent CUDA streams
   (:func:`flamingo_sim.fl.batched.train_streams`).
-- ``"auto"``: :func:`choose_strategy` for (model, image size, device): vmap, except the
-  per-client loop for convolutional networks on the CPU (vmap turns their convolutions into
-  grouped ones, which oneDNN runs slower than the loop: measured 0.5-1.0x on 2 cores) and
+- ``"threads"``: model copies training clients side by side on the CPU's cores, one worker
+  thread per torch thread (:func:`flamingo_sim.fl.threads.train_threads`); each client draws
+  its dropout masks from its own generator, ``(seed, "dropout", round_idx, client_id)``.
+- ``"auto"``: :func:`choose_strategy` for (model, image size, device): vmap, except
+  ``threads`` for convolutional networks on the CPU (vmap turns their convolutions into
+  grouped ones, which oneDNN runs no faster than the loop: measured 0.5-1.0x on 2 cores,
+  where threads measured 1.2-1.6x), the per-client loop there with one torch thread, and
   streams on CUDA for networks with grouped (depthwise) convolutions on images of 128 px or
-  more; the per-client loop when the model does not vmap or only one client fits in memory.
+  more; on the CPU threads (else the loop) when the model does not vmap or only one client
+  fits in memory, on CUDA streams.
 
 BatchNorm running statistics are aggregated like every other state entry: FedAvg's
 sample-weighted mean of the clients' running means and variances, ``num_batches_tracked``
@@ -56,6 +61,7 @@ from torch.func import functional_call
 from flamingo_sim.fl.batched import GraphedStep, train_one_client, train_streams, train_vmap
 from flamingo_sim.fl.device import precision_context
 from flamingo_sim.fl.memory import default_budget_bytes, per_client_bytes
+from flamingo_sim.fl.threads import threads_safe, train_threads
 from flamingo_sim.rng import derive_seed, rng
 
 __all__ = [
@@ -69,8 +75,8 @@ __all__ = [
     "choose_strategy",
 ]
 
-Mode = Literal["auto", "batched", "vmap", "streams", "sequential"]
-MODES = ("auto", "batched", "vmap", "streams", "sequential")
+Mode = Literal["auto", "batched", "vmap", "streams", "threads", "sequential"]
+MODES = ("auto", "batched", "vmap", "streams", "threads", "sequential")
 #: Image side (px) from which depthwise networks train faster on model copies than under vmap (CUDA).
 STREAMS_MIN_IMAGE_PX = 128
 
@@ -116,12 +122,18 @@ def _has_conv(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
 
 
-def choose_strategy(model: nn.Module, input_shape: Sequence[int], device: torch.device, clients_per_chunk: int) -> str:
-    """The fastest strategy measured for (model, input size, device); see the module docstring."""
+def choose_strategy(model: nn.Module, input_shape: Sequence[int], device: torch.device, clients_per_chunk: int, cpu_threads: int | None = None) -> str:
+    """The fastest strategy measured for (model, input size, device); see the module docstring.
+
+    ``cpu_threads``: torch's CPU threads (default: ``torch.get_num_threads()``), the workers
+    the ``threads`` strategy would get.
+    """
+    if device.type != "cuda" and (not supports_batched(model) or clients_per_chunk < 2 or _has_conv(model)):
+        # vmap turns convolutions into grouped ones, no faster on the CPU: whole clients side by side
+        threads = torch.get_num_threads() if cpu_threads is None else int(cpu_threads)
+        return "threads" if threads >= 2 and threads_safe(model) else "sequential"
     if not supports_batched(model) or clients_per_chunk < 2:
-        return "streams" if device.type == "cuda" else "sequential"
-    if device.type == "cpu" and _has_conv(model):
-        return "sequential"  # vmap turns convolutions into grouped ones, slower on the CPU
+        return "streams"
     if device.type == "cuda" and _has_grouped_conv(model) and len(input_shape) == 3 and min(input_shape[1:]) >= STREAMS_MIN_IMAGE_PX:
         return "streams"
     return "vmap"
@@ -238,6 +250,12 @@ class CohortTrainer:
                 parts = [train_one_client(work, state, x, y, idx, lr, self.device, prox_mu) for (x, y), idx in zip(client_datas, indices)]
                 params = {name: torch.stack([p[0][name] for p in parts]) for name in state}
                 return CohortResult(params, torch.stack([p[1] for p in parts]), "sequential")
+            if strategy == "threads":
+                if self.device.type != "cpu":
+                    raise ValueError(f"mode 'threads' trains on the CPU, the model is on {self.device}")
+                seeds = [derive_seed(seed, "dropout", round_idx, int(c)) for c in client_ids]
+                params, losses = train_threads(self.model, state, client_datas, indices, lr, torch.get_num_threads(), seeds, prox_mu)
+                return CohortResult(params, losses, "threads")
             if strategy == "streams":
                 params, losses = train_streams(self.model, state, client_datas, indices, lr, self.device, self.n_streams, prox_mu)
                 return CohortResult(params, losses, "streams")

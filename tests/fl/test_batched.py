@@ -116,12 +116,14 @@ def test_auto_strategy_by_model_image_and_device():
     mobilenet = build_model("mobilenet_v2", (3, 32, 32), 5)
     resnet = build_model("resnet34", (3, 32, 32), 5)
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert choose_strategy(mobilenet, (3, 224, 224), cpu, 8) == "sequential"  # convolutions on the CPU
+    assert choose_strategy(mobilenet, (3, 224, 224), cpu, 8, cpu_threads=2) == "threads"  # convolutions on the CPU
+    assert choose_strategy(mobilenet, (3, 224, 224), cpu, 8, cpu_threads=1) == "sequential"
     assert choose_strategy(build_model("mlp", (60,), 10), (60,), cpu, 8) == "vmap"
     assert choose_strategy(mobilenet, (3, 224, 224), cuda, 8) == "streams"
     assert choose_strategy(mobilenet, (3, 64, 64), cuda, 8) == "vmap"
     assert choose_strategy(resnet, (3, 224, 224), cuda, 8) == "vmap"
-    assert choose_strategy(resnet, (3, 32, 32), cpu, 1) == "sequential"
+    assert choose_strategy(resnet, (3, 32, 32), cpu, 1, cpu_threads=1) == "sequential"
+    assert choose_strategy(resnet, (3, 32, 32), cuda, 1) == "streams"  # one client fits: model copies
 
 
 def test_memory_budget_sets_the_chunk():
