@@ -216,9 +216,14 @@ class PopulationBudget:
         self._clear()
 
     def _clear(self) -> None:
-        self.dev = np.zeros(0, dtype=np.int64)  # deviated clients, sorted
-        self.dev_deficit_j = np.zeros(0)
-        self.dev_online = np.zeros(0, dtype=bool)
+        self._set_dev(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool))
+
+    def _set_dev(self, dev: np.ndarray, deficit_j: np.ndarray, online: np.ndarray) -> None:
+        self.dev = dev  # deviated clients, sorted
+        self.dev_deficit_j = deficit_j
+        self.dev_online = online
+        self._dev_pairs = self.pair_of[dev]
+        self._dev_capacity_j = self.twin.capacity_j[self._dev_pairs]
 
     @property
     def n(self) -> int:
@@ -253,18 +258,20 @@ class PopulationBudget:
         if len(new):
             dev = np.concatenate([self.dev, new])
             order = np.argsort(dev, kind="stable")
-            self.dev = dev[order]
-            self.dev_deficit_j = np.concatenate([self.dev_deficit_j, self.twin.deficit_j[self.pair_of[new]]])[order]
-            self.dev_online = np.concatenate([self.dev_online, self.twin.online[self.pair_of[new]]])[order]
+            self._set_dev(
+                dev[order],
+                np.concatenate([self.dev_deficit_j, self.twin.deficit_j[self.pair_of[new]]])[order],
+                np.concatenate([self.dev_online, self.twin.online[self.pair_of[new]]])[order],
+            )
         return np.searchsorted(self.dev, clients)
 
     def _rejoin(self) -> None:
-        """Deviated clients that hold their twin's state again are no longer deviated."""
-        pairs = self.pair_of[self.dev]
-        same = (self.dev_deficit_j == self.twin.deficit_j[pairs]) & (self.dev_online == self.twin.online[pairs])
+        """Deviated clients that hold their twin's state again are no longer deviated. (When
+        they rejoin does not change any number: such a client evolves exactly as its twin.)"""
+        same = (self.dev_deficit_j == self.twin.deficit_j[self._dev_pairs]) & (self.dev_online == self.twin.online[self._dev_pairs])
         if same.any():
             keep = ~same
-            self.dev, self.dev_deficit_j, self.dev_online = self.dev[keep], self.dev_deficit_j[keep], self.dev_online[keep]
+            self._set_dev(self.dev[keep], self.dev_deficit_j[keep], self.dev_online[keep])
 
     # -- steps ----------------------------------------------------------------------------------
     def draw(self, pair_level_pct: np.ndarray, clients: np.ndarray, energy_j: np.ndarray) -> None:
@@ -273,8 +280,8 @@ class PopulationBudget:
         for every client (those that draw nothing only re-read the level; so does the twin)."""
         clients = np.asarray(clients, dtype=np.int64)
         energy_j = np.asarray(energy_j, dtype=float)
-        drawing = clients[energy_j > 0]
-        self._deviate(drawing)
+        self._rejoin()  # once per draw (a round), not per trace step
+        self._deviate(clients[energy_j > 0])
         train = np.zeros(len(self.dev))
         pos, hit = self._find(clients)
         train[pos[hit]] = energy_j[hit]
@@ -286,13 +293,12 @@ class PopulationBudget:
 
     def _advance(self, pair_prev_pct: np.ndarray, pair_now_pct: np.ndarray, train: Any) -> None:
         if len(self.dev):
-            pairs = self.pair_of[self.dev]
+            pairs = self._dev_pairs
             self.dev_deficit_j, self.dev_online = _step(
-                self.twin.capacity_j[pairs], self.dev_deficit_j, self.dev_online,
+                self._dev_capacity_j, self.dev_deficit_j, self.dev_online,
                 pair_prev_pct[pairs], pair_now_pct[pairs], train, self.min_pct, self.reentry_pct,
             )
         self.twin.advance(pair_prev_pct, pair_now_pct, None, 0.0, check=False)
-        self._rejoin()
 
     def take_offline(self, clients: Any) -> None:
         """Take ``clients`` offline now, whatever their level (see :meth:`EnergyBudget.take_offline`)."""
@@ -364,4 +370,4 @@ class PopulationBudget:
                 and (not len(dev) or (dev[0] >= 0 and dev[-1] < self.n))):
             raise ValueError("the energy budget's deviated clients are malformed")
         self.twin.load_state_dict(state["twin"])
-        self.dev, self.dev_deficit_j, self.dev_online = dev.copy(), deficit.copy(), online.copy()
+        self._set_dev(dev.copy(), deficit.copy(), online.copy())

@@ -104,9 +104,11 @@ def _population_scenario(seed: int, n_pairs: int = 7, n_clients: int = 60, steps
     events = []
     for _ in range(steps):
         kind = gen.integers(0, 3)
-        if kind == 0:  # a round's training draw: a few clients, some drawing nothing (on the charger)
+        if kind == 0:  # a round's training draw: a few clients, some drawing nothing (on the charger);
+            # the round starts between two trace ticks, where a client's own grid may read another level
             clients = np.sort(gen.choice(n_clients, size=5, replace=False))
             energy = np.where(gen.random(5) < 0.3, 0.0, gen.uniform(0.0, 8_000.0, 5))
+            level = np.where(gen.random(n_pairs) < 0.3, np.clip(level + gen.normal(0.0, 4.0, n_pairs), 0.0, 100.0), level)
             events.append(("draw", level.copy(), clients, energy))
         elif kind == 1:
             new = np.clip(level + gen.normal(0.0, 6.0, n_pairs), 0.0, 100.0)
@@ -165,8 +167,10 @@ def test_population_budget_rejoins_twin_once_repaid_and_reports_lost_clients():
     assert budget.deficit_j[1] == pytest.approx(1_440.0) and budget.dev.tolist() == [1]
     assert budget.level_pct_at(np.array([1]))[0] == pytest.approx(41.0) and budget.online[1]
     budget.advance(np.array([45.0]), np.array([50.0]))  # +5 % = 1,800 J: repaid, online like its twin
-    assert budget.dev.tolist() == [] and budget.lost().tolist() == []
+    assert budget.lost().tolist() == [] and budget.deficit_j.tolist() == [0.0, 0.0, 0.0]
     assert budget.online.tolist() == [True, True, True] and budget.level_pct.tolist() == pytest.approx([50.0] * 3)
+    budget.draw(np.array([50.0]), np.array([0]), np.array([0.0]))  # the next round: client 1 rejoins its twin
+    assert budget.dev.tolist() == []
 
 
 def test_population_budget_refuses_another_population_and_old_checkpoints():
@@ -178,3 +182,14 @@ def test_population_budget_refuses_another_population_and_old_checkpoints():
         budget.load_state_dict(EnergyBudget(np.full(3, 1_000.0)).state_dict())
     with pytest.raises(ValueError, match="pair_of must index the 2 pairs"):
         PopulationBudget(np.array([1_000.0, 2_000.0]), np.array([0, 2]))
+
+
+def test_a_client_that_never_trained_is_never_lost_to_training():
+    """The round starts between two trace ticks at a level below the threshold: every client
+    reads it, the twin too, so a client that drew nothing stays in step with its twin."""
+    budget = PopulationBudget(np.array([36_000.0]), np.array([0, 0]), min_pct=10.0, reentry_pct=20.0)
+    budget.reset(np.array([12.0]))
+    budget.draw(np.array([9.0]), np.array([1]), np.array([0.0]))  # on the charger: draws nothing
+    assert budget.online.tolist() == [False, False] and not budget.twin.online[0]
+    budget.advance(np.array([9.0]), np.array([12.0]))  # back above 10 %, below the 20 % re-entry level
+    assert budget.online.tolist() == [False, False] and budget.lost().tolist() == [] and budget.dev.tolist() == []  # never deviated

@@ -137,17 +137,22 @@ def test_memory_budget_sets_the_chunk():
     assert CohortTrainer(model, memory_budget_bytes=per).plan((3, 8, 8), 8, n_clients=10) == ("sequential", 1)
 
 
+def paper_network_case(arch: str) -> tuple[nn.Module, list[tuple[torch.Tensor, torch.Tensor]], dict[str, torch.Tensor], dict]:
+    """A paper network in float64 at 32 px with dropout off (strategies draw different masks),
+    3 clients' data, the start state and the training arguments (3 steps, batch 8)."""
+    model = build_model(arch, (3, 32, 32), 5, seed=0).double()
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    kw = dict(n_steps=3, batch_size=8, lr=0.01, seed=0, round_idx=1)
+    return model, _datas(3, (3, 32, 32), 5, torch.float64), model_state(model), kw
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["mobilenet_v2", "shufflenet_v2_x2_0", "resnet34"])
 def test_paper_networks_float64_vmap_equals_the_loop(arch):
     """3 clients, 3 steps, 32 px, float64: parameters and buffers within 1e-9 of the loop."""
-    model = build_model(arch, (3, 32, 32), 5, seed=0).double()
-    for m in model.modules():  # dropout masks are drawn differently by the two strategies
-        if isinstance(m, nn.Dropout):
-            m.p = 0.0
-    datas = _datas(3, (3, 32, 32), 5, torch.float64)
-    start = model_state(model)
-    kw = dict(n_steps=3, batch_size=8, lr=0.01, seed=0, round_idx=1)
+    model, datas, start, kw = paper_network_case(arch)
     ref = train_cohort(model, start, datas, [0, 1, 2], mode="sequential", **kw)
     got = train_cohort(model, start, datas, [0, 1, 2], mode="vmap", **kw)
     assert got.mode == "vmap"

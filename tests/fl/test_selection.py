@@ -103,3 +103,26 @@ def test_oort_run_resumes_bit_identical_and_battery_runs(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(resumed.metrics, whole.metrics)
     battery = run_experiment(ROOT / "experiments/toolkit_battery_selection.yaml", out_dir=tmp_path / "b", overrides=SMALL, log=lambda m: None)
     assert battery.metrics["n_kept"].sum() > 0
+
+
+def test_coordinator_view_reads_levels_lazily_and_selects_as_a_full_array_would():
+    levels = np.array([5.0, 50.0, 90.0, 30.0, 70.0])
+    calls = []
+
+    def reader(idx):
+        calls.append(len(idx))
+        return levels[idx]
+
+    lazy = CoordinatorView(round=1, min_pct=10.0, level_pct_at=reader, n_clients=5)
+    assert lazy.battery_pct_at(np.array([2, 0])).tolist() == [90.0, 5.0] and calls == [2]
+    online = np.array([1, 2, 3, 4])
+    for seed in range(5):  # the battery selector reads only the online clients' levels
+        got = BatterySelector().select(online, 2, np.random.default_rng(seed), lazy)
+        assert got.tolist() == BatterySelector().select(online, 2, np.random.default_rng(seed), view(levels)).tolist()
+    assert calls == [2] + [4] * 5
+    assert lazy.battery_pct.tolist() == levels.tolist() and lazy.battery_pct is lazy.battery_pct  # built once, on first use
+    assert calls[-1] == 5 and len(calls) == 7
+    with pytest.raises(ValueError, match="needs battery_pct or level_pct_at \\(exactly one\\)"):
+        CoordinatorView(round=1, min_pct=10.0)
+    with pytest.raises(ValueError, match="level_pct_at needs n_clients"):
+        CoordinatorView(round=1, min_pct=10.0, level_pct_at=reader)

@@ -10,7 +10,7 @@ from flamingo_sim.fl.models import build_model
 from flamingo_sim.fl.run import run_experiment
 from flamingo_sim.fl.threads import ClientDropout, threads_safe, train_threads
 from flamingo_sim.fl.training import CohortTrainer, choose_strategy, model_state, train_cohort
-from tests.fl.test_batched import _datas, _max_diff, _TinyCNN
+from tests.fl.test_batched import _datas, _max_diff, _TinyCNN, paper_network_case
 from tests.fl.test_run import ROOT
 
 
@@ -109,13 +109,7 @@ def test_paper_networks_float64_threads_equal_the_loop(arch, two_threads):
     bit for bit the loop on one torch thread, as each worker runs one. (The loop on two threads
     splits its reductions differently: 1e-9 away from itself on one, BatchNorm over 1x1 maps
     amplifying the rounding.)"""
-    model = build_model(arch, (3, 32, 32), 5, seed=0).double()
-    for m in model.modules():
-        if isinstance(m, nn.Dropout):
-            m.p = 0.0
-    datas = _datas(3, (3, 32, 32), 5, torch.float64)
-    start = model_state(model)
-    kw = dict(n_steps=3, batch_size=8, lr=0.01, seed=0, round_idx=1)
+    model, datas, start, kw = paper_network_case(arch)
     got = train_cohort(model, start, datas, [0, 1, 2], mode="auto", **kw)
     torch.set_num_threads(1)
     ref = train_cohort(model, start, datas, [0, 1, 2], mode="sequential", **kw)
