@@ -41,6 +41,8 @@ BAD_VALUES = [
     ("data.image_size=4", "data.image_size: expected an integer >= 8, got 4"),
     ("data.max_clients=0", "data.max_clients: expected an integer >= 1, got 0"),
     ("data.max_test_samples=0", "data.max_test_samples: expected an integer >= 1, got 0"),
+    ("data.cache_gb=0", "data.cache_gb: expected a number > 0, got 0.0"),
+    ("data.device_cache_gb=-1", "data.device_cache_gb: expected a number >= 0, got -1.0"),
     ("data.proxy.n_clients=0", "data.proxy.n_clients: expected an integer >= 1, got 0"),
     ("data.proxy.n_classes=1", "data.proxy.n_classes: expected an integer >= 2, got 1"),
     ("data.proxy.alpha=-1", "data.proxy.alpha: expected a number >= 0, got -1.0"),

@@ -186,7 +186,7 @@ class AsyncSimulation(Simulation):
         for version in sorted({t.version for t in tasks}):
             idx = [i for i, t in enumerate(tasks) if t.version == version]
             start = self.versions[version]
-            datas = [self.parts.dataset.client_data(tasks[i].client) for i in idx]
+            datas = [self.dataset.client_data(tasks[i].client) for i in idx]
             trained_from = time.perf_counter()
             res = self.trainer.train(start, datas, [tasks[i].dispatch for i in idx], n_steps=cfg.fl.local_steps,
                                      batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed, round_idx=0)

@@ -121,11 +121,15 @@ class DataConfig:
     max_test_samples: Optional[int] = 2000
     decode_workers: Optional[int] = None  # threads decoding real images/clips; null: the usable cores
     cache_gb: float = 4.0  # decoded, resized real samples kept in memory (LRU)
+    # on a GPU: clients' samples kept on the device (LRU), so a round moves only clients not
+    # already there; null: a quarter of the GPU memory free at the start; 0: off
+    device_cache_gb: Optional[float] = None
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     model: str = "mlp"  # arrays/leaf: the network trained, a built-in name or "package.module:Factory"
 
     def __post_init__(self) -> None:
-        check_ranges(self, image_size=f">= {MIN_IMAGE_SIZE}", max_clients=">= 1", max_test_samples=">= 1", filter_less=">= 1")
+        check_ranges(self, image_size=f">= {MIN_IMAGE_SIZE}", max_clients=">= 1", max_test_samples=">= 1", filter_less=">= 1",
+                     cache_gb="> 0", device_cache_gb=">= 0")
 
 
 @dataclass(frozen=True)

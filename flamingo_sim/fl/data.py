@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -28,7 +28,7 @@ from torch import Tensor
 
 from flamingo_sim.rng import rng
 
-__all__ = ["FederatedDataset", "SyntheticFederated", "LRUCache", "check_client_id"]
+__all__ = ["FederatedDataset", "SyntheticFederated", "LRUCache", "DeviceResident", "check_client_id"]
 
 
 @runtime_checkable
@@ -89,6 +89,42 @@ class LRUCache:
 
     def __contains__(self, key: int) -> bool:
         return key in self._items
+
+
+class DeviceResident:
+    """``dataset`` with its clients' samples kept on ``device`` (a GPU), least recently used
+    first out once they hold more than ``max_bytes``.
+
+    A round then moves to the device only the clients it has not trained lately; with the
+    proxy task or a small real dataset every client stays resident after its first round.
+    Everything else (``n_clients``, ``test_data``, ``train_augment``, ...) is the dataset's;
+    :meth:`prefetch` forwards only the clients not resident (real data: decoding them).
+    """
+
+    def __init__(self, dataset: Any, device: torch.device, max_bytes: int) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        self.dataset = dataset
+        self.device = torch.device(device)
+        self._cache = LRUCache(1 << 62, max_bytes=max_bytes)
+        self.n_moved = 0  # clients copied to the device so far (cache misses)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.dataset, name)
+
+    def _move(self, client_id: int) -> tuple[Tensor, Tensor]:
+        self.n_moved += 1
+        x, y = self.dataset.client_data(client_id)
+        return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+
+    def prefetch(self, client_ids: Any) -> None:
+        missing = [int(c) for c in client_ids if int(c) not in self._cache]
+        if missing and hasattr(self.dataset, "prefetch"):
+            self.dataset.prefetch(missing)
+
+    def client_data(self, client_id: int) -> tuple[Tensor, Tensor]:
+        cid = int(client_id)
+        return self._cache.get(cid, lambda: self._move(cid))
 
 
 def check_client_id(client_id: int, n_clients: int) -> int:

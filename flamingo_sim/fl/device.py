@@ -23,7 +23,7 @@ import torch
 
 from flamingo_sim.errors import ConfigError
 
-__all__ = ["resolve_device", "set_threads", "default_threads", "usable_cores", "precision_context", "PRECISIONS"]
+__all__ = ["resolve_device", "set_threads", "default_threads", "usable_cores", "precision_context", "PRECISIONS", "device_cache_bytes"]
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 
@@ -102,3 +102,12 @@ def precision_context(precision: str, device: torch.device) -> Iterator[None]:
     finally:
         torch.backends.cuda.matmul.allow_tf32 = matmul
         torch.backends.cudnn.allow_tf32 = cudnn
+
+
+def device_cache_bytes(device: torch.device, gib: float | None) -> int:
+    """Bytes of clients' samples to keep on ``device``: ``gib`` GiB, or (``None``) a quarter of
+    the memory free on it now (the rest is for the model, its vmap chunks and activations)."""
+    if gib is not None:
+        return max(1, int(gib * (1 << 30)))
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(1, free // 4)

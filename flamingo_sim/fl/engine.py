@@ -41,8 +41,8 @@ from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.fl.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.config import ExperimentConfig
-from flamingo_sim.fl.data import FederatedDataset
-from flamingo_sim.fl.device import precision_context, resolve_device
+from flamingo_sim.fl.data import DeviceResident, FederatedDataset
+from flamingo_sim.fl.device import device_cache_bytes, precision_context, resolve_device
 from flamingo_sim.fl.fairness import jain_index, merge_sorted
 from flamingo_sim.fl.population import Population
 from flamingo_sim.fl.records import RoundRecord
@@ -158,6 +158,9 @@ class Simulation:
         self.device = resolve_device(fl.device)
         parts.model.to(self.device)
         budget = None if fl.memory_budget_gb is None else int(fl.memory_budget_gb * (1 << 30))
+        self.dataset = parts.dataset  # on a GPU, wrapped so that clients' samples stay resident there
+        if self.device.type == "cuda" and self.cfg.data.device_cache_gb != 0:
+            self.dataset = DeviceResident(parts.dataset, self.device, device_cache_bytes(self.device, self.cfg.data.device_cache_gb))
         self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget, cuda_graphs=fl.cuda_graphs)
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
         self._test_data = tuple(t.to(self.device) for t in parts.test_data)
@@ -292,10 +295,10 @@ class Simulation:
             return float("nan")
         started = time.perf_counter()
         ids = [int(c) for c in plan.kept]
-        if hasattr(self.parts.dataset, "prefetch"):  # real data: decode the cohort in parallel
-            self.parts.dataset.prefetch(ids)
-        datas = [self.parts.dataset.client_data(c) for c in ids]
-        augment = getattr(self.parts.dataset, "train_augment", None)  # optional, see fl.data.FederatedDataset
+        if hasattr(self.dataset, "prefetch"):  # real data: decode the cohort in parallel
+            self.dataset.prefetch(ids)
+        datas = [self.dataset.client_data(c) for c in ids]
+        augment = getattr(self.dataset, "train_augment", None)  # optional, see fl.data.FederatedDataset
         if augment is not None:
             datas = [(augment(x, c, plan.round, self.seed), y) for c, (x, y) in zip(ids, datas)]
         trained_from = time.perf_counter()

@@ -312,5 +312,5 @@ class FedScaleImageDataset(FedScaleLayout):
 def random_hflip(x: Tensor, client_id: int, round_idx: int, seed: int) -> Tensor:
     """Each image of ``x`` flipped left-right with probability 1/2, drawn from ``(seed, round, client)``."""
     gen = torch.Generator().manual_seed(derive_seed(seed, "hflip", round_idx, int(client_id)))
-    flip = torch.rand(x.shape[0], generator=gen) < 0.5
+    flip = (torch.rand(x.shape[0], generator=gen) < 0.5).to(x.device)  # drawn on the CPU: the same flips on any device
     return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)

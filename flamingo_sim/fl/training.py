@@ -287,8 +287,8 @@ class CohortTrainer:
         sizes = torch.tensor([int(x.shape[0]) for x, _ in client_datas])
         offsets = torch.cumsum(sizes, 0) - sizes
         gather = torch.stack(list(indices), dim=1) + offsets.view(1, k, 1)  # (n_steps, k, batch)
-        if self.device.type == "cuda":
-            x_all, y_all, gather = (t.pin_memory().to(self.device, non_blocking=True) for t in (x_all, y_all, gather))
+        if self.device.type == "cuda":  # pinned host memory for what is still on the host (resident data is not)
+            x_all, y_all, gather = (t.pin_memory().to(self.device, non_blocking=True) if t.device.type == "cpu" else t for t in (x_all, y_all, gather))
         else:
             x_all, y_all = x_all.to(self.device), y_all.to(self.device)
         graphs = self._graphs if self.cuda_graphs else None

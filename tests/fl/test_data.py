@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from flamingo_sim.errors import InputDataError
-from flamingo_sim.fl.data import FederatedDataset, SyntheticFederated
+from flamingo_sim.fl.data import DeviceResident, FederatedDataset, SyntheticFederated
 from flamingo_sim.fl.fedscale_data import FedScaleImageDataset
 
 # ---------------------------------------------------------------- synthetic
@@ -242,3 +242,34 @@ def test_fedscale_transform_normalises_with_fedscales_mean_std_and_flips_in_trai
     assert torch.equal(plain.train_augment(x, 0, 3, 1), x)
     assert torch.allclose(plain.client_data(0)[0][0, 0, 0, 0], torch.tensor((1 - 0.485) / 0.229), atol=1e-5)
     assert "fedscale transform: mean (0.4914, 0.4822, 0.4465), std (0.2023, 0.1994, 0.201), random horizontal flip" in ds.description
+
+
+def test_device_resident_keeps_clients_within_its_bytes_and_forwards_the_rest():
+    ds = SyntheticFederated(n_clients=6, seed=3)
+    sizes = [sum(t.numel() * t.element_size() for t in ds.client_data(c)) for c in range(6)]
+    budget = sizes[0] + sizes[1] + sizes[2]  # room for clients 0-2
+    resident = DeviceResident(ds, torch.device("cpu"), max_bytes=budget)
+    for cid in (0, 1, 2, 0, 1, 2):
+        x, y = resident.client_data(cid)
+        assert torch.equal(x, ds.client_data(cid)[0]) and torch.equal(y, ds.client_data(cid)[1])
+    assert resident.n_moved == 3  # the repeats were resident
+    resident.client_data(3)  # over the budget: the least recently used, client 0, goes first
+    assert 0 not in resident._cache and 3 in resident._cache and resident._cache.n_bytes <= budget
+    resident.client_data(0)
+    assert resident.n_moved == 5  # moved again
+    assert resident.n_clients == 6 and resident.test_data()[0].shape == ds.test_data()[0].shape  # the dataset's own
+    with pytest.raises(ValueError, match="max_bytes must be >= 1, got 0"):
+        DeviceResident(ds, torch.device("cpu"), max_bytes=0)
+
+
+def test_device_resident_prefetches_only_what_is_not_resident():
+    asked = []
+
+    class Decoding(SyntheticFederated):
+        def prefetch(self, ids):
+            asked.append(list(ids))
+
+    resident = DeviceResident(Decoding(n_clients=4, seed=0), torch.device("cpu"), max_bytes=1 << 30)
+    resident.client_data(1)
+    resident.prefetch([0, 1, 3])
+    assert asked == [[0, 3]]
