@@ -191,17 +191,18 @@ class Simulation:
         """Trace level of clients ``idx`` each at its own time ``times_s``."""
         return self.parts.traces.levels_at(self.parts.population.trace_client[idx], times_s)
 
-    def _extra(self, name: str, t_s: float, idx: np.ndarray, default: float) -> np.ndarray:
-        values = self.parts.traces.extra_at(name, t_s)
+    def _extra(self, name: str, t_s: float | np.ndarray, idx: np.ndarray, default: float) -> np.ndarray:
+        """Trace extra ``name`` of clients ``idx`` at ``t_s`` (a time, or times broadcast against ``idx``)."""
+        values = self.parts.traces.extra_of(name, self.parts.population.trace_client[idx], t_s)
         if values is None:
-            return np.full(len(idx), default, dtype=np.float64)
-        return values[self.parts.population.trace_client[idx]].astype(np.float64)
+            return np.full(np.broadcast_shapes(np.shape(idx), np.shape(t_s)), default, dtype=np.float64)
+        return values.astype(np.float64)
 
     def _in_use(self, t_s: float, idx: np.ndarray) -> np.ndarray:
-        step = self.parts.traces.step_s
+        """bool (len(idx), USAGE_SLOTS): whether each client's owner uses the phone in each of the next slots."""
+        times = t_s + np.arange(USAGE_SLOTS) * self.parts.traces.step_s
         threshold = self.cfg.policy.interference.in_use_threshold
-        slots = [self._extra("screen_on_frac", t_s + j * step, idx, 0.0) > threshold for j in range(USAGE_SLOTS)]
-        return np.stack(slots, axis=1)
+        return self._extra("screen_on_frac", times[None, :], np.asarray(idx)[:, None], 0.0) > threshold
 
     def _foreground_s(self, t_s: float, idx: np.ndarray, span_s: np.ndarray) -> np.ndarray:
         """Seconds each client's owner uses the phone within ``[t_s, t_s + span_s)`` (the in-use slots)."""

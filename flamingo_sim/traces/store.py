@@ -147,10 +147,20 @@ class ClientTraces:
     def levels_at(self, clients: np.ndarray, times_s: np.ndarray) -> np.ndarray:
         """Battery level (percent, float64) of the clients at positions ``clients``, each at its
         own simulation time ``times_s`` (same length; one fancy index)."""
+        return self._of(self.level_pct, clients, times_s).astype(np.float64)
+
+    def extra_of(self, name: str, clients: np.ndarray, times_s: float | np.ndarray) -> np.ndarray | None:
+        """Extra ``name`` of the clients at positions ``clients`` (any shape), each at its own time
+        ``times_s`` (broadcast against ``clients``): :meth:`extra_at` for a few clients at once.
+        ``None`` if the trace set lacks it."""
+        arr = self.extras.get(name)
+        return None if arr is None else self._of(arr, clients, times_s)
+
+    def _of(self, grid: np.ndarray, clients: np.ndarray, times_s: float | np.ndarray) -> np.ndarray:
         clients = np.asarray(clients, dtype=np.int64)
         dev = self.client_device[clients]
         steps = (np.floor(times_s).astype(np.int64) + self.shift_s[clients]) // self.step_s
-        return self.level_pct[dev, steps % self.device_length[dev]].astype(np.float64)
+        return grid[dev, steps % self.device_length[dev]]
 
 
 def _require(path: Path, table: Any, columns: tuple[str, ...]) -> None:

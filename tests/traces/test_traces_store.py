@@ -69,6 +69,19 @@ def test_levels_at_gives_each_client_at_its_own_time(tmp_path):
     assert got.tolist() == [float(ct.level_at(t)[c]) for c, t in zip(clients, times)]
 
 
+def test_extra_of_gives_each_client_at_its_own_time_in_any_shape(tmp_path):
+    ct = _two_devices(tmp_path)
+    clients = np.array([[0], [3], [1]])
+    times = np.array([[0.0, 600.0, 4200.0, 123456.0]])  # broadcast: 3 clients x 4 times
+    got = ct.extra_of("temperature_c", clients, times)
+    assert got.shape == (3, 4)
+    assert got.tolist() == [[float(ct.extra_at("temperature_c", t)[c]) for t in times[0]] for c in clients[:, 0]]
+    assert got[0].tolist() == [30.0] * 4  # client 0 replays device 3: 30 degC throughout
+    # client 3 replays device 7 (0, 1, ..., 5) an hour on: steps (t + 3600) // 600 = 6, 7, 13, 211, cyclically % 6
+    assert got[1].tolist() == [0.0, 1.0, 1.0, 1.0]
+    assert ct.extra_of("screen_on_frac", clients, times) is None
+
+
 def test_constructor_rejects_mismatched_shapes():
     lv = np.zeros((2, 3), np.float32)
     with pytest.raises(ValueError, match="state must have the shape"):
