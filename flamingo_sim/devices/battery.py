@@ -253,16 +253,12 @@ class PopulationBudget:
     def _deviate(self, clients: np.ndarray) -> np.ndarray:
         """Add ``clients`` to the deviated set (with their twin's state); their positions in it."""
         clients = np.unique(np.asarray(clients, dtype=np.int64))
-        _, hit = self._find(clients)
+        pos, hit = self._find(clients)
         new = clients[~hit]
         if len(new):
-            dev = np.concatenate([self.dev, new])
-            order = np.argsort(dev, kind="stable")
-            self._set_dev(
-                dev[order],
-                np.concatenate([self.dev_deficit_j, self.twin.deficit_j[self.pair_of[new]]])[order],
-                np.concatenate([self.dev_online, self.twin.online[self.pair_of[new]]])[order],
-            )
+            at, pairs = pos[~hit], self.pair_of[new]
+            self._set_dev(np.insert(self.dev, at, new), np.insert(self.dev_deficit_j, at, self.twin.deficit_j[pairs]),
+                          np.insert(self.dev_online, at, self.twin.online[pairs]))
         return np.searchsorted(self.dev, clients)
 
     def _rejoin(self) -> None:
@@ -308,28 +304,24 @@ class PopulationBudget:
             self.dev_online[pos] = False
 
     # -- reading --------------------------------------------------------------------------------
-    def _values_at(self, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(capacity, deficit, online) of ``clients``."""
-        clients = np.asarray(clients, dtype=np.int64)
+    def _available(self, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(available energy, capacity) of ``clients``, in joules."""
         pairs = self.pair_of[clients]
-        deficit, online = self.twin.deficit_j[pairs].copy(), self.twin.online[pairs].copy()
+        cap = self.twin.capacity_j[pairs]
+        deficit = self.twin.deficit_j[pairs].copy()
         if len(self.dev):
             pos, hit = self._find(clients)
-            deficit[hit], online[hit] = self.dev_deficit_j[pos[hit]], self.dev_online[pos[hit]]
-        return self.twin.capacity_j[pairs], deficit, online
+            deficit[hit] = self.dev_deficit_j[pos[hit]]
+        return np.clip(self.twin.trace_pct[pairs] / 100.0 * cap - deficit, 0.0, cap), cap
 
     def available_j_at(self, clients: np.ndarray) -> np.ndarray:
         """Energy (J) available to training on ``clients``."""
-        cap, deficit, _ = self._values_at(clients)
-        return np.clip(self.twin.trace_pct[self.pair_of[np.asarray(clients, dtype=np.int64)]] / 100.0 * cap - deficit, 0.0, cap)
+        return self._available(np.asarray(clients, dtype=np.int64))[0]
 
     def level_pct_at(self, clients: np.ndarray) -> np.ndarray:
         """Effective battery level (percent) of ``clients``."""
-        clients = np.asarray(clients, dtype=np.int64)
-        return 100.0 * self.available_j_at(clients) / self.twin.capacity_j[self.pair_of[clients]]
-
-    def online_at(self, clients: np.ndarray) -> np.ndarray:
-        return self._values_at(clients)[2]
+        available, cap = self._available(np.asarray(clients, dtype=np.int64))
+        return 100.0 * available / cap
 
     @property
     def online(self) -> np.ndarray:
