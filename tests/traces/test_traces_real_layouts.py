@@ -131,23 +131,23 @@ def test_all_timestamps_unparseable_is_named(tmp_path):
                    "expected a timestamp 'YYYY-MM-DD HH:MM:SS'")
 
 
+def _copy_tables(src, dest, *names):
+    """A dump directory ``dest`` holding only the tables ``names`` of the dump at ``src``."""
+    dest.mkdir()
+    for name in names:
+        (dest / name).write_text((src / name).read_text())
+    return dest
+
+
 def test_battery_details_all_unusable_is_named(dumps, tmp_path):
-    src = dumps[0] / "weekly"
-    d = tmp_path / "w"
-    d.mkdir()
-    for name in ("samples.csv", "devices.csv"):
-        (d / name).write_text((src / name).read_text())
+    d = _copy_tables(dumps[0] / "weekly", tmp_path / "w", "samples.csv", "devices.csv")
     (d / "battery_details.csv").write_text("id;sample_id;voltage\n1;s-1;3.9\n2;s-2;3.8\n")
     msg = _one_error(lambda: prep_traces(d, tmp_path / "out", OPTS))
     assert msg == f"{d / 'battery_details.csv'}: every row unusable: sample_id 's-1'; expected an integer sample id"
 
 
 def test_devices_table_without_integer_ids_is_named(dumps, tmp_path):
-    src = dumps[0] / "weekly"
-    d = tmp_path / "w"
-    d.mkdir()
-    for name in ("samples.csv", "battery_details.csv"):
-        (d / name).write_text((src / name).read_text())
+    d = _copy_tables(dumps[0] / "weekly", tmp_path / "w", "samples.csv", "battery_details.csv")
     (d / "devices.csv").write_text("id;model\n'7';SM-G970F\n")
     msg = _one_error(lambda: Source.open(d).device_models([7]))
     assert msg == (f"{d / 'devices.csv'}: every row dropped: no id is an integer (first: \"'7'\": values still carry "
@@ -155,11 +155,7 @@ def test_devices_table_without_integer_ids_is_named(dumps, tmp_path):
 
 
 def test_dump_without_devices_table_has_no_model_columns(dumps, tmp_path):
-    src = dumps[0] / "d2018"
-    d = tmp_path / "nodev"
-    d.mkdir()
-    for name in ("samples.csv", "battery_details.csv"):
-        (d / name).write_text((src / name).read_text())
+    d = _copy_tables(dumps[0] / "d2018", tmp_path / "nodev", "samples.csv", "battery_details.csv")
     rep = prep_traces(d, tmp_path / "out", OPTS)
     assert rep["device_models"] == {} and rep["input"]["device_files"] == []
     assert "model" not in pq.read_schema(tmp_path / "out" / "devices.parquet").names
