@@ -17,9 +17,9 @@ import time
 
 import torch
 
-from flamingo_sim.fl.data import SyntheticFederated
-from flamingo_sim.fl.models import build_model
-from flamingo_sim.fl.training import CohortResult, model_state, train_cohort
+from flamingo_sim.fl.data.proxy import SyntheticFederated
+from flamingo_sim.fl.training.trainer import CohortResult, model_state, train_cohort
+from flamingo_sim.models import build_model
 from flamingo_sim.rng import rng
 
 

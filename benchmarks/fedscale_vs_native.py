@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flamingo_sim.fl.config import load_experiment  # noqa: E402
-from flamingo_sim.fl.engine import Simulation  # noqa: E402
-from flamingo_sim.fl.selection import make_selector  # noqa: E402
-from flamingo_sim.fl.setup import build_components, make_policy  # noqa: E402
+from flamingo_sim.fl.runner.setup import build_components, make_policy  # noqa: E402
+from flamingo_sim.fl.sim.engine import Simulation  # noqa: E402
+from flamingo_sim.fl.strategy.selection import make_selector  # noqa: E402
 
 
 def _overrides(a: argparse.Namespace) -> list[str]:

@@ -34,9 +34,9 @@ from typing import Callable
 
 import torch
 
-from flamingo_sim.fl.device import resolve_device, set_threads
-from flamingo_sim.fl.models import build_model
-from flamingo_sim.fl.training import CohortResult, CohortTrainer, model_state
+from flamingo_sim.fl.training.device import resolve_device, set_threads
+from flamingo_sim.fl.training.trainer import CohortResult, CohortTrainer, model_state
+from flamingo_sim.models import build_model
 
 
 @dataclass(frozen=True)

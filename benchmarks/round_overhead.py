@@ -36,9 +36,9 @@ import json, sys, time
 import numpy as np, torch
 torch.set_num_threads(int(sys.argv[5]))
 from flamingo_sim.fl.config import load_experiment
-from flamingo_sim.fl.engine import Simulation
-from flamingo_sim.fl.selection import make_selector
-from flamingo_sim.fl.setup import build_components, make_policy
+from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.strategy.selection import make_selector
+from flamingo_sim.fl.runner.setup import build_components, make_policy
 
 experiment, n_clients, policy, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 warmup = 3
@@ -56,8 +56,8 @@ limit_mode = len(sys.argv) > 6
 
 def vmap_limit(ids, r):
     # the vmap limit: this round's kept cohort's SGD steps alone, data gathered beforehand
-    from flamingo_sim.fl.batched import train_vmap
-    from flamingo_sim.fl.training import minibatch_indices
+    from flamingo_sim.fl.training.batched import train_vmap
+    from flamingo_sim.fl.training.trainer import minibatch_indices
     if not ids:
         return 0.0
     fl, ds = cfg.fl, parts.dataset

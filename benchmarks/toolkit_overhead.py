@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from flamingo_sim.fl.aggregators import make_aggregator
 from flamingo_sim.fl.config import AggregationConfig, load_experiment
-from flamingo_sim.fl.engine import Simulation
-from flamingo_sim.fl.selection import make_selector
-from flamingo_sim.fl.setup import build_components, make_policy
+from flamingo_sim.fl.runner.setup import build_components, make_policy
+from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.strategy.aggregators import make_aggregator
+from flamingo_sim.fl.strategy.selection import make_selector
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "openimage_mobilenet.yaml"

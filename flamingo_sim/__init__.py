@@ -1,11 +1,20 @@
 """flamingo-sim: a trace-driven federated-learning simulator for real phones.
 
 Data flows one way: GreenHub dump -> client traces -> (with device profiles) device states ->
-FL rounds -> metrics -> report. Each stage is a subpackage:
+FL rounds -> metrics -> report. Each stage is a subpackage, and imports only point down this
+list (``pyproject.toml``'s import-linter contracts keep it so; ``lint-imports`` checks them):
 
-- :mod:`flamingo_sim.traces`  GreenHub readers, cleaning, selection, PCHIP resampling, shifts.
-- :mod:`flamingo_sim.devices` SoCs, execution choices, profiles, battery/energy, policies.
-- :mod:`flamingo_sim.fl`      data, models, batched local training, the round loop, metrics.
+- :mod:`flamingo_sim.cli`          the ``flamingo-sim`` command: parses arguments, prints errors as one line;
+- :mod:`flamingo_sim.studies`      analyses that run whole experiments: ``reproduce``, ``sensitivity``;
+- :mod:`flamingo_sim.report`       figures and summaries of run directories;
+- :mod:`flamingo_sim.integrations` other FL systems (FedScale), imported only when used;
+- :mod:`flamingo_sim.fl`           the FL engine: data, local training, the round loop, metrics, the runner;
+- :mod:`flamingo_sim.traces`       GreenHub readers, cleaning, selection, PCHIP resampling, shifts;
+- :mod:`flamingo_sim.devices`      SoCs, execution choices, profiles, battery/energy, policies;
+- :mod:`flamingo_sim.models`       the networks (the paper's and the proxy's), shared by devices and fl;
+- :mod:`flamingo_sim.config`, :mod:`flamingo_sim.io`, :mod:`flamingo_sim.faults`, :mod:`flamingo_sim.resources`,
+  :mod:`flamingo_sim.plugins`   typed config loading, atomic writes, fault handling, shipped files, plug-ins;
+- :mod:`flamingo_sim.rng`, :mod:`flamingo_sim.errors`  randomness from (seed, purpose, round); user-facing errors.
 """
 
 __version__ = "0.1.0"

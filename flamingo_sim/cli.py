@@ -24,7 +24,7 @@ COMMAND_MODULES = (
     "flamingo_sim.devices.cli",
     "flamingo_sim.fl.cli",
     "flamingo_sim.report.cli",
-    "flamingo_sim.reproduce.cli",
+    "flamingo_sim.studies.cli",
 )
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from flamingo_sim.cli import main
 from flamingo_sim.errors import ConfigError, in_cli_terms
-from flamingo_sim.fl.run import run_experiment
+from flamingo_sim.fl.runner.run import run_experiment
 
 EXP = Path(__file__).resolve().parents[1] / "experiments/openimage_mobilenet.yaml"
 

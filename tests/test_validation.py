@@ -13,8 +13,8 @@ from flamingo_sim.cli import main
 from flamingo_sim.config import FieldError, check_ranges, from_mapping
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig, NetworkConfig
-from flamingo_sim.fl.models import build_model
-from flamingo_sim.fl.setup import update_size_mb
+from flamingo_sim.fl.runner.setup import update_size_mb
+from flamingo_sim.models import build_model
 
 #: (override, the error line after "exp.yaml: ")
 BAD_VALUES = [

@@ -14,7 +14,7 @@ Per-client state lives in arrays sized ``n_clients`` created by ``init``.
 Policies price tasks with :func:`flamingo_sim.devices.execution.run_ladder` (interference
 model and control loop documented there). A policy may also define ``settle(outcome,
 done_frac)``: the engine calls it once the round is settled, with the share of each task that
-ran (see :mod:`flamingo_sim.fl.rounds`).
+ran (see :mod:`flamingo_sim.fl.sim.rounds`).
 
 **Baseline** (PyTorch default): accepts every request, always runs ``4567`` (as many threads as
 big cores), no monitoring, no control loop: it suffers interference whenever the owner uses

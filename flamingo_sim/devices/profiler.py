@@ -54,7 +54,7 @@ __all__ = [
     "check_platform", "resolve_model", "measure", "to_profile", "run_profile", "default_phone_name",
 ]
 
-#: Profile model name -> architecture of :func:`flamingo_sim.fl.models.build_model`.
+#: Profile model name -> architecture of :func:`flamingo_sim.models.build_model`.
 PROFILE_MODELS = {
     "mobilenet_v2": "mobilenet_v2",
     "shufflenet_v2_x2": "shufflenet_v2_x2_0",
@@ -175,7 +175,7 @@ def _training_step(arch: str, req: ProfileRequest, image_size: int) -> Callable[
     """A closure doing one forward + backward + SGD step on a fixed seeded random batch."""
     import torch
 
-    from flamingo_sim.fl.models import build_model
+    from flamingo_sim.models import build_model
 
     shape = (3, image_size, image_size)
     model = build_model(arch, shape, req.n_classes, seed=req.seed)

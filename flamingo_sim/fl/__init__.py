@@ -1,1 +1,14 @@
-"""Federated learning: data, models, batched local training, the round loop, selection, aggregation, metrics."""
+"""Federated learning: the round loop over simulated phones, real local training, selection, aggregation.
+
+Sub-packages, lowest first (an import only points down this list; ``pyproject.toml``'s
+import-linter contract keeps it so):
+
+- :mod:`~flamingo_sim.fl.strategy`  who trains (selectors) and how updates combine (aggregators, pure maths);
+- :mod:`~flamingo_sim.fl.data`      client-partitioned datasets: the contract, the proxy, FedScale layouts, packs;
+- :mod:`~flamingo_sim.fl.training`  local training of a cohort (vmap, threads, streams, sequential), device, memory;
+- :mod:`flamingo_sim.fl.config`     the typed experiment config and its loader;
+- :mod:`~flamingo_sim.fl.sim`       the synchronous round loop, FedBuff, the rules of a round, records, population;
+- :mod:`~flamingo_sim.fl.metrics`   ``metrics.parquet`` columns, the run summary, comparisons with intervals;
+- :mod:`~flamingo_sim.fl.runner`    run an experiment: set-up, engines, callbacks, tracking, checkpoints, run directory;
+- :mod:`flamingo_sim.fl.cli`        ``flamingo-sim run`` and ``pack-data``.
+"""

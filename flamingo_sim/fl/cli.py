@@ -1,5 +1,4 @@
 """``flamingo-sim run``: run an experiment YAML (baseline vs Flamingo by default);
-``flamingo-sim sensitivity``: how much each modelling knob moves the headline ratios;
 ``flamingo-sim pack-data``: decode an experiment's FedScale data once into a packed dataset (or verify one)."""
 
 from __future__ import annotations
@@ -32,22 +31,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     })
 
     p = sub.add_parser(
-        "sensitivity",
-        help="vary config knobs one at a time: a table and a tornado chart of speedup and energy efficiency",
-        description="Run the experiment once as is and once per --vary value (one knob at a time), and write "
-                    "sensitivity.csv, sensitivity.md and tornado.png into --out.",
-    )
-    p.add_argument("experiment", help="experiment YAML, e.g. experiments/openimage_mobilenet.yaml")
-    p.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="a config key by its dotted path and the values to try, e.g. "
-                        "--vary policy.interference.shared_core_slowdown=1,1.5,2 (repeatable)")
-    p.add_argument("--seeds", type=int, help="run N seeds per point, starting from the config's first seed")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key in every run, e.g. --set fl.rounds=50 (repeatable)")
-    p.add_argument("--out", required=True, help="output directory (must not exist or be empty)")
-    p.set_defaults(func=_sensitivity)
-
-    p = sub.add_parser(
         "pack-data",
         help="decode an experiment's real (FedScale) data once into a packed float16 dataset that data.root can point at",
         description="Decode every client of the dataset the experiment reads (data.root, data.image_size, data.transform, "
@@ -65,20 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from flamingo_sim.fl.run import run_experiment
+    from flamingo_sim.fl.runner.run import run_experiment
 
     run_experiment(
         args.experiment, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds, resume=args.resume,
         engine=args.engine, executors=args.executors, device=args.device, threads=args.threads,
     )
-    return 0
-
-
-def _sensitivity(args: argparse.Namespace) -> int:
-    from flamingo_sim.fl.sensitivity import run_sensitivity
-
-    table = run_sensitivity(args.experiment, args.vary, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return 0
 
 
@@ -90,13 +65,13 @@ def _pack_data(args: argparse.Namespace) -> int:
     if args.verify is not None:
         if args.experiment is not None or args.out is not None or args.overrides or args.workers is not None:
             raise ConfigError("--verify DIR checks a pack and takes no EXPERIMENT, --out, --set or --workers")
-        from flamingo_sim.fl.pipeline import verify_pack
+        from flamingo_sim.fl.data.pipeline import verify_pack
 
         print(verify_pack(args.verify))
         return 0
     if args.experiment is None or args.out is None:
         raise ConfigError("give an EXPERIMENT and --out DIR (or --verify DIR)")
-    from flamingo_sim.fl.setup import pack_experiment
+    from flamingo_sim.fl.runner.setup import pack_experiment
 
     info = pack_experiment(args.experiment, args.out, args.overrides, args.workers, log=lambda msg: print(msg, file=sys.stderr))
     print(info.describe())

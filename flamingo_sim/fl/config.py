@@ -75,7 +75,7 @@ class PhonesConfig:
             raise FieldError("mix", "shares that sum to > 0", self.mix)
 
 
-#: The proxy task's models (vmap-trainable, see :mod:`flamingo_sim.fl.training`) and the
+#: The proxy task's models (vmap-trainable, see :mod:`flamingo_sim.fl.training.trainer`) and the
 #: fewest samples its clients have (``SyntheticFederated``'s ``min_samples``).
 PROXY_MODELS = ("mlp", "logreg")
 PROXY_MIN_SAMPLES = 16
@@ -94,7 +94,7 @@ class ProxyConfig:
     alpha: float = 1.0
     beta: float = 1.0
     mean_samples: float = 115.5  # OpenImage: 1,672,231 samples / 14,477 clients
-    model: str = "mlp"  # a proxy model of flamingo_sim.fl.models (no BatchNorm): mlp or logreg
+    model: str = "mlp"  # a proxy model of flamingo_sim.models (no BatchNorm): mlp or logreg
     seed: int = 0  # the task itself is fixed across run seeds, like a real dataset
 
     def __post_init__(self) -> None:
@@ -155,7 +155,7 @@ class FLConfig:
     eval_every: int = 5
     selection: str = "uniform"  # or "pkg.module:Selector"
     deadline_s: Optional[float] = None  # drop clients that finish later than this after round start
-    # how a cohort trains (flamingo_sim.fl.training): auto picks per (model, image size, device);
+    # how a cohort trains (flamingo_sim.fl.training.trainer): auto picks per (model, image size, device);
     # batched = vmap; sequential is the per-client reference loop; streams = model copies on CUDA
     # streams; threads = model copies on CPU worker threads
     train_mode: Literal["auto", "batched", "vmap", "streams", "threads", "sequential"] = "auto"
@@ -181,7 +181,7 @@ class FLConfig:
 
 @dataclass(frozen=True)
 class AggregationConfig:
-    """How the server aggregates (:mod:`flamingo_sim.fl.aggregators`); unset parameters take the aggregator's default."""
+    """How the server aggregates (:mod:`flamingo_sim.fl.strategy.aggregators`); unset parameters take the aggregator's default."""
 
     name: str = "fedavg"  # fedavg | fedprox | fedadam | fedyogi | "pkg.module:Class"
     weighting: Literal["samples", "uniform"] = "samples"  # sample-weighted mean, or the plain mean
@@ -192,7 +192,7 @@ class AggregationConfig:
     tau: Optional[float] = None  # fedadam/fedyogi: adaptivity (epsilon), > 0
 
     def __post_init__(self) -> None:
-        from flamingo_sim.fl.aggregators import AGGREGATORS, PARAMETERS
+        from flamingo_sim.fl.strategy.aggregators import AGGREGATORS, PARAMETERS
 
         checks = {
             "mu": (lambda x: x >= 0, ">= 0"),
@@ -221,7 +221,7 @@ class AggregationConfig:
 
 @dataclass(frozen=True)
 class SelectorConfig:
-    """Parameters of the selector named in ``fl.selection`` (:mod:`flamingo_sim.fl.selection`); unset ones take its default."""
+    """Parameters of the selector named in ``fl.selection`` (:mod:`flamingo_sim.fl.strategy.selection`); unset ones take its default."""
 
     floor: Optional[float] = None  # battery: weight of a client at the offline threshold, in (0, 1]
     exploration: Optional[float] = None  # oort: share of the slots for never-seen clients, in [0, 1]
@@ -247,7 +247,7 @@ class SelectorConfig:
 
 @dataclass(frozen=True)
 class FedBuffConfig:
-    """``fl.mode: fedbuff`` (:mod:`flamingo_sim.fl.async_engine`); a "round" is one server update."""
+    """``fl.mode: fedbuff`` (:mod:`flamingo_sim.fl.sim.fedbuff`); a "round" is one server update."""
 
     buffer_size: int = 10  # M: client updates per server update
     concurrency: Optional[int] = None  # clients training at once; unset: ceil(K x overcommit)
@@ -270,11 +270,11 @@ class FedBuffConfig:
 
 @dataclass(frozen=True)
 class TrackingConfig:
-    """Optional logging of every round's metrics (:mod:`flamingo_sim.fl.tracking`)."""
+    """Optional logging of every round's metrics (:mod:`flamingo_sim.fl.runner.tracking`)."""
 
     tensorboard: bool = False  # event files in RUN/tensorboard/<policy>-seed<k>/
     mlflow: bool = False  # one MLflow run per (policy, seed)
-    mlflow_tracking_uri: Optional[str] = None  # default: a file store in RUN/mlruns
+    mlflow_tracking_uri: Optional[str] = None  # default: an SQLite store, RUN/mlflow.db
     mlflow_experiment: Optional[str] = None  # default: the experiment's name
 
 
@@ -318,7 +318,7 @@ class ExperimentConfig:
             raise FieldError("seeds", "each seed once", self.seeds)
         if self.fl.mode == "fedbuff" and self.aggregation != AggregationConfig():
             raise ValueError("aggregation: fl.mode 'fedbuff' updates the server with FedBuff's own step (fedbuff.server_lr); leave aggregation at its default")
-        from flamingo_sim.fl.selection import PARAMETERS as SELECTOR_PARAMETERS
+        from flamingo_sim.fl.strategy.selection import PARAMETERS as SELECTOR_PARAMETERS
 
         allowed = SELECTOR_PARAMETERS.get(self.fl.selection)
         extra = [k for k in self.selector.parameters() if allowed is not None and k not in allowed]

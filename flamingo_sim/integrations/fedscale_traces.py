@@ -230,8 +230,8 @@ def export_fedscale_traces(
     FedScale's ``--device_conf_file`` and ``--device_avail_file`` at the two files.
     """
     from flamingo_sim.fl.config import load_experiment, require_path
-    from flamingo_sim.fl.population import build_population
-    from flamingo_sim.fl.setup import phone_assignment, profile_dirs
+    from flamingo_sim.fl.runner.setup import phone_assignment, profile_dirs
+    from flamingo_sim.fl.sim.population import build_population
     from flamingo_sim.resources import find_experiment
     from flamingo_sim.traces.store import load_client_traces
 

@@ -85,7 +85,7 @@ class Curve:
 
 def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = None) -> list[Run]:
     """Read run directories (``metrics.parquet`` and ``summary.json``); labels default to the directory names."""
-    from flamingo_sim.fl.run import load_run
+    from flamingo_sim.fl.runner.run import load_run
 
     if not run_dirs:
         raise FlamingoError("no run directory given")
@@ -122,7 +122,7 @@ def incomplete_summary(path: Path, metrics: pd.DataFrame) -> dict[str, Any]:
     """
     import yaml
 
-    from flamingo_sim.fl.metrics import summarize
+    from flamingo_sim.fl.metrics.summary import summarize
 
     try:
         cfg = yaml.safe_load((path / "config.yaml").read_text())

@@ -58,7 +58,7 @@ def ensure_small_run(
     out = Path(out_dir) if out_dir is not None else repo_path("runs/notebook-small")
     if (out / "summary.json").is_file() and (out / "metrics.parquet").is_file():
         return out
-    from flamingo_sim.fl.run import run_experiment  # torch: only when a run is needed
+    from flamingo_sim.fl.runner.run import run_experiment  # torch: only when a run is needed
 
     experiment = experiment if experiment is not None else repo_path("experiments/openimage_mobilenet.yaml")
     resume = (out / "config.yaml").is_file()

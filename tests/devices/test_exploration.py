@@ -7,7 +7,7 @@ import pytest
 
 from flamingo_sim.devices.policies import FlamingoPolicy, PolicyConfig, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet, load_profile
-from flamingo_sim.fl.rounds import TOO_SLOW, settle_round
+from flamingo_sim.fl.sim.rounds import TOO_SLOW, settle_round
 
 PHONES = ["pixel_3", "mi_10"]  # 8 and 11 execution choices
 

@@ -10,7 +10,7 @@ import pytest
 
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.errors import InputDataError
-from flamingo_sim.fl.population import build_population
+from flamingo_sim.fl.sim.population import build_population
 from flamingo_sim.integrations.fedscale_traces import (
     availability_grid,
     client_of_key,

@@ -15,7 +15,7 @@ guarding FedScale 1.0's traps on the way:
 - Oort selection (which needs ``numpy<2``) is not offered: selection is flamingo-sim's.
 
 How the engines share the round rules: the aggregator subclass owns a native
-:class:`~flamingo_sim.fl.engine.Simulation` and calls its :meth:`plan_round` from FedScale's
+:class:`~flamingo_sim.fl.sim.engine.Simulation` and calls its :meth:`plan_round` from FedScale's
 ``select_participants`` / ``tictak_client_tasks`` hooks (who is online by our traces and energy
 budget, the policy's execution choices, durations, energy, who is dropped, the K fastest), so
 the virtual clock, the online set and the energy drawn equal the native engine's by
@@ -23,7 +23,7 @@ construction. FedScale's executors then really train the kept clients with a
 :class:`TorchClient` subclass (plain SGD at the experiment's learning rate, on the same
 minibatches the native engine draws), FedScale aggregates (FedAvg weighted by samples, like the
 native engine; ``weighted=False`` gives FedScale's unweighted mean), and
-:meth:`~flamingo_sim.fl.engine.Simulation.finish_round` advances batteries and writes the same
+:meth:`~flamingo_sim.fl.sim.engine.Simulation.finish_round` advances batteries and writes the same
 metrics row as the native engine.
 
 Two ways to run (:func:`run_fedscale`):
@@ -62,8 +62,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from flamingo_sim.errors import FlamingoError
-from flamingo_sim.fl.callbacks import CallbackList
-from flamingo_sim.fl.records import RoundRecord
+from flamingo_sim.fl.runner.callbacks import CallbackList
+from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.integrations.fedscale.classes import CLASS_NAMES
 from flamingo_sim.integrations.fedscale.classes import fedscale_classes as _classes  # noqa: F401  the old private name
 from flamingo_sim.integrations.fedscale.distributed import executor_command, main, run_distributed

@@ -1,12 +1,12 @@
 """FedScale's aggregator, subclassed so that flamingo-sim decides each round: :class:`FlamingoAggregator`.
 
-It owns a native :class:`~flamingo_sim.fl.engine.Simulation` and calls its :meth:`plan_round`
+It owns a native :class:`~flamingo_sim.fl.sim.engine.Simulation` and calls its :meth:`plan_round`
 from FedScale's ``select_participants`` / ``tictak_client_tasks`` hooks (who is online by our
 traces and energy budget, the policy's execution choices, durations, energy, who is dropped, the
 K fastest), so the virtual clock, the online set and the energy drawn equal the native engine's
 by construction. FedScale's executors train the kept clients; the aggregator averages their
-updates with the native engine's :func:`~flamingo_sim.fl.aggregate.fedavg` (weighted by samples;
-``weighted=False`` gives FedScale's unweighted mean), and :meth:`~flamingo_sim.fl.engine.Simulation.finish_round` advances batteries
+updates with the native engine's :func:`~flamingo_sim.fl.strategy.aggregate.fedavg` (weighted by samples;
+``weighted=False`` gives FedScale's unweighted mean), and :meth:`~flamingo_sim.fl.sim.engine.Simulation.finish_round` advances batteries
 and writes the native metrics row. A round in which nobody may train is settled here at once
 (FedScale would wait forever for its uploads).
 
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from flamingo_sim.errors import FlamingoError
-from flamingo_sim.fl.aggregate import fedavg
-from flamingo_sim.fl.callbacks import CallbackList
-from flamingo_sim.fl.records import RoundRecord
+from flamingo_sim.fl.runner.callbacks import CallbackList
+from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.strategy.aggregate import fedavg
 from flamingo_sim.integrations.fedscale.loader import quiet_root_logging
 
 
@@ -42,7 +42,7 @@ def build_aggregator_class(fs: Any) -> type:
     class FlamingoAggregator(fs.Aggregator):
         """FedScale's aggregator with flamingo-sim deciding each round (see the module docstring).
 
-        ``records`` collects each finished round's :class:`~flamingo_sim.fl.records.RoundRecord`;
+        ``records`` collects each finished round's :class:`~flamingo_sim.fl.sim.records.RoundRecord`;
         ``callbacks`` are called around every round, and one asking to stop ends the run.
         """
 
@@ -149,7 +149,7 @@ def build_aggregator_class(fs: Any) -> type:
 
         def update_weight_aggregation(self, results: dict[str, Any]) -> None:
             """Collect the round's updates; on the last one, FedAvg them with
-            :func:`flamingo_sim.fl.aggregate.fedavg` (weighted by the clients' samples, or
+            :func:`flamingo_sim.fl.strategy.aggregate.fedavg` (weighted by the clients' samples, or
             equal weights, FedScale's plain mean, with ``weighted=False``)."""
             update = results["update_weight"]
             update = list(update.values()) if isinstance(update, dict) else list(update)

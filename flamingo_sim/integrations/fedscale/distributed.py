@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import FlamingoError
-from flamingo_sim.fl.callbacks import CallbackList
-from flamingo_sim.fl.records import RoundRecord
+from flamingo_sim.fl.runner.callbacks import CallbackList
+from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.integrations.fedscale.classes import fedscale_classes
 from flamingo_sim.integrations.fedscale.settings import fedscale_args, rank_args
 
@@ -177,7 +177,7 @@ def run_distributed(
 # -- the executor process ---------------------------------------------------------------------
 def _executor_main(ns: argparse.Namespace) -> int:
     from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.setup import build_components
+    from flamingo_sim.fl.runner.setup import build_components
 
     cfg = load_experiment(ns.experiment, ns.overrides)
     parts = build_components(cfg, ns.experiment, ns.seed, log=lambda _m: None)
@@ -186,7 +186,7 @@ def _executor_main(ns: argparse.Namespace) -> int:
         cfg, log_dir=ns.log_dir,
         ps_ip=ns.ps_ip, ps_port=ns.ps_port, this_rank=ns.rank, num_executors=ns.num_executors,
     )
-    from flamingo_sim.fl.device import set_threads
+    from flamingo_sim.fl.training.device import set_threads
 
     set_threads(cfg.fl.threads)
     executor = cls.FlamingoExecutor(rank_args(args, ns.rank), parts.dataset, parts.model)

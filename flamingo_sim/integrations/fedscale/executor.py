@@ -31,7 +31,7 @@ def build_executor_classes(fs: Any) -> tuple[type, type]:  # Any: FedScale's cla
     import torch.nn.functional as F
     from torch.utils.data import DataLoader, TensorDataset
 
-    from flamingo_sim.fl.training import minibatch_indices
+    from flamingo_sim.fl.training.trainer import minibatch_indices
 
     commons = fs.commons
 

@@ -11,8 +11,8 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from flamingo_sim.fl.callbacks import CallbackList
-from flamingo_sim.fl.records import RoundRecord
+from flamingo_sim.fl.runner.callbacks import CallbackList
+from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.integrations.fedscale.classes import fedscale_classes
 from flamingo_sim.integrations.fedscale.settings import fedscale_args, rank_args
 
@@ -52,12 +52,12 @@ def run_in_process(
     stats: dict[str, Any] | None = None,
     callbacks: CallbackList | None = None,
 ) -> list[RoundRecord]:
-    """Run ``sim`` (a fresh or resumed :class:`~flamingo_sim.fl.engine.Simulation`) to its end on
+    """Run ``sim`` (a fresh or resumed :class:`~flamingo_sim.fl.sim.engine.Simulation`) to its end on
     FedScale's aggregator and ``n_executors`` executors in this process; returns the rounds' records.
 
     Deterministic: the executors are pumped in turn, no threads, no sockets. ``stats``, if
     given, receives ``start_wall_s`` and ``round_end_wall_s`` (``time.perf_counter()`` values);
-    ``callbacks`` are called around each round (:mod:`flamingo_sim.fl.callbacks`).
+    ``callbacks`` are called around each round (:mod:`flamingo_sim.fl.runner.callbacks`).
     """
     start = time.perf_counter()
     cls = fedscale_classes()

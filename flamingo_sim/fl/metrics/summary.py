@@ -1,0 +1,214 @@
+"""Per-round metrics and the run summary (time to target accuracy, speedup, energy efficiency).
+
+One row per (policy, seed, round) in ``metrics.parquet``; columns documented in ``COLUMNS``,
+plus ``steps_<choice>`` (local steps the kept clients ran on each execution choice, e.g.
+``steps_4567``), ``interference_s_<phone>`` (interference per phone model, all attempts) and
+``foreground_s_<phone>`` (the owners' foreground time of that phone model's selected clients
+while the round ran). The summary is a pure function of that table, so ``flamingo-sim report``
+and notebooks can recompute it. Its per-policy ``ux_slowed_frac`` maps each phone model to the
+user-experience score: the share of the owners' foreground time slowed by training, summed
+over rounds and seeds (:func:`ux_slowed_frac`; the reproduce report's Table 3).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Union
+
+import numpy as np
+import pandas as pd
+
+from flamingo_sim.fl.sim.rounds import DROP_REASONS
+
+COLUMNS = {
+    "policy": "policy name",
+    "seed": "seed of this run",
+    "round": "round index, from 1",
+    "time_s": "virtual time at the end of the round (s)",
+    "duration_s": "virtual duration of the round (s)",
+    "accuracy": "test accuracy after the round (NaN where not evaluated)",
+    "loss": "test loss after the round (NaN where not evaluated)",
+    "train_loss": "mean local training loss of the kept clients",
+    "n_online": "clients online (energy budget above threshold) at the round's start",
+    "n_selected": "clients selected (participants x over-commitment)",
+    "n_kept": "updates aggregated",
+    **{f"dropped_{r}": f"selected clients dropped: {r.replace('_', ' ')}" for r in DROP_REASONS},
+    "energy_j": "training energy drawn from phones this round, all attempts (J)",
+    "energy_cum_j": "cumulative training energy (J)",
+    "interference_s": "time training shared a core with the owner's foreground app this round, all attempts (s)",
+    "clients_lost": "clients offline now only because training drained them",
+    "clients_lost_cum": "distinct clients that have been lost so far",
+    "n_exploring": "selected clients that ran an exploring task this round (execution-choice profiling)",
+    "energy_exploring_j": "training energy those exploring clients drew this round (J)",
+    "jain_participation": "Jain's index over all clients of the rounds each was kept so far (1 = all equal)",
+    "jain_energy": "Jain's index over all clients of the training energy each has paid so far",
+}
+
+
+def target_for_seed(frame: pd.DataFrame, target: Union[float, str]) -> float | None:
+    """The target accuracy for one seed's rows of all policies."""
+    if not isinstance(target, str):
+        return float(target)
+    best = frame.groupby("policy")["accuracy"].max().dropna()
+    if best.empty:
+        return None
+    return float(best.max() if target == "highest" else best.min())
+
+
+def time_to_target(rows: pd.DataFrame, target: float | None) -> tuple[float | None, float | None]:
+    """(virtual seconds, cumulative training joules) when ``rows`` first reach ``target``."""
+    if target is None:
+        return None, None
+    hit = rows[rows["accuracy"] >= target - 1e-12].sort_values("round")
+    if hit.empty:
+        return None, None
+    first = hit.iloc[0]
+    return float(first["time_s"]), float(first["energy_cum_j"])
+
+
+def _mean_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    if not values or len(known) < len(values):
+        return None
+    return float(np.mean(known))
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den <= 0:
+        return None
+    return float(num / den)
+
+
+def _last(rows: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, float | None]:
+    """The last round's value of each column the table has (None where NaN)."""
+    last = rows.sort_values("round").iloc[-1]
+    return {c: (None if pd.isna(last[c]) else float(last[c])) for c in columns if c in rows.columns}
+
+
+def ux_slowed_frac(rows: pd.DataFrame) -> dict[str, float | None]:
+    """Per phone model: sum of ``interference_s_<phone>`` / sum of ``foreground_s_<phone>`` over
+    ``rows`` (None where the owners never used their phones while selected)."""
+    out: dict[str, float | None] = {}
+    for col in rows.columns:
+        if col.startswith("foreground_s_"):
+            phone = col[len("foreground_s_"):]
+            fg = float(rows[col].sum())
+            out[phone] = float(rows[f"interference_s_{phone}"].sum()) / fg if fg > 0 else None
+    return out
+
+
+def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = "baseline") -> dict[str, Any]:
+    """Summary per policy, averaged over seeds; ``None`` where a seed did not reach the target.
+
+    ``speedup`` = mean baseline time to target / mean policy time to target (a ratio of means,
+    so it agrees with the printed mean times); ``energy_efficiency`` likewise with training
+    energy to target. Beside each: ``<name>_ci``, the 95 % paired bootstrap interval over seeds
+    (``None`` with one seed), and ``<name>_per_seed``. Every mean has a ``<key>_ci`` too.
+    ``comparisons`` holds every policy's state on three bases (equal rounds, equal virtual time,
+    at the target: :func:`flamingo_sim.fl.metrics.compare.compare_on_bases`); ``exploration`` the cost
+    of each non-baseline policy's exploration phase (:func:`~flamingo_sim.fl.metrics.compare.exploration_cost`).
+    """
+    from flamingo_sim.fl.metrics.compare import bootstrap_ci, compare_on_bases, exploration_cost, ratio_of_means
+
+    policies = list(dict.fromkeys(metrics["policy"]))
+    seeds = sorted(metrics["seed"].unique().tolist())
+    per_seed: dict[str, dict[int, dict[str, Any]]] = {p: {} for p in policies}
+    targets = {}
+    for seed in seeds:
+        frame = metrics[metrics["seed"] == seed]
+        targets[seed] = target_for_seed(frame, target)
+        for policy in policies:
+            rows = frame[frame["policy"] == policy]
+            if rows.empty:
+                continue
+            evaluated = rows.dropna(subset=["accuracy"]).sort_values("round")
+            t_s, e_j = time_to_target(rows, targets[seed])
+            per_seed[policy][seed] = {
+                "target_accuracy": targets[seed],
+                "time_to_target_s": t_s,
+                "energy_to_target_j": e_j,
+                "final_accuracy": float(evaluated["accuracy"].iloc[-1]) if len(evaluated) else None,
+                "best_accuracy": float(evaluated["accuracy"].max()) if len(evaluated) else None,
+                "rounds": int(rows["round"].max()),
+                "virtual_time_s": float(rows["time_s"].max()),
+                "total_energy_j": float(rows["energy_cum_j"].iloc[-1]),
+                "clients_lost": int(rows.sort_values("round")["clients_lost_cum"].iloc[-1]),
+                "dropped": {r: int(rows[f"dropped_{r}"].sum()) for r in DROP_REASONS},
+                **_last(rows, ("jain_participation", "jain_energy")),
+            }
+
+    summary: dict[str, Any] = {"target": target, "target_accuracy_by_seed": targets, "baseline": baseline, "policies": {}}
+    for policy in policies:
+        runs = per_seed[policy]
+        entry: dict[str, Any] = {
+            key: _mean_or_none([r[key] for r in runs.values()])
+            for key in ("time_to_target_s", "energy_to_target_j", "final_accuracy", "best_accuracy", "total_energy_j")
+        }
+        for key in ("jain_participation", "jain_energy"):
+            if any(key in r for r in runs.values()):
+                entry[key] = _mean_or_none([r.get(key) for r in runs.values()])
+        entry["clients_lost"] = _mean_or_none([r["clients_lost"] for r in runs.values()])
+        entry["ux_slowed_frac"] = ux_slowed_frac(metrics[metrics["policy"] == policy])
+        for key in ("time_to_target_s", "energy_to_target_j"):
+            entry[f"{key}_ci"] = bootstrap_ci([r[key] for r in runs.values()], f"{policy}|{key}") if entry[key] is not None else None
+        entry["per_seed"] = {str(s): r for s, r in runs.items()}
+        if policy != baseline and baseline in per_seed:
+            base = per_seed[baseline]
+            for name, key in (("speedup", "time_to_target_s"), ("energy_efficiency", "energy_to_target_j")):
+                pairs = [(base.get(s, {}).get(key), r[key]) for s, r in runs.items()]
+                entry[f"{name}_per_seed"] = {str(s): _ratio(b, v) for s, (b, v) in zip(runs, pairs)}
+                ratio = None
+                nums = [float(b) for b, _ in pairs if b is not None]
+                dens = [float(v) for _, v in pairs if v is not None]
+                if pairs and len(nums) == len(dens) == len(pairs):
+                    ratio = ratio_of_means(nums, dens, f"{policy}|{name}")
+                entry[name] = ratio["value"] if ratio else None
+                entry[f"{name}_ci"] = ratio["ci"] if ratio else None
+            entry["exploration"] = exploration_cost(metrics, policy, baseline)
+        summary["policies"][policy] = entry
+    summary["comparisons"] = compare_on_bases(metrics, targets)
+    return summary
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The summary as a fixed-width table for the terminal."""
+
+    def fmt(value: Any, scale: float = 1.0, digits: int = 2, unit: str = "") -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "-"
+        return f"{value / scale:.{digits}f}{unit}"
+
+    header = f"{'policy':<12} {'time to target':>15} {'energy to target':>17} {'final acc':>9} {'lost@end':>8} {'speedup':>8} {'energy eff':>10}"
+    lines = [header, "-" * len(header)]
+    for policy, e in summary["policies"].items():
+        lines.append(
+            f"{policy:<12} {fmt(e['time_to_target_s'], 3600, 2, ' h'):>15} {fmt(e['energy_to_target_j'], 1000, 1, ' kJ'):>17} "
+            f"{fmt(e['final_accuracy'], 1, 3):>9} {fmt(e['clients_lost'], 1, 0):>8} "
+            f"{fmt(e.get('speedup'), 1, 2, 'x'):>8} {fmt(e.get('energy_efficiency'), 1, 2, 'x'):>10}"
+        )
+    ux = {p: e.get("ux_slowed_frac") or {} for p, e in summary["policies"].items()}
+    if any(ux.values()):
+        lines.append("owners' foreground time slowed by training: " + "; ".join(
+            f"{p} " + ", ".join(f"{ph} {fmt(v, 0.01, 0, '%')}" for ph, v in fr.items()) for p, fr in ux.items()))
+    targets = {s: t for s, t in summary["target_accuracy_by_seed"].items()}
+    lines.append(f"target accuracy ({summary['target']}): " + ", ".join(f"seed {s}: {fmt(t, 1, 3)}" for s, t in targets.items()))
+    for policy, e in summary["policies"].items():
+        for name in ("speedup", "energy_efficiency"):
+            if e.get(f"{name}_ci"):
+                lo, hi = e[f"{name}_ci"]
+                lines.append(f"{policy} {name.replace('_', ' ')}: {e[name]:.2f}x (ratio of means; 95 % bootstrap CI {lo:.2f}-{hi:.2f}x)")
+    for basis, block in summary.get("comparisons", {}).items():
+        cells = []
+        for policy, e in block["policies"].items():
+            cells.append(f"{policy} {fmt(e['clients_lost'], 1, 0)} lost, {fmt(e['energy_j'], 1000, 1, ' kJ')}, "
+                         f"{fmt(e['time_s'], 3600, 2, ' h')}, round {fmt(e['round'], 1, 0)}")
+        lines.append(f"{basis.replace('_', ' ')}: " + "; ".join(cells))
+    for policy, e in summary["policies"].items():
+        x = e.get("exploration")
+        if x:
+            lines.append(
+                f"exploration ({policy}): rounds 1-{x['rounds']:.0f}, {fmt(x['time_s'], 3600, 2, ' h')} and {fmt(x['energy_j'], 1000, 1, ' kJ')} "
+                f"({fmt(x['exploring_energy_j'], 1000, 1, ' kJ')} by exploring clients); the baseline's same rounds: "
+                f"{fmt(x['baseline_time_s'], 3600, 2, ' h')}, {fmt(x['baseline_energy_j'], 1000, 1, ' kJ')}"
+            )
+    return "\n".join(lines)

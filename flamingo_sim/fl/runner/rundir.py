@@ -1,0 +1,91 @@
+"""The run directory's guard: one writer, decided before the work, clean after a kill.
+
+:func:`check_run_dir` runs before anything is built (the location is writable; a new run goes
+into an absent or empty directory; a resume into a run directory). :func:`run_guard` then holds
+the directory's lock for the whole run, re-checks under the lock, removes temporary files a
+killed writer left, records (new run) or verifies (resume) the inputs' checksums, and turns an
+interruption or a full disk into a message that says how to continue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from flamingo_sim.config import to_mapping
+from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.faults import (
+    LOCK_FILE,
+    check_writable,
+    describe_os_error,
+    is_disk_full,
+    run_lock,
+)
+from flamingo_sim.fl.runner.checkpoint import check_inputs, config_diff, record_inputs
+from flamingo_sim.io import _LEGACY_TEMP, _TEMP, atomic_path, clean_stale
+
+__all__ = ["check_run_dir", "run_guard"]
+
+
+def _outputs(out: Path) -> list[str]:
+    """Entries of ``out`` other than the lock file and temporary files."""
+    if not out.is_dir():
+        return []
+    return [p.name for p in out.iterdir() if p.name != LOCK_FILE and not (_TEMP.match(p.name) or _LEGACY_TEMP.match(p.name))]
+
+
+def check_run_dir(out: Path, cfg: Any, resume: bool) -> None:
+    """Before any work: ``out`` can be written, and is empty (new run) or a run directory (resume)."""
+    check_writable(out)
+    if resume:
+        _check_resumable(out, cfg)
+    elif _outputs(out):
+        raise ConfigError(f"{out}: run directory exists and is not empty (continue it with resume, or choose another out_dir)")
+
+
+def _check_resumable(out: Path, cfg: Any) -> None:
+    saved = out / "config.yaml"
+    if not saved.is_file():
+        raise ConfigError(f"{out}: not a run directory (no config.yaml) - nothing to resume")
+    diff = config_diff(yaml.safe_load(saved.read_text()), to_mapping(cfg))
+    if diff:
+        more = f" and {len(diff) - 3} more" if len(diff) > 3 else ""
+        raise ConfigError(
+            f"{out}: the experiment config differs from the one this run started with in {', '.join(diff[:3])}{more}; "
+            "resume with the same config and overrides"
+        )
+
+
+@contextlib.contextmanager
+def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: bool, resumable: bool = True) -> Iterator[None]:
+    """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume).
+
+    ``resumable``: whether the engine writes checkpoints (what the message on an interruption says).
+    """
+    with run_lock(out):
+        check_run_dir(out, cfg, resume)  # again, under the lock: another writer may have been first
+        clean_stale(out, recursive=True)
+        if resume:
+            check_inputs(out, cfg, experiment)
+        else:  # inputs first: config.yaml marks a run directory that can be resumed
+            record_inputs(out, cfg, experiment)
+            with atomic_path(out / "config.yaml") as tmp:
+                tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
+        if resumable:
+            how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
+        else:
+            how = "this run keeps no checkpoints (FedScale): start it again with another out_dir"
+        try:
+            yield
+        except KeyboardInterrupt as exc:
+            exc.hint = how  # type: ignore[attr-defined]  # printed by the CLI
+            raise
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise FlamingoError(f"{describe_os_error(exc)}; {how}") from None
+            raise
+

@@ -1,0 +1,501 @@
+"""The round loop: one policy, one seed, trace-driven, with real training.
+
+Each round (numbered steps match the code):
+1. who is online: the energy budget (which follows the client's battery trace, minus what
+   training drew) is above the threshold;
+2. select ``ceil(K x overcommit)`` of them (uniform by default; randomness from
+   (seed, "selection", round));
+3. each selected client's policy accepts or declines and prices its task (duration, energy,
+   execution choices, interference with the owner), plus model download/upload time;
+4. settle the round (:func:`flamingo_sim.fl.sim.rounds.settle_round`): drop who declines, runs out
+   of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
+5. train the kept clients for real and aggregate them (:mod:`flamingo_sim.fl.strategy.aggregators`;
+   FedAvg weighted by samples by default);
+6. advance the clock and every client's battery along its trace, training energy included
+   (a client on the charger, by the trace's ``charging`` column where it has one, trains on
+   the charger's power: no battery deficit, and it cannot run out mid-task);
+7. evaluate every ``eval_every`` rounds, and record the round's metrics.
+
+:meth:`Simulation.step` runs a round natively; :meth:`~Simulation.plan_round` (steps 1-4) and
+:meth:`~Simulation.finish_round` (steps 6-7) are public so that another engine (FedScale's
+aggregator, :mod:`flamingo_sim.integrations.fedscale`) can do step 5 itself and still share
+every rule about who is online, how long a round lasts and what it costs.
+
+All state lives in :class:`Simulation` and round-trips through ``state_dict`` so that a resumed
+run continues exactly where a checkpoint left off.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from flamingo_sim.devices.battery import EnergyBudget, PopulationBudget
+from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
+from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.fl.config import ExperimentConfig
+from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
+from flamingo_sim.fl.sim.fairness import jain_index, merge_sorted
+from flamingo_sim.fl.sim.population import Population
+from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
+from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
+from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
+from flamingo_sim.fl.training.device import device_cache_bytes, precision_context, resolve_device
+from flamingo_sim.fl.training.trainer import CohortTrainer, evaluate
+from flamingo_sim.rng import rng
+from flamingo_sim.traces.store import ClientTraces
+
+#: How far ahead (in trace slots) a task may look at whether the owner uses the phone.
+USAGE_SLOTS = 12
+#: Temperature assumed where the traces carry none (degC).
+DEFAULT_TEMPERATURE_C = 30.0
+
+
+@dataclass
+class Components:
+    """What a simulation is made of; built once per (experiment, seed) by :mod:`flamingo_sim.fl.runner.run`."""
+
+    cfg: ExperimentConfig
+    traces: ClientTraces
+    population: Population
+    profiles: ProfileSet  # phones in population order
+    dataset: FederatedDataset
+    model: torch.nn.Module
+    test_data: tuple[torch.Tensor, torch.Tensor]
+    choice_labels: tuple[str, ...]
+    model_size_source: str = "network.model_size_mb"  # where cfg.network.model_size_mb came from
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """A round after steps 1-4 (selected, priced, settled), before training and bookkeeping."""
+
+    round: int
+    t0_s: float  # virtual time the round starts
+    online: np.ndarray  # int64 clients online at the start
+    chosen: np.ndarray  # int64 selected clients
+    outcome: TaskOutcome  # the policy's priced tasks, over ``chosen``
+    comm_s: np.ndarray  # float (len(chosen),) model download + upload time
+    duration_s: np.ndarray  # float (len(chosen),) compute + communication
+    settled: RoundSettlement
+    kept: np.ndarray  # int64 clients whose updates count, fastest first
+    plugged: np.ndarray  # bool (len(chosen),) on the charger at the start: the charger pays for training
+
+
+def _exploring(outcome: Any, energy_spent_j: np.ndarray) -> dict[str, Any]:
+    """Selected clients whose task explored an execution choice, and the energy they drew."""
+    mode = getattr(outcome, "mode", None)
+    exploring = np.zeros(len(energy_spent_j), bool) if mode is None else np.asarray(mode) == "explore"
+    return {"n_exploring": int(exploring.sum()), "energy_exploring_j": float(energy_spent_j[exploring].sum())}
+
+
+class Simulation:
+    """One policy's federated job over one seed.
+
+    ``log`` (default: stderr) gets one warning line the first time the virtual clock passes
+    the trace set's wrap-free horizon (:attr:`~flamingo_sim.traces.store.ClientTraces.horizon_s`):
+    past it, clients replay their traces cyclically. ``aggregator`` (default: FedAvg weighted
+    by samples) turns the kept clients' states into the next global model.
+    """
+
+    def __init__(
+        self,
+        parts: Components,
+        policy: Policy,
+        policy_name: str,
+        seed: int,
+        selector: Selector,
+        log: Callable[[str], None] | None = None,
+        aggregator: Aggregator | None = None,
+    ) -> None:
+        self.parts = parts
+        self.aggregator: Aggregator = aggregator if aggregator is not None else FedAvg()
+        self.log = log or (lambda msg: print(msg, file=sys.stderr))
+        self.horizon_warned = False  # said that the clock passed the traces' wrap-free horizon
+        self.cfg = parts.cfg
+        size_mb = parts.cfg.network.model_size_mb
+        if size_mb is None:
+            raise ValueError("Components.cfg.network.model_size_mb is unset; flamingo_sim.fl.runner.setup.build_components resolves it")
+        self.model_size_mb: float = size_mb  # one model transfer, each way
+        self.policy = policy
+        self.policy_name = policy_name
+        self.seed = seed
+        self.selector = selector
+        pop = parts.population
+        capacity_j = np.array([prof.phone.capacity_j for prof in parts.profiles.profiles])[pop.phone_idx]
+        self.capacity_j = capacity_j
+        tcfg = self.cfg.traces
+        # The effective budget (training drains it) and a twin that only follows the trace,
+        # to tell clients lost to training from clients whose own use took them offline. The
+        # twin draws nothing, so it depends only on (trace client, battery capacity): it is kept
+        # once per such pair (at most trace clients x phones), not once per FL client.
+        n_phones = int(pop.phone_idx.max()) + 1 if pop.n_clients else 1
+        pairs, self._pair_of = np.unique(pop.trace_client * n_phones + pop.phone_idx, return_inverse=True)
+        self._pair_trace = pairs // n_phones
+        first = np.zeros(len(pairs), dtype=np.int64)
+        first[self._pair_of[::-1]] = np.arange(pop.n_clients)[::-1]  # a client of each pair
+        # Clients that never trained hold their twin's state exactly: the budget keeps only
+        # the ones that deviate (PopulationBudget), so a round costs O(pairs + deviated).
+        self.budget = PopulationBudget(capacity_j[first], self._pair_of, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
+        self.budget.reset(self._trace_levels(0.0)[self._pair_trace])
+        self.policy.init(pop.n_clients, pop.phone_idx, parts.profiles)
+        self.round = 0
+        self.clock_s = 0.0
+        self.energy_cum_j = 0.0
+        self.ever_lost = np.zeros(pop.n_clients, dtype=bool)
+        self.times_kept = np.zeros(pop.n_clients, dtype=np.int64)  # rounds each client's update counted
+        self.client_energy_j = np.zeros(pop.n_clients)  # training energy each client's battery paid
+        self._kept_nz: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._energy_nz: np.ndarray = np.zeros(0, dtype=np.int64)
+        fl = self.cfg.fl
+        self.device = resolve_device(fl.device)
+        parts.model.to(self.device)
+        budget = None if fl.memory_budget_gb is None else int(fl.memory_budget_gb * (1 << 30))
+        self.dataset = parts.dataset  # on a GPU, wrapped so that clients' samples stay resident there
+        if self.device.type == "cuda" and self.cfg.data.device_cache_gb != 0:
+            self.dataset = DeviceResident(parts.dataset, self.device, device_cache_bytes(self.device, self.cfg.data.device_cache_gb))
+        self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget, cuda_graphs=fl.cuda_graphs)
+        self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
+        self._test_data = tuple(t.to(self.device) for t in parts.test_data)
+        self.model_wall_s = 0.0  # wall time in local training, FedAvg and evaluation (not checkpointed)
+        self.train_wall_s = 0.0  # of which local training and FedAvg (data decoding excluded)
+        self.samples_trained = 0  # samples through local SGD steps (not checkpointed)
+
+    # -- trace lookups -------------------------------------------------------------------------
+    def _trace_levels(self, t_s: float) -> np.ndarray:
+        """float64 level of every trace client (not FL client) at ``t_s``."""
+        return self.parts.traces.level_at(t_s).astype(np.float64)
+
+    def _trace_state(self, t_s: float, idx: np.ndarray) -> np.ndarray:
+        return self.parts.traces.state_at(t_s)[self.parts.population.trace_client[idx]]
+
+    def _plugged(self, t_s: float, idx: np.ndarray) -> np.ndarray:
+        """Whether each client's phone is on the charger: the trace's ``charging`` column where it
+        has one (a phone held full on the charger reads plugged although its level no longer
+        rises), else a rising battery (``battery_state`` +1)."""
+        state = self._trace_state(t_s, idx) > 0
+        values = self.parts.traces.extra_at("charging", t_s)
+        if values is None:
+            return state
+        charger = values[self.parts.population.trace_client[idx]].astype(np.float64)
+        return np.where(np.isnan(charger), state, charger > 0.5)
+
+    def _levels_at(self, idx: np.ndarray, times_s: np.ndarray) -> np.ndarray:
+        """Trace level of clients ``idx`` each at its own time ``times_s``."""
+        return self.parts.traces.levels_at(self.parts.population.trace_client[idx], times_s)
+
+    def _extra(self, name: str, t_s: float | np.ndarray, idx: np.ndarray, default: float) -> np.ndarray:
+        """Trace extra ``name`` of clients ``idx`` at ``t_s`` (a time, or times broadcast against ``idx``)."""
+        values = self.parts.traces.extra_of(name, self.parts.population.trace_client[idx], t_s)
+        if values is None:
+            return np.full(np.broadcast_shapes(np.shape(idx), np.shape(t_s)), default, dtype=np.float64)
+        return values.astype(np.float64)
+
+    def _in_use(self, t_s: float, idx: np.ndarray) -> np.ndarray:
+        """bool (len(idx), USAGE_SLOTS): whether each client's owner uses the phone in each of the next slots."""
+        times = t_s + np.arange(USAGE_SLOTS) * self.parts.traces.step_s
+        threshold = self.cfg.policy.interference.in_use_threshold
+        return self._extra("screen_on_frac", times[None, :], np.asarray(idx)[:, None], 0.0) > threshold
+
+    def _foreground_s(self, t_s: float, idx: np.ndarray, span_s: np.ndarray) -> np.ndarray:
+        """Seconds each client's owner uses the phone within ``[t_s, t_s + span_s)`` (the in-use slots)."""
+        use = self._in_use(t_s, idx)
+        step = float(self.parts.traces.step_s)
+        edges = np.arange(use.shape[1]) * step
+        overlap = np.clip(span_s[:, None] - edges[None, :], 0.0, step)
+        overlap[:, -1] = np.maximum(span_s - edges[-1], 0.0)  # the last slot persists
+        return (use * overlap).sum(axis=1)
+
+    # -- one round -----------------------------------------------------------------------------
+    def step(self) -> RoundRecord:
+        """Run one round natively: plan it, train and aggregate, finish it; returns its record."""
+        plan = self.plan_round()
+        train_loss = self.train_round(plan)
+        return self.finish_round(plan, train_loss)
+
+    def plan_round(self) -> RoundPlan:
+        """Steps 1-4: start the next round, select, price and settle it (no training yet).
+
+        Other engines (FedScale's aggregator) call this, train ``plan.kept`` themselves, hand
+        the aggregated model to :meth:`set_global_params` and then call :meth:`finish_round`.
+        """
+        cfg, pop = self.cfg, self.parts.population
+        self.round += 1
+        t0 = self.clock_s
+
+        # 1. who is online
+        online = np.flatnonzero(self.budget.online)
+        # 2. selection
+        k = cfg.fl.participants_per_round
+        n_select = min(len(online), math.ceil(k * cfg.fl.overcommit))
+        view = CoordinatorView(round=self.round, min_pct=cfg.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
+        chosen = self.selector.select(online, n_select, rng(self.seed, "selection", self.round), view)
+
+        # 3. price every selected client's task under its policy
+        plugged = self._plugged(t0, chosen)
+        request = TaskRequest(
+            client_idx=chosen,
+            phone_idx=pop.phone_idx[chosen],
+            n_steps=cfg.fl.local_steps,
+            start_s=t0,
+            battery_pct=self.budget.level_pct_at(chosen),
+            charging=plugged,
+            temperature_c=self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C),
+            in_use=self._in_use(t0, chosen),
+            slot_s=float(self.parts.traces.step_s),
+        )
+        outcome = self.policy.run_tasks(request)
+        comm_s = pop.comm_s(self.model_size_mb, chosen)
+        duration_s = outcome.duration_s + comm_s
+
+        # 4. settle: who counts, how long the round lasts, what it cost
+        finish_online = self._online_at_finish(chosen, t0, duration_s)
+        floor_j = self.cfg.traces.min_pct / 100.0 * self.capacity_j[chosen]
+        spare_j = self.budget.available_j_at(chosen) - floor_j - self._trace_drain_j(chosen, t0, duration_s)
+        spare_j = np.where(plugged, np.inf, spare_j)  # the charger pays for training
+        settled = settle_round(
+            k=k,
+            accepted=outcome.accepted,
+            duration_s=duration_s,
+            energy_j=outcome.energy_j,
+            spare_energy_j=spare_j,
+            online_at_finish=finish_online,
+            interrupted=outcome.interrupted,
+            deadline_s=cfg.fl.deadline_s,
+        )
+        settle = getattr(self.policy, "settle", None)  # e.g. Flamingo books exploration that finished
+        if callable(settle):
+            settle(outcome, settled.done_frac)
+        return RoundPlan(
+            round=self.round,
+            t0_s=t0,
+            online=online,
+            chosen=chosen,
+            outcome=outcome,
+            comm_s=comm_s,
+            duration_s=duration_s,
+            settled=settled,
+            kept=chosen[settled.kept],
+            plugged=plugged,
+        )
+
+    def train_round(self, plan: RoundPlan) -> float:
+        """Step 5 (native): train the kept clients for real and aggregate with :attr:`aggregator`.
+
+        Updates :attr:`params`; returns the kept clients' mean training loss (NaN if none).
+        """
+        cfg = self.cfg
+        if not len(plan.kept):
+            return float("nan")
+        started = time.perf_counter()
+        ids = [int(c) for c in plan.kept]
+        if hasattr(self.dataset, "prefetch"):  # real data: decode the cohort in parallel
+            self.dataset.prefetch(ids)
+        datas = [self.dataset.client_data(c) for c in ids]
+        augment = getattr(self.dataset, "train_augment", None)  # optional, see fl.data.FederatedDataset
+        if augment is not None:
+            datas = [(augment(x, c, plan.round, self.seed), y) for c, (x, y) in zip(ids, datas)]
+        trained_from = time.perf_counter()
+        result = self.trainer.train(
+            self.params,
+            datas,
+            ids,
+            n_steps=cfg.fl.local_steps,
+            batch_size=cfg.fl.batch_size,
+            lr=cfg.fl.lr,
+            seed=self.seed,
+            round_idx=plan.round,
+            prox_mu=self.aggregator.proximal_mu,
+        )
+        n_samples = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
+        self.params = self.aggregator.aggregate(self.params, result.params, n_samples)
+        self.train_wall_s += time.perf_counter() - trained_from
+        self.samples_trained += len(ids) * cfg.fl.local_steps * cfg.fl.batch_size
+        kept_s = plan.duration_s[plan.settled.kept]
+        self.selector.observe(plan.round, plan.kept, n_samples.numpy(), result.losses.detach().cpu().double().numpy(), kept_s)
+        self.model_wall_s += time.perf_counter() - started
+        return float(result.losses.mean())
+
+    def set_global_params(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Make ``state`` (a model ``state_dict``, the aggregate of this round's kept updates)
+        the global model that :meth:`finish_round` evaluates; copied, and checked against the
+        model's entries (names and shapes)."""
+        if set(state) != set(self.params):
+            missing, extra = sorted(set(self.params) - set(state)), sorted(set(state) - set(self.params))
+            raise ValueError(f"set_global_params: entries differ from the model's (missing {missing}, unexpected {extra})")
+        for name, value in state.items():
+            if tuple(value.shape) != tuple(self.params[name].shape):
+                raise ValueError(f"set_global_params: {name} has shape {tuple(value.shape)}, the model's is {tuple(self.params[name].shape)}")
+        self.params = {k: state[k].detach().clone() for k in self.params}
+
+    def finish_round(self, plan: RoundPlan, train_loss: float) -> RoundRecord:
+        """Steps 6-7: advance the clock and batteries, evaluate :attr:`params`, return the round's record."""
+        cfg, pop = self.cfg, self.parts.population
+        if plan.round != self.round:
+            raise ValueError(f"finish_round: plan is for round {plan.round}, the simulation is at round {self.round}")
+        chosen, settled, outcome, kept, online = plan.chosen, plan.settled, plan.outcome, plan.kept, plan.online
+        t0 = plan.t0_s
+
+        # 6. advance the clock and every battery along its trace
+        self.clock_s = t0 + settled.duration_s
+        drawn_j = np.where(plan.plugged, 0.0, settled.energy_spent_j)  # over chosen; the charger pays
+        self._advance_budgets(t0, self.clock_s, chosen, drawn_j)
+        self.budget.take_offline(chosen[settled.reason == BATTERY_EXHAUSTED])  # ran flat: wait for a charge
+        lost_now = self.budget.lost()
+        self.ever_lost[lost_now] = True
+        energy_j = float(settled.energy_spent_j.sum())
+        self.energy_cum_j += energy_j
+        self.times_kept[kept] += 1
+        self.client_energy_j[chosen] += drawn_j
+        self._kept_nz = merge_sorted(self._kept_nz, kept)
+        self._energy_nz = merge_sorted(self._energy_nz, chosen[drawn_j > 0])
+
+        # the owner feels every training step that ran, kept or not; the owner's foreground
+        # time is counted over each selected client's time under the job this round
+        interference_s = outcome.interference_s * settled.done_frac
+        span_s = np.maximum(settled.duration_s, outcome.duration_s * settled.done_frac)
+        foreground_s = self._foreground_s(t0, chosen, span_s)
+
+        # 7. evaluate and record
+        accuracy = loss = float("nan")
+        if self.round % cfg.fl.eval_every == 0 or self.round == 1 or self.is_done():
+            accuracy, loss = self.evaluate()
+        self._check_horizon()
+        counts = outcome.steps_by_choice[settled.kept].sum(axis=0) if len(kept) else None
+        chosen_phone = pop.phone_idx[chosen]
+        return RoundRecord(
+            policy=self.policy_name,
+            seed=self.seed,
+            round=self.round,
+            time_s=self.clock_s,
+            duration_s=settled.duration_s,
+            accuracy=accuracy,
+            loss=loss,
+            train_loss=train_loss,
+            n_online=len(online),
+            n_selected=len(chosen),
+            n_kept=len(kept),
+            dropped={r: settled.count(REASONS.index(r)) for r in DROP_REASONS},
+            energy_j=energy_j,
+            energy_cum_j=self.energy_cum_j,
+            interference_s=float(interference_s.sum()),
+            clients_lost=len(lost_now),
+            clients_lost_cum=int(np.count_nonzero(self.ever_lost)),
+            steps_by_choice={label: int(counts[j]) if counts is not None else 0 for j, label in enumerate(self.parts.choice_labels)},
+            interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
+            foreground_s_by_phone={phone: float(foreground_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
+            jain_participation=jain_index(self.times_kept[self._kept_nz], n=pop.n_clients),
+            jain_energy=jain_index(self.client_energy_j[self._energy_nz], n=pop.n_clients),
+            **_exploring(outcome, settled.energy_spent_j),
+        )
+
+    def initial_record(self) -> RoundRecord:
+        """Round 0: the initial model evaluated at t = 0, nothing trained, every client as its trace has it."""
+        if self.round != 0:
+            raise ValueError(f"initial_record: the simulation is at round {self.round}, not 0")
+        accuracy, loss = self.evaluate()
+        return RoundRecord(
+            policy=self.policy_name, seed=self.seed, round=0, time_s=0.0, duration_s=0.0,
+            accuracy=accuracy, loss=loss, train_loss=float("nan"),
+            n_online=int(np.count_nonzero(self.budget.online)), n_selected=0, n_kept=0, dropped={r: 0 for r in DROP_REASONS},
+            energy_j=0.0, energy_cum_j=0.0, interference_s=0.0, clients_lost=0, clients_lost_cum=0,
+            steps_by_choice={label: 0 for label in self.parts.choice_labels},
+            interference_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
+            foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
+        )
+
+    def _index_nonzero(self) -> None:
+        """The clients (sorted) with a non-zero :attr:`times_kept` / :attr:`client_energy_j`:
+        Jain's indices are computed over them (zeros add nothing), not over the population."""
+        self._kept_nz = np.flatnonzero(self.times_kept)
+        self._energy_nz = np.flatnonzero(self.client_energy_j)
+
+    def _check_horizon(self) -> None:
+        """Say once when the virtual clock passes the point where trace replay wraps."""
+        horizon_s = self.parts.traces.horizon_s
+        if self.horizon_warned or self.clock_s <= horizon_s:
+            return
+        self.horizon_warned = True
+        self.log(
+            f"WARNING: virtual time {self.clock_s / 3600:.1f} h passed the trace set's wrap-free horizon of {horizon_s / 3600:.1f} h "
+            f"(round {self.round}); from there on clients replay their battery traces from the start"
+        )
+
+    def _online_at_finish(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:
+        """Whether each client's trace alone keeps it above the threshold until it finishes."""
+        return self._levels_at(idx, t0 + duration_s) >= self.cfg.traces.min_pct
+
+    def _trace_drain_j(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:
+        """Energy the owner's own use drains from each client while its task runs (>= 0)."""
+        start = self._levels_at(idx, np.full(len(idx), t0))
+        end = self._levels_at(idx, t0 + duration_s)
+        return np.maximum(start - end, 0.0) / 100.0 * self.capacity_j[idx]
+
+    @property
+    def trace_budget(self) -> EnergyBudget:
+        """The trace-only budget, one entry per (trace client, phone) pair (:attr:`_pair_of` maps clients to pairs)."""
+        return self.budget.twin
+
+    def _advance_budgets(self, t0: float, t1: float, clients: np.ndarray, drawn_j: np.ndarray) -> None:
+        """Draw ``drawn_j`` from ``clients`` at ``t0``, then step the budget through every trace
+        grid tick in (t0, t1]. Inputs come from the validated trace set (not re-validated)."""
+        step = self.parts.traces.step_s
+        level = self._trace_levels(t0)[self._pair_trace]
+        self.budget.draw(level, clients, drawn_j)
+        first = math.floor(t0 / step) + 1
+        last = math.floor(t1 / step)
+        for tick in range(first, last + 1):
+            now = self._trace_levels(tick * step)[self._pair_trace]
+            self.budget.advance(level, now)
+            level = now
+
+    def evaluate(self) -> tuple[float, float]:
+        started = time.perf_counter()
+        x, y = self._test_data
+        with precision_context(self.cfg.fl.precision, self.device):
+            result = evaluate(self.parts.model, self.params, x, y)
+        self.model_wall_s += time.perf_counter() - started
+        return result
+
+    def is_done(self) -> bool:
+        fl = self.cfg.fl
+        if fl.rounds is not None and self.round >= fl.rounds:
+            return True
+        return fl.horizon_h is not None and self.clock_s >= fl.horizon_h * 3600.0
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "clock_s": self.clock_s,
+            "energy_cum_j": self.energy_cum_j,
+            "ever_lost": self.ever_lost.copy(),
+            "times_kept": self.times_kept.copy(),
+            "client_energy_j": self.client_energy_j.copy(),
+            "params": {k: v.detach().cpu().clone() for k, v in self.params.items()},
+            "budget": self.budget.state_dict(),
+            "policy": self.policy.state_dict(),
+            "aggregator": self.aggregator.state_dict(),
+            "selector": self.selector.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.round = int(state["round"])
+        self.clock_s = float(state["clock_s"])
+        self.energy_cum_j = float(state["energy_cum_j"])
+        self.ever_lost = np.asarray(state["ever_lost"]).copy()
+        self.times_kept = np.asarray(state["times_kept"]).copy()
+        self.client_energy_j = np.asarray(state["client_energy_j"]).copy()
+        self._index_nonzero()
+        self.params = {k: v.to(self.device).clone() for k, v in state["params"].items()}
+        self.budget.load_state_dict(state["budget"])
+        self.policy.load_state_dict(state["policy"])
+        self.aggregator.load_state_dict(state["aggregator"])
+        self.selector.load_state_dict(state["selector"])

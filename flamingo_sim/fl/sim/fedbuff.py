@@ -1,0 +1,271 @@
+"""Asynchronous FL: FedBuff-style buffered aggregation on the same traces, budgets and policies.
+
+``fl.mode: fedbuff`` (Nguyen et al., "Federated Learning with Buffered Asynchronous
+Aggregation", AISTATS 2022). There are no rounds: ``concurrency`` clients train at once, each
+on its own virtual clock, and the server updates the model every ``buffer_size`` (M) arrivals.
+An event loop in virtual time:
+
+1. *dispatch* (a free slot at time ``t``): select one online client that is not training
+   (the selector, randomness from (seed, "selection", dispatch number), sees the battery levels
+   at ``t``); its policy accepts or declines and prices the task from ``t``, plus model
+   download and upload; the client downloads the current model version. The task is settled
+   at once by the same rules as a synchronous round (:func:`~flamingo_sim.fl.sim.rounds.settle_round`
+   with K = 1): its trace takes it offline before it finishes (``unavailable``), its training
+   would drain it (``battery_exhausted``, after the share its spare energy paid for), it declines
+   (the slot is retried ``retry_s`` later, as for a task that could not run a step), or it arrives; the policy's ``settle`` (Flamingo's
+   exploration progress) hears of the task's share that ran;
+2. *arrival* (at dispatch time + its duration, or when it stops): every battery is advanced
+   along its trace to ``t``, the client's training energy drawn (none when it was on the
+   charger at dispatch: the charger pays, as in the synchronous engine); a kept client trains for real
+   from the version it downloaded, and its delta (trained minus downloaded) joins the buffer
+   with staleness = versions made meanwhile; the slot is dispatched again;
+3. with M deltas buffered the server applies :func:`~flamingo_sim.fl.strategy.aggregate.fedbuff_step`
+   with weights ``(1 + staleness) ** -staleness_exponent``; that makes one metrics row, with
+   the synchronous engine's columns (``round`` = server update, ``n_selected`` = dispatches
+   and ``dropped_*`` = drops since the previous update, ``duration_s`` = time since it), plus
+   ``staleness_mean``. ``fl.rounds`` and ``fl.horizon_h`` bound the server updates.
+
+Runs are not checkpointed (no ``--resume``); same config and seed give the same results.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from flamingo_sim.devices.policies import Policy, TaskRequest
+from flamingo_sim.fl.sim.engine import DEFAULT_TEMPERATURE_C, Components, Simulation
+from flamingo_sim.fl.sim.fairness import jain_index
+from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
+from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
+from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
+from flamingo_sim.rng import rng
+
+__all__ = ["AsyncSimulation"]
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One dispatched client, settled at dispatch."""
+
+    client: int
+    dispatch: int  # dispatch number (minibatch stream and selection randomness)
+    version: int  # model version downloaded
+    start_s: float
+    reason: int
+    energy_j: float  # training energy (share run)
+    battery_j: float  # of which its battery pays (none on the charger)
+    duration_s: float  # priced duration of the whole task
+    interference_s: float
+    steps: np.ndarray  # steps per execution choice (kept tasks count)
+    phone: int
+    foreground_s: float  # the owner's use of the phone while the task holds it
+
+
+class AsyncSimulation(Simulation):
+    """One policy's FedBuff job over one seed; :meth:`step` runs until the next server update."""
+
+    def __init__(self, parts: Components, policy: Policy, policy_name: str, seed: int, selector: Selector, log: Callable[[str], None] | None = None) -> None:
+        super().__init__(parts, policy, policy_name, seed, selector, log=log)
+        fb, fl = self.cfg.fedbuff, self.cfg.fl
+        self.concurrency = fb.concurrency or math.ceil(fl.participants_per_round * fl.overcommit)
+        self.events: list[tuple[float, int, str, Any]] = []
+        self.seq = 0
+        self.n_dispatch = 0
+        self.busy = np.zeros(parts.population.n_clients, dtype=bool)
+        self.versions: dict[int, dict[str, torch.Tensor]] = {0: self.params}
+        self.version_refs: dict[int, int] = {}
+        self.buffer: list[tuple[_Task, int]] = []  # kept arrivals and their staleness, trained at the update
+        self.budget_t_s = 0.0
+        self.last_update_s = 0.0
+        self._window = self._new_window()
+        for _ in range(self.concurrency):
+            self._push(0.0, "free", None)
+
+    # -- events ----------------------------------------------------------------------------------
+    def _push(self, t_s: float, kind: str, payload: Any) -> None:
+        heapq.heappush(self.events, (t_s, self.seq, kind, payload))
+        self.seq += 1
+
+    def _new_window(self) -> dict[str, Any]:
+        n_phones = len(self.parts.population.phone_names)
+        return {"dispatched": 0, "dropped": np.zeros(len(REASONS), dtype=np.int64), "energy_j": 0.0, "interference_s": 0.0,
+                "steps": np.zeros(len(self.parts.choice_labels), dtype=np.int64), "phone_interference_s": np.zeros(n_phones),
+                "phone_foreground_s": np.zeros(n_phones)}
+
+    def _dispatch(self, t_s: float) -> None:
+        """Fill one free slot at ``t_s``: select, price and settle a client's task."""
+        cfg, pop = self.cfg, self.parts.population
+        idle = np.flatnonzero(self.budget.online & ~self.busy)
+        if not len(idle):
+            self._push(t_s + cfg.fedbuff.retry_s, "free", None)
+            return
+        self.n_dispatch += 1
+        view = CoordinatorView(round=self.round + 1, min_pct=cfg.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
+        chosen = self.selector.select(idle, 1, rng(self.seed, "selection", self.n_dispatch), view)
+        c = int(chosen[0])
+        one = np.array([c], dtype=np.int64)
+        plugged = self._plugged(t_s, one)
+        request = TaskRequest(
+            client_idx=one, phone_idx=pop.phone_idx[one], n_steps=cfg.fl.local_steps, start_s=t_s,
+            battery_pct=self.budget.level_pct_at(one), charging=plugged,
+            temperature_c=self._extra("temperature_c", t_s, one, DEFAULT_TEMPERATURE_C), in_use=self._in_use(t_s, one),
+            slot_s=float(self.parts.traces.step_s),
+        )
+        out = self.policy.run_tasks(request)
+        duration_s = out.duration_s + pop.comm_s(self.model_size_mb, one)
+        floor_j = cfg.traces.min_pct / 100.0 * self.capacity_j[one]
+        spare_j = self.budget.available_j_at(one) - floor_j - self._trace_drain_j(one, t_s, duration_s)
+        spare_j = np.where(plugged, np.inf, spare_j)  # the charger pays for training
+        settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=out.energy_j, spare_energy_j=spare_j,
+                               online_at_finish=self._online_at_finish(one, t_s, duration_s), interrupted=out.interrupted,
+                               deadline_s=cfg.fl.deadline_s)
+        settle = getattr(self.policy, "settle", None)  # e.g. Flamingo books exploration that finished
+        if callable(settle):
+            settle(out, settled.done_frac)
+        reason = int(settled.reason[0])
+        done = float(settled.done_frac[0])
+        # a task that declined or ran nothing (no spare energy: its level sits at the re-entry
+        # threshold) frees its slot retry_s later, not at once (the same client would be picked again)
+        ran_s = float(duration_s[0]) * done
+        ends = t_s + cfg.fedbuff.retry_s if reason == DECLINED or ran_s <= 0 else t_s + ran_s
+        spent_j = float(settled.energy_spent_j[0])
+        task = _Task(c, self.n_dispatch, self.round, t_s, reason, spent_j, 0.0 if plugged[0] else spent_j, float(duration_s[0]),
+                     float(out.interference_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
+                     float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]))
+        self.busy[c] = True
+        self.version_refs[self.round] = self.version_refs.get(self.round, 0) + 1
+        self._window["dispatched"] += 1
+        self._push(ends, "arrive", task)
+
+    def _advance_to(self, t_s: float, client: int, energy_j: float) -> None:
+        self._advance_budgets(self.budget_t_s, t_s, np.array([client], dtype=np.int64), np.array([energy_j]))
+        self.budget_t_s = t_s
+        self.ever_lost[self.budget.lost()] = True
+
+    def _arrive(self, t_s: float, task: _Task) -> None:
+        c = task.client
+        self._advance_to(t_s, c, task.battery_j)
+        if task.reason == BATTERY_EXHAUSTED:
+            self.budget.take_offline(np.array([c]))
+        self.busy[c] = False
+        self.energy_cum_j += task.energy_j
+        self.client_energy_j[c] += task.battery_j
+        w = self._window
+        w["energy_j"] += task.energy_j
+        w["interference_s"] += task.interference_s
+        w["phone_interference_s"][task.phone] += task.interference_s
+        w["phone_foreground_s"][task.phone] += task.foreground_s
+        if task.reason == KEPT:
+            self.times_kept[c] += 1
+            w["steps"] += task.steps
+            self.buffer.append((task, self.round - task.version))
+        else:
+            w["dropped"][task.reason] += 1
+            self.version_refs[task.version] -= 1
+        self._push(t_s, "free", None)
+
+    def _train(self, tasks: list[_Task]) -> tuple[list[dict[str, torch.Tensor]], list[float]]:
+        """Train the buffered tasks, grouped by the version they downloaded (one batched call each).
+
+        A task's result depends only on its start model, its data and its dispatch number, so
+        training at the server update gives what training at arrival would; the selector hears
+        of the losses at the update.
+        """
+        cfg = self.cfg
+        began = time.perf_counter()
+        deltas: list[dict[str, torch.Tensor]] = [{}] * len(tasks)
+        losses = [0.0] * len(tasks)
+        for version in sorted({t.version for t in tasks}):
+            idx = [i for i, t in enumerate(tasks) if t.version == version]
+            start = self.versions[version]
+            datas = [self.dataset.client_data(tasks[i].client) for i in idx]
+            trained_from = time.perf_counter()
+            res = self.trainer.train(start, datas, [tasks[i].dispatch for i in idx], n_steps=cfg.fl.local_steps,
+                                     batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed, round_idx=0)
+            self.train_wall_s += time.perf_counter() - trained_from
+            self.samples_trained += len(idx) * cfg.fl.local_steps * cfg.fl.batch_size
+            for j, i in enumerate(idx):
+                deltas[i] = {k: res.params[k][j] - start[k].to(res.params[k].device) for k in start}
+                losses[i] = float(res.losses[j])
+            n = np.array([float(len(d[1])) for d in datas])
+            self.selector.observe(self.round, np.array([tasks[i].client for i in idx]), n, res.losses.double().cpu().numpy()[: len(idx)],
+                                  np.array([tasks[i].duration_s for i in idx]))
+            self.version_refs[version] -= len(idx)
+        self.model_wall_s += time.perf_counter() - began
+        return deltas, losses
+
+    # -- one server update -----------------------------------------------------------------------
+    def step(self) -> RoundRecord:
+        """Process events until the buffer holds M deltas, apply the server update, return its row."""
+        m, horizon_h = self.cfg.fedbuff.buffer_size, self.cfg.fl.horizon_h
+        while len(self.buffer) < m:
+            if horizon_h is not None and self.clock_s >= horizon_h * 3600.0:
+                break  # out of time: apply what arrived (possibly nothing)
+            t_s, _, kind, payload = heapq.heappop(self.events)
+            self.clock_s = t_s
+            if kind == "free":
+                self._advance_to(t_s, 0, 0.0)
+                self._dispatch(t_s)
+            else:
+                self._arrive(t_s, payload)
+        return self._update()
+
+    def _update(self) -> RoundRecord:
+        cfg, pop = self.cfg, self.parts.population
+        batch, self.buffer = self.buffer[: cfg.fedbuff.buffer_size], self.buffer[cfg.fedbuff.buffer_size :]
+        staleness = [s for _, s in batch]
+        deltas, losses = self._train([t for t, _ in batch])
+        began = time.perf_counter()
+        if batch:
+            weights = staleness_weights(staleness, cfg.fedbuff.staleness_exponent)
+            stacked = {k: torch.stack([d[k] for d in deltas]) for k in self.params}
+            self.params = fedbuff_step(self.params, stacked, weights, cfg.fedbuff.server_lr)
+        self.model_wall_s += time.perf_counter() - began
+        self.round += 1
+        self.versions[self.round] = self.params
+        for v in [v for v in self.versions if v < self.round and self.version_refs.get(v, 0) == 0]:
+            del self.versions[v]
+        accuracy = loss = float("nan")
+        if self.round % cfg.fl.eval_every == 0 or self.round == 1 or self.is_done():
+            accuracy, loss = self.evaluate()
+        w, self._window = self._window, self._new_window()
+        self._check_horizon()
+        lost_now = self.budget.lost()
+        record = RoundRecord(
+            policy=self.policy_name,
+            seed=self.seed,
+            round=self.round,
+            time_s=self.clock_s,
+            duration_s=self.clock_s - self.last_update_s,
+            accuracy=accuracy,
+            loss=loss,
+            train_loss=float(np.mean(losses)) if batch else float("nan"),
+            n_online=int(self.budget.online.sum()),
+            n_selected=w["dispatched"],
+            n_kept=len(batch),
+            dropped={r: int(w["dropped"][REASONS.index(r)]) for r in DROP_REASONS},
+            energy_j=w["energy_j"],
+            energy_cum_j=self.energy_cum_j,
+            interference_s=w["interference_s"],
+            clients_lost=len(lost_now),
+            clients_lost_cum=int(np.count_nonzero(self.ever_lost)),
+            steps_by_choice={label: int(w["steps"][j]) for j, label in enumerate(self.parts.choice_labels)},
+            interference_s_by_phone={phone: float(w["phone_interference_s"][p]) for p, phone in enumerate(pop.phone_names)},
+            foreground_s_by_phone={phone: float(w["phone_foreground_s"][p]) for p, phone in enumerate(pop.phone_names)},
+            jain_participation=jain_index(self.times_kept),
+            jain_energy=jain_index(self.client_energy_j),
+            staleness_mean=float(np.mean(staleness)) if batch else float("nan"),
+        )
+        self.last_update_s = self.clock_s
+        return record
+
+    def state_dict(self) -> dict[str, Any]:
+        raise NotImplementedError("fl.mode 'fedbuff' runs are not checkpointed")

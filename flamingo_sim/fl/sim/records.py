@@ -1,0 +1,120 @@
+"""The per-round record: what one finished round of one (policy, seed) run produced.
+
+:meth:`flamingo_sim.fl.sim.engine.Simulation.finish_round` returns a :class:`RoundRecord`;
+callbacks receive it (:mod:`flamingo_sim.fl.runner.callbacks`) and :meth:`RoundRecord.to_row` gives
+the ``metrics.parquet`` row (columns in :data:`flamingo_sim.fl.metrics.summary.COLUMNS`, then
+``steps_<choice>``, ``interference_s_<phone>`` and ``foreground_s_<phone>``). :meth:`RoundRecord.from_row` reads a row
+back (checkpoints store rows, plain data).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from flamingo_sim.fl.sim.rounds import DROP_REASONS
+
+__all__ = ["RoundRecord"]
+
+_STEPS, _INTERFERENCE, _FOREGROUND = "steps_", "interference_s_", "foreground_s_"
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One round's metrics (units in the names; see :data:`flamingo_sim.fl.metrics.summary.COLUMNS`).
+
+    ``dropped`` maps every drop reason (:data:`flamingo_sim.fl.sim.rounds.DROP_REASONS`) to its
+    count; ``steps_by_choice`` maps each execution-choice label to the local steps the kept
+    clients ran on it; ``interference_s_by_phone`` maps each phone model to the interference
+    its selected clients caused (all attempts), ``foreground_s_by_phone`` the time their owners
+    used them meanwhile. The mappings are read-only. ``n_exploring`` and ``energy_exploring_j``:
+    selected clients whose task explored an execution choice, and the energy they drew.
+    ``jain_*`` are Jain's indices over all clients so far (:mod:`flamingo_sim.fl.sim.fairness`);
+    ``staleness_mean`` is set by the asynchronous engine only (a column only there).
+    """
+
+    policy: str
+    seed: int
+    round: int
+    time_s: float
+    duration_s: float
+    accuracy: float
+    loss: float
+    train_loss: float
+    n_online: int
+    n_selected: int
+    n_kept: int
+    dropped: Mapping[str, int]
+    energy_j: float
+    energy_cum_j: float
+    interference_s: float
+    clients_lost: int
+    clients_lost_cum: int
+    steps_by_choice: Mapping[str, int]
+    interference_s_by_phone: Mapping[str, float]
+    foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
+    n_exploring: int = 0
+    energy_exploring_j: float = 0.0
+    jain_participation: float = float("nan")
+    jain_energy: float = float("nan")
+    staleness_mean: float | None = None
+
+    def __post_init__(self) -> None:
+        if set(self.dropped) != set(DROP_REASONS):
+            raise ValueError(f"RoundRecord.dropped: expected the reasons {', '.join(DROP_REASONS)}, got {', '.join(self.dropped)}")
+        dropped = {r: self.dropped[r] for r in DROP_REASONS}
+        object.__setattr__(self, "dropped", MappingProxyType(dropped))
+        object.__setattr__(self, "steps_by_choice", MappingProxyType(dict(self.steps_by_choice)))
+        object.__setattr__(self, "interference_s_by_phone", MappingProxyType(dict(self.interference_s_by_phone)))
+        object.__setattr__(self, "foreground_s_by_phone", MappingProxyType(dict(self.foreground_s_by_phone)))
+
+    def to_row(self) -> dict[str, Any]:
+        """The ``metrics.parquet`` row, columns in their documented order."""
+        row: dict[str, Any] = {
+            "policy": self.policy,
+            "seed": self.seed,
+            "round": self.round,
+            "time_s": self.time_s,
+            "duration_s": self.duration_s,
+            "accuracy": self.accuracy,
+            "loss": self.loss,
+            "train_loss": self.train_loss,
+            "n_online": self.n_online,
+            "n_selected": self.n_selected,
+            "n_kept": self.n_kept,
+            **{f"dropped_{r}": n for r, n in self.dropped.items()},
+            "energy_j": self.energy_j,
+            "energy_cum_j": self.energy_cum_j,
+            "interference_s": self.interference_s,
+            "clients_lost": self.clients_lost,
+            "clients_lost_cum": self.clients_lost_cum,
+            "n_exploring": self.n_exploring,
+            "energy_exploring_j": self.energy_exploring_j,
+            "jain_participation": self.jain_participation,
+            "jain_energy": self.jain_energy,
+        }
+        row.update({f"{_STEPS}{label}": n for label, n in self.steps_by_choice.items()})
+        row.update({f"{_INTERFERENCE}{phone}": s for phone, s in self.interference_s_by_phone.items()})
+        row.update({f"{_FOREGROUND}{phone}": s for phone, s in self.foreground_s_by_phone.items()})
+        if self.staleness_mean is not None:
+            row["staleness_mean"] = self.staleness_mean
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "RoundRecord":
+        """The record of a ``metrics.parquet`` row (inverse of :meth:`to_row`)."""
+        plain = {k: row[k] for k in ("policy", "seed", "round", "time_s", "duration_s", "accuracy", "loss", "train_loss",
+                                     "n_online", "n_selected", "n_kept", "energy_j", "energy_cum_j", "interference_s",
+                                     "clients_lost", "clients_lost_cum")}
+        extra = {k: row[k] for k in ("jain_participation", "jain_energy", "staleness_mean") if k in row}
+        return cls(
+            **plain,
+            n_exploring=int(row.get("n_exploring", 0)),
+            energy_exploring_j=float(row.get("energy_exploring_j", 0.0)),
+            **extra,
+            dropped={r: row[f"dropped_{r}"] for r in DROP_REASONS},
+            steps_by_choice={k[len(_STEPS):]: v for k, v in row.items() if k.startswith(_STEPS)},
+            interference_s_by_phone={k[len(_INTERFERENCE):]: v for k, v in row.items() if k.startswith(_INTERFERENCE)},
+            foreground_s_by_phone={k[len(_FOREGROUND):]: v for k, v in row.items() if k.startswith(_FOREGROUND)},
+        )

@@ -1,0 +1,1 @@
+"""Analyses that run whole experiments: ``reproduce`` (the paper's evaluation) and ``sensitivity``."""

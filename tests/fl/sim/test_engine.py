@@ -1,0 +1,173 @@
+"""The round loop on a scripted scenario of four clients whose outcome is known by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from flamingo_sim.config import from_mapping
+from flamingo_sim.devices.profiles import ProfileSet, load_profile
+from flamingo_sim.fl.config import ExperimentConfig
+from flamingo_sim.fl.data.proxy import SyntheticFederated
+from flamingo_sim.fl.runner.setup import make_policy
+from flamingo_sim.fl.sim.engine import Components, Simulation
+from flamingo_sim.fl.sim.population import build_population
+from flamingo_sim.fl.strategy.selection import UniformSelector
+from flamingo_sim.models import build_model
+from flamingo_sim.traces.store import ClientTraces
+
+ROOT = Path(__file__).resolve().parents[3]
+CAPACITY_J = 2915 * 3.6 * 3.85  # Pixel 3
+PIXEL3 = load_profile(ROOT / "profiles", "pixel_3", "mobilenet_v2")
+LAT_S, POWER_W = PIXEL3.baseline.step_latency_s, PIXEL3.baseline.power_w  # choice 4567: 49.7 s, 2.73 W
+STEPS = 12
+COMM_S = 2 * 14.0 * 8 / 20.0  # 14 MB down and up at 20 Mbit/s
+
+
+def scripted_parts(**fl) -> Components:
+    # Four devices, one client each (no shift). Level per 10-minute slot:
+    levels = np.array(
+        [
+            [80.0, 80.0, 80.0],  # 0: plenty of battery -> kept
+            [5.0, 5.0, 5.0],  # 1: below 10 % -> offline, never selected
+            [10.4, 10.4, 10.4],  # 2: 0.4 % spare, the task needs 4.0 % -> battery exhausted
+            [60.0, 5.0, 5.0],  # 3: the owner drains it to 5 % at 600 s, before it finishes -> unavailable
+        ],
+        dtype=np.float32,
+    )
+    traces = ClientTraces(
+        step_s=600,
+        device_ids=np.arange(4),
+        level_pct=levels,
+        state=np.array([[0, 0, 0], [0, 0, 0], [0, 0, 0], [0, -1, 0]], dtype=np.int8),
+        extras={},
+        client_ids=np.arange(4),
+        client_device=np.arange(4),
+        shift_s=np.zeros(4, dtype=np.int64),
+    )
+    cfg = from_mapping(
+        ExperimentConfig,
+        {
+            "name": "scripted",
+            "phones": {"mix": {"pixel_3": 1.0}},
+            "network": {"model_size_mb": 14.0, "bandwidth_mbps": 20.0, "bandwidth_sigma": 0.0},
+            "fl": {"participants_per_round": 1, "overcommit": 3, "local_steps": STEPS, "rounds": 2, **fl},
+        },
+    )
+    data = SyntheticFederated(n_clients=4, n_features=5, n_classes=3, seed=0, mean_samples=40, test_samples=50, test_clients=4)
+    return Components(
+        cfg=cfg,
+        traces=traces,
+        population=build_population(4, 4, {"pixel_3": 1.0}, 20.0, 0.0, seed=0),
+        profiles=ProfileSet.load(ROOT / "profiles", ["pixel_3"], "mobilenet_v2"),
+        dataset=data,
+        model=build_model("logreg", data.input_shape, data.n_classes, seed=0),
+        test_data=data.test_data(),
+        choice_labels=("4567", "456", "45", "4", "0123", "012", "01", "0"),
+    )
+
+
+def test_scripted_round_by_hand():
+    parts = scripted_parts()
+    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    assert sim.budget.online.tolist() == [True, False, True, True]
+    row = sim.step().to_row()
+    task_s = STEPS * LAT_S + COMM_S  # 607.6 s: past the 600 s tick where client 3's trace drops
+    task_j = STEPS * LAT_S * POWER_W  # 1628 J = 4.0 % of the battery
+    assert (row["n_online"], row["n_selected"], row["n_kept"]) == (3, 3, 1)
+    assert (row["dropped_battery_exhausted"], row["dropped_unavailable"], row["dropped_declined"]) == (1, 1, 0)
+    assert row["duration_s"] == pytest.approx(task_s)
+    assert row["time_s"] == pytest.approx(task_s)
+    spare_2 = 0.004 * CAPACITY_J  # client 2 trains until it hits the 10 % floor
+    assert row["energy_j"] == pytest.approx(task_j + spare_2 + task_j)
+    assert row["steps_4567"] == STEPS  # only the kept client's steps count in the choice mix
+    # after the round: client 0 carries the training deficit, client 2 ran flat and waits for a
+    # charge, client 3 is offline because of its owner (not lost to training)
+    assert sim.budget.level_pct[0] == pytest.approx(80.0 - 100 * task_j / CAPACITY_J)
+    assert sim.budget.online.tolist() == [True, False, False, False]
+    assert sim.trace_budget.online.tolist() == [True, False, True, False]
+    assert row["clients_lost"] == 1 and row["clients_lost_cum"] == 1
+    assert row["accuracy"] == row["accuracy"]  # evaluated after round 1
+
+    row2 = sim.step().to_row()  # only client 0 is online now
+    assert (row2["n_online"], row2["n_selected"], row2["n_kept"]) == (1, 1, 1)
+    assert sim.is_done()
+
+
+def test_flamingo_prices_the_same_client_faster_and_cheaper():
+    parts = scripted_parts(rounds=1)
+    base = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    # Flamingo with the coordinator's Pixel 3 profile in hand (no exploration): its fastest
+    # viable choice is 4 (31.06 s/step, 1.9 W) instead of 4567.
+    pol = make_policy("flamingo", parts.cfg)
+    sim = Simulation(parts, pol, "flamingo", 0, UniformSelector())
+    pol.shared_table[:] = True
+    row = sim.step().to_row()
+    assert PIXEL3.best.label == "4"
+    assert row["duration_s"] == pytest.approx(STEPS * PIXEL3.best.step_latency_s + COMM_S)
+    assert row["steps_4"] == STEPS
+    assert row["duration_s"] < base["duration_s"]
+
+
+def test_training_changes_the_model_and_fedavg_keeps_shapes():
+    parts = scripted_parts(rounds=1)
+    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    before = {k: v.clone() for k, v in sim.params.items()}
+    sim.step()
+    assert before.keys() == sim.params.keys()
+    assert all(before[k].shape == sim.params[k].shape for k in before)
+    assert any(not torch.equal(before[k], sim.params[k]) for k in before)
+
+
+def test_interference_is_recorded_per_phone():
+    parts = scripted_parts(rounds=1)
+    in_use = np.ones((4, 3), dtype=np.float32)  # the owner uses every phone all the time
+    traces = parts.traces
+    parts.traces = ClientTraces(
+        step_s=600, device_ids=traces.device_ids, level_pct=traces.level_pct, state=traces.state,
+        extras={"screen_on_frac": in_use}, client_ids=traces.client_ids,
+        client_device=traces.client_device, shift_s=traces.shift_s,
+    )
+    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    # the foreground app holds cores 6 and 7: every 4567 step runs 2x slower and all of it is
+    # interference; the owner feels the kept client (0) and the one its trace took offline (3)
+    # in full, and the exhausted one (2) for the share of its task its 0.4 % spare paid for
+    shared_s = 2 * STEPS * LAT_S
+    exhausted_frac = 0.004 * CAPACITY_J / (shared_s * POWER_W)
+    assert row["duration_s"] == pytest.approx(shared_s + COMM_S)
+    assert row["interference_s"] == pytest.approx(shared_s * (2 + exhausted_frac))
+    assert row["interference_s_pixel_3"] == pytest.approx(row["interference_s"])
+    # the owners' foreground time while the round ran: every selected client is in use for the
+    # whole round (its duration), except the exhausted one, which stopped earlier but is still
+    # counted until the round ends
+    assert row["foreground_s_pixel_3"] == pytest.approx(3 * row["duration_s"])
+
+
+def _with_extras(parts: Components, extras: dict) -> Components:
+    tr = parts.traces
+    parts.traces = ClientTraces(step_s=600, device_ids=tr.device_ids, level_pct=tr.level_pct, state=tr.state, extras=extras,
+                                client_ids=tr.client_ids, client_device=tr.client_device, shift_s=tr.shift_s)
+    return parts
+
+
+def test_phone_on_the_charger_counts_as_plugged_in():
+    # Client 0's trace says 'charging' although its level is flat (battery_state 0, as a phone
+    # held full on the charger reads): it trains on the charger's power, so no deficit.
+    charging = np.zeros((4, 3), dtype=np.float32)
+    charging[0] = 1.0
+    parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
+    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    row = sim.step().to_row()
+    assert row["n_kept"] == 1 and row["energy_j"] > 0
+    assert sim.budget.level_pct[0] == pytest.approx(80.0)  # compare 80 - 4.0 % without the charger
+    # Flamingo does not explore on the charger (the battery cannot measure): 4567, no progress
+    parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
+    pol = make_policy("flamingo", parts.cfg)
+    sim = Simulation(parts, pol, "flamingo", 0, UniformSelector())
+    plan = sim.plan_round()
+    modes = dict(zip(plan.chosen.tolist(), plan.outcome.mode))
+    assert modes[0] == "default" and modes[2] == "explore"
+    assert pol.explored[0] == 0

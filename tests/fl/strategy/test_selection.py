@@ -1,0 +1,128 @@
+"""Selectors: battery-aware probabilities and Oort's utilities by hand, config errors, resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flamingo_sim.config import from_mapping
+from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.config import ExperimentConfig
+from flamingo_sim.fl.runner.run import run_experiment
+from flamingo_sim.fl.strategy.selection import BatterySelector, CoordinatorView, OortSelector, UniformSelector, battery_weights, make_selector
+from tests.fl.interrupt import run_interrupted
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def view(levels, rnd=1):
+    return CoordinatorView(round=rnd, battery_pct=np.asarray(levels, dtype=np.float64), min_pct=10.0)
+
+
+def test_battery_weights_by_hand():
+    # share above 10 %: (10 -> 0), (55 -> 0.5), (100 -> 1), (5 -> 0, clipped); weight 0.1 + 0.9 share
+    w = battery_weights(np.array([10.0, 55.0, 100.0, 5.0]), min_pct=10.0, floor=0.1)
+    assert w.tolist() == pytest.approx([0.1, 0.55, 1.0, 0.1])
+
+
+def test_battery_selection_probabilities_match_the_weights():
+    levels = [10.0, 55.0, 100.0, 5.0]
+    online = np.arange(4)
+    sel = BatterySelector(floor=0.1)
+    p = np.array([0.1, 0.55, 1.0, 0.1]) / 1.75  # one draw: 0.0571, 0.3143, 0.5714, 0.0571
+    n = 20000
+    firsts = np.bincount([sel.select(online, 1, np.random.default_rng(i), view(levels))[0] for i in range(n)], minlength=4) / n
+    assert firsts == pytest.approx(p, abs=0.01)
+    # two draws without replacement: P({1, 2}) = p1 * w2 / (S - w1) + p2 * w1 / (S - w2) = 0.4779
+    pair = 0.55 / 1.75 * 1.0 / (1.75 - 0.55) + 1.0 / 1.75 * 0.55 / (1.75 - 1.0)
+    got = np.mean([sel.select(online, 2, np.random.default_rng(i), view(levels)).tolist() == [1, 2] for i in range(n)])
+    assert got == pytest.approx(pair, abs=0.01)
+
+
+def test_oort_utility_by_hand():
+    oort = OortSelector(exploration=0.2, straggler_penalty=2.0)
+    clients = np.array([0, 1, 2, 3])
+    oort.observe(1, clients, np.array([10, 20, 30, 40]), np.array([1.0, 0.5, 2.0, 1.0]), np.array([100.0, 200.0, 400.0, 50.0]))
+    # T = median(100, 200, 400, 50) = 150; slower than T -> times (150 / t)^2
+    assert oort.utility(clients).tolist() == pytest.approx([10.0, 10.0 * (150 / 200) ** 2, 60.0 * (150 / 400) ** 2, 40.0])
+    online = np.arange(10)
+    picks = [oort.select(online, 3, np.random.default_rng(i), view([50.0] * 10)) for i in range(2000)]
+    for p in picks:  # ceil(0.2 * 3) = 1 never-seen client, 2 seen ones
+        assert len(p) == 3 and (p >= 4).sum() == 1
+    freq = np.bincount(np.concatenate(picks), minlength=10)[:4] / 2000
+    assert freq[3] > freq[0] > freq[2] > freq[1]  # utilities 40 > 10 > 8.4 > 5.6
+    # too few seen: the unseen fill the slots
+    assert (oort.select(online, 8, np.random.default_rng(0), view([50.0] * 10)) >= 4).sum() == 4
+
+
+def test_oort_state_round_trip():
+    a = OortSelector()
+    a.observe(1, np.array([2, 5]), np.array([10, 10]), np.array([1.0, 2.0]), np.array([10.0, 20.0]))
+    b = OortSelector()
+    b.load_state_dict(a.state_dict())
+    online = np.arange(8)
+    assert np.array_equal(a.select(online, 3, np.random.default_rng(3), view([50.0] * 8)), b.select(online, 3, np.random.default_rng(3), view([50.0] * 8)))
+
+
+def test_uniform_is_unchanged_and_registry():
+    online = np.arange(100)
+    assert np.array_equal(UniformSelector().select(online, 5, np.random.default_rng(1), view([0] * 100)), np.sort(np.random.default_rng(1).choice(online, 5, replace=False)))
+    assert isinstance(make_selector("battery", {"floor": 0.3}), BatterySelector)
+    with pytest.raises(ConfigError, match=r"fl\.selection: selector 'greedy': expected one of uniform, battery, oort"):
+        make_selector("greedy")
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"selector": {"floor": 0.2}}, "exp.yaml: selector.floor: not a parameter of selection 'uniform' (its parameters: none)"),
+        ({"fl": {"selection": "battery"}, "selector": {"floor": 0.0}}, "exp.yaml: selector: floor must be in (0, 1], got 0.0"),
+        ({"fl": {"selection": "oort"}, "selector": {"exploration": 1.5}}, "exp.yaml: selector: exploration must be in [0, 1], got 1.5"),
+        ({"fl": {"selection": "oort"}, "selector": {"floor": 0.5}}, "exp.yaml: selector.floor: not a parameter of selection 'oort' (its parameters: exploration, straggler_penalty, preferred_duration_s)"),
+    ],
+)
+def test_bad_selector_sections(data, message):
+    with pytest.raises(ConfigError) as exc:
+        from_mapping(ExperimentConfig, {"name": "x", **data}, source="exp.yaml")
+    assert str(exc.value) == message
+
+
+SMALL = ["fl.rounds=4", "fl.participants_per_round=8", "fl.local_steps=4", "fl.eval_every=2", "data.proxy.n_clients=200", "policies=[baseline]", "checkpoint_every=2"]
+
+
+@pytest.mark.slow
+def test_oort_run_resumes_bit_identical_and_battery_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
+    exp = ROOT / "experiments/toolkit_oort.yaml"
+    whole = run_experiment(exp, out_dir=tmp_path / "whole", overrides=SMALL, log=lambda m: None)
+    run_interrupted(monkeypatch, exp, tmp_path / "cut", SMALL, after_round=3)
+    resumed = run_experiment(exp, out_dir=tmp_path / "cut", overrides=SMALL, resume=True, log=lambda m: None)
+    pd.testing.assert_frame_equal(resumed.metrics, whole.metrics)
+    battery = run_experiment(ROOT / "experiments/toolkit_battery_selection.yaml", out_dir=tmp_path / "b", overrides=SMALL, log=lambda m: None)
+    assert battery.metrics["n_kept"].sum() > 0
+
+
+def test_coordinator_view_reads_levels_lazily_and_selects_as_a_full_array_would():
+    levels = np.array([5.0, 50.0, 90.0, 30.0, 70.0])
+    calls = []
+
+    def reader(idx):
+        calls.append(len(idx))
+        return levels[idx]
+
+    lazy = CoordinatorView(round=1, min_pct=10.0, level_pct_at=reader, n_clients=5)
+    assert lazy.battery_pct_at(np.array([2, 0])).tolist() == [90.0, 5.0] and calls == [2]
+    online = np.array([1, 2, 3, 4])
+    for seed in range(5):  # the battery selector reads only the online clients' levels
+        got = BatterySelector().select(online, 2, np.random.default_rng(seed), lazy)
+        assert got.tolist() == BatterySelector().select(online, 2, np.random.default_rng(seed), view(levels)).tolist()
+    assert calls == [2] + [4] * 5
+    assert lazy.battery_pct.tolist() == levels.tolist() and lazy.battery_pct is lazy.battery_pct  # built once, on first use
+    assert calls[-1] == 5 and len(calls) == 7
+    with pytest.raises(ValueError, match="needs battery_pct or level_pct_at \\(exactly one\\)"):
+        CoordinatorView(round=1, min_pct=10.0)
+    with pytest.raises(ValueError, match="level_pct_at needs n_clients"):
+        CoordinatorView(round=1, min_pct=10.0, level_pct_at=reader)

@@ -1,0 +1,200 @@
+"""``flamingo-sim reproduce``: every number of the report read back from the runs' metrics.
+
+One tiny reproduction (three tasks, two seeds, a few rounds of a few clients) is made once per
+module; each test recomputes a part of the report from ``metrics.parquet`` with plain pandas
+(the target, time and energy to target, the bases, the interference) and finds it, formatted as
+the report formats numbers, in the cell where it belongs.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from flamingo_sim.cli import main
+from flamingo_sim.devices.calibrate import TABLE1
+from flamingo_sim.devices.profiles import load_profile
+from flamingo_sim.fl.metrics.compare import bootstrap_ci, ratio_of_means
+from flamingo_sim.studies.reproduce.paper import TASKS
+from flamingo_sim.studies.reproduce.tables import MODELS, PHONE_NAMES, num
+from tests.report_runs import ROOT
+
+TINY = ["fl.rounds=5", "fl.participants_per_round=6", "fl.local_steps=3", "fl.eval_every=2", "data.proxy.n_clients=150"]
+SEEDS = 2
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reproduce") / "repro"
+    args = ["reproduce", "--out", str(out), "--seeds", str(SEEDS)]
+    for item in TINY:
+        args += ["--set", item]
+    assert main(args) == 0
+    return out
+
+
+def tables(md: str) -> dict[str, list[dict[str, str]]]:
+    """Every Markdown table of the report under its ``###`` heading, as rows of {column: cell}."""
+    found: dict[str, list[dict[str, str]]] = {}
+    heading, header = None, None
+    for line in md.splitlines():
+        if line.startswith("### "):
+            heading, header = line[4:], None
+        elif line.startswith("|") and heading:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if header is None:
+                header = cells
+            elif not set(line) <= set("|-"):
+                found.setdefault(heading, []).append(dict(zip(header, cells)))
+    return found
+
+
+def metrics(out, task) -> pd.DataFrame:
+    return pd.read_parquet(out / "runs" / task / "metrics.parquet")
+
+
+def label(task) -> str:
+    return " / ".join(TASKS[task])
+
+
+def by_title(found, start):
+    (title,) = [t for t in found if t.startswith(start)]
+    return found[title]
+
+
+def targets(m: pd.DataFrame) -> dict[int, float]:
+    """highest_common: per seed, the lowest of the policies' best accuracies."""
+    return {int(s): float(f.groupby("policy")["accuracy"].max().min()) for s, f in m.groupby("seed")}
+
+
+def first_hit(rows: pd.DataFrame, target: float) -> pd.Series:
+    rows = rows.sort_values("round")
+    return rows[rows["accuracy"] >= target - 1e-12].iloc[0]
+
+
+@pytest.mark.slow
+def test_report_opens_with_the_three_tables_and_the_figure(out):
+    md = (out / "report.md").read_text()
+    headings = [line for line in md.splitlines() if line.startswith("### ")]
+    assert [h.split(":")[0] for h in headings[:4]] == ["### Table 1", "### Table 2", "### Table 3", "### Figure 6 analogue"]
+    assert md.index("Fidelity: ") < md.index("### Table 3")  # the proxy note sits next to Table 2
+    assert "Overrides: openimage_mobilenet: `fl.rounds=5`, `fl.participants_per_round=6`" in md
+    with Image.open(out / "figure6.png") as img:
+        assert img.size[0] >= 1000
+    html = (out / "report.html").read_text()
+    assert "Table 2: time and training energy" in html and 'src="figure6.png"' in html
+    for stem in ("accuracy_vs_time", "clients_online", "choice_mix"):
+        assert (out / "figures" / f"{stem}.png").is_file()
+
+
+@pytest.mark.slow
+def test_table1_is_read_from_the_profiles(out):
+    rows = by_title(tables((out / "report.md").read_text()), "Table 1")
+    assert len(rows) == 5
+    for row in rows:
+        phone = next(p for p, n in PHONE_NAMES.items() if n == row["phone"])
+        for m, name in MODELS.items():
+            prof = load_profile(ROOT / "profiles", phone, m)
+            assert row[f"speedup {name}"] == f"{num(prof.speedup)} ({TABLE1[(phone, m)][0]:.1f})"
+            assert row[f"energy eff. {name}"] == f"{num(prof.energy_efficiency)} ({TABLE1[(phone, m)][1]:.1f})"
+
+
+@pytest.mark.slow
+def test_table2_is_read_from_the_metrics(out):
+    rows = by_title(tables((out / "report.md").read_text()), "Table 2")
+    assert len(rows) == 2 * len(TASKS)
+    for task in TASKS:
+        m = metrics(out, task)
+        tgt = targets(m)
+        for column, quantity, scale, digits, what in (("time_s", "time to target (h)", 1 / 3600, 2, "speedup"),
+                                                       ("energy_cum_j", "energy to target (kJ)", 1e-3, 1, "energy_efficiency")):
+            (row,) = [r for r in rows if r["task"] == label(task) and r["quantity"] == quantity]
+            values = {}
+            for policy, head in (("baseline", "baseline"), ("flamingo", "Flamingo")):
+                per_seed = [float(first_hit(m[(m["policy"] == policy) & (m["seed"] == s)], t)[column]) for s, t in tgt.items()]
+                values[policy] = per_seed
+                assert row[f"{head} per seed"] == ", ".join(num(v, digits, scale) for v in per_seed)
+                lo, hi = bootstrap_ci(per_seed, f"{policy}|{'time_to_target_s' if column == 'time_s' else 'energy_to_target_j'}")
+                assert min(per_seed) <= lo <= np.mean(per_seed) <= hi <= max(per_seed)
+                assert row[f"{head} mean [95 % CI]"] == f"{num(np.mean(per_seed), digits, scale)} [{num(lo, digits, scale)}, {num(hi, digits, scale)}]"
+            ratio = np.mean(values["baseline"]) / np.mean(values["flamingo"])  # a ratio of means
+            ci = ratio_of_means(values["baseline"], values["flamingo"], f"flamingo|{what}")["ci"]
+            assert row["baseline / Flamingo (ratio of means) [95 % CI]"] == f"{ratio:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+@pytest.mark.slow
+def test_table3_is_read_from_the_metrics(out):
+    rows = by_title(tables((out / "report.md").read_text()), "Table 3")
+    assert len(rows) == 5 * len(TASKS)
+    for task in TASKS:
+        m = metrics(out, task)
+        for row in [r for r in rows if r["task"] == label(task)]:
+            phone = next(p for p, n in PHONE_NAMES.items() if n == row["phone"])
+            impact = {}
+            for policy in ("baseline", "flamingo"):
+                slowed = foreground = 0.0
+                for _, f in m.groupby("seed"):
+                    last = f.groupby("policy")["round"].max().min()
+                    sel = f[(f["policy"] == policy) & (f["round"].between(1, last))]
+                    slowed += sel[f"interference_s_{phone}"].sum()
+                    foreground += sel[f"foreground_s_{phone}"].sum()
+                impact[policy] = float(100 * slowed / foreground) if foreground > 0 else 0.0
+            assert row["baseline (% of foreground time)"] == num(impact["baseline"], 1)
+            assert row["Flamingo (% of foreground time)"] == num(impact["flamingo"], 1)
+            gain = "-" if impact["baseline"] <= 0 else f"{100 * (1 - impact['flamingo'] / impact['baseline']):.0f} %"
+            assert row["improvement"] == gain
+
+
+@pytest.mark.slow
+def test_bases_and_exploration_are_read_from_the_metrics(out):
+    md = (out / "report.md").read_text()
+    found = tables(md)
+    for task in TASKS:
+        m = metrics(out, task)
+        tgt = targets(m)
+        rows = by_title(found, f"{label(task)}: the policies compared")
+        for policy in ("baseline", "flamingo"):
+            states = {"equal rounds": [], "equal time": [], "at target": []}
+            for seed, f in m.groupby("seed"):
+                mine = f[f["policy"] == policy].sort_values("round")
+                last = f.groupby("policy")["round"].max().min()
+                end = f.groupby("policy")["time_s"].max().min()
+                states["equal rounds"].append(mine[mine["round"] == last].iloc[0])
+                states["equal time"].append(mine[mine["time_s"] <= end + 1e-9].iloc[-1])
+                states["at target"].append(first_hit(mine, tgt[int(seed)]))
+            for basis, picked in states.items():
+                (row,) = [r for r in rows if r["basis"] == basis and r["policy"] == policy]
+                assert row["round"] == num(np.mean([p["round"] for p in picked]), 1)
+                assert row["virtual time (h)"] == num(np.mean([p["time_s"] for p in picked]), 2, 1 / 3600)
+                assert row["training energy (kJ)"] == num(np.mean([p["energy_cum_j"] for p in picked]), 1, 1e-3)
+                assert row["clients lost"] == num(np.mean([p["clients_lost_cum"] for p in picked]), 1)
+        flam = m[m["policy"] == "flamingo"]
+        explored = flam[flam["n_exploring"] > 0].groupby("seed")["round"].max()
+        end_h = np.mean([flam[(flam["seed"] == s) & (flam["round"] == r)]["time_s"].iloc[0] for s, r in explored.items()]) / 3600
+        line = re.search(rf"Exploration cost: {re.escape(label(task))}: exploration lasted rounds 1-(\d+) \(mean over seeds\), ([\d.]+) h", md)
+        assert line and line.group(1) == f"{explored.mean():.0f}" and line.group(2) == num(end_h, 2)
+
+
+@pytest.mark.slow
+def test_every_curve_starts_at_round_zero(out):
+    for task in TASKS:
+        m = metrics(out, task)
+        zero = m[m["round"] == 0]
+        assert len(zero) == 2 * SEEDS
+        assert (zero["time_s"] == 0).all() and zero["accuracy"].notna().all() and (zero["energy_cum_j"] == 0).all()
+
+
+def test_bad_override_is_one_line_before_any_output(tmp_path, capsys):
+    out = tmp_path / "never"
+    assert main(["reproduce", "--out", str(out), "--set", "nosuch:fl.rounds=3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "flamingo-sim reproduce: error: --set: nosuch:fl.rounds=3: unknown task 'nosuch' (expected one of openimage_mobilenet, openimage_shufflenet, speech_resnet34)"
+    assert main(["reproduce", "--out", str(out), "--set", "speech_resnet34:fl.nokey=3"]) == 2
+    assert "fl.nokey" in capsys.readouterr().err
+    assert main(["reproduce", "--out", str(out), "--tasks", "mnist"]) == 2
+    assert capsys.readouterr().err.strip().endswith("error: --tasks: expected some of openimage_mobilenet, openimage_shufflenet, speech_resnet34, got mnist")
+    assert not out.exists()
