@@ -94,3 +94,14 @@ def test_every_stated_range_is_enforced_by_the_loader():
         with pytest.raises(ConfigError) as exc:
             from_mapping(ExperimentConfig, data, source="e.yaml")
         assert str(exc.value).startswith(f"e.yaml: {k.key}"), (k.key, str(exc.value))
+
+
+def test_the_generator_imports_nothing_heavy():
+    """The docs build runs it: only the config modules, never torch, pandas or the simulator."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from flamingo_sim.fl.config_reference import reference_markdown; reference_markdown(); "
+            "print(sorted(m for m in ('torch', 'pandas', 'scipy', 'pyarrow', 'matplotlib', 'flamingo_sim.fl.sim') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
