@@ -151,7 +151,7 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self, image_size=f">= {MIN_IMAGE_SIZE}", max_clients=">= 1", max_test_samples=">= 1", filter_less=">= 1",
-                     cache_gb="> 0", device_cache_gb=">= 0")
+                     decode_workers=">= 1", cache_gb="> 0", device_cache_gb=">= 0")
 
 
 @dataclass(frozen=True)
