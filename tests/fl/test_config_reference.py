@@ -42,6 +42,13 @@ def test_every_experiment_key_has_a_description():
     assert missing == [], f"add a '#: one-line description' above these config fields: {missing}"
 
 
+def test_every_numeric_key_has_a_range():
+    """The docs say "every field's range is checked" (docs/fl-engine.md): a number without a check_ranges rule fails here."""
+    numeric = [k for k in config_keys() if not k.is_section and not k.type.startswith("one of") and ("int" in k.type or "float" in k.type)]
+    assert len(numeric) > 40
+    assert [k.key for k in numeric if not k.range] == []
+
+
 def test_the_reference_lists_exactly_the_keys_the_loader_takes():
     loaded = to_mapping(from_mapping(ExperimentConfig, {"name": "x"}))
 
