@@ -70,3 +70,17 @@ def test_sphinx_roles_become_optional_cross_references():
     # a full path keeps its target; a bare name is found beside the object (here, in its module)
     assert '<autoref identifier="flamingo_sim.fl.sim.engine.Simulation.finish_round" optional>' in text
     assert re.search(r'<autoref identifier="flamingo_sim\.fl\.sim\.records\.RoundRecord" optional><code>RoundRecord</code></autoref>', text)
+
+
+def test_sphinx_attribute_comments_become_docstrings():
+    griffe = pytest.importorskip("griffe")  # the docs extra
+    spec = importlib.util.spec_from_file_location("griffe_sphinx_roles", DOCS / "griffe_sphinx_roles.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT)], extensions=griffe.load_extensions(module.SphinxRoles()))
+    config = loader.load("flamingo_sim.fl.config")
+    overcommit = config["FLConfig"].members["overcommit"]
+    assert overcommit.docstring.value == "Select ceil(K x overcommit) clients, keep the K fastest (FedScale's over-commitment)."
+    reentry = config["TracesConfig"].members["reentry_pct"]  # two comment lines, joined
+    assert reentry.docstring.value.startswith("Level (%) at which an offline client comes back") and reentry.docstring.value.endswith("the paper does not have).")
