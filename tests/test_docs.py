@@ -57,13 +57,18 @@ def test_the_build_puts_the_generated_reference_into_the_configuration_page():
         _hooks().on_page_markdown("# no marker\n", page=_page("configuration.md"), config={}, files=None)
 
 
-def test_sphinx_roles_become_optional_cross_references():
+def _loader_with_extension():
+    """A griffe loader with docs/griffe_sphinx_roles.py, as the site's build has it."""
     griffe = pytest.importorskip("griffe")  # the docs extra
     spec = importlib.util.spec_from_file_location("griffe_sphinx_roles", DOCS / "griffe_sphinx_roles.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    loader = griffe.GriffeLoader(search_paths=[str(ROOT)], extensions=griffe.load_extensions(module.SphinxRoles()))
+    return griffe.GriffeLoader(search_paths=[str(ROOT)], extensions=griffe.load_extensions(module.SphinxRoles()))
+
+
+def test_sphinx_roles_become_optional_cross_references():
+    loader = _loader_with_extension()
     records = loader.load("flamingo_sim.fl.sim.records")
     text = records.docstring.value
     assert ":class:`" not in text and ":meth:`" not in text
@@ -73,12 +78,7 @@ def test_sphinx_roles_become_optional_cross_references():
 
 
 def test_sphinx_attribute_comments_become_docstrings():
-    griffe = pytest.importorskip("griffe")  # the docs extra
-    spec = importlib.util.spec_from_file_location("griffe_sphinx_roles", DOCS / "griffe_sphinx_roles.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    loader = griffe.GriffeLoader(search_paths=[str(ROOT)], extensions=griffe.load_extensions(module.SphinxRoles()))
+    loader = _loader_with_extension()
     config = loader.load("flamingo_sim.fl.config")
     overcommit = config["FLConfig"].members["overcommit"]
     assert overcommit.docstring.value == "Select ceil(K x overcommit) clients, keep the K fastest (FedScale's over-commitment)."
