@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = shutil.ignore_patterns(".git", ".venv", "runs", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".ipynb_checkpoints")
+SKIP = shutil.ignore_patterns(".git", ".venv", "runs", "site", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".ipynb_checkpoints")
 
 
 def _pip(*args: str | Path, cwd: Path) -> None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import nbformat
@@ -52,3 +58,33 @@ def test_notebook_executes_and_draws_its_figures(name, run_dir, tmp_path, monkey
     assert len(images) == n_figures, f"{name}: drew {len(images)} figures, expected {n_figures}"
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+
+
+def _jupyter() -> str:
+    """The ``jupyter`` command of this environment (the interpreter's own bin directory first)."""
+    found = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter")
+    assert found, "no jupyter command: the test extra (nbclient) installs it"
+    return found
+
+
+def test_the_documented_notebook_command_comes_with_the_test_extra():
+    """docs/quickstart.md runs the notebooks headless with ``jupyter execute``: nbclient's command,
+    which the ``test`` extra installs (``jupyter nbconvert`` needs nbconvert, which no extra has)."""
+    page = (ROOT / "docs" / "quickstart.md").read_text()
+    assert re.findall(r"^jupyter (\S+) notebooks/", page, flags=re.MULTILINE) == ["execute"]
+    providers = {ep.dist.name for ep in entry_points(group="console_scripts", name="jupyter-execute") if ep.dist is not None}
+    assert providers == {"nbclient"}
+    test_extra = re.search(r"^test = \[(.*)\]$", (ROOT / "pyproject.toml").read_text(), flags=re.MULTILINE)
+    assert test_extra and '"nbclient' in test_extra.group(1)
+    done = subprocess.run([_jupyter(), "execute", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "execute notebook files" in done.stdout
+
+
+@pytest.mark.slow
+def test_jupyter_execute_runs_a_notebook_as_documented(tmp_path):
+    notebook = tmp_path / "traces.ipynb"  # a copy: jupyter execute without --inplace writes nothing, but be sure
+    shutil.copy(NOTEBOOKS / "traces.ipynb", notebook)
+    env = {**os.environ, "JUPYTER_PREFER_ENV_PATH": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([_jupyter(), "execute", str(notebook)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["traces.ipynb"]  # nothing written beside it

@@ -98,7 +98,7 @@ def test_bad_value_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch,
 
 
 def test_rounds_null_runs_to_the_horizon(tmp_path):
-    """README: "rounds and/or horizon_h"; with rounds null the horizon ends the run."""
+    """docs/fl-engine.md: "rounds and/or horizon_h"; with rounds null the horizon ends the run."""
     exp = tmp_path / "exp.yaml"
     exp.write_text("name: x\npolicies: [baseline]\ndata: {proxy: {n_clients: 60}}\n"
                    "fl: {participants_per_round: 3, local_steps: 1, eval_every: 1, horizon_h: 0.5}\n")

@@ -65,8 +65,11 @@ class InterferenceModel:
     was on for more than this share of it (GreenHub's ``screen_on_frac``).
     """
 
+    #: The cores the foreground app holds while the phone is in use; null: each SoC's own (``phones.yaml``).
     foreground_cores: tuple[int, ...] | None = None
+    #: How many times slower a training step runs on a core it shares with the foreground app; null: each SoC's own.
     shared_core_slowdown: float | None = None
+    #: A 10-minute trace slot counts as in use when the screen was on for more than this share of it.
     in_use_threshold: float = 0.5
 
     def __post_init__(self) -> None:

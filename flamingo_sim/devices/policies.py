@@ -79,13 +79,22 @@ DECLINE_REASONS = ("too_hot", "in_use_exploring", "low_battery_in_use")
 class PolicyConfig:
     """Parameters of the shipped policies (a section of the experiment config)."""
 
+    #: flamingo declines a request while the battery is hotter than this (degC).
     max_temperature_c: float = 35.0
+    #: flamingo, once it has a profile, declines requests that arrive in use when unplugged and below this level (%).
     min_battery_pct: float = 30.0
+    #: flamingo's control loop moves to the next smaller choice when a step takes more than this x its profiled latency.
     interference_factor: float = 1.1
+    #: flamingo's control loop moves back up one choice per step once this many seconds have passed since the last downgrade.
     probe_s: float = 120.0
+    #: The coordinator hands a phone model's profile to every client of that model once one client has explored it.
     share_profiles: bool = True
+    #: ``paper``: each task profiles its next unexplored choices, ``explore_steps`` batches each;
+    #: ``collective``: each exploring task runs whole on one choice, split across the round's explorers.
     exploration: Literal["paper", "collective"] = "paper"
-    explore_steps: int = 2  # batches each choice is profiled on (paper protocol)
+    #: Batches each choice is profiled on (``exploration: paper``).
+    explore_steps: int = 2
+    #: The owner's foreground app: which cores it holds while the phone is in use, and how much it slows a training step.
     interference: InterferenceModel = field(default_factory=InterferenceModel)
 
     def __post_init__(self) -> None:

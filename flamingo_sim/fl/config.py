@@ -8,7 +8,6 @@ first, then to the experiment file's directory (and its parent), then among the 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional, Union
@@ -30,10 +29,12 @@ DEFAULT_PHONE_MIX = {
 
 @dataclass(frozen=True)
 class TracesConfig:
-    path: Path = Path("traces/synthetic")  # a prep-traces output directory
-    min_pct: float = 10.0  # below this effective battery level a client goes offline (the paper's rule)
-    # An offline client comes back once charging lifts it to this level. None (default): min_pct,
-    # as in the paper; a higher value adds a hysteresis the paper does not have.
+    #: The client traces: a ``prep-traces`` output directory (the shipped synthetic set by default).
+    path: Path = Path("traces/synthetic")
+    #: Battery level (%) below which a client goes offline: the paper's rule.
+    min_pct: float = 10.0
+    #: Level (%) at which an offline client comes back once charging lifts it; null: ``min_pct``,
+    #: as in the paper (a higher value adds a hysteresis the paper does not have).
     reentry_pct: Optional[float] = None
 
     def __post_init__(self) -> None:
@@ -51,14 +52,15 @@ class TracesConfig:
 
 @dataclass(frozen=True)
 class PhonesConfig:
-    # phone -> share of clients, or "from_traces": each client plays its trace device's phone,
-    # mapped from the device model by the table ``models`` (see profiles/phone_models.yaml)
+    #: Phone -> share of the clients; or ``from_traces``: each client plays its trace device's
+    #: real phone, mapped from the device model by the table ``phones.models``.
     mix: Union[dict[str, float], Literal["from_traces"]] = field(default_factory=lambda: dict(DEFAULT_PHONE_MIX))
-    # directories searched for phones and profiles before the shipped ones (null: the user's
-    # profiles directory, where `flamingo-sim profile` writes; see flamingo_sim.resources)
+    #: Directories searched for phones and profiles before the shipped ones; null: the user's
+    #: profiles directory, where ``flamingo-sim profile`` writes.
     profiles_dir: Union[Path, list[Path], None] = None
-    profile_set: str = "paper"  # "paper" (Table 1 matched) or "anchored" (plausible absolute values); see devices/calibrate.py
-    # the device-model -> phone table of from_traces (null: the shipped profiles/phone_models.yaml)
+    #: ``paper`` (Table 1's ratios matched) or ``anchored`` (plausible absolute values everywhere).
+    profile_set: str = "paper"
+    #: The device-model -> phone table of ``mix: from_traces``; null: the shipped ``profiles/phone_models.yaml``.
     models: Optional[Path] = None
 
     def __post_init__(self) -> None:
@@ -88,14 +90,22 @@ MIN_IMAGE_SIZE = 8
 class ProxyConfig:
     """The generated non-IID task used when the real data is absent (LEAF Synthetic(alpha, beta))."""
 
+    #: Clients of the generated task (OpenImage's 14,477 by default).
     n_clients: int = 14477
+    #: Classes of the generated task.
     n_classes: int = 10
+    #: Features per sample.
     n_features: int = 60
+    #: LEAF Synthetic's alpha: how much the clients' models differ.
     alpha: float = 1.0
+    #: LEAF Synthetic's beta: how much the clients' inputs differ.
     beta: float = 1.0
-    mean_samples: float = 115.5  # OpenImage: 1,672,231 samples / 14,477 clients
-    model: str = "mlp"  # a proxy model of flamingo_sim.models (no BatchNorm): mlp or logreg
-    seed: int = 0  # the task itself is fixed across run seeds, like a real dataset
+    #: Mean samples per client, heavy-tailed (OpenImage: 1,672,231 samples / 14,477 clients).
+    mean_samples: float = 115.5
+    #: The network trained on the proxy task (no BatchNorm): ``mlp`` or ``logreg``.
+    model: str = "mlp"
+    #: Seed of the task itself, fixed across run seeds like a real dataset.
+    seed: int = 0
 
     def __post_init__(self) -> None:
         check_ranges(self, n_clients=">= 1", n_classes=">= 2", n_features=">= 1", alpha=">= 0", beta=">= 0",
@@ -106,38 +116,52 @@ class ProxyConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
+    #: The data set: FedScale's ``openimage`` or ``google_speech``, ``synthetic`` (the proxy
+    #: task), or your own ``arrays`` or ``leaf`` files.
     name: Literal["openimage", "google_speech", "synthetic", "arrays", "leaf"] = "openimage"
-    root: Optional[Path] = None  # FedScale-layout (or, for arrays/leaf, your own) dataset directory; absent -> fallback
+    #: The data set's directory (FedScale's layout, a pack, or your own files); null: ``data.fallback``.
+    root: Optional[Path] = None
+    #: With ``root`` null: ``proxy`` trains the generated task, ``error`` refuses to run.
     fallback: Literal["proxy", "error"] = "proxy"
-    image_size: int = 64  # real images (speech: log-mel spectrograms) are resized to image_size x image_size
-    # OpenImage preprocessing: "default" (ImageNet mean/std, no augmentation: cheap on CPU) or
-    # "fedscale" (FedScale's mean/std and a random horizontal flip in training; FedScale uses image_size 256)
+    #: Real images (speech: log-mel spectrograms) are resized to image_size x image_size.
+    image_size: int = 64
+    #: OpenImage preprocessing: ``default`` (ImageNet mean/std, no augmentation: cheap on a CPU)
+    #: or ``fedscale`` (FedScale's mean/std and a random horizontal flip in training).
     transform: Literal["default", "fedscale"] = "default"
-    # Google Speech input: 3 (log-mel image repeated to 3 channels, torchvision ResNet-34) or
-    # 1 (FedScale's 1 x 32 x 32 input and its one-channel ResNet-34)
+    #: Google Speech input: 3 (log-mel image repeated to 3 channels, torchvision's ResNet-34)
+    #: or 1 (FedScale's 1 x 32 x 32 input and its one-channel ResNet-34).
     speech_channels: Literal[1, 3] = 3
-    filter_less: int = 16  # real data: drop clients with fewer samples (FedScale's filter_less; its benchmarks: 21)
-    max_clients: Optional[int] = None  # use only the first N clients of the real data
+    #: Real data: drop clients with fewer samples (FedScale's filter_less; its benchmarks use 21).
+    filter_less: int = 16
+    #: Real data: use only the first N clients; null: all.
+    max_clients: Optional[int] = None
+    #: Test samples evaluated (the first N of the test set); null: all.
     max_test_samples: Optional[int] = 2000
-    decode_workers: Optional[int] = None  # threads decoding real images/clips; null: the usable cores
-    cache_gb: float = 4.0  # decoded, resized real samples kept in memory (LRU)
-    # on a GPU: clients' samples kept on the device (LRU), so a round moves only clients not
-    # already there; null: a quarter of the GPU memory free at the start; 0: off
+    #: Threads decoding real images and clips; null: the usable cores.
+    decode_workers: Optional[int] = None
+    #: Decoded, resized real samples kept in memory (GiB, least recently used first out).
+    cache_gb: float = 4.0
+    #: On a GPU: clients' samples kept on the device (GiB, LRU), so a round moves only clients
+    #: not already there; null: a quarter of the GPU memory free at the start; 0: off.
     device_cache_gb: Optional[float] = None
+    #: The generated task trained when ``root`` is null (LEAF's Synthetic(alpha, beta), non-IID).
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
-    model: str = "mlp"  # arrays/leaf: the network trained, a built-in name or "package.module:Factory"
+    #: ``arrays``/``leaf``: the network trained, a built-in name or ``package.module:Factory``.
+    model: str = "mlp"
 
     def __post_init__(self) -> None:
         check_ranges(self, image_size=f">= {MIN_IMAGE_SIZE}", max_clients=">= 1", max_test_samples=">= 1", filter_less=">= 1",
-                     cache_gb="> 0", device_cache_gb=">= 0")
+                     decode_workers=">= 1", cache_gb="> 0", device_cache_gb=">= 0")
 
 
 @dataclass(frozen=True)
 class NetworkConfig:
-    # one model transfer (each way); null: the parameters of ``model`` x 4 bytes (float32)
+    #: Size of one model transfer, each way (MB); null: the parameters of ``model`` x 4 bytes (float32).
     model_size_mb: Optional[float] = None
-    bandwidth_mbps: float = 20.0  # median client bandwidth; per-client values are log-normal
-    bandwidth_sigma: float = 0.5  # sd of log(bandwidth)
+    #: Median client bandwidth (Mbit/s); per-client values are log-normal around it.
+    bandwidth_mbps: float = 20.0
+    #: Standard deviation of log(bandwidth) across clients.
+    bandwidth_sigma: float = 0.5
 
     def __post_init__(self) -> None:
         check_ranges(self, model_size_mb="> 0", bandwidth_mbps="> 0", bandwidth_sigma=">= 0")
@@ -145,26 +169,41 @@ class NetworkConfig:
 
 @dataclass(frozen=True)
 class FLConfig:
-    participants_per_round: int = 100  # K: the updates aggregated each round
-    overcommit: float = 1.3  # select ceil(K x overcommit), keep the K fastest
+    #: K: the client updates aggregated each round.
+    participants_per_round: int = 100
+    #: Select ceil(K x overcommit) clients, keep the K fastest (FedScale's over-commitment).
+    overcommit: float = 1.3
+    #: Local SGD steps per client and round.
     local_steps: int = 20
+    #: Minibatch size of a local step.
     batch_size: int = 16
+    #: Learning rate of the clients' plain SGD.
     lr: float = 0.05
-    rounds: Optional[int] = 100  # stop after this many rounds (null: run to horizon_h)
-    horizon_h: Optional[float] = None  # stop at this virtual time (whichever of the two comes first)
+    #: Stop after this many rounds; null: run to ``horizon_h`` (at least one of the two is set).
+    rounds: Optional[int] = 100
+    #: Stop at this virtual time (hours), whichever of it and ``rounds`` comes first; null: no limit.
+    horizon_h: Optional[float] = None
+    #: Evaluate the global model every this many rounds (and after round 1 and the last round).
     eval_every: int = 5
-    selection: str = "uniform"  # or "pkg.module:Selector"
-    deadline_s: Optional[float] = None  # drop clients that finish later than this after round start
-    # how a cohort trains (flamingo_sim.fl.training.trainer): auto picks per (model, image size, device);
-    # batched = vmap; sequential is the per-client reference loop; streams = model copies on CUDA
-    # streams; threads = model copies on CPU worker threads
+    #: Who is selected: ``uniform``, ``battery``, ``oort`` or ``package.module:Selector``.
+    selection: str = "uniform"
+    #: Drop clients that finish later than this (seconds) after the round starts; null: no deadline.
+    deadline_s: Optional[float] = None
+    #: How a cohort trains: ``auto`` picks per (model, image size, device); ``batched`` = ``vmap``;
+    #: ``sequential`` is the per-client reference loop; ``streams``: CUDA streams; ``threads``: CPU threads.
     train_mode: Literal["auto", "batched", "vmap", "streams", "threads", "sequential"] = "auto"
-    device: str = "auto"  # auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda or cuda:N
-    threads: Optional[int] = None  # torch CPU threads, set once per run; null: OMP_NUM_THREADS if set, else 1 for the proxy task, else the usable cores
-    precision: Literal["fp32", "tf32", "bf16"] = "fp32"  # tf32/bf16 only when asked (CUDA)
-    cuda_graphs: bool = False  # capture the batched step as a CUDA graph (CUDA only)
-    memory_budget_gb: Optional[float] = None  # per vmap chunk; null: 80 % of free GPU memory / half the RAM
-    mode: Literal["sync", "fedbuff"] = "sync"  # synchronous rounds, or FedBuff's buffered asynchronous aggregation
+    #: ``auto`` (a CUDA GPU when one is visible, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
+    device: str = "auto"
+    #: Torch CPU threads, set once per run; null: OMP_NUM_THREADS if set, else 1 for the proxy task, else the usable cores.
+    threads: Optional[int] = None
+    #: ``fp32``; or, when asked (CUDA), ``tf32`` matmuls/convolutions or ``bf16`` autocast.
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"
+    #: Capture the batched step as a CUDA graph and replay it (CUDA only).
+    cuda_graphs: bool = False
+    #: Memory per vmap chunk (GiB); null: 80 % of the free GPU memory, or half the available RAM.
+    memory_budget_gb: Optional[float] = None
+    #: ``sync`` rounds, or ``fedbuff``: FedBuff's buffered asynchronous aggregation (section ``fedbuff``).
+    mode: Literal["sync", "fedbuff"] = "sync"
 
     def __post_init__(self) -> None:
         check_ranges(self, participants_per_round=">= 1", overcommit=">= 1", local_steps=">= 1", batch_size=">= 1",
@@ -183,28 +222,25 @@ class FLConfig:
 class AggregationConfig:
     """How the server aggregates (:mod:`flamingo_sim.fl.strategy.aggregators`); unset parameters take the aggregator's default."""
 
-    name: str = "fedavg"  # fedavg | fedprox | fedadam | fedyogi | "pkg.module:Class"
-    weighting: Literal["samples", "uniform"] = "samples"  # sample-weighted mean, or the plain mean
-    mu: Optional[float] = None  # fedprox: proximal term weight, >= 0
-    server_lr: Optional[float] = None  # fedadam/fedyogi: server learning rate, > 0
-    beta1: Optional[float] = None  # fedadam/fedyogi: first-moment decay, in [0, 1)
-    beta2: Optional[float] = None  # fedadam/fedyogi: second-moment decay, in [0, 1)
-    tau: Optional[float] = None  # fedadam/fedyogi: adaptivity (epsilon), > 0
+    #: ``fedavg``, ``fedprox``, ``fedadam``, ``fedyogi`` or ``package.module:Class``.
+    name: str = "fedavg"
+    #: ``samples``: the mean weighted by the clients' samples (FedAvg); ``uniform``: the plain mean (FedScale's).
+    weighting: Literal["samples", "uniform"] = "samples"
+    #: fedprox: weight of the proximal term mu/2 ||w - w_global||^2 (unset: 0.01).
+    mu: Optional[float] = None
+    #: fedadam/fedyogi: server learning rate (unset: 0.01).
+    server_lr: Optional[float] = None
+    #: fedadam/fedyogi: first-moment decay (unset: 0.9).
+    beta1: Optional[float] = None
+    #: fedadam/fedyogi: second-moment decay (unset: 0.99).
+    beta2: Optional[float] = None
+    #: fedadam/fedyogi: adaptivity, the epsilon of the update (unset: 0.001).
+    tau: Optional[float] = None
 
     def __post_init__(self) -> None:
         from flamingo_sim.fl.strategy.aggregators import AGGREGATORS, PARAMETERS
 
-        checks = {
-            "mu": (lambda x: x >= 0, ">= 0"),
-            "server_lr": (lambda x: x > 0, "> 0"),
-            "beta1": (lambda x: 0 <= x < 1, "in [0, 1)"),
-            "beta2": (lambda x: 0 <= x < 1, "in [0, 1)"),
-            "tau": (lambda x: x > 0, "> 0"),
-        }
-        for key, (ok, what) in checks.items():
-            value = getattr(self, key)
-            if value is not None and not (math.isfinite(value) and ok(value)):
-                raise ValueError(f"{key} must be {what}, got {value}")
+        check_ranges(self, mu=">= 0", server_lr="> 0", beta1="[0, 1)", beta2="[0, 1)", tau="> 0")
         if self.name in AGGREGATORS:
             allowed = PARAMETERS[self.name]
             extra = [k for k in self.parameters() if k not in allowed]
@@ -223,22 +259,17 @@ class AggregationConfig:
 class SelectorConfig:
     """Parameters of the selector named in ``fl.selection`` (:mod:`flamingo_sim.fl.strategy.selection`); unset ones take its default."""
 
-    floor: Optional[float] = None  # battery: weight of a client at the offline threshold, in (0, 1]
-    exploration: Optional[float] = None  # oort: share of the slots for never-seen clients, in [0, 1]
-    straggler_penalty: Optional[float] = None  # oort: exponent of the system utility, >= 0
-    preferred_duration_s: Optional[float] = None  # oort: preferred round duration T (unset: median reported), > 0
+    #: battery: weight of a client at the offline threshold (unset: 0.1).
+    floor: Optional[float] = None
+    #: oort: share of the slots for never-seen clients (unset: 0.2).
+    exploration: Optional[float] = None
+    #: oort: exponent of the system utility (unset: 2).
+    straggler_penalty: Optional[float] = None
+    #: oort: preferred round duration T in seconds (unset: the median reported duration).
+    preferred_duration_s: Optional[float] = None
 
     def __post_init__(self) -> None:
-        checks = {
-            "floor": (lambda x: 0 < x <= 1, "in (0, 1]"),
-            "exploration": (lambda x: 0 <= x <= 1, "in [0, 1]"),
-            "straggler_penalty": (lambda x: x >= 0, ">= 0"),
-            "preferred_duration_s": (lambda x: x > 0, "> 0"),
-        }
-        for key, (ok, what) in checks.items():
-            value = getattr(self, key)
-            if value is not None and not (math.isfinite(value) and ok(value)):
-                raise ValueError(f"{key} must be {what}, got {value}")
+        check_ranges(self, floor="(0, 1]", exploration="[0, 1]", straggler_penalty=">= 0", preferred_duration_s="> 0")
 
     def parameters(self) -> dict[str, float]:
         """The selector parameters that are set (not None)."""
@@ -249,56 +280,72 @@ class SelectorConfig:
 class FedBuffConfig:
     """``fl.mode: fedbuff`` (:mod:`flamingo_sim.fl.sim.fedbuff`); a "round" is one server update."""
 
-    buffer_size: int = 10  # M: client updates per server update
-    concurrency: Optional[int] = None  # clients training at once; unset: ceil(K x overcommit)
-    staleness_exponent: float = 0.5  # weight (1 + staleness) ** -exponent
-    server_lr: float = 1.0  # global += server_lr * mean of weighted deltas
-    retry_s: float = 60.0  # a slot with nobody to run (or a declined request) is retried this much later
+    #: M: client updates per server update.
+    buffer_size: int = 10
+    #: Clients training at once; null: ceil(K x overcommit).
+    concurrency: Optional[int] = None
+    #: An update's weight is (1 + staleness) ** -staleness_exponent.
+    staleness_exponent: float = 0.5
+    #: global += server_lr x the mean of the weighted client deltas.
+    server_lr: float = 1.0
+    #: A slot with nobody to run (or a declined request) is retried this many seconds later.
+    retry_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.buffer_size < 1:
-            raise ValueError(f"buffer_size must be >= 1, got {self.buffer_size}")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
-        if not (math.isfinite(self.staleness_exponent) and self.staleness_exponent >= 0):
-            raise ValueError(f"staleness_exponent must be >= 0, got {self.staleness_exponent}")
-        if not (math.isfinite(self.server_lr) and self.server_lr > 0):
-            raise ValueError(f"server_lr must be > 0, got {self.server_lr}")
-        if not (math.isfinite(self.retry_s) and self.retry_s > 0):
-            raise ValueError(f"retry_s must be > 0, got {self.retry_s}")
+        check_ranges(self, buffer_size=">= 1", concurrency=">= 1", staleness_exponent=">= 0", server_lr="> 0", retry_s="> 0")
 
 
 @dataclass(frozen=True)
 class TrackingConfig:
     """Optional logging of every round's metrics (:mod:`flamingo_sim.fl.runner.tracking`)."""
 
-    tensorboard: bool = False  # event files in RUN/tensorboard/<policy>-seed<k>/
-    mlflow: bool = False  # one MLflow run per (policy, seed)
-    mlflow_tracking_uri: Optional[str] = None  # default: an SQLite store, RUN/mlflow.db
-    mlflow_experiment: Optional[str] = None  # default: the experiment's name
+    #: Write TensorBoard event files in RUN/tensorboard/<policy>-seed<k>/.
+    tensorboard: bool = False
+    #: Log one MLflow run per (policy, seed).
+    mlflow: bool = False
+    #: MLflow tracking URI; null: an SQLite store, RUN/mlflow.db.
+    mlflow_tracking_uri: Optional[str] = None
+    #: MLflow experiment; null: the experiment's name.
+    mlflow_experiment: Optional[str] = None
 
 
 @dataclass(frozen=True)
 class ExperimentConfig:
+    #: The experiment's name: it names the run directory (no slashes).
     name: str
+    #: Free text, shown in reports.
     description: str = ""
-    model: str = "mobilenet_v2"  # the DNN whose device profiles price every local step
+    #: The DNN whose phone profiles price every local step (``mobilenet_v2``, ``shufflenet_v2_x2``, ``resnet34``, ...).
+    model: str = "mobilenet_v2"
+    #: The client traces and the battery rule that takes clients offline.
     traces: TracesConfig = field(default_factory=TracesConfig)
+    #: Which phones the clients play, and where their profiles are found.
     phones: PhonesConfig = field(default_factory=PhonesConfig)
+    #: The federated data and the network trained on it.
     data: DataConfig = field(default_factory=DataConfig)
+    #: Model transfers: size and the clients' bandwidths.
     network: NetworkConfig = field(default_factory=NetworkConfig)
+    #: The FL job: rounds, participants, local training, selection, the device it trains on.
     fl: FLConfig = field(default_factory=FLConfig)
+    #: How the server combines the round's updates.
     aggregation: AggregationConfig = field(default_factory=AggregationConfig)
-    selector: SelectorConfig = field(default_factory=SelectorConfig)  # parameters of fl.selection
+    #: Parameters of the selector named in ``fl.selection``; unset ones take its default.
+    selector: SelectorConfig = field(default_factory=SelectorConfig)
+    #: Optional logging of every round's metrics to TensorBoard or MLflow.
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
-    fedbuff: FedBuffConfig = field(default_factory=FedBuffConfig)  # used with fl.mode: fedbuff
-    # a number in [0, 1], "highest" (highest reached by any policy), or "highest_common"
-    # (highest reached by every policy, so that every policy has a time to target)
+    #: FedBuff's parameters, used with ``fl.mode: fedbuff`` (a "round" is one server update).
+    fedbuff: FedBuffConfig = field(default_factory=FedBuffConfig)
+    #: The target: a number, ``highest`` (the highest any policy reaches) or ``highest_common``
+    #: (the highest every policy reaches, so that each has a time to target).
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
-    policies: list[str] = field(default_factory=lambda: ["baseline", "flamingo"])  # names or "pkg.mod:Class"
-    policy: PolicyConfig = field(default_factory=PolicyConfig)  # parameters every policy is built with
+    #: The policies compared: ``baseline``, ``flamingo``, ``eas`` or ``package.module:Class``.
+    policies: list[str] = field(default_factory=lambda: ["baseline", "flamingo"])
+    #: Parameters every policy is built with.
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    #: The run seeds (phones drawn from the mix, bandwidths, selection, initial model, minibatches).
     seeds: list[int] = field(default_factory=lambda: [0])
-    checkpoint_every: int = 10  # rounds between checkpoints (and metrics.parquet rewrites)
+    #: Rounds between checkpoints (and metrics.parquet rewrites).
+    checkpoint_every: int = 10
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip() or any(c in self.name for c in "/\\\0"):

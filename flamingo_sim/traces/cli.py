@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "synth-greenhub",
         help="write a realistic synthetic GreenHub dump (Kaggle parquet and ';' CSV layouts)",
-        description="Generate a synthetic GreenHub dump with the real quirks (see GREENHUB.md).",
+        description="Generate a synthetic GreenHub dump in the real layouts, quirks included (the layouts and quirks: "
+                    "the documentation's Traces page, docs/traces.md).",
     )
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--devices", type=int, default=160, help="number of devices (default 160)")

@@ -1,4 +1,4 @@
-"""The GreenHub server clock: UTC until late 2018, Europe/Lisbon wall time after (GREENHUB.md, quirk 3).
+"""The GreenHub server clock: UTC until late 2018, Europe/Lisbon wall time after (docs/traces.md, quirk 3).
 
 Lisbon is on UTC (WET) in winter and UTC+1 (WEST) from the last Sunday of March to the last
 Sunday of October (changes at 01:00 UTC). The server's switch to Lisbon time happened in late

@@ -1,4 +1,4 @@
-"""Readers for every GreenHub layout in circulation (see ``docs``/GREENHUB.md).
+"""Readers for every GreenHub layout in circulation (see docs/traces.md).
 
 A :class:`Source` detects the layout of an input path and streams its samples chunk by chunk
 as pyarrow Tables holding only the requested columns, under canonical names:

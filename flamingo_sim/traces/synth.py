@@ -235,7 +235,7 @@ def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
     cols: dict[str, pa.Array] = {
         "id": pa.array(ids),
         "device_id": pa.array(pick(dev)),
-        # the server writes Europe/Lisbon wall time (GREENHUB.md quirk 3)
+        # the server writes Europe/Lisbon wall time (docs/traces.md, quirk 3)
         "timestamp": pa.array(utc_to_lisbon_wall(pick(ts)) * 1_000_000, type=pa.timestamp("us")),
         "battery_state": pa.array(pick(state), type=pa.string()),
         "battery_level": pa.array(pick(level), from_pandas=True),

@@ -1,4 +1,4 @@
-"""Writing a synthetic samples table in each GreenHub layout (GREENHUB.md), quirks included.
+"""Writing a synthetic samples table in each GreenHub layout (docs/traces.md), quirks included.
 
 Layouts (each in its own sub-directory of the output):
 

@@ -1,4 +1,4 @@
-"""Every GreenHub layout in GREENHUB.md yields the same selection and (near-)identical series."""
+"""Every GreenHub layout in docs/traces.md yields the same selection and (near-)identical series."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hand-written files in each real GreenHub layout, quirks included (GREENHUB.md, "Corrections").
+"""Hand-written files in each real GreenHub layout, quirks included (docs/traces.md, "GreenHub layouts").
 
 The 2018 dumps: ``SELECT ... INTO OUTFILE ... FIELDS TERMINATED BY ',' ENCLOSED BY '"'`` wrote
 every value in double quotes and NULL as a bare ``\\N``; the header line, written separately, is

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from flamingo_sim.cli import main
 from flamingo_sim.traces.synth import kind_of, samples_table, simulate_device
+from flamingo_sim.traces.synth_write import LAYOUT_DIRS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +79,19 @@ def test_cli_writes_both_default_layouts(tmp_path, capsys):
     lines = sum(len((tmp_path / "aug2020" / p).read_text().splitlines()) - 1 for p in pages)
     assert rows == lines
     assert "NULL" in (tmp_path / "aug2020" / "samples.query.1.csv").read_text() + (tmp_path / "aug2020" / "samples.query.2.csv").read_text()
+
+
+def test_help_names_the_docs_page_that_describes_every_layout(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["synth-greenhub", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    pages = re.findall(r"docs/[\w-]+\.md", out)
+    assert pages == ["docs/traces.md"] and "GREENHUB.md" not in out
+    page = (ROOT / pages[0]).read_text()
+    assert "## GreenHub layouts" in page
+    for layout in LAYOUT_DIRS:  # every name --layouts takes is described there
+        assert f"(`{layout}`)" in page, layout
 
 
 def test_unknown_layout_is_an_error(tmp_path, capsys):

@@ -1,0 +1,86 @@
+"""The documentation site's sources: every page in the nav, the configuration page's generated
+tables, and the docstrings' Sphinx roles turned into cross-references. (``.ci/run`` builds the
+site itself with ``mkdocs build --strict``.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from flamingo_sim.fl.config_reference import MARKER
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+
+def _nav_pages(node) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [p for v in node.values() for p in _nav_pages(v)]
+    return [p for v in node for p in _nav_pages(v)]
+
+
+def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page():
+    nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+    assert sorted(nav) == pages
+    assert len(nav) == len(set(nav))
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _page(src_uri: str):
+    return SimpleNamespace(file=SimpleNamespace(src_uri=src_uri))
+
+
+def test_the_build_puts_the_generated_reference_into_the_configuration_page():
+    source = (DOCS / "configuration.md").read_text()
+    assert source.count(MARKER) == 1
+    built = _hooks().on_page_markdown(source, page=_page("configuration.md"), config={}, files=None)
+    assert MARKER not in built
+    assert "| `fl.participants_per_round` | int | `100` | `>= 1` | K: the client updates aggregated each round. |" in built
+    other = _hooks().on_page_markdown(f"x\n{MARKER}\n", page=_page("gpu.md"), config={}, files=None)
+    assert other == f"x\n{MARKER}\n"  # only the configuration page is touched
+    with pytest.raises(ValueError, match="configuration.md: expected the line <!-- config-reference --> exactly once"):
+        _hooks().on_page_markdown("# no marker\n", page=_page("configuration.md"), config={}, files=None)
+
+
+def _loader_with_extension():
+    """A griffe loader with docs/griffe_sphinx_roles.py, as the site's build has it."""
+    griffe = pytest.importorskip("griffe")  # the docs extra
+    spec = importlib.util.spec_from_file_location("griffe_sphinx_roles", DOCS / "griffe_sphinx_roles.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return griffe.GriffeLoader(search_paths=[str(ROOT)], extensions=griffe.load_extensions(module.SphinxRoles()))
+
+
+def test_sphinx_roles_become_optional_cross_references():
+    loader = _loader_with_extension()
+    records = loader.load("flamingo_sim.fl.sim.records")
+    text = records.docstring.value
+    assert ":class:`" not in text and ":meth:`" not in text
+    # a full path keeps its target; a bare name is found beside the object (here, in its module)
+    assert '<autoref identifier="flamingo_sim.fl.sim.engine.Simulation.finish_round" optional>' in text
+    assert re.search(r'<autoref identifier="flamingo_sim\.fl\.sim\.records\.RoundRecord" optional><code>RoundRecord</code></autoref>', text)
+
+
+def test_sphinx_attribute_comments_become_docstrings():
+    loader = _loader_with_extension()
+    config = loader.load("flamingo_sim.fl.config")
+    overcommit = config["FLConfig"].members["overcommit"]
+    assert overcommit.docstring.value == "Select ceil(K x overcommit) clients, keep the K fastest (FedScale's over-commitment)."
+    reentry = config["TracesConfig"].members["reentry_pct"]  # two comment lines, joined
+    assert reentry.docstring.value.startswith("Level (%) at which an offline client comes back") and reentry.docstring.value.endswith("the paper does not have).")
