@@ -8,7 +8,6 @@ first, then to the experiment file's directory (and its parent), then among the 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional, Union
@@ -194,17 +193,7 @@ class AggregationConfig:
     def __post_init__(self) -> None:
         from flamingo_sim.fl.strategy.aggregators import AGGREGATORS, PARAMETERS
 
-        checks = {
-            "mu": (lambda x: x >= 0, ">= 0"),
-            "server_lr": (lambda x: x > 0, "> 0"),
-            "beta1": (lambda x: 0 <= x < 1, "in [0, 1)"),
-            "beta2": (lambda x: 0 <= x < 1, "in [0, 1)"),
-            "tau": (lambda x: x > 0, "> 0"),
-        }
-        for key, (ok, what) in checks.items():
-            value = getattr(self, key)
-            if value is not None and not (math.isfinite(value) and ok(value)):
-                raise ValueError(f"{key} must be {what}, got {value}")
+        check_ranges(self, mu=">= 0", server_lr="> 0", beta1="[0, 1)", beta2="[0, 1)", tau="> 0")
         if self.name in AGGREGATORS:
             allowed = PARAMETERS[self.name]
             extra = [k for k in self.parameters() if k not in allowed]
@@ -229,16 +218,7 @@ class SelectorConfig:
     preferred_duration_s: Optional[float] = None  # oort: preferred round duration T (unset: median reported), > 0
 
     def __post_init__(self) -> None:
-        checks = {
-            "floor": (lambda x: 0 < x <= 1, "in (0, 1]"),
-            "exploration": (lambda x: 0 <= x <= 1, "in [0, 1]"),
-            "straggler_penalty": (lambda x: x >= 0, ">= 0"),
-            "preferred_duration_s": (lambda x: x > 0, "> 0"),
-        }
-        for key, (ok, what) in checks.items():
-            value = getattr(self, key)
-            if value is not None and not (math.isfinite(value) and ok(value)):
-                raise ValueError(f"{key} must be {what}, got {value}")
+        check_ranges(self, floor="(0, 1]", exploration="[0, 1]", straggler_penalty=">= 0", preferred_duration_s="> 0")
 
     def parameters(self) -> dict[str, float]:
         """The selector parameters that are set (not None)."""
@@ -256,16 +236,7 @@ class FedBuffConfig:
     retry_s: float = 60.0  # a slot with nobody to run (or a declined request) is retried this much later
 
     def __post_init__(self) -> None:
-        if self.buffer_size < 1:
-            raise ValueError(f"buffer_size must be >= 1, got {self.buffer_size}")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
-        if not (math.isfinite(self.staleness_exponent) and self.staleness_exponent >= 0):
-            raise ValueError(f"staleness_exponent must be >= 0, got {self.staleness_exponent}")
-        if not (math.isfinite(self.server_lr) and self.server_lr > 0):
-            raise ValueError(f"server_lr must be > 0, got {self.server_lr}")
-        if not (math.isfinite(self.retry_s) and self.retry_s > 0):
-            raise ValueError(f"retry_s must be > 0, got {self.retry_s}")
+        check_ranges(self, buffer_size=">= 1", concurrency=">= 1", staleness_exponent=">= 0", server_lr="> 0", retry_s="> 0")
 
 
 @dataclass(frozen=True)

@@ -122,8 +122,8 @@ def cfg(section):
     "section, message",
     [
         ({"name": "fedyogi", "beta3": 0.9}, "exp.yaml: unknown key 'aggregation.beta3' (known here: beta1, beta2, mu, name, server_lr, tau, weighting)"),
-        ({"name": "fedyogi", "beta2": 1.0}, "exp.yaml: aggregation: beta2 must be in [0, 1), got 1.0"),
-        ({"name": "fedadam", "server_lr": -1}, "exp.yaml: aggregation: server_lr must be > 0, got -1.0"),
+        ({"name": "fedyogi", "beta2": 1.0}, "exp.yaml: aggregation.beta2: expected a number in [0, 1), got 1.0"),
+        ({"name": "fedadam", "server_lr": -1}, "exp.yaml: aggregation.server_lr: expected a number > 0, got -1.0"),
         ({"name": "fedavg", "mu": 0.1}, "exp.yaml: aggregation: mu is not a parameter of 'fedavg' (its parameters: none besides weighting)"),
         ({"name": "fedprox", "tau": 0.1}, "exp.yaml: aggregation: tau is not a parameter of 'fedprox' (its parameters: mu)"),
         ({"name": "fedsgd"}, "exp.yaml: aggregation: name: unknown aggregator 'fedsgd' (known: fedavg, fedprox, fedadam, fedyogi, or 'package.module:Class')"),

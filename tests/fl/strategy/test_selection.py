@@ -79,8 +79,8 @@ def test_uniform_is_unchanged_and_registry():
     "data, message",
     [
         ({"selector": {"floor": 0.2}}, "exp.yaml: selector.floor: not a parameter of selection 'uniform' (its parameters: none)"),
-        ({"fl": {"selection": "battery"}, "selector": {"floor": 0.0}}, "exp.yaml: selector: floor must be in (0, 1], got 0.0"),
-        ({"fl": {"selection": "oort"}, "selector": {"exploration": 1.5}}, "exp.yaml: selector: exploration must be in [0, 1], got 1.5"),
+        ({"fl": {"selection": "battery"}, "selector": {"floor": 0.0}}, "exp.yaml: selector.floor: expected a number in (0, 1], got 0.0"),
+        ({"fl": {"selection": "oort"}, "selector": {"exploration": 1.5}}, "exp.yaml: selector.exploration: expected a number in [0, 1], got 1.5"),
         ({"fl": {"selection": "oort"}, "selector": {"floor": 0.5}}, "exp.yaml: selector.floor: not a parameter of selection 'oort' (its parameters: exploration, straggler_penalty, preferred_duration_s)"),
     ],
 )
