@@ -19,7 +19,7 @@ import time
 import torch
 
 from flamingo_sim.fl.data.proxy import SyntheticFederated
-from flamingo_sim.fl.training.trainer import CohortResult, model_state, train_cohort
+from flamingo_sim.fl.training.trainer import CohortResult, CohortTask, model_state, train_cohort
 from flamingo_sim.models import build_model
 from flamingo_sim.rng import rng
 
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     state = model_state(model)
 
     def run(mode: str) -> CohortResult:
-        return train_cohort(model, state, datas, ids, args.steps, args.batch_size, 0.05, seed=0, round_idx=0, mode=mode)
+        return train_cohort(model, state, CohortTask(datas, ids, args.steps, args.batch_size, 0.05, seed=0, round_idx=0), mode=mode)
 
     run("batched")  # warm-up (vmap tracing, allocator)
     run("sequential")

@@ -38,7 +38,7 @@ from typing import Callable
 import torch
 
 from flamingo_sim.fl.training.device import resolve_device, set_threads
-from flamingo_sim.fl.training.trainer import CohortResult, CohortTrainer, model_state
+from flamingo_sim.fl.training.trainer import CohortResult, CohortTask, CohortTrainer, model_state
 from flamingo_sim.models import build_model
 
 # --smoke: two rows on the CPU in seconds; explicit options still win
@@ -121,7 +121,7 @@ def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> None:
     for r in range(args.repeats + 1):  # interleaved, so every candidate sees the same load; round 0 warms up
         for name, trainer in list(trainers.items()):
             try:
-                secs, results[name] = _time_once(lambda t=trainer: t.train(state, datas, ids, args.steps, args.batch_size, 0.01, 0, 1), device)
+                secs, results[name] = _time_once(lambda t=trainer: t.train(state, CohortTask(datas, ids, args.steps, args.batch_size, 0.01, 0, 1)), device)
             except torch.OutOfMemoryError:
                 print(f"  {name:<16} out of memory")
                 del trainers[name]

@@ -48,7 +48,7 @@ from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS,
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
 from flamingo_sim.fl.training.device import device_cache_bytes, precision_context, resolve_device
-from flamingo_sim.fl.training.trainer import CohortTrainer, evaluate
+from flamingo_sim.fl.training.trainer import CohortTask, CohortTrainer, evaluate
 from flamingo_sim.rng import rng
 from flamingo_sim.traces.store import ClientTraces
 
@@ -297,17 +297,9 @@ class Simulation:
         datas = [self.dataset.client_data(c) for c in ids]
         datas = [(self.dataset.train_augment(x, c, plan.round, self.seed), y) for c, (x, y) in zip(ids, datas)]
         trained_from = time.perf_counter()
-        result = self.trainer.train(
-            self.params,
-            datas,
-            ids,
-            n_steps=cfg.fl.local_steps,
-            batch_size=cfg.fl.batch_size,
-            lr=cfg.fl.lr,
-            seed=self.seed,
-            round_idx=plan.round,
-            prox_mu=self.aggregator.proximal_mu,
-        )
+        task = CohortTask(datas, ids, n_steps=cfg.fl.local_steps, batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed,
+                          round_idx=plan.round, prox_mu=self.aggregator.proximal_mu)
+        result = self.trainer.train(self.params, task)
         n_samples = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
         self.params = self.aggregator.aggregate(self.params, result.params, n_samples)
         self.train_wall_s += time.perf_counter() - trained_from

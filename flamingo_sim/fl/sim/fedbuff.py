@@ -46,6 +46,7 @@ from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
+from flamingo_sim.fl.training.trainer import CohortTask
 from flamingo_sim.rng import rng
 
 __all__ = ["AsyncSimulation"]
@@ -189,8 +190,8 @@ class AsyncSimulation(Simulation):
             # trained as the synchronous loop trains them; a dispatch's own stream (like its minibatches)
             datas = [(self.dataset.train_augment(x, tasks[i].dispatch, 0, self.seed), y) for i, (x, y) in zip(idx, map(self.dataset.client_data, clients))]
             trained_from = time.perf_counter()
-            res = self.trainer.train(start, datas, [tasks[i].dispatch for i in idx], n_steps=cfg.fl.local_steps,
-                                     batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed, round_idx=0)
+            res = self.trainer.train(start, CohortTask(datas, [tasks[i].dispatch for i in idx], n_steps=cfg.fl.local_steps,
+                                                       batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed, round_idx=0))
             self.train_wall_s += time.perf_counter() - trained_from
             self.samples_trained += len(idx) * cfg.fl.local_steps * cfg.fl.batch_size
             for j, i in enumerate(idx):
