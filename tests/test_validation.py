@@ -161,5 +161,7 @@ def test_shipped_experiments_are_valid():
     from flamingo_sim.fl.config import load_experiment
 
     root = Path(__file__).resolve().parents[1] / "experiments"
-    for exp in sorted(root.glob("*.yaml")):
-        load_experiment(exp)
+    shipped = sorted(root.glob("*.yaml"))
+    assert root / "openimage_mobilenet.yaml" in shipped, f"the shipped experiments are missing (found {len(shipped)} under {root})"
+    for exp in shipped:
+        assert load_experiment(exp).name, exp
