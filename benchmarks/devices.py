@@ -6,6 +6,7 @@ rung, no control) and for Flamingo's control loop on the shipped Mi 10 / Pixel 3
 profiles, with owners using their phones about half of the time.
 
     PYTHONPATH=. python benchmarks/devices.py [--tasks 10000] [--steps 20]
+    PYTHONPATH=. python benchmarks/devices.py --smoke     # seconds: 200 tasks of 4 steps
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from flamingo_sim.rng import rng
 from tests.devices.ladder_reference import run_ladder_reference
 
 REPO = Path(__file__).resolve().parents[1]
+SMOKE = {"tasks": 200, "steps": 4}  # --smoke: the same calls on a few tasks; explicit options still win
 
 
 def _best_of(fn, repeat: int) -> float:
@@ -39,7 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", type=int, default=10_000)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--slot-s", type=float, default=60.0)
+    ap.add_argument("--smoke", action="store_true", help=f"tiny sizes, seconds ({SMOKE})")
     args = ap.parse_args(argv)
+    if args.smoke:
+        ap.set_defaults(**SMOKE)
+        args = ap.parse_args(argv)
 
     ps = ProfileSet.load(REPO / "profiles", ["pixel_3", "mi_10", "galaxy_s10e", "oneplus_8", "galaxy_tab_s6"], "mobilenet_v2")
     g = rng(0, "bench-devices")
@@ -47,22 +53,26 @@ def main(argv: list[str] | None = None) -> int:
     phone = g.integers(0, ps.n_phones, k)
     in_use = g.random((k, 40)) < 0.5
     steps = np.full(k, args.steps)
+    # each phone's SoC: the cores its foreground app holds (label overlaps them) and the slowdown
     im = InterferenceModel()
-    shared_label = np.array([im.shares(c) for c in ps.label_cores])
+    socs = [prof.phone.soc for prof in ps.profiles]
+    held = [set(im.cores_for(soc.foreground_cores)) for soc in socs]
+    shared_label = np.array([[bool(set(c) & h) for c in ps.label_cores] for h in held])  # (phones, labels)
+    slowdown = np.array([im.slowdown_for(soc.shared_core_slowdown) for soc in socs])[phone]
     cases = {
         "baseline": (ps.baseline_latency_s[phone][:, None], ps.baseline_power_w[phone][:, None],
-                     shared_label[ps.baseline_label_idx[phone]][:, None], np.ones(k, dtype=np.int64), np.zeros(k, bool)),
-        "flamingo": (ps.latency_s[phone], ps.power_w[phone], shared_label[np.maximum(ps.label_idx[phone], 0)],
+                     shared_label[phone, ps.baseline_label_idx[phone]][:, None], np.ones(k, dtype=np.int64), np.zeros(k, bool)),
+        "flamingo": (ps.latency_s[phone], ps.power_w[phone], shared_label[phone[:, None], np.maximum(ps.label_idx[phone], 0)],
                      ps.n_viable[phone], np.ones(k, bool)),
     }
     print(f"{k} tasks x {args.steps} steps, slot {args.slot_s:g} s, ~50 % in use")
     for name, (lat, pw, sh, nr, ctl) in cases.items():
         call = (lat, pw, sh, nr, steps, in_use, args.slot_s, ctl)
-        fast = run_ladder(*call)
-        ref = run_ladder_reference(*call)
+        fast = run_ladder(*call, slowdown=slowdown)
+        ref = run_ladder_reference(*call, slowdown=slowdown)
         assert np.array_equal(fast.steps, ref.steps) and np.allclose(fast.duration_s, ref.duration_s)
-        t_fast = _best_of(lambda call=call: run_ladder(*call), 5)
-        t_ref = _best_of(lambda call=call: run_ladder_reference(*call), 1)
+        t_fast = _best_of(lambda call=call: run_ladder(*call, slowdown=slowdown), 5)
+        t_ref = _best_of(lambda call=call: run_ladder_reference(*call, slowdown=slowdown), 1)
         print(f"{name:>9}: vectorised {t_fast * 1e3:8.1f} ms   per-step loop {t_ref * 1e3:8.1f} ms   ratio {t_ref / t_fast:6.1f}x")
     # End to end through the policy API (decisions, ladders, choice counts), profiles shared.
     for pol in (BaselinePolicy(), FlamingoPolicy()):

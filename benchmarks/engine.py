@@ -7,6 +7,7 @@ their results are checked to agree. Prints wall seconds per cohort (median of ``
 and the speed-up.
 
     PYTHONPATH=. python benchmarks/engine.py [--clients 100] [--threads 2] [--model mlp] [--device cpu]
+    PYTHONPATH=. python benchmarks/engine.py --smoke     # seconds: 4 clients x 2 steps, one repeat
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ import time
 import torch
 
 from flamingo_sim.fl.data.proxy import SyntheticFederated
-from flamingo_sim.fl.training.trainer import CohortResult, model_state, train_cohort
+from flamingo_sim.fl.training.trainer import CohortResult, CohortTask, model_state, train_cohort
 from flamingo_sim.models import build_model
 from flamingo_sim.rng import rng
+
+# --smoke: the same two modes on a tiny cohort; explicit options still win
+SMOKE = {"clients": 4, "steps": 2, "repeats": 1, "population": 50, "threads": 1}
 
 
 def _time(fn, repeats: int) -> tuple[float, CohortResult]:
@@ -44,7 +48,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--population", type=int, default=14_477)
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    parser.add_argument("--smoke", action="store_true", help=f"tiny sizes, seconds ({SMOKE})")
     args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**SMOKE)
+        args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
     ds = SyntheticFederated(args.population, seed=0)
@@ -54,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     state = model_state(model)
 
     def run(mode: str) -> CohortResult:
-        return train_cohort(model, state, datas, ids, args.steps, args.batch_size, 0.05, seed=0, round_idx=0, mode=mode)
+        return train_cohort(model, state, CohortTask(datas, ids, args.steps, args.batch_size, 0.05, seed=0, round_idx=0), mode=mode)
 
     run("batched")  # warm-up (vmap tracing, allocator)
     run("sequential")

@@ -20,6 +20,7 @@ rounds where it lies within [min - tol, max + tol] of them (tol = the band's mea
 half-width), and its final accuracy against the seeds' mean +- 2 standard deviations.
 
     PYTHONPATH=. python benchmarks/fedscale_vs_native.py [--rounds 10] [--executors 2] [--json out.json]
+    PYTHONPATH=. python benchmarks/fedscale_vs_native.py --smoke    # seconds: the same engines, tiny sizes
 """
 
 from __future__ import annotations
@@ -74,6 +75,15 @@ def _per_round(start: float, ends: list[float]) -> list[float]:
     return [b - a for a, b in zip(stamps, stamps[1:])]
 
 
+def _median_s(per: list[float]) -> float:
+    """Median wall seconds per round, round 1 (one-time set-up) left out when there are others."""
+    return statistics.median(per[1:]) if len(per) > 1 else per[0]
+
+
+# --smoke: every engine (one gRPC executor) on a tiny federation; explicit options still win
+SMOKE = {"clients": 40, "participants": 4, "steps": 2, "rounds": 2, "seeds": 2, "executors": 1, "threads": 1}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", default=str(ROOT / "experiments/openimage_mobilenet.yaml"))
@@ -87,14 +97,19 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--executors", type=int, default=2, help="executor processes for fedscale-grpc (0: skip it)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", help="write the figures here too")
+    parser.add_argument("--smoke", action="store_true", help=f"tiny sizes, seconds ({SMOKE})")
     a = parser.parse_args(argv)
+    if a.smoke:
+        parser.set_defaults(**SMOKE)
+        a = parser.parse_args(argv)
     torch.set_num_threads(a.threads)
 
     from flamingo_sim.integrations import fedscale as fsi
+    from flamingo_sim.integrations.fedscale.classes import fedscale_classes
 
     t = time.perf_counter()
     fsi.load_fedscale()
-    fsi._classes()
+    fedscale_classes()
     import_s = time.perf_counter() - t
 
     over = _overrides(a)
@@ -125,21 +140,21 @@ def main(argv: list[str] | None = None) -> dict:
     band = []
     for seed in range(a.seed, a.seed + a.seeds):
         p = parts if seed == a.seed else build_components(cfg, a.experiment, seed, log=lambda _m: None)
-        band.append([r["accuracy"] for r in (native_rows if seed == a.seed else _native(p, a, seed)[0])])
+        band.append([r.accuracy for r in (native_rows if seed == a.seed else _native(p, a, seed)[0])])
     band = np.array(band)
     lo, hi = band.min(axis=0), band.max(axis=0)
     tol = float(np.mean(hi - lo) / 2)
 
-    native_acc = np.array([r["accuracy"] for r in native_rows])
-    native_round_s = statistics.median(runs["native"][1])
+    native_acc = np.array([r.accuracy for r in native_rows])
+    native_round_s = _median_s(runs["native"][1])
     print(f"{a.clients} clients, {a.participants} per round, {a.steps} local steps, {a.rounds} rounds, policy {a.policy}, seed {a.seed}, {a.threads} threads")
     print(f"FedScale import (once per process): {import_s:.2f} s")
     print(f"{'engine':<22} {'s/round (median)':>16} {'round 1 s':>10} {'x native':>9} {'max |acc - native|':>19} {'same clock':>10}")
     for name, (rows, per) in runs.items():
-        acc = np.array([r["accuracy"] for r in rows])
-        med = statistics.median(per[1:]) if len(per) > 1 else per[0]
-        same_clock = [r["time_s"] for r in rows] == [r["time_s"] for r in native_rows] and [r["energy_cum_j"] for r in rows] == [
-            r["energy_cum_j"] for r in native_rows
+        acc = np.array([r.accuracy for r in rows])
+        med = _median_s(per)
+        same_clock = [r.time_s for r in rows] == [r.time_s for r in native_rows] and [r.energy_cum_j for r in rows] == [
+            r.energy_cum_j for r in native_rows
         ]
         entry = {
             "wall_s_per_round_median": med,
@@ -162,7 +177,7 @@ def main(argv: list[str] | None = None) -> dict:
     print("accuracy per round:")
     print("  native seeds band: " + " ".join(f"[{a:.3f},{b:.3f}]" for a, b in zip(lo, hi)))
     for name, (rows, _) in runs.items():
-        print(f"  {name:<20} " + " ".join(f"{r['accuracy']:.3f}" for r in rows))
+        print(f"  {name:<20} " + " ".join(f"{r.accuracy:.3f}" for r in rows))
     uw = out["engines"]["fedscale-unweighted"]
     print(
         f"unweighted FedScale mean: {uw['share_of_rounds_within_native_seed_band']:.0%} of rounds within the native seeds' band (+-{tol:.3f}); "

@@ -18,8 +18,11 @@ the loop, and the largest parameter difference between the engine's result and t
 
     PYTHONPATH=. python benchmarks/gpu_round.py --device cuda              # the table, on a GPU
     PYTHONPATH=. python benchmarks/gpu_round.py --device cpu --small       # every row, tiny, on a CPU
+    PYTHONPATH=. python benchmarks/gpu_round.py --smoke                    # two rows, seconds, on the CPU
     PYTHONPATH=. python benchmarks/gpu_round.py --device cpu --clients 8 --steps 3 --image-divisor 4 --rows 2,3,4 --repeats 5
 
+``--smoke`` runs rows 2 and 6 on the CPU in seconds (2 clients x 1 step x batch 4, 32 px images,
+MLP row 8 clients, one timed round): the same code, so a change that breaks it fails CI.
 ``--small`` shrinks the round (4 clients x 2 steps x batch 8, images 1/4 the side but at least
 32 px, MLP rows 100 and 1,000 clients) so that every row runs on a laptop CPU in about a minute.
 """
@@ -35,8 +38,12 @@ from typing import Callable
 import torch
 
 from flamingo_sim.fl.training.device import resolve_device, set_threads
-from flamingo_sim.fl.training.trainer import CohortResult, CohortTrainer, model_state
+from flamingo_sim.fl.training.trainer import CohortResult, CohortTask, CohortTrainer, model_state
 from flamingo_sim.models import build_model
+
+# --smoke: two rows on the CPU in seconds; explicit options still win
+SMOKE = {"device": "cpu", "threads": 1, "clients": 2, "steps": 1, "batch_size": 4, "samples": 8, "image_divisor": 8,
+         "mlp_clients": [4, 8], "repeats": 1, "rows": "2,6"}
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,7 @@ def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> None:
     for r in range(args.repeats + 1):  # interleaved, so every candidate sees the same load; round 0 warms up
         for name, trainer in list(trainers.items()):
             try:
-                secs, results[name] = _time_once(lambda t=trainer: t.train(state, datas, ids, args.steps, args.batch_size, 0.01, 0, 1), device)
+                secs, results[name] = _time_once(lambda t=trainer: t.train(state, CohortTask(datas, ids, args.steps, args.batch_size, 0.01, 0, 1)), device)
             except torch.OutOfMemoryError:
                 print(f"  {name:<16} out of memory")
                 del trainers[name]
@@ -147,7 +154,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", help="comma-separated row numbers (1-6) to run, default all")
     parser.add_argument("--bf16", action="store_true", help="also time bf16 autocast candidates (CUDA)")
     parser.add_argument("--small", action="store_true", help="tiny round for a CPU: see the module docstring")
+    parser.add_argument("--smoke", action="store_true", help="two rows on the CPU in seconds: see the module docstring")
     args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**SMOKE)
+        args = parser.parse_args(argv)
     if args.small:
         args.clients, args.steps, args.batch_size, args.samples, args.image_divisor = 4, 2, 8, 16, 4
         args.mlp_clients, args.repeats = [100, 1000], 1

@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python benchmarks/prep_traces.py                       # 70 parts, 49,296,315 rows
     PYTHONPATH=. python benchmarks/prep_traces.py --parts 7 --rows 4929631 --baseline-rows 1000000
+    PYTHONPATH=. python benchmarks/prep_traces.py --smoke      # seconds: 20,000 rows, in a temporary folder
 
 1. Generates a Kaggle-layout dump (``samples/part-NNNN.parquet``, 38 columns, snappy) of
    ``--rows`` rows in ``--parts`` parts, in server-insert order: about 300k devices as in the
@@ -13,7 +14,7 @@
    read every column, clean, sort, then ``groupby('device_id').apply`` computing the criteria
    and PCHIP-resampling each passing device.
 
-Prints a JSON summary (also written to ``WORKDIR/bench.json``). Targets (2 cores): full dump in
+Prints a JSON summary (also written to ``WORKDIR/bench.json``) and the ratio line. Targets (2 cores): full dump in
 <= 180 s with peak RSS <= 4 GB, and >= 10x the baseline's rows/s.
 """
 
@@ -25,6 +26,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +42,8 @@ from flamingo_sim.traces.synth import kind_of, simulate_device
 REAL_ROWS = 49_296_315
 REAL_PARTS = 70
 REAL_DEVICES = 300_000
+# --smoke: the same three steps on a tiny dump in a temporary folder; explicit options still win
+SMOKE = {"parts": 2, "rows": 20_000, "baseline_rows": 5_000, "pool": 12}
 
 
 def generate(out: Path, n_rows: int, n_parts: int, seed: int = 0, pool_size: int = 300) -> None:
@@ -189,28 +193,43 @@ def baseline(files: list[Path], n_rows: int) -> dict[str, float]:
     return {"wall_s": wall, "rows": got, "rows_per_s": got / wall, "devices": int(df["device_id"].nunique()), "out_rows": len(out)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", type=int, default=REAL_PARTS)
     ap.add_argument("--rows", type=int, default=REAL_ROWS)
     ap.add_argument("--baseline-rows", type=int, default=5_000_000)
-    ap.add_argument("--workdir", type=Path, default=Path("/tmp/flamingo-bench"))
+    ap.add_argument("--pool", type=int, default=300, help="simulated long-lived devices the dump's rows are drawn from")
+    ap.add_argument("--workdir", type=Path, help="where the dump and the output go (default /tmp/flamingo-bench; --smoke: a temporary folder)")
     ap.add_argument("--reuse", action="store_true", help="reuse a dump already generated in --workdir")
-    args = ap.parse_args()
-    dump = args.workdir / "dump"
+    ap.add_argument("--smoke", action="store_true", help=f"tiny sizes, seconds ({SMOKE})")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        ap.set_defaults(**SMOKE)
+        args = ap.parse_args(argv)
+    if args.workdir is None and args.smoke:
+        with tempfile.TemporaryDirectory() as tmp:
+            bench(args, Path(tmp))
+    else:
+        bench(args, args.workdir or Path("/tmp/flamingo-bench"))
+
+
+def bench(args: argparse.Namespace, workdir: Path) -> None:
+    dump = workdir / "dump"
     res: dict[str, object] = {"parts": args.parts, "rows": args.rows, "cpus": os.cpu_count()}
     if not (args.reuse and (dump / "samples").is_dir()):
         t0 = time.perf_counter()
-        generate(dump, args.rows, args.parts)
+        generate(dump, args.rows, args.parts, pool_size=args.pool)
         res["generate_s"] = time.perf_counter() - t0
     res["dump_bytes"] = sum(f.stat().st_size for f in (dump / "samples").glob("*.parquet"))
-    res["prep_traces"] = run_prep(dump, args.workdir / "out")
+    prep = run_prep(dump, workdir / "out")
     files = sorted((dump / "samples").glob("part-*.parquet"))
-    res["baseline"] = baseline(files, args.baseline_rows)
-    res["speedup_rows_per_s"] = res["prep_traces"]["rows_per_s"] / res["baseline"]["rows_per_s"]  # type: ignore[index]
+    base = baseline(files, args.baseline_rows)
+    res.update(prep_traces=prep, baseline=base, speedup_rows_per_s=prep["rows_per_s"] / base["rows_per_s"])
     text = json.dumps(res, indent=2)
-    (args.workdir / "bench.json").write_text(text + "\n")
+    (workdir / "bench.json").write_text(text + "\n")
     print(text)
+    print(f"prep-traces {prep['rows_per_s']:,.0f} rows/s, pandas baseline {base['rows_per_s']:,.0f} rows/s: "
+          f"ratio {res['speedup_rows_per_s']:.1f}x")
 
 
 if __name__ == "__main__":

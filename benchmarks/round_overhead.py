@@ -13,6 +13,7 @@ use, as in a run's first rounds) and "warm" (every client's data generated befor
 after a run's first few dozen rounds at 2,400 clients).
 
     PYTHONPATH=. python benchmarks/round_overhead.py [--rounds 20] [--repeats 3] [--baseline-ref main]
+    PYTHONPATH=. python benchmarks/round_overhead.py --smoke    # seconds: 200 clients, flamingo, against HEAD
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "openimage_mobilenet.yaml"
+# --smoke: every measurement once, on 200 clients, one policy, against the last commit; explicit options still win
+SMOKE = {"rounds": 1, "repeats": 1, "sizes": "200", "policies": "flamingo", "participants": 10, "steps": 2, "baseline_ref": "HEAD"}
 
 WORKER = r"""
 import json, sys, time
@@ -42,16 +45,16 @@ from flamingo_sim.fl.runner.setup import build_components, make_policy
 
 experiment, n_clients, policy, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 warmup = 3
-overrides = [f"data.proxy.n_clients={n_clients}", f"fl.rounds={rounds + warmup + 1}", "fl.eval_every=1000000"]
+overrides = [f"data.proxy.n_clients={n_clients}", f"fl.rounds={rounds + warmup + 1}", "fl.eval_every=1000000", *json.loads(sys.argv[6])]
 cfg = load_experiment(experiment, overrides)
 parts = build_components(cfg, experiment, 0, log=lambda _m: None)
 sim = Simulation(parts, make_policy(policy, cfg), policy, 0, make_selector("uniform"))
-if len(sys.argv) > 6 and sys.argv[6] == "warm":  # every client's data generated before the clock starts
+if len(sys.argv) > 7 and sys.argv[7] == "warm":  # every client's data generated before the clock starts
     for c in range(parts.dataset.n_clients):
         parts.dataset.client_data(c)
 for _ in range(warmup):
     sim.step()
-limit_mode = len(sys.argv) > 6
+limit_mode = len(sys.argv) > 7
 
 
 def vmap_limit(ids, r):
@@ -97,10 +100,11 @@ def baseline_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def measure(tree: Path, n_clients: int, policy: str, rounds: int, threads: int, limit: str = "") -> dict:
+def measure(tree: Path, n_clients: int, policy: str, rounds: int, threads: int, overrides: list[str], limit: str = "") -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
     experiment = tree / EXPERIMENT.relative_to(ROOT)  # each tree's own main job
-    args = [sys.executable, "-c", WORKER, str(experiment), str(n_clients), policy, str(rounds), str(threads)] + ([limit] if limit else [])
+    args = [sys.executable, "-c", WORKER, str(experiment), str(n_clients), policy, str(rounds), str(threads), json.dumps(overrides)]
+    args += [limit] if limit else []
     # cwd = the tree: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
     done = subprocess.run(args, env=env, capture_output=True, text=True, cwd=tree)
     if done.returncode != 0:
@@ -108,31 +112,40 @@ def measure(tree: Path, n_clients: int, policy: str, rounds: int, threads: int, 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sizes", default="2400,100000,1000000")
+    parser.add_argument("--policies", default="baseline,flamingo")
+    parser.add_argument("--participants", type=int, help="K (default: the main job's)")
+    parser.add_argument("--steps", type=int, help="local steps (default: the main job's)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--baseline-ref", default="main", help="git ref of the code to compare with")
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help=f"tiny sizes, seconds ({SMOKE})")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**SMOKE)
+        args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    policies = args.policies.split(",")
+    over = [f"{key}={value}" for key, value in (("fl.participants_per_round", args.participants), ("fl.local_steps", args.steps)) if value is not None]
     with tempfile.TemporaryDirectory() as tmp:
         old = baseline_tree(args.baseline_ref, Path(tmp))
         new = ROOT
         results: dict[tuple, list[dict]] = {}
         for _ in range(args.repeats):  # interleaved: old and new see the same load
             for n in sizes:
-                for policy in ("baseline", "flamingo"):
+                for policy in policies:
                     for name, tree in (("old", old), ("new", new)):
-                        results.setdefault((name, n, policy), []).append(measure(tree, n, policy, args.rounds, args.threads))
+                        results.setdefault((name, n, policy), []).append(measure(tree, n, policy, args.rounds, args.threads, over))
                     if n == sizes[0]:  # the whole round against the vmap limit, data cold and warm
                         for mode in ("cold", "warm"):
-                            results.setdefault((mode, n, policy), []).append(measure(new, n, policy, args.rounds, args.threads, mode))
+                            results.setdefault((mode, n, policy), []).append(measure(new, n, policy, args.rounds, args.threads, over, mode))
     print(f"ms per round, all but training (median of {args.repeats}, {args.rounds} rounds each, {args.threads} thread(s)); old = {args.baseline_ref}")
     print(f"{'policy':<10} {'clients':>9} {'old':>9} {'new':>9} {'old/new':>8}  {'spread new':>14}")
     for n in sizes:
-        for policy in ("baseline", "flamingo"):
+        for policy in policies:
             o = [r["overhead_ms"] for r in results[("old", n, policy)]]
             w = [r["overhead_ms"] for r in results[("new", n, policy)]]
             mo, mw = statistics.median(o), statistics.median(w)
@@ -140,7 +153,7 @@ def main() -> None:
     n = sizes[0]
     print(f"whole round (training included) / vmap limit at {n:,} clients; cold: clients' data generated on first use, "
           "warm: every client's data generated before timing")
-    for policy in ("baseline", "flamingo"):
+    for policy in policies:
         for mode in ("cold", "warm"):
             rows = results[(mode, n, policy)]
             ratios = [r["round_ms"] / r["vmap_limit_ms"] for r in rows]

@@ -8,6 +8,7 @@ each and its ratio to the reference, plus the median time of the selection call 
 aggregation call alone (timed inside the same rounds) as a share of the reference round.
 
     PYTHONPATH=. python benchmarks/toolkit_overhead.py [--rounds 12]
+    PYTHONPATH=. python benchmarks/toolkit_overhead.py --smoke    # seconds: 300 clients, K = 10, 2 steps
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from flamingo_sim.fl.strategy.selection import make_selector
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "openimage_mobilenet.yaml"
 VARIANTS = [("uniform", "fedavg"), ("battery", "fedavg"), ("oort", "fedavg"), ("uniform", "fedadam"), ("oort", "fedyogi")]
+# --smoke: every variant on a tiny federation, one warm-up and two timed rounds; explicit options still win
+SMOKE = {"rounds": 2, "warmup": 1, "clients": 300, "participants": 10, "steps": 2}
 
 
 class Timed:
@@ -51,13 +54,24 @@ class Timed:
         return timed
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=2)
-    args = parser.parse_args()
+    parser.add_argument("--clients", type=int, help="proxy clients (default: the main job's)")
+    parser.add_argument("--participants", type=int, help="K (default: the main job's)")
+    parser.add_argument("--steps", type=int, help="local steps (default: the main job's)")
+    parser.add_argument("--smoke", action="store_true", help=f"tiny sizes, seconds ({SMOKE})")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**SMOKE)
+        args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    cfg = load_experiment(EXPERIMENT, ["fl.eval_every=1000000", f"fl.rounds={args.rounds + args.warmup + 1}"])
+    overrides = ["fl.eval_every=1000000", f"fl.rounds={args.rounds + args.warmup + 1}"]
+    for key, value in (("data.proxy.n_clients", args.clients), ("fl.participants_per_round", args.participants), ("fl.local_steps", args.steps)):
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    cfg = load_experiment(EXPERIMENT, overrides)
     parts = build_components(cfg, EXPERIMENT, 0, log=lambda _m: None)
     sims, sel_t, agg_t = {}, {}, {}
     for sel, agg in VARIANTS:
@@ -80,7 +94,7 @@ def main() -> None:
         rs = np.array(round_s[v]) * 1000
         s_ms = 1000 * float(np.median(sel_t[v][args.warmup :]))
         a_ms = 1000 * float(np.median(agg_t[v][args.warmup :])) if agg_t[v] else 0.0
-        print(f"{v[0]:<9} {v[1]:<11} {np.median(rs):>17.1f} {np.median(rs) / (ref * 1000):>6.3f} {np.percentile(rs, 10):>9.1f}-{np.percentile(rs, 90):<10.1f} "
+        print(f"{v[0]:<9} {v[1]:<11} {np.median(rs):>17.1f} {np.median(rs) / (ref * 1000):>5.3f}x {np.percentile(rs, 10):>9.1f}-{np.percentile(rs, 90):<10.1f} "
               f"{s_ms:>9.2f} {a_ms:>12.2f} {(s_ms + a_ms) / (ref * 1000):>19.1%}")
 
 

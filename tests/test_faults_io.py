@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from flamingo_sim.io import (
     check_out_dir,
     clean_stale,
 )
+from tests.mounts import needs_mounts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,7 +95,7 @@ def test_check_writable_decides_before_any_work(tmp_path, case):
         target, code = Path("/proc/flamingo-run"), None
     else:
         if os.geteuid() == 0:
-            pytest.skip("root writes into a read-only directory (no read-only mount to test with)")
+            pytest.skip("root writes into a read-only directory (the read-only mount test below covers root)")
         ro = tmp_path / "ro"
         ro.mkdir()
         ro.chmod(0o555)
@@ -104,6 +106,32 @@ def test_check_writable_decides_before_any_work(tmp_path, case):
         assert info.value.errno == code
     line = describe_os_error(info.value)
     assert "\n" not in line and line.endswith(f"({errno.errorcode[info.value.errno]})")
+    assert not list(tmp_path.glob(".flamingo-sim-probe*"))
+
+
+@needs_mounts
+def test_check_writable_refuses_a_read_only_mount_as_any_user(tmp_path):
+    """The read_only case above for root too (root writes through a directory's mode): a tmpfs
+    mounted read-only in a user namespace refuses everyone, as the disk-full tests' mounts do."""
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    code = textwrap.dedent(f"""
+        import errno
+        from pathlib import Path
+        from flamingo_sim.faults import check_writable, describe_os_error
+        try:
+            check_writable(Path({str(mnt / "run")!r}))
+        except OSError as exc:
+            print(errno.errorcode[exc.errno])
+            print(describe_os_error(exc))
+        else:
+            print("writable")
+    """)
+    script = f"mount -t tmpfs -o ro,size=64k tmpfs {mnt} && {shlex.quote(sys.executable)} -c {shlex.quote(code)} && ls -A {mnt}"
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["EROFS", f"{mnt}: Read-only file system (EROFS)"]  # and nothing left in the mount
     assert not list(tmp_path.glob(".flamingo-sim-probe*"))
 
 

@@ -74,6 +74,11 @@ BAD_VALUES = [
     ("name=a/b", "name: expected a non-empty name without slashes (it names the run directory), got 'a/b'"),
     ("name=''", "name: expected a non-empty name without slashes (it names the run directory), got ''"),
     ("model=''", "model: expected the name of a profiled DNN model, e.g. mobilenet_v2, got ''"),
+    # the toolkit's sections, checked the same way (check_ranges)
+    ("fedbuff.staleness_exponent=.nan", "fedbuff.staleness_exponent: expected a number >= 0, got nan"),
+    ("fedbuff.concurrency=0", "fedbuff.concurrency: expected an integer >= 1, got 0"),
+    ("aggregation.tau=0", "aggregation.tau: expected a number > 0, got 0.0"),
+    ("selector.straggler_penalty=-1", "selector.straggler_penalty: expected a number >= 0, got -1.0"),
     # found only when the parts are built, still before anything is written
     ("fl.selection=nope", "fl.selection: selector 'nope': expected one of uniform, battery, oort or an import path 'package.module:ClassName'"),
 ]
@@ -156,5 +161,7 @@ def test_shipped_experiments_are_valid():
     from flamingo_sim.fl.config import load_experiment
 
     root = Path(__file__).resolve().parents[1] / "experiments"
-    for exp in sorted(root.glob("*.yaml")):
-        load_experiment(exp)
+    shipped = sorted(root.glob("*.yaml"))
+    assert root / "openimage_mobilenet.yaml" in shipped, f"the shipped experiments are missing (found {len(shipped)} under {root})"
+    for exp in shipped:
+        assert load_experiment(exp).name, exp

@@ -12,9 +12,10 @@ by name or import path with :func:`make_policy` (``"baseline"``, ``"flamingo"`` 
 Per-client state lives in arrays sized ``n_clients`` created by ``init``.
 
 Policies price tasks with :func:`flamingo_sim.devices.execution.run_ladder` (interference
-model and control loop documented there). A policy may also define ``settle(outcome,
-done_frac)``: the engine calls it once the round is settled, with the share of each task that
-ran (see :mod:`flamingo_sim.fl.sim.rounds`).
+model and control loop documented there). One hook is optional, declared in the protocol with
+its default (a policy that subclasses :class:`Policy` inherits it): ``settle(outcome,
+done_frac)``, which the engine calls once the round is settled, with the share of each task
+that ran (see :mod:`flamingo_sim.fl.sim.rounds`); default: nothing.
 
 **Baseline** (PyTorch default): accepts every request, always runs ``4567`` (as many threads as
 big cores), no monitoring, no control loop: it suffers interference whenever the owner uses
@@ -177,7 +178,8 @@ class TaskOutcome:
 
 @runtime_checkable
 class Policy(Protocol):
-    """The device-side training policy the engine calls (see the module docstring)."""
+    """The device-side training policy the engine calls (see the module docstring); subclass it
+    to inherit the optional hook's default."""
 
     name: str
 
@@ -193,8 +195,17 @@ class Policy(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
 
+    def settle(self, outcome: TaskOutcome, done_frac: np.ndarray) -> None:
+        """Optional: the round is settled; ``done_frac[i]`` is the share of task ``i`` of
+        ``outcome`` that ran, in [0, 1] (:class:`~flamingo_sim.fl.sim.rounds.RoundSettlement`). Default: nothing."""
+        return None
 
-class _PolicyBase:
+
+#: What :func:`make_policy` checks an imported policy for: the protocol's methods.
+_METHODS = ("init", "run_tasks", "state_dict", "load_state_dict", "settle")
+
+
+class _PolicyBase(Policy):
     name = "base"
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
@@ -455,7 +466,8 @@ def make_policy(spec: str, config: PolicyConfig | None = None) -> Policy:
         return (load_object(cls, "policies", kind="policy", known=_BUILTIN) if isinstance(cls, str) else cls)(config)
     cls = load_object(spec, "policies", kind="policy", known=_BUILTIN)
     policy = cls(config)
-    missing = [m for m in ("init", "run_tasks", "state_dict", "load_state_dict") if not callable(getattr(policy, m, None))]
+    missing = [m for m in _METHODS if not callable(getattr(policy, m, None))]
     if missing:
-        raise ConfigError(f"policy {spec!r}: lacks {', '.join(missing)} (see flamingo_sim.devices.policies.Policy)")
+        raise ConfigError(f"policy {spec!r}: lacks {', '.join(missing)} (see flamingo_sim.devices.policies.Policy; "
+                          "subclass it for the default of the optional settle)")
     return policy

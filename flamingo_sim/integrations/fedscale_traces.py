@@ -230,8 +230,7 @@ def export_fedscale_traces(
     FedScale's ``--device_conf_file`` and ``--device_avail_file`` at the two files.
     """
     from flamingo_sim.fl.config import load_experiment, require_path
-    from flamingo_sim.fl.runner.setup import phone_assignment, profile_dirs
-    from flamingo_sim.fl.sim.population import build_population
+    from flamingo_sim.fl.runner.setup import experiment_population, phone_assignment, profile_dirs
     from flamingo_sim.resources import find_experiment
     from flamingo_sim.traces.store import load_client_traces
 
@@ -244,15 +243,7 @@ def export_fedscale_traces(
     n_clients = cfg.data.proxy.n_clients if cfg.data.root is None else traces.n_clients
     phones, mix, trace_phones = phone_assignment(cfg, experiment, search.phones(), traces, traces_dir, n_clients)
     profiles = search.load_set(phones, cfg.model)
-    population = build_population(
-        n_clients=n_clients,
-        n_trace_clients=traces.n_clients,
-        phone_mix=mix,
-        bandwidth_mbps=cfg.network.bandwidth_mbps,
-        bandwidth_sigma=cfg.network.bandwidth_sigma,
-        seed=seed,
-        trace_phones=trace_phones,
-    )
+    population = experiment_population(cfg, n_clients, traces.n_clients, mix, trace_phones, seed)
     out = Path(out_dir)
     conf = write_pickle(out / "device_conf.pkl", device_conf(population, profiles, choice))
     avail = write_pickle(out / "device_avail.pkl", device_avail(traces, cfg.traces.min_pct, cfg.traces.reentry_level_pct))

@@ -148,3 +148,36 @@ def test_shared_exploration_is_collective_per_device_model(ps):
     assert list(out.mode) == ["explore"] * 5 + ["default"]
     assert pol.shared_table[0]
     assert run(pol, req([5], [0], 1)).mode[0] == "control"
+
+
+class FourMethods:
+    """A policy by its methods alone, without the optional settle."""
+
+    name = "four"
+
+    def __init__(self, config=None) -> None:
+        self.inner = BaselinePolicy(config)
+
+    def init(self, n_clients, phone_idx, profile_set):
+        self.inner.init(n_clients, phone_idx, profile_set)
+
+    def run_tasks(self, request):
+        return self.inner.run_tasks(request)
+
+    def state_dict(self):
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state):
+        self.inner.load_state_dict(state)
+
+
+class FourMethodsSubclassed(FourMethods, Policy):
+    """The same, subclassing the protocol: it inherits settle's default."""
+
+
+def test_an_imported_policy_declares_settle_or_inherits_it():
+    with pytest.raises(ConfigError, match=r"^policy 'tests.devices.test_policies:FourMethods': lacks settle \(see flamingo_sim.devices.policies.Policy; "
+                                          r"subclass it for the default of the optional settle\)$"):
+        make_policy("tests.devices.test_policies:FourMethods")
+    policy = make_policy("tests.devices.test_policies:FourMethodsSubclassed")
+    assert isinstance(policy, Policy) and policy.settle(None, np.ones(1)) is None  # type: ignore[arg-type]

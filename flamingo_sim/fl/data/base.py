@@ -12,15 +12,19 @@ once. This module holds the protocol and the shared LRU cache; the generated pro
 Tensors: ``x`` is float32 with shape ``(n, *input_shape)``, ``y`` is int64 class ids with
 shape ``(n,)``.
 
-A dataset may also offer ``train_augment(x, client_id, round_idx, seed) -> x``: the round
-loop then trains on that instead of ``x`` (a deterministic function of its arguments, e.g.
-FedScale's random horizontal flip, :class:`~flamingo_sim.fl.data.openimage.FedScaleImageDataset`).
+Two hooks are optional, declared in the protocol with their defaults: a dataset that
+subclasses :class:`FederatedDataset` inherits them, and overrides what it needs.
+``prefetch(client_ids)`` gets a cohort ready before the round loop asks for each client
+(real data: decode in parallel; default: nothing); ``train_augment(x, client_id, round_idx,
+seed)`` gives what the round loop trains on instead of ``x`` (a deterministic function of its
+arguments, e.g. FedScale's random horizontal flip,
+:class:`~flamingo_sim.fl.data.openimage.FedScaleImageDataset`; default: ``x`` unchanged).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -31,7 +35,7 @@ __all__ = ["FederatedDataset", "LRUCache", "DeviceResident", "check_client_id"]
 
 @runtime_checkable
 class FederatedDataset(Protocol):
-    """What the round loop needs from a dataset."""
+    """What the round loop needs from a dataset; subclass it to inherit the optional hooks' defaults."""
 
     name: str
     description: str
@@ -47,6 +51,16 @@ class FederatedDataset(Protocol):
     def test_data(self) -> tuple[Tensor, Tensor]:
         """The central test set, same tensor conventions as :meth:`client_data`."""
         ...
+
+    def prefetch(self, client_ids: Iterable[int]) -> None:
+        """Optional: get these clients ready before :meth:`client_data` is asked for each (real
+        data: decode them in parallel). Default: nothing."""
+        return None
+
+    def train_augment(self, x: Tensor, client_id: int, round_idx: int, seed: int) -> Tensor:
+        """Optional: what client ``client_id`` trains on in round ``round_idx`` instead of ``x``
+        (a deterministic function of the arguments). Default: ``x`` unchanged."""
+        return x
 
 
 class LRUCache:
@@ -117,7 +131,7 @@ class DeviceResident:
 
     def prefetch(self, client_ids: Any) -> None:
         missing = [int(c) for c in client_ids if int(c) not in self._cache]
-        if missing and hasattr(self.dataset, "prefetch"):
+        if missing:
             self.dataset.prefetch(missing)
 
     def client_data(self, client_id: int) -> tuple[Tensor, Tensor]:

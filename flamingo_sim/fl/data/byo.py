@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from flamingo_sim.errors import InputDataError
-from flamingo_sim.fl.data.base import check_client_id
+from flamingo_sim.fl.data.base import FederatedDataset, check_client_id
 
 __all__ = ["ArrayFederated", "read_arrays", "read_leaf", "LEAF_LETTERS"]
 
@@ -41,7 +41,7 @@ LEAF_LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghi
 FEMNIST_PIXELS = 784
 
 
-class ArrayFederated:
+class ArrayFederated(FederatedDataset):
     """Client data held in memory as tensors (:class:`~flamingo_sim.fl.data.base.FederatedDataset`)."""
 
     def __init__(self, name: str, clients: list[tuple[Tensor, Tensor]], test: tuple[Tensor, Tensor], n_classes: int, source: str) -> None:

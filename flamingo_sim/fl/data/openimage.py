@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from flamingo_sim.errors import InputDataError
-from flamingo_sim.fl.data.base import LRUCache, check_client_id
+from flamingo_sim.fl.data.base import FederatedDataset, LRUCache, check_client_id
 from flamingo_sim.rng import derive_seed
 
 __all__ = ["FedScaleLayout", "FedScaleImageDataset", "MappingRows", "TRANSFORMS", "IMAGENET_MEAN", "IMAGENET_STD",
@@ -54,7 +54,7 @@ def _group_rows(clients: list[str]) -> dict[str, list[int]]:
     return groups
 
 
-class FedScaleLayout:
+class FedScaleLayout(FederatedDataset):
     """Samples partitioned into clients by a FedScale mapping file; subclasses decode the files.
 
     Layout (as FedScale's ``OpenImage`` and ``SPEECH`` readers expect)::

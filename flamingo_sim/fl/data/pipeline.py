@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from flamingo_sim.errors import InputDataError
-from flamingo_sim.fl.data.base import LRUCache, check_client_id
+from flamingo_sim.fl.data.base import FederatedDataset, LRUCache, check_client_id
 from flamingo_sim.fl.data.openimage import random_hflip
 from flamingo_sim.io import atomic_dir
 
@@ -259,7 +259,7 @@ def _check_labels(path: Path, y: np.ndarray, n_classes: int) -> None:
         raise InputDataError(f"{path}: label {int(y[bad[0]])} at row {int(bad[0])} is outside [0, {n_classes})")
 
 
-class PackedDataset:
+class PackedDataset(FederatedDataset):
     """A dataset written by :func:`pack_dataset`, memory-mapped: no decoding, float16 on disk.
 
     Opening verifies the pack before trusting it: every file present, the byte size of every

@@ -8,13 +8,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from flamingo_sim.fl.data.base import LRUCache, check_client_id
+from flamingo_sim.fl.data.base import FederatedDataset, LRUCache, check_client_id
 from flamingo_sim.rng import rng
 
 __all__ = ["SyntheticFederated"]
 
 
-class SyntheticFederated:
+class SyntheticFederated(FederatedDataset):
     """Synthetic(alpha, beta) after FedProx/LEAF, with a shared teacher, generated lazily per client.
 
     Client ``k`` has its own softmax-regression "teacher" and its own input distribution:

@@ -20,7 +20,7 @@ from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
 from flamingo_sim.fl.config import PROXY_MIN_SAMPLES, ExperimentConfig, require_path, resolve_path
 from flamingo_sim.fl.data.base import FederatedDataset
 from flamingo_sim.fl.sim.engine import Components
-from flamingo_sim.fl.sim.population import build_population
+from flamingo_sim.fl.sim.population import Population, build_population
 from flamingo_sim.models import build_model
 from flamingo_sim.resources import shipped, user_profiles_dir
 
@@ -82,19 +82,10 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
     cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
     log(f"model update: {size_mb:.2f} MB each way ({size_source})")
-    population = build_population(
-        n_clients=dataset.n_clients,
-        n_trace_clients=traces.n_clients,
-        phone_mix=mix,
-        bandwidth_mbps=cfg.network.bandwidth_mbps,
-        bandwidth_sigma=cfg.network.bandwidth_sigma,
-        seed=seed,
-        trace_phones=trace_phones,
-    )
     return Components(
         cfg=cfg,
         traces=traces,
-        population=population,
+        population=experiment_population(cfg, dataset.n_clients, traces.n_clients, mix, trace_phones, seed),
         profiles=profiles,
         dataset=dataset,
         model=model,
@@ -119,6 +110,14 @@ def update_size_mb(cfg: ExperimentConfig, n_classes: int, trained: str, model: t
         trained = arch
     n = sum(p.numel() for p in model.parameters())
     return n * 4 / 1e6, f"derived: {trained} with {n_classes} classes, {n:,} parameters x 4 bytes"
+
+
+def experiment_population(cfg: ExperimentConfig, n_clients: int, n_trace_clients: int, mix: dict[str, float] | None,
+                          trace_phones: Any, seed: int) -> Population:
+    """The population an experiment draws for ``seed``: ``mix`` and ``trace_phones`` from
+    :func:`phone_assignment`, bandwidths from its ``network`` section."""
+    return build_population(n_clients=n_clients, n_trace_clients=n_trace_clients, phone_mix=mix, bandwidth_mbps=cfg.network.bandwidth_mbps,
+                            bandwidth_sigma=cfg.network.bandwidth_sigma, seed=seed, trace_phones=trace_phones)
 
 
 def phone_assignment(

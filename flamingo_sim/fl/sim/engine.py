@@ -48,7 +48,7 @@ from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS,
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
 from flamingo_sim.fl.training.device import device_cache_bytes, precision_context, resolve_device
-from flamingo_sim.fl.training.trainer import CohortTrainer, evaluate
+from flamingo_sim.fl.training.trainer import CohortTask, CohortTrainer, evaluate
 from flamingo_sim.rng import rng
 from flamingo_sim.traces.store import ClientTraces
 
@@ -89,10 +89,9 @@ class RoundPlan:
     plugged: np.ndarray  # bool (len(chosen),) on the charger at the start: the charger pays for training
 
 
-def _exploring(outcome: Any, energy_spent_j: np.ndarray) -> dict[str, Any]:
+def _exploring(outcome: TaskOutcome, energy_spent_j: np.ndarray) -> dict[str, Any]:
     """Selected clients whose task explored an execution choice, and the energy they drew."""
-    mode = getattr(outcome, "mode", None)
-    exploring = np.zeros(len(energy_spent_j), bool) if mode is None else np.asarray(mode) == "explore"
+    exploring = np.asarray(outcome.mode) == "explore"
     return {"n_exploring": int(exploring.sum()), "energy_exploring_j": float(energy_spent_j[exploring].sum())}
 
 
@@ -270,9 +269,7 @@ class Simulation:
             interrupted=outcome.interrupted,
             deadline_s=cfg.fl.deadline_s,
         )
-        settle = getattr(self.policy, "settle", None)  # e.g. Flamingo books exploration that finished
-        if callable(settle):
-            settle(outcome, settled.done_frac)
+        self.policy.settle(outcome, settled.done_frac)  # e.g. Flamingo books exploration that finished
         return RoundPlan(
             round=self.round,
             t0_s=t0,
@@ -296,24 +293,13 @@ class Simulation:
             return float("nan")
         started = time.perf_counter()
         ids = [int(c) for c in plan.kept]
-        if hasattr(self.dataset, "prefetch"):  # real data: decode the cohort in parallel
-            self.dataset.prefetch(ids)
+        self.dataset.prefetch(ids)  # real data: decode the cohort in parallel
         datas = [self.dataset.client_data(c) for c in ids]
-        augment = getattr(self.dataset, "train_augment", None)  # optional, see fl.data.FederatedDataset
-        if augment is not None:
-            datas = [(augment(x, c, plan.round, self.seed), y) for c, (x, y) in zip(ids, datas)]
+        datas = [(self.dataset.train_augment(x, c, plan.round, self.seed), y) for c, (x, y) in zip(ids, datas)]
         trained_from = time.perf_counter()
-        result = self.trainer.train(
-            self.params,
-            datas,
-            ids,
-            n_steps=cfg.fl.local_steps,
-            batch_size=cfg.fl.batch_size,
-            lr=cfg.fl.lr,
-            seed=self.seed,
-            round_idx=plan.round,
-            prox_mu=self.aggregator.proximal_mu,
-        )
+        task = CohortTask(datas, ids, n_steps=cfg.fl.local_steps, batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed,
+                          round_idx=plan.round, prox_mu=self.aggregator.proximal_mu)
+        result = self.trainer.train(self.params, task)
         n_samples = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
         self.params = self.aggregator.aggregate(self.params, result.params, n_samples)
         self.train_wall_s += time.perf_counter() - trained_from

@@ -46,6 +46,7 @@ from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
+from flamingo_sim.fl.training.trainer import CohortTask
 from flamingo_sim.rng import rng
 
 __all__ = ["AsyncSimulation"]
@@ -127,9 +128,7 @@ class AsyncSimulation(Simulation):
         settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=out.energy_j, spare_energy_j=spare_j,
                                online_at_finish=self._online_at_finish(one, t_s, duration_s), interrupted=out.interrupted,
                                deadline_s=cfg.fl.deadline_s)
-        settle = getattr(self.policy, "settle", None)  # e.g. Flamingo books exploration that finished
-        if callable(settle):
-            settle(out, settled.done_frac)
+        self.policy.settle(out, settled.done_frac)  # e.g. Flamingo books exploration that finished
         reason = int(settled.reason[0])
         done = float(settled.done_frac[0])
         # a task that declined or ran nothing (no spare energy: its level sits at the re-entry
@@ -186,10 +185,13 @@ class AsyncSimulation(Simulation):
         for version in sorted({t.version for t in tasks}):
             idx = [i for i, t in enumerate(tasks) if t.version == version]
             start = self.versions[version]
-            datas = [self.dataset.client_data(tasks[i].client) for i in idx]
+            clients = [tasks[i].client for i in idx]
+            self.dataset.prefetch(clients)  # real data: decode them in parallel
+            # trained as the synchronous loop trains them; a dispatch's own stream (like its minibatches)
+            datas = [(self.dataset.train_augment(x, tasks[i].dispatch, 0, self.seed), y) for i, (x, y) in zip(idx, map(self.dataset.client_data, clients))]
             trained_from = time.perf_counter()
-            res = self.trainer.train(start, datas, [tasks[i].dispatch for i in idx], n_steps=cfg.fl.local_steps,
-                                     batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed, round_idx=0)
+            res = self.trainer.train(start, CohortTask(datas, [tasks[i].dispatch for i in idx], n_steps=cfg.fl.local_steps,
+                                                       batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed, round_idx=0))
             self.train_wall_s += time.perf_counter() - trained_from
             self.samples_trained += len(idx) * cfg.fl.local_steps * cfg.fl.batch_size
             for j, i in enumerate(idx):

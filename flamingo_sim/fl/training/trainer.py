@@ -1,5 +1,9 @@
 """Local training of a cohort of clients: one contract, several strategies.
 
+What a round asks of its cohort is one :class:`CohortTask` (the clients' data and ids, steps,
+batch size, learning rate, seed, round, FedProx's ``prox_mu``), which
+:meth:`CohortTrainer.train` and :func:`train_cohort` run from a global model state.
+
 Each client starts from the same global model state, runs ``n_steps`` steps of plain SGD
 (no momentum, no weight decay) on minibatches of ``batch_size`` samples of its own data, and
 returns its new state: parameters AND buffers (BatchNorm running statistics). Minibatches
@@ -65,6 +69,7 @@ from flamingo_sim.fl.training.threads import threads_safe, train_threads
 from flamingo_sim.rng import derive_seed, rng
 
 __all__ = [
+    "CohortTask",
     "CohortResult",
     "CohortTrainer",
     "train_cohort",
@@ -150,18 +155,38 @@ def minibatch_indices(n_samples: int, n_steps: int, batch_size: int, seed: int, 
     return torch.from_numpy(order.astype(np.int64)).view(n_steps, batch_size)
 
 
-def _check_args(client_datas: Sequence[tuple[Tensor, Tensor]], client_ids: Sequence[int], n_steps: int, batch_size: int, lr: float) -> None:
-    if len(client_datas) != len(client_ids):
-        raise ValueError(f"{len(client_datas)} client datasets but {len(client_ids)} client ids")
-    if len(client_ids) == 0:
-        raise ValueError("empty cohort")
-    if n_steps < 1 or batch_size < 1:
-        raise ValueError(f"n_steps and batch_size must be >= 1, got {n_steps}, {batch_size}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
-    for cid, (x, y) in zip(client_ids, client_datas):
-        if x.shape[0] != y.shape[0]:
-            raise ValueError(f"client {cid}: {x.shape[0]} inputs but {y.shape[0]} labels")
+@dataclass(frozen=True, eq=False)
+class CohortTask:
+    """One round's local training of a cohort, checked when made.
+
+    Client ``client_ids[i]`` holds ``client_datas[i]`` (``(x, y)``) and runs ``n_steps`` steps of
+    plain SGD at ``lr`` on minibatches of ``batch_size``, drawn by :func:`minibatch_indices` from
+    (``seed``, ``round_idx``, its id); ``prox_mu`` > 0 adds FedProx's proximal term.
+    """
+
+    client_datas: Sequence[tuple[Tensor, Tensor]]
+    client_ids: Sequence[int]
+    n_steps: int
+    batch_size: int
+    lr: float
+    seed: int
+    round_idx: int
+    prox_mu: float = 0.0
+
+    def __post_init__(self) -> None:
+        if len(self.client_datas) != len(self.client_ids):
+            raise ValueError(f"{len(self.client_datas)} client datasets but {len(self.client_ids)} client ids")
+        if len(self.client_ids) == 0:
+            raise ValueError("empty cohort")
+        if self.n_steps < 1 or self.batch_size < 1:
+            raise ValueError(f"n_steps and batch_size must be >= 1, got {self.n_steps}, {self.batch_size}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not self.prox_mu >= 0:
+            raise ValueError(f"prox_mu must be >= 0, got {self.prox_mu}")
+        for cid, (x, y) in zip(self.client_ids, self.client_datas):
+            if x.shape[0] != y.shape[0]:
+                raise ValueError(f"client {cid}: {x.shape[0]} inputs but {y.shape[0]} labels")
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -219,23 +244,10 @@ class CohortTrainer:
             chunk = min(chunk, max(1, int(self.max_batched_clients)))
         return strategy, min(chunk, n_clients)
 
-    def train(
-        self,
-        global_params: dict[str, Tensor],
-        client_datas: Sequence[tuple[Tensor, Tensor]],
-        client_ids: Sequence[int],
-        n_steps: int,
-        batch_size: int,
-        lr: float,
-        seed: int,
-        round_idx: int,
-        prox_mu: float = 0.0,
-    ) -> CohortResult:
-        """Run local SGD for each client, starting from ``global_params`` (see :func:`train_cohort`)."""
-        _check_args(client_datas, client_ids, n_steps, batch_size, lr)
-        if not prox_mu >= 0:
-            raise ValueError(f"prox_mu must be >= 0, got {prox_mu}")
-        prox_mu = float(prox_mu)
+    def train(self, global_params: dict[str, Tensor], task: CohortTask) -> CohortResult:
+        """Run ``task``'s local SGD for each client, starting from ``global_params`` (see :func:`train_cohort`)."""
+        client_datas, client_ids, n_steps, batch_size, lr = task.client_datas, task.client_ids, task.n_steps, task.batch_size, task.lr
+        seed, round_idx, prox_mu = task.seed, task.round_idx, float(task.prox_mu)
         state = self._start_state(global_params)
         indices = [
             minibatch_indices(int(x.shape[0]), n_steps, batch_size, seed, round_idx, int(cid))
@@ -298,27 +310,20 @@ class CohortTrainer:
 def train_cohort(
     model: nn.Module,
     global_params: dict[str, Tensor],
-    client_datas: Sequence[tuple[Tensor, Tensor]],
-    client_ids: Sequence[int],
-    n_steps: int,
-    batch_size: int,
-    lr: float,
-    seed: int,
-    round_idx: int,
+    task: CohortTask,
     mode: Mode = "auto",
     max_batched_clients: int | None = None,
-    prox_mu: float = 0.0,
 ) -> CohortResult:
-    """Run local SGD for each client of a cohort, starting from ``global_params``.
+    """Run ``task``'s local SGD for each client of a cohort, starting from ``global_params``.
 
     ``model`` supplies the architecture only; it is not modified. ``global_params`` is a model
     state (:func:`model_state`); entries it lacks are taken from ``model``. Training runs on
     ``model``'s device and the result lives there. ``max_batched_clients`` bounds how many
     clients one vmap call trains at once (memory); ``None`` means what the memory budget allows.
-    ``prox_mu`` > 0 adds FedProx's proximal term towards ``global_params``. A one-off :class:`CohortTrainer`; the engine keeps one across rounds.
+    The task's ``prox_mu`` > 0 pulls towards ``global_params``. A one-off :class:`CohortTrainer`; the engine keeps one across rounds.
     """
     trainer = CohortTrainer(model, strategy=mode, max_batched_clients=max_batched_clients)
-    return trainer.train(global_params, client_datas, client_ids, n_steps, batch_size, lr, seed, round_idx, prox_mu)
+    return trainer.train(global_params, task)
 
 
 @torch.no_grad()

@@ -201,14 +201,14 @@ def test_fedscale_reads_images_lazily_per_client(tmp_path):
 @pytest.mark.slow
 def test_fedscale_end_to_end_with_mobilenet(tmp_path):
     from flamingo_sim.fl.strategy.aggregate import fedavg
-    from flamingo_sim.fl.training.trainer import evaluate, model_state, train_cohort
+    from flamingo_sim.fl.training.trainer import CohortTask, evaluate, model_state, train_cohort
     from flamingo_sim.models import build_model
 
     _write_fedscale(tmp_path, {"a": 4, "b": 5})
     ds = FedScaleImageDataset(tmp_path, "train", image_size=32, min_samples_per_client=4)
     model = build_model("mobilenet_v2", ds.input_shape, ds.n_classes, seed=0)
     ids = [0, 1]
-    res = train_cohort(model, model_state(model), [ds.client_data(i) for i in ids], ids, 2, 4, 0.05, seed=0, round_idx=0)
+    res = train_cohort(model, model_state(model), CohortTask([ds.client_data(i) for i in ids], ids, 2, 4, 0.05, seed=0, round_idx=0))
     expected = "threads" if torch.get_num_threads() >= 2 else "sequential"  # auto: convolutions on the CPU
     assert res.mode == expected and res.losses.shape == (2,) and torch.isfinite(res.losses).all()
     state = fedavg(res.params, ds.samples_per_client[ids])

@@ -29,6 +29,7 @@ from flamingo_sim.fl.runner.checkpoint import (
 )
 from flamingo_sim.fl.runner.run import run_experiment
 from tests.fl.interrupt import run_interrupted
+from tests.mounts import needs_mounts
 
 ROOT = Path(__file__).resolve().parents[3]
 EXP = ROOT / "experiments" / "openimage_mobilenet.yaml"
@@ -266,16 +267,6 @@ def test_sigkill_at_ten_random_points_then_resume_is_bit_identical(whole, tmp_pa
     assert proc.returncode == 0, proc.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), whole.metrics)
     assert _leftovers(out) == []
-
-
-def _userns_mounts() -> bool:
-    """Whether this machine lets an unprivileged user namespace mount a tmpfs (unshare -rm)."""
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True, check=False) \
-        if shutil.which("unshare") else None
-    return probe is not None and probe.returncode == 0
-
-
-needs_mounts = pytest.mark.skipif(not _userns_mounts(), reason="no user namespace with mounts (unshare -rm) to make a small or read-only tmpfs")
 
 
 @needs_mounts

@@ -63,7 +63,7 @@ def test_per_client_clock_on_the_scripted_scenario():
 
 
 def test_fedbuff_config_errors():
-    with pytest.raises(ConfigError, match=r"fedbuff\.buffer_size: expected an integer >= 1, got 0"):
+    with pytest.raises(ConfigError, match=r"toolkit_fedbuff\.yaml: fedbuff\.buffer_size: expected an integer >= 1, got 0$"):
         run_experiment(ROOT / "experiments/toolkit_fedbuff.yaml", overrides=["fedbuff.buffer_size=0"])
     with pytest.raises(ConfigError, match=r"aggregation: fl\.mode 'fedbuff' updates the server with FedBuff's own step"):
         run_experiment(ROOT / "experiments/toolkit_fedbuff.yaml", overrides=["aggregation.name=fedyogi"])

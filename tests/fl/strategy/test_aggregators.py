@@ -16,7 +16,7 @@ from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.strategy.aggregate import server_adam_step
 from flamingo_sim.fl.strategy.aggregators import FedAdam, FedAvg, FedYogi, make_aggregator
-from flamingo_sim.fl.training.trainer import train_cohort
+from flamingo_sim.fl.training.trainer import CohortTask, train_cohort
 from flamingo_sim.models import build_model
 from tests.fl.interrupt import run_interrupted
 
@@ -95,7 +95,7 @@ def test_fedprox_step_by_hand():
     mu, lr = 0.7, 0.1
     out = {}
     for mode in ("vmap", "streams", "sequential"):
-        res = train_cohort(model, w0, [(x, y)], [3], n_steps=2, batch_size=8, lr=lr, seed=0, round_idx=1, mode=mode, prox_mu=mu)
+        res = train_cohort(model, w0, CohortTask([(x, y)], [3], n_steps=2, batch_size=8, lr=lr, seed=0, round_idx=1, prox_mu=mu), mode=mode)
         out[mode] = res.client_params(0)
     # by hand, full-batch: w1 = w0 - lr g(w0); w2 = w1 - lr (g(w1) + mu (w1 - w0))
     def grads(state):
@@ -110,7 +110,7 @@ def test_fedprox_step_by_hand():
     for mode, got in out.items():
         for k in w0:
             assert torch.allclose(got[k], w2[k], atol=1e-12), (mode, k)
-    plain = train_cohort(model, w0, [(x, y)], [3], n_steps=2, batch_size=8, lr=lr, seed=0, round_idx=1).client_params(0)
+    plain = train_cohort(model, w0, CohortTask([(x, y)], [3], n_steps=2, batch_size=8, lr=lr, seed=0, round_idx=1)).client_params(0)
     assert any(not torch.allclose(plain[k], w2[k], atol=1e-9) for k in w0)  # the term matters
 
 

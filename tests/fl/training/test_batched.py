@@ -8,7 +8,7 @@ from torch import nn
 
 from flamingo_sim.fl.strategy.aggregate import fedavg
 from flamingo_sim.fl.training.memory import per_client_bytes
-from flamingo_sim.fl.training.trainer import CohortTrainer, choose_strategy, model_state, train_cohort
+from flamingo_sim.fl.training.trainer import CohortTask, CohortTrainer, choose_strategy, model_state, train_cohort
 from flamingo_sim.models import build_model
 
 
@@ -48,13 +48,13 @@ def test_tiny_cnn_float64_strategies_equal_the_loop(strategy):
     datas = _datas(3, (3, 8, 8), 4, torch.float64)
     start = model_state(model)
     kw = dict(n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=2)
-    ref = train_cohort(model, start, datas, [0, 1, 2], mode="sequential", **kw)
-    got = CohortTrainer(model, strategy=strategy, n_streams=2).train(start, datas, [0, 1, 2], **kw)
+    ref = train_cohort(model, start, CohortTask(datas, [0, 1, 2], **kw), mode="sequential")
+    got = CohortTrainer(model, strategy=strategy, n_streams=2).train(start, CohortTask(datas, [0, 1, 2], **kw))
     assert got.mode == strategy
     assert _max_diff(got.params, ref.params) < 1e-12
     assert torch.equal(got.params["bn.num_batches_tracked"], torch.tensor([3, 3, 3]))
     torch.testing.assert_close(got.losses, ref.losses, atol=1e-6, rtol=0)
-    chunked = CohortTrainer(model, strategy="vmap", max_batched_clients=2).train(start, datas, [0, 1, 2], **kw)
+    chunked = CohortTrainer(model, strategy="vmap", max_batched_clients=2).train(start, CohortTask(datas, [0, 1, 2], **kw))
     assert _max_diff(chunked.params, ref.params) < 1e-12
 
 
@@ -64,16 +64,16 @@ def test_fedprox_term_in_every_strategy_equals_the_loop(strategy):
     datas = _datas(3, (3, 8, 8), 4, torch.float64)
     start = model_state(model)
     kw = dict(n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=2, prox_mu=0.5)
-    ref = train_cohort(model, start, datas, [0, 1, 2], mode="sequential", **kw)
-    plain = train_cohort(model, start, datas, [0, 1, 2], mode="sequential", **{**kw, "prox_mu": 0.0})
+    ref = train_cohort(model, start, CohortTask(datas, [0, 1, 2], **kw), mode="sequential")
+    plain = train_cohort(model, start, CohortTask(datas, [0, 1, 2], **{**kw, "prox_mu": 0.0}), mode="sequential")
     assert _max_diff(ref.params, plain.params) > 1e-6  # the term changes the result
     for trainer in (CohortTrainer(model, strategy=strategy, n_streams=2), CohortTrainer(model, strategy=strategy, max_batched_clients=2)):
-        got = trainer.train(start, datas, [0, 1, 2], **kw)
+        got = trainer.train(start, CohortTask(datas, [0, 1, 2], **kw))
         assert got.mode == strategy
         assert _max_diff(got.params, ref.params) < 1e-12
         torch.testing.assert_close(got.losses, ref.losses, atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match="prox_mu must be >= 0, got -0.1"):
-        CohortTrainer(model, strategy=strategy).train(start, datas, [0, 1, 2], **{**kw, "prox_mu": -0.1})
+        CohortTrainer(model, strategy=strategy).train(start, CohortTask(datas, [0, 1, 2], **{**kw, "prox_mu": -0.1}))
 
 
 def test_float32_vmap_is_close_to_the_loop():
@@ -81,15 +81,15 @@ def test_float32_vmap_is_close_to_the_loop():
     model = _TinyCNN()
     datas = _datas(3, (3, 8, 8), 4, torch.float32)
     kw = dict(n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=2)
-    ref = train_cohort(model, model_state(model), datas, [0, 1, 2], mode="sequential", **kw)
-    got = train_cohort(model, model_state(model), datas, [0, 1, 2], mode="vmap", **kw)
+    ref = train_cohort(model, model_state(model), CohortTask(datas, [0, 1, 2], **kw), mode="sequential")
+    got = train_cohort(model, model_state(model), CohortTask(datas, [0, 1, 2], **kw), mode="vmap")
     assert _max_diff(got.params, ref.params) < 1e-5
 
 
 def test_batchnorm_running_stats_are_fedavg_weighted():
     model = _TinyCNN().double()
     datas = _datas(2, (3, 8, 8), 4, torch.float64)
-    res = train_cohort(model, model_state(model), datas, [0, 1], 2, 8, 0.05, seed=0, round_idx=0)
+    res = train_cohort(model, model_state(model), CohortTask(datas, [0, 1], 2, 8, 0.05, seed=0, round_idx=0))
     weights = [10.0, 13.0]
     merged = fedavg(res.params, weights)
     rm = res.params["bn.running_mean"]
@@ -104,9 +104,9 @@ def test_dropout_differs_per_client_and_repeats_per_seed():
     x, y = _datas(1, (3, 8, 8), 4, torch.float32)[0]
     datas = [(x, y), (x.clone(), y.clone())]  # two identical clients
     kw = dict(n_steps=2, batch_size=8, lr=0.05, round_idx=0)
-    a = train_cohort(model, model_state(model), datas, [5, 5], seed=0, mode="vmap", **kw)
-    b = train_cohort(model, model_state(model), datas, [5, 5], seed=0, mode="vmap", **kw)
-    c = train_cohort(model, model_state(model), datas, [5, 5], seed=1, mode="vmap", **kw)
+    a = train_cohort(model, model_state(model), CohortTask(datas, [5, 5], seed=0, **kw), mode="vmap")
+    b = train_cohort(model, model_state(model), CohortTask(datas, [5, 5], seed=0, **kw), mode="vmap")
+    c = train_cohort(model, model_state(model), CohortTask(datas, [5, 5], seed=1, **kw), mode="vmap")
     assert not torch.equal(a.params["fc.weight"][0], a.params["fc.weight"][1])  # same data, own masks
     assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
     assert not torch.equal(a.params["fc.weight"], c.params["fc.weight"])
@@ -153,8 +153,8 @@ def paper_network_case(arch: str) -> tuple[nn.Module, list[tuple[torch.Tensor, t
 def test_paper_networks_float64_vmap_equals_the_loop(arch):
     """3 clients, 3 steps, 32 px, float64: parameters and buffers within 1e-9 of the loop."""
     model, datas, start, kw = paper_network_case(arch)
-    ref = train_cohort(model, start, datas, [0, 1, 2], mode="sequential", **kw)
-    got = train_cohort(model, start, datas, [0, 1, 2], mode="vmap", **kw)
+    ref = train_cohort(model, start, CohortTask(datas, [0, 1, 2], **kw), mode="sequential")
+    got = train_cohort(model, start, CohortTask(datas, [0, 1, 2], **kw), mode="vmap")
     assert got.mode == "vmap"
     assert _max_diff(got.params, ref.params) < 1e-9
     assert any("running_mean" in k for k in got.params)
@@ -168,6 +168,6 @@ def test_fedprox_term_under_cuda_graphs_equals_the_loop():
     kw = dict(n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=2, prox_mu=0.5)
     trainer = CohortTrainer(model, strategy="vmap", cuda_graphs=True)
     for round_start in (start, {k: v + 0.01 if v.is_floating_point() else v for k, v in start.items()}):
-        ref = train_cohort(model, round_start, datas, [0, 1, 2], mode="sequential", **kw)
-        got = trainer.train(round_start, datas, [0, 1, 2], **kw)  # the second round replays the graph, new anchor
+        ref = train_cohort(model, round_start, CohortTask(datas, [0, 1, 2], **kw), mode="sequential")
+        got = trainer.train(round_start, CohortTask(datas, [0, 1, 2], **kw))  # the second round replays the graph, new anchor
         assert _max_diff(got.params, ref.params) < 1e-9

@@ -8,7 +8,7 @@ from torch import nn
 
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.training.threads import ClientDropout, threads_safe, train_threads
-from flamingo_sim.fl.training.trainer import CohortTrainer, choose_strategy, model_state, train_cohort
+from flamingo_sim.fl.training.trainer import CohortTask, CohortTrainer, choose_strategy, model_state, train_cohort
 from flamingo_sim.models import build_model
 from tests.fl.runner.test_run import ROOT
 from tests.fl.training.test_batched import _datas, _max_diff, _TinyCNN, paper_network_case
@@ -28,8 +28,8 @@ def test_float64_threads_equal_the_loop_with_fedprox(two_threads):
     start = model_state(model)
     for mu in (0.0, 0.5):
         kw = dict(n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=2, prox_mu=mu)
-        ref = train_cohort(model, start, datas, [0, 1, 2, 3, 4], mode="sequential", **kw)
-        got = CohortTrainer(model, strategy="threads").train(start, datas, [0, 1, 2, 3, 4], **kw)
+        ref = train_cohort(model, start, CohortTask(datas, [0, 1, 2, 3, 4], **kw), mode="sequential")
+        got = CohortTrainer(model, strategy="threads").train(start, CohortTask(datas, [0, 1, 2, 3, 4], **kw))
         assert got.mode == "threads"
         assert _max_diff(got.params, ref.params) < 1e-12
         assert torch.equal(got.params["bn.num_batches_tracked"], torch.tensor([3] * 5))
@@ -110,8 +110,8 @@ def test_paper_networks_float64_threads_equal_the_loop(arch, two_threads):
     splits its reductions differently: 1e-9 away from itself on one, BatchNorm over 1x1 maps
     amplifying the rounding.)"""
     model, datas, start, kw = paper_network_case(arch)
-    got = train_cohort(model, start, datas, [0, 1, 2], mode="auto", **kw)
+    got = train_cohort(model, start, CohortTask(datas, [0, 1, 2], **kw), mode="auto")
     torch.set_num_threads(1)
-    ref = train_cohort(model, start, datas, [0, 1, 2], mode="sequential", **kw)
+    ref = train_cohort(model, start, CohortTask(datas, [0, 1, 2], **kw), mode="sequential")
     assert got.mode == "threads"
     assert all(torch.equal(got.params[k], ref.params[k]) for k in ref.params)

@@ -9,7 +9,7 @@ from torch import nn
 
 from flamingo_sim.fl.data.proxy import SyntheticFederated
 from flamingo_sim.fl.strategy.aggregate import fedavg
-from flamingo_sim.fl.training.trainer import evaluate, minibatch_indices, model_state, supports_batched, train_cohort
+from flamingo_sim.fl.training.trainer import CohortTask, evaluate, minibatch_indices, model_state, supports_batched, train_cohort
 from flamingo_sim.models import build_model
 from flamingo_sim.rng import rng
 
@@ -34,7 +34,7 @@ def test_one_sgd_step_by_hand_on_logreg():
     state = {"1.weight": torch.tensor([[1.0, 0.0], [0.0, 1.0]]), "1.bias": torch.zeros(2)}
     x = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
     y = torch.tensor([1, 1])
-    res = train_cohort(model, state, [(x, y)], [0], n_steps=1, batch_size=2, lr=0.5, seed=0, round_idx=0)
+    res = train_cohort(model, state, CohortTask([(x, y)], [0], n_steps=1, batch_size=2, lr=0.5, seed=0, round_idx=0))
     # logits: sample 0 -> (1, 0), sample 1 -> (0, 2); p = softmax; grad_logits = (p - onehot) / 2
     e = np.e
     p0 = np.array([e / (e + 1), 1 / (e + 1)])
@@ -56,15 +56,15 @@ def test_batched_equals_sequential(name):
     model = build_model(name, ds.input_shape, ds.n_classes, seed=1)
     start = model_state(model)
     kwargs = dict(n_steps=12, batch_size=16, lr=0.05, seed=9, round_idx=2)
-    bat = train_cohort(model, start, _cohort(ds, ids), ids, mode="batched", **kwargs)
-    seq = train_cohort(model, start, _cohort(ds, ids), ids, mode="sequential", **kwargs)
+    bat = train_cohort(model, start, CohortTask(_cohort(ds, ids), ids, **kwargs), mode="batched")
+    seq = train_cohort(model, start, CohortTask(_cohort(ds, ids), ids, **kwargs), mode="sequential")
     assert (bat.mode, seq.mode) == ("vmap", "sequential")
     for key in start:
         assert bat.params[key].shape == (len(ids), *start[key].shape)
         torch.testing.assert_close(bat.params[key], seq.params[key], atol=1e-5, rtol=1e-5)
         assert not torch.allclose(bat.params[key][0], start[key])  # it trained
     torch.testing.assert_close(bat.losses, seq.losses, atol=1e-5, rtol=1e-5)
-    chunked = train_cohort(model, start, _cohort(ds, ids), ids, mode="batched", max_batched_clients=2, **kwargs)
+    chunked = train_cohort(model, start, CohortTask(_cohort(ds, ids), ids, **kwargs), mode="batched", max_batched_clients=2)
     for key in start:
         torch.testing.assert_close(chunked.params[key], bat.params[key], atol=1e-6, rtol=1e-6)
 
@@ -74,15 +74,15 @@ def test_training_is_deterministic_and_leaves_model_alone():
     model = build_model("mlp", ds.input_shape, ds.n_classes, seed=1)
     before = model_state(model)
     ids = [1, 2, 3]
-    a = train_cohort(model, before, _cohort(ds, ids), ids, 5, 16, 0.05, seed=1, round_idx=0)
-    b = train_cohort(model, before, _cohort(ds, ids), ids, 5, 16, 0.05, seed=1, round_idx=0)
-    c = train_cohort(model, before, _cohort(ds, ids), ids, 5, 16, 0.05, seed=1, round_idx=1)
+    a = train_cohort(model, before, CohortTask(_cohort(ds, ids), ids, 5, 16, 0.05, seed=1, round_idx=0))
+    b = train_cohort(model, before, CohortTask(_cohort(ds, ids), ids, 5, 16, 0.05, seed=1, round_idx=0))
+    c = train_cohort(model, before, CohortTask(_cohort(ds, ids), ids, 5, 16, 0.05, seed=1, round_idx=1))
     for key in before:
         assert torch.equal(a.params[key], b.params[key])
         assert torch.equal(model_state(model)[key], before[key])
     assert not torch.equal(a.params["1.weight"], c.params["1.weight"])  # other round, other batches
     # A client's update does not depend on who else is in the cohort.
-    solo = train_cohort(model, before, _cohort(ds, [2]), [2], 5, 16, 0.05, seed=1, round_idx=0)
+    solo = train_cohort(model, before, CohortTask(_cohort(ds, [2]), [2], 5, 16, 0.05, seed=1, round_idx=0))
     torch.testing.assert_close(solo.params["1.weight"][0], a.params["1.weight"][1], atol=1e-6, rtol=1e-6)
 
 
@@ -102,7 +102,7 @@ def test_models_with_buffers_train_batched_with_per_client_buffers():
     assert supports_batched(model)
     gen = torch.Generator().manual_seed(0)
     datas = [(torch.randn(20, 6, generator=gen), torch.randint(0, 3, (20,), generator=gen)) for _ in range(2)]
-    res = train_cohort(model, model_state(model), datas, [0, 1], 3, 8, 0.1, seed=0, round_idx=0, mode="batched")
+    res = train_cohort(model, model_state(model), CohortTask(datas, [0, 1], 3, 8, 0.1, seed=0, round_idx=0), mode="batched")
     assert res.mode == "vmap"
     assert res.params["bn.num_batches_tracked"].tolist() == [3, 3]
     assert not torch.allclose(res.params["bn.running_mean"][0], torch.zeros(8))
@@ -131,11 +131,11 @@ def test_validation_errors():
     model = build_model("logreg", (2,), 2)
     data = [(torch.zeros(4, 2), torch.zeros(4, dtype=torch.int64))]
     with pytest.raises(ValueError, match="1 client datasets but 2 client ids"):
-        train_cohort(model, model_state(model), data, [0, 1], 1, 2, 0.1, 0, 0)
+        train_cohort(model, model_state(model), CohortTask(data, [0, 1], 1, 2, 0.1, 0, 0))
     with pytest.raises(ValueError, match="lr"):
-        train_cohort(model, model_state(model), data, [0], 1, 2, 0.0, 0, 0)
+        train_cohort(model, model_state(model), CohortTask(data, [0], 1, 2, 0.0, 0, 0))
     with pytest.raises(ValueError, match="mode"):
-        train_cohort(model, model_state(model), data, [0], 1, 2, 0.1, 0, 0, mode="fast")
+        train_cohort(model, model_state(model), CohortTask(data, [0], 1, 2, 0.1, 0, 0), mode="fast")
 
 
 @pytest.mark.slow
@@ -147,7 +147,7 @@ def test_fedavg_on_synthetic_improves_accuracy():
     acc0, loss0 = evaluate(model, state, xt, yt)
     for r in range(20):
         ids = rng(0, "test-selection", r).choice(ds.n_clients, 30, replace=False).tolist()
-        res = train_cohort(model, state, _cohort(ds, ids), ids, 20, 16, 0.05, seed=0, round_idx=r)
+        res = train_cohort(model, state, CohortTask(_cohort(ds, ids), ids, 20, 16, 0.05, seed=0, round_idx=r))
         state = fedavg(res.params, ds.samples_per_client[ids])
     acc, loss = evaluate(model, state, xt, yt)
     assert acc > acc0 + 0.15, (acc0, acc)
@@ -158,6 +158,6 @@ def test_global_params_must_match_the_model():
     model = build_model("logreg", (2,), 2)
     data = [(torch.zeros(4, 2), torch.zeros(4, dtype=torch.int64))]
     with pytest.raises(ValueError, match="'fc.weight', which the model does not have"):
-        train_cohort(model, {"fc.weight": torch.zeros(2, 2)}, data, [0], 1, 2, 0.1, 0, 0)
+        train_cohort(model, {"fc.weight": torch.zeros(2, 2)}, CohortTask(data, [0], 1, 2, 0.1, 0, 0))
     with pytest.raises(ValueError, match=r"has shape \(3, 2\), the model expects \(2, 2\)"):
-        train_cohort(model, {"1.weight": torch.zeros(3, 2)}, data, [0], 1, 2, 0.1, 0, 0)
+        train_cohort(model, {"1.weight": torch.zeros(3, 2)}, CohortTask(data, [0], 1, 2, 0.1, 0, 0))
