@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # a study's "continue it with" repeats its command
     try:
         with stop_signals():
             return int(args.func(args) or 0)

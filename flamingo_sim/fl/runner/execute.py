@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
 
-__all__ = ["EXECUTORS", "Failure", "Progress", "execute", "parse_jobs", "unit_threads", "auto_jobs", "RAY_HINT"]
+__all__ = ["EXECUTORS", "Failure", "Progress", "execute", "unit_threads", "auto_jobs", "RAY_HINT"]
 
 EXECUTORS = ("local", "ray")
 RAY_HINT = "pip install 'flamingo-sim[cluster]'"
@@ -55,15 +55,6 @@ class Failure:
 
     def describe(self) -> str:
         return f"{self.unit.label} failed: {self.error} (run directory {self.unit.run_dir}, log {self.unit.path('.log')})"
-
-
-def parse_jobs(text: str) -> int | None:
-    """``--jobs``: a count >= 1, or ``auto`` (None: decided from the cores and each run's threads)."""
-    if text == "auto":
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise ConfigError(f"--jobs: expected a count >= 1 or auto, got {text!r}")
-    return int(text)
 
 
 def unit_threads(cfg: Any, jobs: int) -> int:
@@ -263,8 +254,6 @@ def _child_env(unit: Unit) -> dict[str, str]:
 
 def _error_of(unit: Unit, returncode: int) -> str:
     """Why a unit's process ended without a result: the signal that killed it, or its error line."""
-    if returncode < 0:
-        return f"killed by {signal.Signals(-returncode).name}"
     try:
         lines = [ln for ln in unit.path(".log").read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
@@ -272,32 +261,54 @@ def _error_of(unit: Unit, returncode: int) -> str:
     errors = [ln for ln in lines if ln.startswith("error: ")]
     if errors:
         return errors[-1][len("error: "):]
+    if returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}" + ("" if read_status(unit) is not None else " before it started")
     if returncode == 0:
         return "ended without writing its result"
     return f"exited with code {returncode}" + (f": {lines[-1]}" if lines else "")
 
 
+def _batches(pending: Sequence[Unit], jobs: int) -> list[list[Unit]]:
+    """What each worker process runs: the policies of one (run, seed) together when that still
+    leaves two batches per job (they share the seed's components and one process start), else
+    one unit each; the costliest first, so that the cheap ones fill the end."""
+    by_seed: dict[tuple[str, int], list[Unit]] = {}
+    for unit in pending:
+        by_seed.setdefault((unit.run_dir, unit.seed), []).append(unit)
+    batches = list(by_seed.values()) if len(by_seed) >= 2 * jobs else [[u] for u in pending]
+    return sorted(batches, key=lambda b: -sum(u.cost for u in b))
+
+
 def _run_local(pending: Sequence[Unit], jobs: int, progress: Progress) -> None:
     from flamingo_sim.fl.runner.worker import worker_command
 
-    queue = collections.deque(pending)
-    running: dict[subprocess.Popen, Unit] = {}
+    queue = collections.deque(_batches(pending, jobs))
+    running: dict[subprocess.Popen, list[Unit]] = {}
+    waiting: set[Unit] = set()  # launched, not yet started (a later unit of a batch)
     try:
         while queue or running:
             while queue and len(running) < jobs:
-                unit = queue.popleft()
-                unit.path(".log").parent.mkdir(parents=True, exist_ok=True)
-                with open(unit.path(".log"), "w") as log:  # the child holds its own descriptor
-                    proc = subprocess.Popen(worker_command(unit), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                            env=_child_env(unit), start_new_session=True)
-                running[proc] = unit
-                progress.start(unit)
+                batch = queue.popleft()
+                for unit in batch:
+                    unit.path(".log").parent.mkdir(parents=True, exist_ok=True)
+                    unit.path(".log").write_text("")
+                    unit.path(".status").unlink(missing_ok=True)
+                with open(batch[0].path(".log"), "a") as log:  # the child holds its own descriptor
+                    proc = subprocess.Popen(worker_command(batch), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                            env=_child_env(batch[0]), start_new_session=True)
+                running[proc] = batch
+                progress.start(batch[0])
+                waiting.update(batch[1:])
             for proc in [p for p in running if p.poll() is not None]:
-                unit = running.pop(proc)
-                if proc.returncode == 0 and unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed) is not None:
-                    progress.finish(unit)
-                else:
-                    progress.fail(unit, _error_of(unit, proc.returncode))
+                for unit in running.pop(proc):
+                    waiting.discard(unit)
+                    if unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed) is not None:
+                        progress.finish(unit)
+                    else:
+                        progress.fail(unit, _error_of(unit, proc.returncode))
+            for unit in [u for u in waiting if read_status(u) is not None]:
+                waiting.discard(unit)
+                progress.start(unit)
             progress.tick()
             time.sleep(0.2)
     finally:
@@ -353,6 +364,8 @@ def _run_ray(pending: Sequence[Unit], jobs: int, address: str | None, progress: 
         task = ray.remote(run_logged)
         for unit in pending:
             unit.path(".log").parent.mkdir(parents=True, exist_ok=True)
+            unit.path(".log").write_text("")
+            unit.path(".status").unlink(missing_ok=True)
             ref = task.options(num_cpus=unit.threads, num_gpus=1 if unit.gpu else 0, max_retries=0, retry_exceptions=False,
                                name=unit.label).remote(unit.to_json())
             refs[ref] = unit

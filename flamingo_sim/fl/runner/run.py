@@ -129,8 +129,10 @@ class PreparedRun:
         threads = unit_threads(self.cfg, jobs)
         gpu = str(self.cfg.fl.device).startswith("cuda")
         prefix = f"{self.label} " if self.label else ""
+        fl = self.cfg.fl
+        cost = float((fl.rounds or 100) * fl.participants_per_round * fl.local_steps)
         return [Unit(str(self.experiment), self.overrides, self.n_seeds, str(self.out), name, seed, f"{prefix}{name} seed {seed}",
-                     engine=self.engine, threads=threads, gpu=gpu)
+                     engine=self.engine, threads=threads, gpu=gpu, cost=cost)
                 for seed in self.cfg.seeds for name in self.cfg.policies]
 
 

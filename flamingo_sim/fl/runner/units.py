@@ -10,7 +10,7 @@ run directory can run at the same time:
 - ``units/<policy>-seed<k>.json``   the unit's metrics rows and what the summary needs from its
   run (participation histogram, data description, model size); ``"done": false`` while it runs
   (rewritten every ``checkpoint_every`` rounds), ``true`` once it has finished;
-- ``units/<policy>-seed<k>.status`` its progress (round, rounds), for the study's progress lines;
+- ``units/<policy>-seed<k>.status`` its progress (round, rounds, process id), for the study's progress lines;
 - ``units/<policy>-seed<k>.log``    its log, when it runs in another process;
 - ``checkpoints/<policy>-seed<k>.pt`` its checkpoint (native engine, ``fl.mode: sync``).
 
@@ -22,6 +22,7 @@ result says done is not run again; one with a checkpoint continues from it.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -57,7 +58,8 @@ class Unit:
     """One (policy, seed) of a run directory, and how to build its config again in any process.
 
     ``threads``: the CPU threads the unit may use (its share of the cores: torch's thread
-    budget in a worker process, the CPUs a Ray task asks for); ``gpu``: it trains on a CUDA GPU.
+    budget in a worker process, the CPUs a Ray task asks for); ``gpu``: it trains on a CUDA GPU;
+    ``cost``: its relative work, for the order in which units start (not their results).
     """
 
     experiment: str
@@ -70,6 +72,7 @@ class Unit:
     engine: str = "native"
     threads: int = 1
     gpu: bool = False
+    cost: float = 1.0  # relative work (rounds x clients x steps): the costliest units start first
 
     @property
     def name(self) -> str:
@@ -210,7 +213,7 @@ class _UnitWriter(Callback):
 
 
 class _Status(Callback):
-    """The unit's progress (``{"round": r, "rounds": R}``) in a small file, at most every
+    """The unit's progress (``{"round": r, "rounds": R, "pid": its process}``) in a small file, at most every
     :data:`STATUS_EVERY_S`: what a study's progress lines show, wherever the unit runs."""
 
     def __init__(self, path: Path) -> None:
@@ -219,7 +222,7 @@ class _Status(Callback):
     def _write(self, sim: Any) -> None:
         self.last = time.monotonic()
         with atomic_path(self.path) as tmp:
-            tmp.write_text(json.dumps({"round": sim.round, "rounds": sim.cfg.fl.rounds}))
+            tmp.write_text(json.dumps({"round": sim.round, "rounds": sim.cfg.fl.rounds, "pid": os.getpid()}))
 
     def on_run_begin(self, sim: Any, records: Sequence[RoundRecord]) -> None:
         self._write(sim)

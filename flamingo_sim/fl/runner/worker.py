@@ -1,9 +1,12 @@
-"""One unit of work (:class:`~flamingo_sim.fl.runner.units.Unit`) in a process of its own.
+"""Units of work (:class:`~flamingo_sim.fl.runner.units.Unit`) in a process of their own.
 
-``python -m flamingo_sim.fl.runner.worker UNIT_JSON`` is what ``--jobs N`` starts for each
-unit on this machine; :func:`run_logged` is what a Ray task calls. Both run
+``python -m flamingo_sim.fl.runner.worker PARENT_PID UNIT_JSON...`` is what ``--jobs N`` starts
+on this machine: the units given (the policies of one seed, when there are units enough to keep
+every job busy: they share the seed's components, as in one run), one after the other;
+:func:`run_logged` is what a Ray task calls for one unit. Both run
 :func:`~flamingo_sim.fl.runner.units.run_unit`, log into ``units/<policy>-seed<k>.log`` and turn
-an error into one line: printed last (exit code 2) by the command, returned by the Ray task.
+an error into one line, ``error: ...`` last in that log (and returned by the Ray task). A unit
+that fails does not stop the next one.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Sequence
 
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.faults import Interrupted, describe_os_error, stop_signals
-from flamingo_sim.fl.runner.units import Unit, run_unit
+from flamingo_sim.fl.runner.units import PartsCache, Unit, run_unit
 
 __all__ = ["run_logged", "write_probe", "worker_command", "main"]
 
@@ -27,10 +30,10 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _run(unit: Unit) -> str | None:
+def _run(unit: Unit, cache: PartsCache | None) -> str | None:
     """Run ``unit``; None when it finished, else its error in one line (a traceback goes to the log)."""
     try:
-        run_unit(unit, say=_say, progress_bar=False)
+        run_unit(unit, say=_say, cache=cache, progress_bar=False)
     except FlamingoError as exc:
         return str(exc)
     except OSError as exc:
@@ -42,14 +45,14 @@ def _run(unit: Unit) -> str | None:
     return None
 
 
-def run_logged(unit_json: str) -> str | None:
-    """A Ray task's body: run the unit with its log in ``units/<name>.log``; its error line or None."""
+def run_logged(unit_json: str, cache: PartsCache | None = None) -> str | None:
+    """Run one unit with its log appended to ``units/<name>.log``; its error line or None (a Ray task's body)."""
     unit = Unit.from_json(unit_json)
     log = unit.path(".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     os.environ["FLAMINGO_SIM_QUIET"] = "1"
-    with open(log, "w") as fh, contextlib.redirect_stderr(fh), contextlib.redirect_stdout(fh):
-        error = _run(unit)
+    with open(log, "a") as fh, contextlib.redirect_stderr(fh), contextlib.redirect_stdout(fh):
+        error = _run(unit, cache)
         if error is not None:
             _say(f"error: {error}")
     return error
@@ -78,25 +81,24 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``worker UNIT_JSON [PARENT_PID]``: exit 0 when the unit finished, 2 with ``error: ...`` last
-    on stderr when it failed, 128 + the signal when stopped by SIGINT or SIGTERM."""
+    """``worker PARENT_PID UNIT_JSON...``: exit 0 when every unit finished, 2 when one failed (its
+    log ends with ``error: ...``), 128 + the signal when stopped by SIGINT or SIGTERM."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) == 2:
-        _die_with_parent(int(args[1]))
+    _die_with_parent(int(args[0]))
+    cache = PartsCache()
+    failed = False
     try:
         with stop_signals():
-            error = _run(Unit.from_json(args[0]))
+            for text in args[1:]:
+                failed = run_logged(text, cache) is not None or failed
     except KeyboardInterrupt as exc:
         return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
-    if error is not None:
-        _say(f"error: {error}")
-        return 2
-    return 0
+    return 2 if failed else 0
 
 
-def worker_command(unit: Unit) -> list[str]:
-    """The command line that runs ``unit`` in a child process of this one."""
-    return [sys.executable, "-m", "flamingo_sim.fl.runner.worker", unit.to_json(), str(os.getpid())]
+def worker_command(units: Sequence[Unit]) -> list[str]:
+    """The command line that runs ``units`` in a child process of this one."""
+    return [sys.executable, "-m", "flamingo_sim.fl.runner.worker", str(os.getpid()), *(u.to_json() for u in units)]
 
 
 def package_root() -> Path:
