@@ -121,7 +121,6 @@ def run_sensitivity(
 
     runs = [StudyRun("reference", experiment, tuple(overrides), n_seeds)]
     runs += [StudyRun(_run_name(key, value), experiment, tuple(sets), n_seeds) for key, value, sets, same in plan if not same]
-    log(f"sensitivity: reference run + {len(runs) - 1} varied runs of {experiment}")
     results = {r.name: res for r, res in zip(runs, run_study("sensitivity", out, runs, jobs=jobs, executor=executor,
                                                                ray_address=ray_address, log=log, again=again))}
     ref_ratios = _ratios(results["reference"].summary, policy, baseline)

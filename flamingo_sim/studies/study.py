@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
-from flamingo_sim.fl.runner.execute import auto_jobs
+from flamingo_sim.fl.runner.execute import auto_jobs, check_executor
 from flamingo_sim.fl.runner.run import PreparedRun, RunResult, finish_run, prepare_run, run_units
 from flamingo_sim.fl.runner.rundir import run_guard
 from flamingo_sim.fl.runner.units import write_partial_metrics
@@ -97,6 +97,7 @@ def run_study(
     if len(set(names)) != len(names):
         raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
     _check_out(out, command)
+    check_executor(executor)
     prepared: list[PreparedRun] = []
     quiet: Callable[[str], None] = lambda _m: None  # noqa: E731 - the runs' set-up lines, said once by the study
     for r in runs:
@@ -108,19 +109,16 @@ def run_study(
             raise ConfigError(f"{command}: run {r.name}: {exc}") from None
     jobs = auto_jobs([p.cfg for p in prepared]) if jobs is None else jobs
     units = [u for p in prepared for u in p.units(jobs)]
+    how = f"finished units are kept; continue it with: {again}" if again else f"finished units are kept; run the same {command} again"
     with run_lock(out), ExitStack() as held:
         _check_out(out, command)  # again, under the lock: another writer may have been first
         write_json(out / STUDY_FILE, {"command": command, "runs": names})
         for p in prepared:
-            held.enter_context(run_guard(p.out, p.cfg, p.experiment, resume=(p.out / "config.yaml").is_file(), resumable=p.resumable))
+            held.enter_context(run_guard(p.out, p.cfg, p.experiment, resume=(p.out / "config.yaml").is_file(), resumable=p.resumable,
+                                         how=how))
         resumed = sum((p.out / "units").is_dir() for p in prepared)
         say(f"{command}: {len(prepared)} run(s), {len(units)} units into {out}" + (f" ({resumed} run(s) continued)" if resumed else ""))
-        how = f"continue it with: {again}" if again else f"continue it by running the same {command} again"
-        try:
-            failures = run_units(prepared, units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, shared_dir=out)
-        except KeyboardInterrupt as exc:
-            exc.hint = f"finished units are kept; {how}"  # type: ignore[attr-defined]  # printed by the CLI
-            raise
+        failures = run_units(prepared, units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, shared_dir=out)
         if failures:
             failed_dirs = {f.unit.run_dir for f in failures}
             for p in prepared:  # the runs that did finish get their metrics and summary
@@ -129,6 +127,6 @@ def run_study(
                 else:
                     write_partial_metrics(p.out, p.cfg)
             first = failures[0]
-            raise StudyFailed(f"{command}: {len(failures)} of {len(units)} units failed, first {first.unit.label}: {first.error} "
-                              f"(log {first.unit.path('.log')}); the other units finished and are kept; {how}")
+            raise StudyFailed(f"{len(failures)} of {len(units)} units failed, first {first.unit.label}: {first.error} "
+                              f"(log {first.unit.path('.log')}); the other units finished and are kept; {how.partition('; ')[2]}")
         return [finish_run(p, quiet, print_summary=False) for p in prepared]

@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
 
-__all__ = ["EXECUTORS", "Failure", "Progress", "execute", "unit_threads", "auto_jobs", "RAY_HINT"]
+__all__ = ["EXECUTORS", "Failure", "Progress", "check_executor", "execute", "unit_threads", "auto_jobs", "RAY_HINT"]
 
 EXECUTORS = ("local", "ray")
 RAY_HINT = "pip install 'flamingo-sim[cluster]'"
@@ -332,6 +332,14 @@ def _stop(procs: Sequence[subprocess.Popen]) -> None:
 
 
 # -- Ray -----------------------------------------------------------------------------------------
+def check_executor(executor: str) -> None:
+    """Before any work: ``executor`` is known, and Ray is installed when it is asked for."""
+    if executor not in EXECUTORS:
+        raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor == "ray":
+        _import_ray()
+
+
 def _import_ray() -> Any:
     try:
         import ray

@@ -42,7 +42,7 @@ from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_exp
 from flamingo_sim.fl.metrics.summary import format_summary, summarize
 from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
-from flamingo_sim.fl.runner.execute import Failure, auto_jobs, execute, unit_threads
+from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute, unit_threads
 from flamingo_sim.fl.runner.rundir import check_run_dir, run_guard
 from flamingo_sim.fl.runner.tracking import check_tracking
 from flamingo_sim.fl.runner.units import Once, PartsCache, Unit, gather, resolve_config, run_unit, write_metrics, write_partial_metrics
@@ -95,6 +95,7 @@ def run_experiment(
         overrides.append(f"fl.device={device}")
     if threads is not None:
         overrides.append(f"fl.threads={threads}")
+    check_executor(executor)
     run = prepare_run(experiment, overrides, n_seeds, out_dir, resume=resume, engine=engine, executors=executors, say=say)
     jobs = auto_jobs([run.cfg]) if jobs is None else jobs
     if callbacks and (jobs > 1 or executor != "local"):
