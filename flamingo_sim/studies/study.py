@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
 from flamingo_sim.fl.runner.execute import auto_jobs, check_executor
-from flamingo_sim.fl.runner.run import PreparedRun, RunResult, finish_run, prepare_run, run_units
+from flamingo_sim.fl.runner.run import PreparedRun, RunResult, check_parallel, finish_run, prepare_run, run_units
 from flamingo_sim.fl.runner.rundir import run_guard
 from flamingo_sim.fl.runner.units import write_partial_metrics
 from flamingo_sim.io import write_json
@@ -108,6 +108,7 @@ def run_study(
         except ConfigError as exc:
             raise ConfigError(f"{command}: run {r.name}: {exc}") from None
     jobs = auto_jobs([p.cfg for p in prepared]) if jobs is None else jobs
+    check_parallel(prepared, jobs, executor)
     units = [u for p in prepared for u in p.units(jobs)]
     how = f"finished units are kept; continue it with: {again}" if again else f"finished units are kept; run the same {command} again"
     with run_lock(out), ExitStack() as held:

@@ -165,3 +165,46 @@ def test_ray_missing_is_one_line_before_anything_is_written(tmp_path, monkeypatc
     assert capsys.readouterr().err.strip() == (
         "flamingo-sim sensitivity: error: --executor ray: Ray is not installed; install it with: pip install 'flamingo-sim[cluster]'")
     assert not out.exists()
+
+
+def _workers_of(out: Path) -> list[int]:
+    """PIDs of processes whose command line names ``out`` (the study's worker processes)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(out).encode() in cmdline and b"flamingo_sim.fl.runner.worker" in cmdline:
+                pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_worker_and_says_how_to_continue(tmp_path):
+    out = tmp_path / "grid"
+    argv = [sys.executable, "-m", "flamingo_sim", *_argv(out, "--jobs", "2")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=QUIET)
+    deadline = time.monotonic() + 180
+    while not list((out / "runs").glob("*/units/*.status")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    assert _workers_of(out)
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == ("flamingo-sim sensitivity: interrupted (SIGTERM); finished units are kept; continue it with: "
+                                            f"flamingo-sim {shlex.join(argv[3:])}")
+    while _workers_of(out) and time.monotonic() - t0 < 10:
+        time.sleep(0.1)
+    assert _workers_of(out) == []
+
+
+@pytest.mark.slow
+def test_the_benchmark_smoke_runs_and_finds_the_outputs_identical():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "studies.py"), "--smoke", "--no-ray"], capture_output=True, text=True,
+                          env=QUIET, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"speed-up of --jobs 2 over --jobs 1: \d+\.\d\dx .*outputs identical \(3 files\)", proc.stdout), proc.stdout

@@ -100,6 +100,7 @@ def run_experiment(
     jobs = auto_jobs([run.cfg]) if jobs is None else jobs
     if callbacks and (jobs > 1 or executor != "local"):
         raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
+    check_parallel([run], jobs, executor)
     units = run.units(jobs)
     with run_guard(run.out, run.cfg, run.experiment, resume=resume, resumable=run.resumable):
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
@@ -178,8 +179,7 @@ def run_units(
     (the runs' first seeds are already built); else as :func:`~flamingo_sim.fl.runner.execute.execute` says.
     An interruption or an error leaves each run's ``metrics.parquet`` with the rounds written so far.
     """
-    if (jobs > 1 or executor != "local") and any(r.engine != "native" for r in runs):
-        raise ConfigError("--jobs/--executor run the native engine's units in parallel; FedScale runs its own executors (--executors)")
+    check_parallel(runs, jobs, executor)
     by_dir = {str(r.out): r for r in runs}
     cache = PartsCache()
     logs = {d: Once(say) for d in by_dir}
@@ -220,6 +220,12 @@ def run_units(
         raise
     finally:
         cache.put("", 0, None)
+
+
+def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> None:
+    """Before any output: units run in parallel only on the native engine (FedScale runs its own executors)."""
+    if (jobs > 1 or executor != "local") and any(r.engine != "native" for r in runs):
+        raise ConfigError("--jobs/--executor run the native engine's units in parallel; FedScale runs its own executors (--executors)")
 
 
 def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: bool = True) -> RunResult:
@@ -267,4 +273,4 @@ def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     return pd.read_parquet(metrics_path), summary
 
 
-__all__ = ["run_experiment", "load_run", "RunResult", "PreparedRun", "prepare_run", "run_units", "finish_run"]
+__all__ = ["run_experiment", "load_run", "RunResult", "PreparedRun", "prepare_run", "run_units", "check_parallel", "finish_run"]
