@@ -103,8 +103,9 @@ def run_experiment(
     check_parallel([run], jobs, executor)
     units = run.units(jobs)
     with run_guard(run.out, run.cfg, run.experiment, resume=resume, resumable=run.resumable):
+        here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
-                             keep_going=False, show=False)
+                             keep_going=False, show=not here, shared_dir=run.out)
         if failures:
             raise FlamingoError(f"{failures[0].describe()}" + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
                                 + f"; the other units finished; continue it with: flamingo-sim run {run.experiment} --out {run.out} "
@@ -125,6 +126,7 @@ class PreparedRun:
     resumable: bool
     first_parts: Any
     label: str = ""
+    executors: int = 0
 
     def units(self, jobs: int) -> list[Unit]:
         """Its (policy, seed) units in the config's order, each with its share of the cores."""
@@ -134,7 +136,7 @@ class PreparedRun:
         fl = self.cfg.fl
         cost = float((fl.rounds or 100) * fl.participants_per_round * fl.local_steps)
         return [Unit(str(self.experiment), self.overrides, self.n_seeds, str(self.out), name, seed, f"{prefix}{name} seed {seed}",
-                     engine=self.engine, threads=threads, gpu=gpu, cost=cost)
+                     engine=self.engine, executors=self.executors, threads=threads, gpu=gpu, cost=cost)
                 for seed in self.cfg.seeds for name in self.cfg.policies]
 
 
@@ -165,7 +167,7 @@ def prepare_run(
         make_policy(name, cfg)
     _check_toolkit(cfg, experiment, engine, resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
-    return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label)
+    return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors)
 
 
 def run_units(

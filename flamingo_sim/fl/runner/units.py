@@ -70,6 +70,7 @@ class Unit:
     seed: int
     label: str
     engine: str = "native"
+    executors: int = 0
     threads: int = 1
     gpu: bool = False
     cost: float = 1.0  # relative work (rounds x clients x steps): the costliest units start first
@@ -160,7 +161,7 @@ def run_unit(
     if unit.seed not in cfg.seeds or unit.policy not in cfg.policies:
         raise ConfigError(f"{out}: unit {unit.name}: not a (policy, seed) of this run")
     set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
-    runner = make_engine(unit.engine, EngineOptions(experiment=unit.experiment, overrides=unit.overrides, log=say))
+    runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=unit.experiment, overrides=unit.overrides, log=say))
     parts = cache.get(unit.run_dir, unit.seed) if cache is not None else None
     if parts is None:
         parts = build_components(cfg, unit.experiment, unit.seed, log=lambda _m: None)
