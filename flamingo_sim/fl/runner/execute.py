@@ -29,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -206,6 +207,8 @@ def execute(
         raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)}, got {executor!r}")
     pending = [u for u in units if unit_result(Path(u.run_dir) / UNITS_DIR, u.policy, u.seed) is None]
     progress = Progress(len(units), len(units) - len(pending), jobs, say, show=show)
+    if not pending:
+        return []
     try:
         if executor == "ray":
             _run_ray(pending, jobs, ray_address, progress, shared_dir)
@@ -361,10 +364,14 @@ def _run_ray(pending: Sequence[Unit], jobs: int, address: str | None, progress: 
         if address is None:  # a local instance: its workers import this package as this process does
             os.environ["PYTHONPATH"] = os.pathsep.join([str(package_root()), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
             options["num_cpus"] = jobs * max((u.threads for u in pending), default=1)
+        ours = signal.getsignal(signal.SIGTERM)
         try:
             ray.init(address=address, **options)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ConfigError(f"--executor ray: cannot reach the Ray cluster at {address or 'a new local instance'}: {_one_line(exc)}") from None
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, ours)  # ray.init installs its own (sys.exit): SIGTERM stays a clean stop
     refs: dict[Any, Unit] = {}
     try:
         if shared_dir is not None:
