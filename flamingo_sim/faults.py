@@ -62,6 +62,7 @@ def stop_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
         return
+    _last_stop[0] = 0
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
