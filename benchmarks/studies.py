@@ -7,14 +7,14 @@ repeated (``--repeat``), and every result is checked identical to the first cand
 1. ``reproduce --quick``: ``--jobs 1`` against ``--jobs 2`` (the goal: >= 1.6x on 2 cores);
    identical means ``tables.json`` and every run's ``metrics.parquet`` and ``summary.json``, byte for byte;
 2. a 6-point ``sensitivity`` grid (7 runs with the reference): ``--jobs 1`` against ``--jobs 2``;
-3. the same grid with ``--executor ray`` on a local Ray instance of 2 CPUs against ``--jobs 2``
-   (Ray's start-up and per-task overhead), when Ray is installed.
+3. the same grid with ``--executor ray`` on a local Ray instance of 2 CPUs against ``--jobs 2``,
+   and Ray's own start-up and per-task overhead (empty tasks), when Ray is installed.
 
 The load average of the machine before and after each command is printed beside its time, with
 the CPU seconds the command and its children used: on a shared machine the wall-time ratio
 means little without them.
 
-    PYTHONPATH=. python benchmarks/studies.py [--repeat 1] [--no-ray] [--keep DIR]
+    PYTHONPATH=. python benchmarks/studies.py [--repeat 1] [--no-ray] [--only reproduce|grid|ray] [--keep DIR]
     PYTHONPATH=. python benchmarks/studies.py --smoke    # seconds: tiny runs, the same code path
 """
 
@@ -92,12 +92,38 @@ def compare(title: str, base: tuple[str, list[str]], other: tuple[str, list[str]
           f"outputs identical ({len(reference or {})} files)")
 
 
+def ray_overhead(tasks: int = 20) -> None:
+    """Ray's own costs on a local instance of 2 CPUs: start-up, a first task (a worker process
+    starts), and the mean round trip of an empty task once workers are up."""
+    import ray
+
+    t0 = time.perf_counter()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    started = time.perf_counter() - t0
+    noop = ray.remote(_noop)
+    t0 = time.perf_counter()
+    ray.get(noop.remote())
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(tasks):
+        ray.get(noop.remote())
+    each = (time.perf_counter() - t0) / tasks
+    ray.shutdown()
+    print(f"  Ray itself: ray.init {started:.1f} s, first task {first:.2f} s, then {each * 1000:.0f} ms per empty task "
+          f"(mean of {tasks}, one after another)")
+
+
+def _noop() -> None:
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny runs (seconds), the same code path")
     parser.add_argument("--repeat", type=int, default=1, help="runs per candidate, interleaved (default 1)")
     parser.add_argument("--no-ray", action="store_true", help="leave out the Ray comparison")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR (default: a temporary directory)")
+    parser.add_argument("--only", choices=("reproduce", "grid", "ray"), help="run only this comparison")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="studies-bench-"))
@@ -109,18 +135,20 @@ def main() -> None:
         else:
             reproduce = ["reproduce", "--quick"]
             grid = ["sensitivity", "openimage_mobilenet", *GRID, *_sets(["fl.rounds=40", "fl.eval_every=4"])]
-        compare("reproduce --quick", ("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"]), reproduce, ("tables.json",),
-                work, args.repeat)
-        if not args.smoke:
+        if args.only in (None, "reproduce"):
+            compare("reproduce --quick", ("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"]), reproduce, ("tables.json",),
+                    work, args.repeat)
+        if not args.smoke and args.only in (None, "grid"):
             compare("sensitivity grid", ("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"]), grid, ("sensitivity.csv",),
                     work, args.repeat)
-        if args.no_ray:
+        if args.no_ray or args.only not in (None, "ray"):
             return
         if importlib.util.find_spec("ray") is None:
             print("\n== Ray: not installed (pip install 'flamingo-sim[cluster]'), left out")
             return
         compare("sensitivity ray", ("--jobs 2", ["--jobs", "2"]), ("ray 2 CPUs", ["--executor", "ray", "--jobs", "2"]), grid,
                 ("sensitivity.csv",), work, args.repeat)
+        ray_overhead()
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
