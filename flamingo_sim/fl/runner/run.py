@@ -133,11 +133,23 @@ class PreparedRun:
         threads = unit_threads(self.cfg, jobs)
         gpu = str(self.cfg.fl.device).startswith("cuda")
         prefix = f"{self.label} " if self.label else ""
+        experiment = portable_experiment(self.experiment)
         fl = self.cfg.fl
         cost = float((fl.rounds or 100) * fl.participants_per_round * fl.local_steps)
-        return [Unit(str(self.experiment), self.overrides, self.n_seeds, str(self.out), name, seed, f"{prefix}{name} seed {seed}",
+        return [Unit(experiment, self.overrides, self.n_seeds, str(self.out), name, seed, f"{prefix}{name} seed {seed}",
                      engine=self.engine, executors=self.executors, threads=threads, gpu=gpu, cost=cost)
                 for seed in self.cfg.seeds for name in self.cfg.policies]
+
+
+def portable_experiment(experiment: Path) -> str:
+    """How a unit names its experiment in another process or on another node: a shipped one by
+    its name (the package may be installed elsewhere there), any other by its absolute path."""
+    from flamingo_sim.resources import shipped
+
+    path = experiment.resolve()
+    if path.suffix == ".yaml" and path.parent == shipped("experiments").resolve():
+        return path.stem
+    return str(path)
 
 
 def prepare_run(

@@ -42,6 +42,7 @@ from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.selection import make_selector
 from flamingo_sim.io import atomic_path, write_json
+from flamingo_sim.resources import find_experiment
 
 __all__ = ["Unit", "PartsCache", "Once", "Checkpointer", "resolve_config", "run_unit", "unit_result", "gather", "write_metrics",
            "write_partial_metrics", "make_simulation", "resume_simulation", "log_rates", "read_status", "safe_name"]
@@ -57,6 +58,7 @@ STATUS_EVERY_S = 0.5
 class Unit:
     """One (policy, seed) of a run directory, and how to build its config again in any process.
 
+    ``experiment``: a shipped experiment's name or an absolute path (the same on every node).
     ``threads``: the CPU threads the unit may use (its share of the cores: torch's thread
     budget in a worker process, the CPUs a Ray task asks for); ``gpu``: it trains on a CUDA GPU;
     ``cost``: its relative work, for the order in which units start (not their results).
@@ -157,14 +159,15 @@ def run_unit(
     out = Path(unit.run_dir)
     if unit_result(out / UNITS_DIR, unit.policy, unit.seed) is not None:
         return
-    cfg = resolve_config(unit.experiment, unit.overrides, unit.n_seeds)
+    experiment = find_experiment(unit.experiment)
+    cfg = resolve_config(experiment, unit.overrides, unit.n_seeds)
     if unit.seed not in cfg.seeds or unit.policy not in cfg.policies:
         raise ConfigError(f"{out}: unit {unit.name}: not a (policy, seed) of this run")
     set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
-    runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=unit.experiment, overrides=unit.overrides, log=say))
+    runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=experiment, overrides=unit.overrides, log=say))
     parts = cache.get(unit.run_dir, unit.seed) if cache is not None else None
     if parts is None:
-        parts = build_components(cfg, unit.experiment, unit.seed, log=lambda _m: None)
+        parts = build_components(cfg, experiment, unit.seed, log=lambda _m: None)
         if cache is not None:
             cache.put(unit.run_dir, unit.seed, parts)
     sim = make_simulation(cfg, parts, unit.policy, unit.seed, say)
