@@ -217,7 +217,7 @@ def run_units(
             if run.first_parts is not None:
                 cache.put(unit.run_dir, run.cfg.seeds[0], run.first_parts)
                 run.first_parts = None  # built once, used once: free it after its seed
-        run_unit(unit, say=logs[unit.run_dir], cache=cache, callbacks=callbacks)
+        run_unit(unit, say=logs[unit.run_dir], cache=cache, callbacks=callbacks, after_write=lambda: write_partial_metrics(run.out, run.cfg))
 
     if jobs > 1 or executor != "local":
         for r in runs:

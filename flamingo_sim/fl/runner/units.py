@@ -147,11 +147,14 @@ def run_unit(
     cache: PartsCache | None = None,
     callbacks: Sequence[Callback] = (),
     progress_bar: bool = True,
+    after_write: Callable[[], None] | None = None,
 ) -> None:
     """Run (or continue) one unit into its run directory; a finished one is left as it is.
 
     The run directory must exist with its ``config.yaml`` (the caller holds its lock). ``say``
-    gets the log lines; ``cache`` shares the components of one seed between its policies.
+    gets the log lines; ``cache`` shares the components of one seed between its policies;
+    ``after_write`` is called after each write of the unit's result (the run's own process
+    refreshes ``metrics.parquet`` with it, so that a killed run leaves what it had done).
     """
     from flamingo_sim.fl.runner.setup import build_components
     from flamingo_sim.fl.training.device import set_threads
@@ -172,7 +175,7 @@ def run_unit(
             cache.put(unit.run_dir, unit.seed, parts)
     sim = make_simulation(cfg, parts, unit.policy, unit.seed, say)
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
-    writer = _UnitWriter(unit, cfg.checkpoint_every, parts)
+    writer = _UnitWriter(unit, cfg.checkpoint_every, parts, after_write)
     hooks: list[Callback] = [writer, _Status(unit.path(".status"))]
     if progress_bar:
         hooks.insert(0, ProgressBar())
@@ -192,8 +195,8 @@ class _UnitWriter(Callback):
     so an interrupted run leaves the rounds it had checkpointed; :meth:`write` with the histogram
     marks it done."""
 
-    def __init__(self, unit: Unit, every: int, parts: Any) -> None:
-        self.unit, self.every = unit, every
+    def __init__(self, unit: Unit, every: int, parts: Any, after: Callable[[], None] | None) -> None:
+        self.unit, self.every, self.after = unit, every, after
         self.about = {
             "data": parts.dataset.description,
             "model_size_mb": parts.cfg.network.model_size_mb,
@@ -214,6 +217,8 @@ class _UnitWriter(Callback):
         body = {"format": FORMAT, "policy": self.unit.policy, "seed": self.unit.seed, "done": histogram is not None,
                 "rows": [r.to_row() for r in records], "participation_histogram": histogram, **self.about}
         write_json(self.unit.path(".json"), body)
+        if self.after is not None:
+            self.after()
 
 
 class _Status(Callback):
