@@ -2,19 +2,21 @@
 
 - ``jobs=1`` (the default): one unit after another in this process, the policies of a seed
   sharing its components, as a single run always did;
-- ``jobs=N``, ``executor="local"``: up to N units at once, each a process of its own running
-  ``python -m flamingo_sim.fl.runner.worker`` (the same :func:`~flamingo_sim.fl.runner.units.run_unit`);
+- ``jobs=N``, ``executor="local"``: up to N processes at once, each running
+  ``python -m flamingo_sim.fl.runner.worker`` (the same :func:`~flamingo_sim.fl.runner.units.run_unit`)
+  for one unit, or for the policies of one seed when there are at least two such batches per
+  job (:func:`_batches`: one process start and one build of the seed's components for both);
 - ``executor="ray"``: each unit a Ray task asking for its CPUs (and a GPU where it trains on
   one), on the cluster at ``ray_address`` / ``RAY_ADDRESS`` or on a local Ray instance.
 
-Why one process per unit on this machine rather than a pool of reused workers (``concurrent.futures``
-or joblib/loky): a unit's process sets its torch thread budget before torch starts and keeps
-nothing from an earlier unit; a unit that crashes or is killed fails alone (a reused pool marks
-itself broken and fails every unit it holds); and the processes to stop on Ctrl-C are exactly
-the ones started here, each in its own session, stopped with SIGTERM and then SIGKILL, and
-killed by the kernel if this process dies first (``PR_SET_PDEATHSIG``). The cost is the start
-of each process (importing torch, building the unit's components: about 2-3 s of CPU), small
-against a unit's rounds. On a cluster, Ray is the engine; nothing of our own runs there but the
+Why processes of our own command on this machine rather than a pool of reused workers
+(``concurrent.futures`` or joblib/loky): a worker sets its torch thread budget before torch
+starts and keeps nothing from another study's units; a worker that crashes or is killed fails
+only its own units (a reused pool marks itself broken and fails every unit it holds); and the
+processes to stop on Ctrl-C are exactly the ones started here, each in its own session, stopped
+with SIGTERM and then SIGKILL, and killed by the kernel if this process dies first
+(``PR_SET_PDEATHSIG``). The cost is the start of each process (importing torch, building the
+seed's components: about 3.5 s of CPU), small against a unit's rounds. On a cluster, Ray is the engine; nothing of our own runs there but the
 unit itself.
 
 Results do not depend on the executor or on the order in which units finish: each unit's
