@@ -16,7 +16,7 @@ from typing import Sequence
 
 from flamingo_sim import __version__
 from flamingo_sim.errors import FlamingoError, in_cli_terms
-from flamingo_sim.faults import Interrupted, describe_os_error, stop_signals
+from flamingo_sim.faults import Interrupted, describe_os_error, last_stop_signal, stop_signals
 
 #: Modules whose ``register(subparsers)`` adds commands, in the order ``--help`` lists them.
 COMMAND_MODULES = (
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # a study's "continue it with" repeats its command
     try:
         with stop_signals():
             return int(args.func(args) or 0)
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"flamingo-sim {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (docker stop, a batch scheduler)
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        signum = exc.signum if isinstance(exc, Interrupted) else (last_stop_signal() or signal.SIGINT)
         hint = getattr(exc, "hint", None)
         hint = in_cli_terms(hint, getattr(args, "cli_flags", {})) if hint else None
         name = signal.Signals(signum).name

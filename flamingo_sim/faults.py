@@ -25,7 +25,8 @@ from typing import Any
 
 from flamingo_sim.errors import FlamingoError
 
-__all__ = ["LOCK_FILE", "Interrupted", "check_writable", "describe_os_error", "is_disk_full", "run_lock", "stop_signals"]
+__all__ = ["LOCK_FILE", "Interrupted", "check_writable", "describe_os_error", "is_disk_full", "last_stop_signal", "run_lock",
+           "stop_signals"]
 
 LOCK_FILE = ".lock"
 #: errno values that mean "no room to write" (a full disk, a quota, a file-size limit).
@@ -40,16 +41,28 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+#: The signal :func:`stop_signals` last turned into :class:`Interrupted` (0: none yet).
+_last_stop = [0]
+
+
+def last_stop_signal() -> int:
+    """The last signal :func:`stop_signals` caught (0: none): for a ``KeyboardInterrupt`` that a
+    library raised anew in place of ours (Ray's wait turns any interruption into a plain one)."""
+    return _last_stop[0]
+
+
 @contextlib.contextmanager
 def stop_signals() -> Iterator[None]:
     """While active, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread."""
 
     def handler(signum: int, _frame: Any) -> None:
+        _last_stop[0] = signum
         raise Interrupted(signum)
 
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
         return
+    _last_stop[0] = 0
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield

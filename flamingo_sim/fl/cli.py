@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where to train: auto (a GPU when one is visible), cpu, cuda or cuda:N (sets fl.device)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="torch CPU threads (sets fl.threads; default: OMP_NUM_THREADS or the usable cores)")
+    add_parallel_arguments(p, "the (policy, seed) runs")
     p.set_defaults(func=_run, cli_flags={
         "n_seeds": "--seeds", "out_dir": "--out", "engine": "--engine", "executors": "--executors", "resume": "--resume", "override": "--set",
     })
@@ -47,12 +48,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_pack_data, cli_flags={"out_dir": "--out", "workers": "--workers", "override": "--set"})
 
 
+def add_parallel_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    """``--jobs``, ``--executor`` and ``--ray-address``: where ``what`` (the units of work) run."""
+    p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                   help=f"run {what} N at a time, each a process with its own share of the cores (default 1; auto: the "
+                        "usable cores divided by fl.threads); the results are the same for any N")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local (default: this machine) or ray: each unit a Ray task on the cluster at --ray-address or RAY_ADDRESS, "
+                        "else on a local Ray instance; --out must be on a filesystem every node sees (pip install 'flamingo-sim[cluster]')")
+    p.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to use with --executor ray, e.g. ray://head:10001 or auto")
+
+
+def _jobs(text: str) -> int | None:
+    """``--jobs``: a count >= 1, or ``auto`` (None); anything else is argparse's one-line usage error."""
+    if text == "auto":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a count >= 1 or auto, got {text!r}")
+    return int(text)
+
+
 def _run(args: argparse.Namespace) -> int:
     from flamingo_sim.fl.runner.run import run_experiment
 
     run_experiment(
         args.experiment, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds, resume=args.resume,
         engine=args.engine, executors=args.executors, device=args.device, threads=args.threads,
+        jobs=args.jobs, executor=args.executor, ray_address=args.ray_address,
     )
     return 0
 

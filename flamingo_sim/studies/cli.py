@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+
+from flamingo_sim.fl.cli import add_parallel_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run the shipped experiments (OpenImage/MobileNetV2, OpenImage/ShuffleNetV2, Speech/ResNet-34) for "
         "the baseline and Flamingo on the same seeds, and write OUT/report.md and report.html: Table 1 (profiles), "
         "Table 2 (time and energy to target, bootstrap intervals), Table 3 (user experience per phone) and a Figure 6 "
-        "analogue, each beside the paper's numbers. An existing OUT is resumed.",
+        "analogue, each beside the paper's numbers. An existing OUT is continued (the same command again).",
     )
     p.add_argument("--out", default="runs/reproduce", help="output directory (default: runs/reproduce)")
     p.add_argument("--seeds", type=int, help="seeds per task (default: 3, or 2 with --quick)")
@@ -22,29 +25,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="[TASK:]KEY=VALUE",
                    help="override a config key for every task, or for one with TASK:, e.g. "
                    "--set openimage_mobilenet:data.root=/data/openimage (repeatable)")
+    add_parallel_arguments(p, "the (task, seed, policy) units")
     p.set_defaults(func=_reproduce, cli_flags={"overrides": "--set", "tasks": "--tasks", "n_seeds": "--seeds"})
 
     p = sub.add_parser(
         "sensitivity",
         help="vary config knobs one at a time: a table and a tornado chart of speedup and energy efficiency",
         description="Run the experiment once as is and once per --vary value (one knob at a time), and write "
-                    "sensitivity.csv, sensitivity.md and tornado.png into --out.",
+                    "sensitivity.csv, sensitivity.md and tornado.png into --out. An interrupted grid continues when the same "
+                    "command runs again; more --vary values later reuse the runs already there.",
     )
-    p.add_argument("experiment", help="experiment YAML, e.g. experiments/openimage_mobilenet.yaml")
+    p.add_argument("experiment", help="experiment YAML (e.g. experiments/openimage_mobilenet.yaml) or the name of a shipped one (e.g. openimage_mobilenet)")
     p.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="a config key by its dotted path and the values to try, e.g. "
                         "--vary policy.interference.shared_core_slowdown=1,1.5,2 (repeatable)")
     p.add_argument("--seeds", type=int, help="run N seeds per point, starting from the config's first seed")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key in every run, e.g. --set fl.rounds=50 (repeatable)")
-    p.add_argument("--out", required=True, help="output directory (must not exist or be empty)")
-    p.set_defaults(func=_sensitivity)
+    p.add_argument("--out", required=True, help="output directory (absent, empty, or an earlier sensitivity grid to continue)")
+    add_parallel_arguments(p, "the (point, seed, policy) units")
+    p.set_defaults(func=_sensitivity, cli_flags={"overrides": "--set", "n_seeds": "--seeds"})
 
 
 def _reproduce(args: argparse.Namespace) -> int:
     from flamingo_sim.studies.reproduce import reproduce
 
-    md = reproduce(args.out, n_seeds=args.seeds, quick=args.quick, tasks=args.tasks, overrides=args.overrides)
+    md = reproduce(args.out, n_seeds=args.seeds, quick=args.quick, tasks=args.tasks, overrides=args.overrides,
+                   jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, again=_again(args))
     print(f"report: {md}")
     print(f"        {md.with_suffix('.html')}")
     return 0
@@ -53,6 +60,12 @@ def _reproduce(args: argparse.Namespace) -> int:
 def _sensitivity(args: argparse.Namespace) -> int:
     from flamingo_sim.studies.sensitivity import run_sensitivity
 
-    table = run_sensitivity(args.experiment, args.vary, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds)
+    table = run_sensitivity(args.experiment, args.vary, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds,
+                            jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, again=_again(args))
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return 0
+
+
+def _again(args: argparse.Namespace) -> str:
+    """The command that continues this study: itself."""
+    return "flamingo-sim " + shlex.join(getattr(args, "argv", []))

@@ -16,11 +16,15 @@ Written into ``<out>``:
 
 Every ``--vary`` value is validated (the whole config loaded) before any run starts. Values are
 parsed as YAML, like ``--set``, so a value cannot itself contain a comma.
+
+The grid is one study (:mod:`flamingo_sim.studies.study`): its (point, seed, policy) units run
+one after another, as ``--jobs N`` processes or as Ray tasks, with the same results; an
+interrupted grid continues when the same command runs again (finished runs are read back), and
+a grid given more ``--vary`` values later reuses the runs it already has.
 """
 
 from __future__ import annotations
 
-import io
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -34,6 +38,7 @@ from flamingo_sim.config import to_mapping
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.io import atomic_path
+from flamingo_sim.resources import find_experiment
 
 __all__ = ["Knob", "parse_vary", "run_sensitivity", "tornado_figure"]
 
@@ -83,15 +88,22 @@ def run_sensitivity(
     overrides: Sequence[str] = (),
     n_seeds: int | None = None,
     log: Callable[[str], None] | None = None,
+    jobs: int | None = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
+    again: str | None = None,
 ) -> pd.DataFrame:
-    """Run the one-at-a-time grid and write the table and the tornado chart (module docstring)."""
-    from flamingo_sim.fl.runner.run import run_experiment
+    """Run (or continue) the one-at-a-time grid and write the table and the tornado chart (module docstring).
+
+    ``jobs`` (None: auto), ``executor``, ``ray_address`` and ``again`` as for
+    :func:`~flamingo_sim.studies.study.run_study`: the grid is one study.
+    """
+    from flamingo_sim.studies.study import StudyRun, run_study
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     knobs = parse_vary(vary)
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out}: output directory exists and is not empty (choose another --out)")
+    experiment = find_experiment(experiment)
     base_cfg = load_experiment(experiment, list(overrides))
     if len(base_cfg.policies) < 2:
         raise ConfigError(f"{experiment}: policies: sensitivity compares two policies, got {base_cfg.policies}")
@@ -107,28 +119,19 @@ def run_sensitivity(
                 raise ConfigError(f"--vary {knob.key}={value}: {exc}") from None
             plan.append((knob.key, value, sets, to_mapping(cfg) == reference))
 
-    def quiet(_msg: str) -> None:
-        pass
-
-    runs_dir = out / "runs"
-    log(f"sensitivity: reference run + {sum(not same for *_, same in plan)} varied runs of {experiment}")
-    ref = run_experiment(experiment, out_dir=runs_dir / "reference", overrides=list(overrides), n_seeds=n_seeds, log=quiet)
-    ref_ratios = _ratios(ref.summary, policy, baseline)
+    runs = [StudyRun("reference", experiment, tuple(overrides), n_seeds)]
+    runs += [StudyRun(_run_name(key, value), experiment, tuple(sets), n_seeds) for key, value, sets, same in plan if not same]
+    results = {r.name: res for r, res in zip(runs, run_study("sensitivity", out, runs, jobs=jobs, executor=executor,
+                                                               ray_address=ray_address, log=log, again=again))}
+    ref_ratios = _ratios(results["reference"].summary, policy, baseline)
     rows = [{"knob": "reference", "value": "", **ref_ratios}]
-    for i, (key, value, sets, same) in enumerate(plan, 1):
-        if same:
-            ratios = ref_ratios
-        else:
-            log(f"[{i}/{len(plan)}] {key}={value}")
-            with _silenced():
-                res = run_experiment(experiment, out_dir=runs_dir / f"{key}={value}", overrides=sets, n_seeds=n_seeds, log=quiet)
-            ratios = _ratios(res.summary, policy, baseline)
+    for key, value, _sets, same in plan:
+        ratios = ref_ratios if same else _ratios(results[_run_name(key, value)].summary, policy, baseline)
         rows.append({"knob": key, "value": value, **ratios})
     table = pd.DataFrame(rows)
     for col in ("speedup", "energy_efficiency"):
         ref_value = ref_ratios[col]
         table[f"{col}_change"] = [None if v is None or ref_value is None else v / ref_value - 1.0 for v in table[col]]
-    out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "sensitivity.csv") as tmp:
         table.to_csv(tmp, index=False)
     with atomic_path(out / "sensitivity.md") as tmp:
@@ -140,14 +143,9 @@ def run_sensitivity(
     return table
 
 
-class _silenced:
-    """Swallow a run's summary table on stdout (the sensitivity table is what the user wants)."""
-
-    def __enter__(self) -> None:
-        self._stdout, sys.stdout = sys.stdout, io.StringIO()
-
-    def __exit__(self, *exc: object) -> None:
-        sys.stdout = self._stdout
+def _run_name(key: str, value: str) -> str:
+    """The run directory of one knob value: ``KEY=VALUE`` (a path separator in the value made ``_``)."""
+    return f"{key}={value}".replace("/", "_")
 
 
 def _fmt(value: Any, digits: int = 2, suffix: str = "") -> str:

@@ -11,6 +11,10 @@ The run directory holds:
   ``.prev`` until the new one is verified; :mod:`flamingo_sim.fl.runner.checkpoint`), written every
   ``checkpoint_every`` rounds and at the end, so that ``resume=True`` continues a killed run and
   produces exactly what an uninterrupted run would (native engine only);
+- ``units/``          one result file per (policy, seed) (:mod:`flamingo_sim.fl.runner.units`): the units
+  ``metrics.parquet`` and ``summary.json`` are gathered from, in the config's order, so that the
+  (policy, seed) runs can run in parallel (``jobs``, :mod:`flamingo_sim.fl.runner.execute`) with
+  the same results;
 - ``.lock``           held by the one process writing the directory (:mod:`flamingo_sim.fl.runner.rundir`);
 - ``fedscale/``       with ``engine="fedscale"``: FedScale's logs and the executors' output,
   one ``<policy>-seed<k>/`` per run.
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -36,17 +40,15 @@ import pandas as pd
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_experiment
 from flamingo_sim.fl.metrics.summary import format_summary, summarize
-from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
-from flamingo_sim.fl.runner.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
+from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute, unit_threads
 from flamingo_sim.fl.runner.rundir import check_run_dir, run_guard
-from flamingo_sim.fl.runner.tracking import TrackingCallback, check_tracking
-from flamingo_sim.fl.sim.engine import Simulation
-from flamingo_sim.fl.sim.fairness import participation_histogram
-from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.runner.tracking import check_tracking
+from flamingo_sim.fl.runner.units import Once, PartsCache, Unit, gather, resolve_config, run_unit, write_metrics, write_partial_metrics
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.selection import make_selector
-from flamingo_sim.io import atomic_path, write_json
+from flamingo_sim.io import write_json
 from flamingo_sim.resources import find_experiment
 
 
@@ -74,6 +76,9 @@ def run_experiment(
     callbacks: Sequence[Callback] = (),
     device: str | None = None,
     threads: int | None = None,
+    jobs: int | None = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> RunResult:
     """Run (or resume) the experiment in ``experiment`` and return its metrics and summary.
 
@@ -81,92 +86,178 @@ def run_experiment(
     after the built-in ones (progress bar, checkpoints, metrics file); one whose
     ``on_round_end`` returns True ends that run early. ``device`` and ``threads`` (the CLI's
     ``--device``/``--threads``) override ``fl.device`` and ``fl.threads``, like ``--set`` would.
+    ``jobs`` (None: as many as the cores allow) and ``executor`` run the (policy, seed) units in
+    parallel (:mod:`flamingo_sim.fl.runner.execute`); the results are the same as with one job.
     """
-    experiment = find_experiment(experiment)
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
     overrides = list(overrides)
     if device is not None:
         overrides.append(f"fl.device={device}")
     if threads is not None:
         overrides.append(f"fl.threads={threads}")
+    check_executor(executor)
+    run = prepare_run(experiment, overrides, n_seeds, out_dir, resume=resume, engine=engine, executors=executors, say=say)
+    jobs = auto_jobs([run.cfg]) if jobs is None else jobs
+    if callbacks and (jobs > 1 or executor != "local"):
+        raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
+    check_parallel([run], jobs, executor)
+    units = run.units(jobs)
+    with run_guard(run.out, run.cfg, run.experiment, resume=resume, resumable=run.resumable):
+        here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
+        failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
+                             keep_going=False, show=not here, shared_dir=run.out)
+        if failures:
+            raise FlamingoError(f"{failures[0].describe()}" + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
+                                + f"; the other units finished; continue it with: flamingo-sim run {run.experiment} --out {run.out} "
+                                "--resume (and the same --set options)")
+        return finish_run(run, say)
+
+
+@dataclass
+class PreparedRun:
+    """A run validated and ready to start or continue: its config, directory and engine."""
+
+    experiment: Path
+    overrides: tuple[str, ...]
+    n_seeds: int | None
+    out: Path
+    cfg: ExperimentConfig
+    engine: str
+    resumable: bool
+    first_parts: Any
+    label: str = ""
+    executors: int = 0
+
+    def units(self, jobs: int) -> list[Unit]:
+        """Its (policy, seed) units in the config's order, each with its share of the cores."""
+        threads = unit_threads(self.cfg, jobs)
+        gpu = str(self.cfg.fl.device).startswith("cuda")
+        prefix = f"{self.label} " if self.label else ""
+        experiment = portable_experiment(self.experiment)
+        fl = self.cfg.fl
+        cost = float((fl.rounds or 100) * fl.participants_per_round * fl.local_steps)
+        return [Unit(experiment, self.overrides, self.n_seeds, str(self.out), name, seed, f"{prefix}{name} seed {seed}",
+                     engine=self.engine, executors=self.executors, threads=threads, gpu=gpu, cost=cost)
+                for seed in self.cfg.seeds for name in self.cfg.policies]
+
+
+def portable_experiment(experiment: Path) -> str:
+    """How a unit names its experiment in another process or on another node: a shipped one by
+    its name (the package may be installed elsewhere there), any other by its absolute path."""
+    from flamingo_sim.resources import shipped
+
+    path = experiment.resolve()
+    if path.suffix == ".yaml" and path.parent == shipped("experiments").resolve():
+        return path.stem
+    return str(path)
+
+
+def prepare_run(
+    experiment: str | Path, overrides: Sequence[str], n_seeds: int | None, out_dir: str | Path | None, *, resume: bool,
+    engine: str = "native", executors: int = 0, say: Callable[[str], None], label: str = "",
+) -> PreparedRun:
+    """Everything a config can get wrong, checked before the run directory is touched."""
+    experiment = find_experiment(experiment)
     runner = make_engine(engine, EngineOptions(executors=executors, experiment=experiment, overrides=tuple(overrides), log=say))
     if resume and not runner.resumable:
         raise ConfigError(f"resume: engine {engine!r} writes no checkpoints, so its runs cannot be resumed; start a new run")
-    user_callbacks = CallbackList(callbacks)
-    cfg = load_experiment(experiment, overrides)
+    cfg = load_experiment(experiment, list(overrides))
     from flamingo_sim.fl.training.device import resolve_device
 
     where = resolve_device(cfg.fl.device)  # a GPU asked for and absent fails here, before anything is written
     if cfg.fl.train_mode == "threads" and where.type != "cpu":
         raise ConfigError(f"{experiment}: fl.train_mode: 'threads' trains on the CPU's cores, but fl.device is {cfg.fl.device!r} ({where}); "
                           "use streams (or auto) on a GPU, or --device cpu")
-    if n_seeds is not None:
-        if n_seeds < 1:
-            raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
-        cfg = replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
+    cfg = resolve_config(experiment, overrides, n_seeds)
     out = Path(out_dir) if out_dir is not None else default_out_dir(cfg)
     if resume and out_dir is None:
         raise ConfigError("resume: needs out_dir, the run directory to continue")
     check_run_dir(out, cfg, resume)
     from flamingo_sim.fl.runner.setup import build_components, make_policy
 
-    # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
     _check_toolkit(cfg, experiment, engine, resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
-    with run_guard(out, cfg, experiment, resume=resume, resumable=runner.resumable):
-        return _run_all(cfg, experiment, out, first_parts, runner, user_callbacks, engine, say)
+    return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors)
 
 
-def _run_all(
-    cfg: ExperimentConfig, experiment: str | Path, out: Path, first_parts: Any, runner: Any, user_callbacks: CallbackList,
-    engine: str, say: Callable[[str], None],
-) -> RunResult:
-    """Every (policy, seed) run, then the summary; called holding the run directory's lock."""
-    from flamingo_sim.fl.runner.setup import build_components
-    from flamingo_sim.fl.training.device import resolve_device, set_threads
+def run_units(
+    runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
+    say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
+    shared_dir: Path | None = None,
+) -> list[Failure]:
+    """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
 
-    where = resolve_device(cfg.fl.device)
-    n_threads = set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
-    import torch
+    With one local job they run in this process, the policies of a seed sharing its components
+    (the runs' first seeds are already built); else as :func:`~flamingo_sim.fl.runner.execute.execute` says.
+    An interruption or an error leaves each run's ``metrics.parquet`` with the rounds written so far.
+    """
+    check_parallel(runs, jobs, executor)
+    by_dir = {str(r.out): r for r in runs}
+    cache = PartsCache()
+    logs = {d: Once(say) for d in by_dir}
+    if jobs == 1 and executor == "local":
+        from flamingo_sim.fl.training.device import resolve_device, set_threads
 
-    hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
-    say(f"training on {where} {hardware}, precision {cfg.fl.precision}")
+        first = runs[0].cfg
+        n_threads = set_threads(first.fl.threads, small_model=first.data.root is None)
+        where = resolve_device(first.fl.device)
+        import torch
 
-    records: list[RoundRecord] = []
-    histograms: dict[tuple[str, int], dict[str, int]] = {}
-    data_description = None
-    horizon_log = _Once(say)
-    for seed in cfg.seeds:
-        parts = first_parts if seed == cfg.seeds[0] else build_components(cfg, experiment, seed, log=lambda _m: None)
-        data_description = parts.dataset.description
-        for name in cfg.policies:
-            sim = _simulation(cfg, parts, name, seed, horizon_log)
-            run_name = f"{_safe(name)}-seed{seed}"
-            done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
-            hooks: list[Callback] = [ProgressBar(), _MetricsWriter(out, records, cfg.checkpoint_every)]
-            if cfg.tracking.tensorboard or cfg.tracking.mlflow:
-                hooks.append(TrackingCallback(cfg, out, run_name))
-            if runner.resumable and cfg.fl.mode == "sync":
-                ckpt = out / "checkpoints" / f"{run_name}.pt"
-                done = _resume(sim, ckpt, say) or done
-                hooks.append(_Checkpointer(ckpt, cfg.checkpoint_every))
-            records.extend(runner.run(sim, CallbackList(hooks + user_callbacks.callbacks), done, out / engine / run_name))
-            histograms[name, seed] = participation_histogram(sim.times_kept)
-            _log_rates(sim, say)
+        hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
+        say(f"training on {where} {hardware}, precision {first.fl.precision}")
+    else:
+        threads = max(u.threads for u in units) if units else 1
+        say(f"{len(units)} units, {jobs} at a time ({'Ray' if executor == 'ray' else 'processes'}, {threads} CPU thread(s) each)")
 
-    metrics = _table(records)
+    def here(unit: Unit) -> None:
+        run = by_dir[unit.run_dir]
+        if cache.key is None or cache.key[0] != unit.run_dir:
+            if run.first_parts is not None:
+                cache.put(unit.run_dir, run.cfg.seeds[0], run.first_parts)
+                run.first_parts = None  # built once, used once: free it after its seed
+        run_unit(unit, say=logs[unit.run_dir], cache=cache, callbacks=callbacks, after_write=lambda: write_partial_metrics(run.out, run.cfg))
+
+    if jobs > 1 or executor != "local":
+        for r in runs:
+            r.first_parts = None  # validated; the workers build their own
+    try:
+        return execute(units, jobs=jobs, say=say, in_process=here, executor=executor, ray_address=ray_address,
+                       keep_going=keep_going, show=show, shared_dir=shared_dir)
+    except BaseException:
+        for r in runs:
+            try:
+                write_partial_metrics(r.out, r.cfg)
+            except OSError:  # the disk that stopped the run; what was written is kept
+                pass
+        raise
+    finally:
+        cache.put("", 0, None)
+
+
+def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> None:
+    """Before any output: units run in parallel only on the native engine (FedScale runs its own executors)."""
+    if (jobs > 1 or executor != "local") and any(r.engine != "native" for r in runs):
+        raise ConfigError("--jobs/--executor run the native engine's units in parallel; FedScale runs its own executors (--executors)")
+
+
+def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: bool = True) -> RunResult:
+    """Gather a run's finished units into ``metrics.parquet`` and ``summary.json``."""
+    cfg, out = run.cfg, run.out
+    metrics, results = gather(out, cfg)
     summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
-    for (name, seed), hist in histograms.items():
-        summary["policies"][name]["per_seed"][str(seed)]["participation_histogram"] = hist
-    summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine,
-               "model_size_mb": first_parts.cfg.network.model_size_mb, "model_size_source": first_parts.model_size_source, **summary}
-    if first_parts.population.phone_report is not None:  # phones.mix: from_traces
-        summary["phones_from_traces"] = first_parts.population.phone_report
-    _write_metrics(out, metrics)
+    for res in results:
+        summary["policies"][res["policy"]]["per_seed"][str(res["seed"])]["participation_histogram"] = res["participation_histogram"]
+    first, last = results[0], results[-1]
+    summary = {"experiment": cfg.name, "data": last["data"], "model": cfg.model, "seeds": cfg.seeds, "engine": run.engine,
+               "model_size_mb": first["model_size_mb"], "model_size_source": first["model_size_source"], **summary}
+    if first.get("phones_from_traces") is not None:  # phones.mix: from_traces
+        summary["phones_from_traces"] = first["phones_from_traces"]
+    write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
-    print(format_summary(summary))
+    if print_summary:
+        print(format_summary(summary))
     say(f"run directory: {out}")
     return RunResult(out, metrics, summary)
 
@@ -184,114 +275,6 @@ def _check_toolkit(cfg: ExperimentConfig, experiment: str | Path, engine: str, r
     check_tracking(cfg, str(experiment))
 
 
-def _simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Callable[[str], None]) -> Simulation:
-    """A fresh simulation of policy ``name``: synchronous, or FedBuff's (``fl.mode: fedbuff``)."""
-    from flamingo_sim.fl.runner.setup import make_policy
-
-    selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
-    if cfg.fl.mode == "fedbuff":
-        from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
-
-        return AsyncSimulation(parts, make_policy(name, cfg), name, seed, selector, log=log)
-    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()])
-    return Simulation(parts, make_policy(name, cfg), name, seed, selector, log=log, aggregator=aggregator)
-
-
-def _log_rates(sim: Simulation, log: Any) -> None:
-    """Samples/s trained, and beside it samples/s decoded where the data is decoded from files."""
-    if not sim.samples_trained or sim.train_wall_s <= 0:
-        return
-    line = f"{sim.policy_name} seed {sim.seed}: {sim.samples_trained / sim.train_wall_s:,.0f} samples/s trained on {sim.device}"
-    decoded = getattr(sim.parts.dataset, "images_per_s", None)
-    if decoded is not None and decoded == decoded:
-        line += f", {decoded:,.0f} samples/s decoded ({getattr(sim.parts.dataset, 'workers', '?')} threads)"
-    log(line)
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
-
-
-def _table(records: Sequence[RoundRecord]) -> pd.DataFrame:
-    return pd.DataFrame([r.to_row() for r in records])
-
-
-class _Once:
-    """A log that says each distinct line once (the trace-horizon warning of every run)."""
-
-    def __init__(self, log: Callable[[str], None]) -> None:
-        self.log = log
-        self.said: set[str] = set()
-
-    def __call__(self, msg: str) -> None:
-        if msg not in self.said:
-            self.said.add(msg)
-            self.log(msg)
-
-
-def _resume(sim: Simulation, ckpt: Path, say: Callable[[str], None]) -> list[RoundRecord]:
-    """Load the newest good checkpoint of ``ckpt`` into ``sim``; the rounds it had done (none for a fresh run)."""
-    state = load_checkpoint(ckpt, say)
-    if state is None:
-        return []
-    try:
-        sim.load_state_dict(state["simulation"])
-        return [RoundRecord.from_row(row) for row in state["rows"]]
-    except (KeyError, ValueError, TypeError, RuntimeError) as exc:
-        raise CheckpointError(f"{ckpt}: does not fit this run ({exc})") from None
-
-
-class _Checkpointer(Callback):
-    """Writes the run's checkpoint every ``every`` rounds, at its last round and at its end."""
-
-    def __init__(self, path: Path, every: int) -> None:
-        self.path, self.every = path, every
-
-    def on_run_begin(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
-        self.records = list(records)
-        self.saved_round = sim.round
-
-    def on_round_end(self, sim: Simulation, record: RoundRecord) -> bool:
-        self.records.append(record)
-        if sim.round % self.every == 0 or sim.is_done():
-            self._save(sim)
-        return False
-
-    def on_run_end(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
-        if self.saved_round != sim.round:  # stopped early by a callback
-            self._save(sim)
-
-    def _save(self, sim: Simulation) -> None:
-        _checkpoint(self.path, sim, [r.to_row() for r in self.records])
-        self.saved_round = sim.round
-
-
-class _MetricsWriter(Callback):
-    """Rewrites ``metrics.parquet`` (earlier runs' rows, then this run's) every ``every`` rounds
-    and at the run's last round, so a killed run leaves what it had done."""
-
-    def __init__(self, out: Path, earlier: Sequence[RoundRecord], every: int) -> None:
-        self.out, self.earlier, self.every = out, list(earlier), every
-
-    def on_run_begin(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
-        self.records = list(records)
-
-    def on_round_end(self, sim: Simulation, record: RoundRecord) -> bool:
-        self.records.append(record)
-        if sim.round % self.every == 0 or sim.is_done():
-            _write_metrics(self.out, _table(self.earlier + self.records))
-        return False
-
-
-def _checkpoint(path: Path, sim: Simulation, rows: list[dict[str, Any]]) -> None:
-    save_checkpoint(path, {"simulation": sim.state_dict(), "rows": rows})
-
-
-def _write_metrics(out: Path, metrics: pd.DataFrame) -> None:
-    with atomic_path(out / "metrics.parquet") as tmp:
-        metrics.to_parquet(tmp, index=False)
-
-
 def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a run directory's metrics table and summary (for reports and notebooks)."""
     run_dir = Path(run_dir)
@@ -304,4 +287,4 @@ def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     return pd.read_parquet(metrics_path), summary
 
 
-__all__ = ["run_experiment", "load_run", "RunResult"]
+__all__ = ["run_experiment", "load_run", "RunResult", "PreparedRun", "prepare_run", "run_units", "check_parallel", "finish_run"]

@@ -61,10 +61,12 @@ def _check_resumable(out: Path, cfg: Any) -> None:
 
 
 @contextlib.contextmanager
-def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: bool, resumable: bool = True) -> Iterator[None]:
+def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: bool, resumable: bool = True,
+              how: str | None = None) -> Iterator[None]:
     """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume).
 
-    ``resumable``: whether the engine writes checkpoints (what the message on an interruption says).
+    ``resumable``: whether the engine writes checkpoints (what the message on an interruption says);
+    ``how``: what that message says instead (a study is continued by its own command).
     """
     with run_lock(out):
         check_run_dir(out, cfg, resume)  # again, under the lock: another writer may have been first
@@ -75,7 +77,9 @@ def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: boo
             record_inputs(out, cfg, experiment)
             with atomic_path(out / "config.yaml") as tmp:
                 tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
-        if resumable:
+        if how is not None:
+            pass
+        elif resumable:
             how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
         else:
             how = "this run keeps no checkpoints (FedScale): start it again with another out_dir"

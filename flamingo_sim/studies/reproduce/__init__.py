@@ -24,15 +24,23 @@ def reproduce(
     tasks: Sequence[str] | None = None,
     overrides: Sequence[str] = (),
     log: Callable[[str], Any] | None = None,
+    jobs: int | None = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
+    again: str | None = None,
 ) -> Path:
-    """Run (or resume) the paper's tasks into ``out_dir/runs/`` and write the report; returns ``report.md``."""
+    """Run (or resume) the paper's tasks into ``out_dir/runs/`` and write the report; returns ``report.md``.
+
+    ``jobs`` (None: auto), ``executor`` and ``ray_address``: where the (task, seed, policy) units
+    run (:mod:`flamingo_sim.studies.study`); ``again``: the command that continues an interrupted run."""
     from flamingo_sim.fl.config import load_experiment
     from flamingo_sim.fl.runner.setup import profile_dirs
     from flamingo_sim.studies.reproduce.paper import TASKS
     from flamingo_sim.studies.reproduce.run import experiment_path, run_tasks
     from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
 
-    done = run_tasks(out_dir, tasks=tuple(tasks or TASKS), n_seeds=n_seeds, quick=quick, overrides=overrides, log=log)
+    done = run_tasks(out_dir, tasks=tuple(tasks or TASKS), n_seeds=n_seeds, quick=quick, overrides=overrides, log=log,
+                     jobs=jobs, executor=executor, ray_address=ray_address, again=again)
     first = experiment_path(done[0].task)
     profiles = profile_dirs(load_experiment(first, done[0].overrides), first)
     results = load_results([(d.task, d.run_dir) for d in done])

@@ -3,7 +3,9 @@
 Each task is one ``flamingo-sim run`` of its shipped experiment into ``OUT/runs/<task>/``, so
 every number of the report can be read back from that run's ``metrics.parquet``. A task whose
 run directory already exists is resumed (a finished one is just read back), so an interrupted
-``reproduce`` continues where it stopped. ``--quick`` shortens every task
+``reproduce`` continues where it stopped. The tasks are one study
+(:mod:`flamingo_sim.studies.study`): their (task, seed, policy) units run one after another, as
+``--jobs N`` processes of this machine, or as Ray tasks, with the same results. ``--quick`` shortens every task
 (:data:`QUICK_OVERRIDES`) and runs :data:`QUICK_SEEDS` seeds; without it the shipped
 experiments run as they are with :data:`DEFAULT_SEEDS` seeds.
 
@@ -14,13 +16,11 @@ config (with its overrides) is loaded and validated before any run starts.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError
-from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.studies.reproduce.paper import TASKS
 
 __all__ = ["DEFAULT_SEEDS", "QUICK_SEEDS", "QUICK_OVERRIDES", "TaskRun", "task_overrides", "run_tasks", "experiment_path"]
@@ -72,9 +72,13 @@ def run_tasks(
     quick: bool = False,
     overrides: Sequence[str] = (),
     log: Callable[[str], Any] | None = None,
+    jobs: int | None = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
+    again: str | None = None,
 ) -> list[TaskRun]:
-    """Run (or resume) every task into ``out_dir/runs/<task>``; return where each went."""
-    log = log or (lambda msg: print(msg, file=sys.stderr))
+    """Run (or continue) every task into ``out_dir/runs/<task>`` as one study
+    (:func:`~flamingo_sim.studies.study.run_study`: ``jobs``, ``executor``, ``again`` as there); return where each went."""
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
         raise ConfigError(f"tasks: expected some of {', '.join(TASKS)}, got {', '.join(unknown) or 'none'}")
@@ -82,15 +86,8 @@ def run_tasks(
     if seeds < 1:
         raise ConfigError(f"n_seeds: expected a count >= 1, got {seeds}")
     plan = [(t, task_overrides(t, overrides, quick)) for t in tasks]
-    for task, own in plan:  # every config error before anything runs
-        load_experiment(experiment_path(task), own)
-    from flamingo_sim.fl.runner.run import run_experiment
+    from flamingo_sim.studies.study import StudyRun, run_study
 
-    done = []
-    for i, (task, own) in enumerate(plan, start=1):
-        run_dir = Path(out_dir) / "runs" / task
-        resume = (run_dir / "config.yaml").is_file()
-        log(f"reproduce: task {i}/{len(plan)} {task} ({seeds} seed(s){', resumed' if resume else ''}) -> {run_dir}")
-        run_experiment(experiment_path(task), out_dir=run_dir, overrides=list(own), n_seeds=seeds, resume=resume, log=log)
-        done.append(TaskRun(task, run_dir, own))
-    return done
+    runs = [StudyRun(task, experiment_path(task), own, seeds) for task, own in plan]
+    run_study("reproduce", out_dir, runs, jobs=jobs, executor=executor, ray_address=ray_address, log=log, again=again)
+    return [TaskRun(task, Path(out_dir) / "runs" / task, own) for task, own in plan]

@@ -1,0 +1,358 @@
+"""A run's units of work: one (policy, seed) of a run directory, run by one function wherever it runs.
+
+A run directory (:mod:`flamingo_sim.fl.runner.run`) holds every (policy, seed) of one
+experiment; each is a :class:`Unit`. :func:`run_unit` runs one unit, in this process, in a
+subprocess of the command line (:mod:`flamingo_sim.fl.runner.worker`) or in a Ray task: the
+same function and the same output path whatever the executor, so a study run with one worker
+and one run with many write the same files. A unit writes only its own files, so units of one
+run directory can run at the same time:
+
+- ``units/<policy>-seed<k>.json``   the unit's metrics rows and what the summary needs from its
+  run (participation histogram, data description, model size); ``"done": false`` while it runs
+  (rewritten every ``checkpoint_every`` rounds), ``true`` once it has finished;
+- ``units/<policy>-seed<k>.status`` its progress (round, rounds, process id), for the study's progress lines;
+- ``units/<policy>-seed<k>.log``    its log, when it runs in another process;
+- ``checkpoints/<policy>-seed<k>.pt`` its checkpoint (native engine, ``fl.mode: sync``).
+
+:func:`gather` reads the units back in the config's order (seeds, then policies), so
+``metrics.parquet`` and ``summary.json`` do not depend on which unit finished first. A unit whose
+result says done is not run again; one with a checkpoint continues from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.fl.config import ExperimentConfig, load_experiment
+from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
+from flamingo_sim.fl.runner.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
+from flamingo_sim.fl.runner.tracking import TrackingCallback
+from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.fairness import participation_histogram
+from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.strategy.aggregators import make_aggregator
+from flamingo_sim.fl.strategy.selection import make_selector
+from flamingo_sim.io import atomic_path, write_json
+from flamingo_sim.resources import find_experiment
+
+__all__ = ["Unit", "PartsCache", "Once", "Checkpointer", "resolve_config", "run_unit", "unit_result", "gather", "write_metrics",
+           "write_partial_metrics", "make_simulation", "resume_simulation", "log_rates", "read_status", "safe_name"]
+
+UNITS_DIR = "units"
+#: The result file's format (a file of another format is not trusted: the unit runs again).
+FORMAT = 1
+#: Seconds between two writes of a unit's progress file.
+STATUS_EVERY_S = 0.5
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One (policy, seed) of a run directory, and how to build its config again in any process.
+
+    ``experiment``: a shipped experiment's name or an absolute path (the same on every node).
+    ``threads``: the CPU threads the unit may use (its share of the cores: torch's thread
+    budget in a worker process, the CPUs a Ray task asks for); ``gpu``: it trains on a CUDA GPU;
+    ``cost``: its relative work, for the order in which units start (not their results).
+    """
+
+    experiment: str
+    overrides: tuple[str, ...]
+    n_seeds: int | None
+    run_dir: str
+    policy: str
+    seed: int
+    label: str
+    engine: str = "native"
+    executors: int = 0
+    threads: int = 1
+    gpu: bool = False
+    cost: float = 1.0  # relative work (rounds x clients x steps): the costliest units start first
+
+    @property
+    def name(self) -> str:
+        return f"{safe_name(self.policy)}-seed{self.seed}"
+
+    def path(self, suffix: str) -> Path:
+        """``RUN_DIR/units/<policy>-seed<k><suffix>``."""
+        return Path(self.run_dir) / UNITS_DIR / f"{self.name}{suffix}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Unit":
+        raw = json.loads(text)
+        raw["overrides"] = tuple(raw["overrides"])
+        return cls(**raw)
+
+
+def safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+
+
+def resolve_config(experiment: str | Path, overrides: Sequence[str], n_seeds: int | None) -> ExperimentConfig:
+    """The run's config: the experiment with its overrides, ``n_seeds`` seeds from its first one."""
+    cfg = load_experiment(experiment, list(overrides))
+    if n_seeds is not None:
+        if n_seeds < 1:
+            raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
+        cfg = replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
+    return cfg
+
+
+class PartsCache:
+    """The components of the last (run directory, seed) built in this process: the policies of
+    one seed share them, as they would in one run."""
+
+    def __init__(self) -> None:
+        self.key: tuple[str, int] | None = None
+        self.parts: Any = None
+
+    def put(self, run_dir: str, seed: int, parts: Any) -> None:
+        self.key, self.parts = (run_dir, seed), parts
+
+    def get(self, run_dir: str, seed: int) -> Any:
+        return self.parts if self.key == (run_dir, seed) else None
+
+
+def unit_result(unit_dir: Path, policy: str, seed: int, *, done_only: bool = True) -> dict[str, Any] | None:
+    """The unit's result file read back and checked (None if absent, unfinished or not trustworthy)."""
+    path = unit_dir / f"{safe_name(policy)}-seed{seed}.json"
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = (isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("policy") == policy and raw.get("seed") == seed
+          and isinstance(raw.get("rows"), list) and all(isinstance(r, dict) for r in raw["rows"]))
+    if not ok or (done_only and raw.get("done") is not True):
+        return None
+    return raw
+
+
+def run_unit(
+    unit: Unit,
+    *,
+    say: Callable[[str], None],
+    cache: PartsCache | None = None,
+    callbacks: Sequence[Callback] = (),
+    progress_bar: bool = True,
+    after_write: Callable[[], None] | None = None,
+) -> None:
+    """Run (or continue) one unit into its run directory; a finished one is left as it is.
+
+    The run directory must exist with its ``config.yaml`` (the caller holds its lock). ``say``
+    gets the log lines; ``cache`` shares the components of one seed between its policies;
+    ``after_write`` is called after each write of the unit's result (the run's own process
+    refreshes ``metrics.parquet`` with it, so that a killed run leaves what it had done).
+    """
+    from flamingo_sim.fl.runner.setup import build_components
+    from flamingo_sim.fl.training.device import set_threads
+
+    out = Path(unit.run_dir)
+    if unit_result(out / UNITS_DIR, unit.policy, unit.seed) is not None:
+        return
+    experiment = find_experiment(unit.experiment)
+    cfg = resolve_config(experiment, unit.overrides, unit.n_seeds)
+    if unit.seed not in cfg.seeds or unit.policy not in cfg.policies:
+        raise ConfigError(f"{out}: unit {unit.name}: not a (policy, seed) of this run")
+    set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
+    runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=experiment, overrides=unit.overrides, log=say))
+    parts = cache.get(unit.run_dir, unit.seed) if cache is not None else None
+    if parts is None:
+        parts = build_components(cfg, experiment, unit.seed, log=lambda _m: None)
+        if cache is not None:
+            cache.put(unit.run_dir, unit.seed, parts)
+    sim = make_simulation(cfg, parts, unit.policy, unit.seed, say)
+    done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
+    writer = _UnitWriter(unit, cfg.checkpoint_every, parts, after_write)
+    hooks: list[Callback] = [writer, _Status(unit.path(".status"))]
+    if progress_bar:
+        hooks.insert(0, ProgressBar())
+    if cfg.tracking.tensorboard or cfg.tracking.mlflow:
+        hooks.append(TrackingCallback(cfg, out, unit.name))
+    if runner.resumable and cfg.fl.mode == "sync":
+        ckpt = out / "checkpoints" / f"{unit.name}.pt"
+        done = resume_simulation(sim, ckpt, say) or done
+        hooks.append(Checkpointer(ckpt, cfg.checkpoint_every))
+    records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
+    writer.write(records, histogram=participation_histogram(sim.times_kept))
+    log_rates(sim, say)
+
+
+class _UnitWriter(Callback):
+    """Writes the unit's result file every ``every`` rounds and at its last round (``done`` false),
+    so an interrupted run leaves the rounds it had checkpointed; :meth:`write` with the histogram
+    marks it done."""
+
+    def __init__(self, unit: Unit, every: int, parts: Any, after: Callable[[], None] | None) -> None:
+        self.unit, self.every, self.after = unit, every, after
+        self.about = {
+            "data": parts.dataset.description,
+            "model_size_mb": parts.cfg.network.model_size_mb,
+            "model_size_source": parts.model_size_source,
+            "phones_from_traces": parts.population.phone_report,
+        }
+
+    def on_run_begin(self, sim: Any, records: Sequence[RoundRecord]) -> None:
+        self.records = list(records)
+
+    def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
+        self.records.append(record)
+        if sim.round % self.every == 0 or sim.is_done():
+            self.write(self.records)
+        return False
+
+    def write(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> None:
+        body = {"format": FORMAT, "policy": self.unit.policy, "seed": self.unit.seed, "done": histogram is not None,
+                "rows": [r.to_row() for r in records], "participation_histogram": histogram, **self.about}
+        write_json(self.unit.path(".json"), body)
+        if self.after is not None:
+            self.after()
+
+
+class _Status(Callback):
+    """The unit's progress (``{"round": r, "rounds": R, "pid": its process}``) in a small file, at most every
+    :data:`STATUS_EVERY_S`: what a study's progress lines show, wherever the unit runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.last = path, 0.0
+
+    def _write(self, sim: Any) -> None:
+        self.last = time.monotonic()
+        with atomic_path(self.path) as tmp:
+            tmp.write_text(json.dumps({"round": sim.round, "rounds": sim.cfg.fl.rounds, "pid": os.getpid()}))
+
+    def on_run_begin(self, sim: Any, records: Sequence[RoundRecord]) -> None:
+        self._write(sim)
+
+    def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
+        if time.monotonic() - self.last >= STATUS_EVERY_S or sim.is_done():
+            self._write(sim)
+        return False
+
+
+# -- building and continuing one simulation -----------------------------------------------------
+def make_simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Callable[[str], None]) -> Simulation:
+    """A fresh simulation of policy ``name``: synchronous, or FedBuff's (``fl.mode: fedbuff``)."""
+    from flamingo_sim.fl.runner.setup import make_policy
+
+    selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
+    if cfg.fl.mode == "fedbuff":
+        from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
+
+        return AsyncSimulation(parts, make_policy(name, cfg), name, seed, selector, log=log)
+    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()])
+    return Simulation(parts, make_policy(name, cfg), name, seed, selector, log=log, aggregator=aggregator)
+
+
+def log_rates(sim: Simulation, log: Any) -> None:
+    """Samples/s trained, and beside it samples/s decoded where the data is decoded from files."""
+    if not sim.samples_trained or sim.train_wall_s <= 0:
+        return
+    line = f"{sim.policy_name} seed {sim.seed}: {sim.samples_trained / sim.train_wall_s:,.0f} samples/s trained on {sim.device}"
+    decoded = getattr(sim.parts.dataset, "images_per_s", None)
+    if decoded is not None and decoded == decoded:
+        line += f", {decoded:,.0f} samples/s decoded ({getattr(sim.parts.dataset, 'workers', '?')} threads)"
+    log(line)
+
+
+class Once:
+    """A log that says each distinct line once (the trace-horizon warning of every run)."""
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log = log
+        self.said: set[str] = set()
+
+    def __call__(self, msg: str) -> None:
+        if msg not in self.said:
+            self.said.add(msg)
+            self.log(msg)
+
+
+def resume_simulation(sim: Simulation, ckpt: Path, say: Callable[[str], None]) -> list[RoundRecord]:
+    """Load the newest good checkpoint of ``ckpt`` into ``sim``; the rounds it had done (none for a fresh run)."""
+    state = load_checkpoint(ckpt, say)
+    if state is None:
+        return []
+    try:
+        sim.load_state_dict(state["simulation"])
+        return [RoundRecord.from_row(row) for row in state["rows"]]
+    except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{ckpt}: does not fit this run ({exc})") from None
+
+
+class Checkpointer(Callback):
+    """Writes the run's checkpoint every ``every`` rounds, at its last round and at its end."""
+
+    def __init__(self, path: Path, every: int) -> None:
+        self.path, self.every = path, every
+
+    def on_run_begin(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
+        self.records = list(records)
+        self.saved_round = sim.round
+
+    def on_round_end(self, sim: Simulation, record: RoundRecord) -> bool:
+        self.records.append(record)
+        if sim.round % self.every == 0 or sim.is_done():
+            self._save(sim)
+        return False
+
+    def on_run_end(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
+        if self.saved_round != sim.round:  # stopped early by a callback
+            self._save(sim)
+
+    def _save(self, sim: Simulation) -> None:
+        save_checkpoint(self.path, {"simulation": sim.state_dict(), "rows": [r.to_row() for r in self.records]})
+        self.saved_round = sim.round
+
+
+def read_status(unit: Unit) -> tuple[int, int | None] | None:
+    """``(round, rounds)`` of a running unit (None before its first write)."""
+    try:
+        raw = json.loads(unit.path(".status").read_text())
+        return int(raw["round"]), (None if raw["rounds"] is None else int(raw["rounds"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def gather(run_dir: Path, cfg: ExperimentConfig, *, partial: bool = False) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Every unit's rows in the config's order (seeds, then policies) and their results.
+
+    ``partial``: take what each unit has written so far (finished or not, absent ones left
+    out); otherwise every unit must have finished (a :class:`FlamingoError` names the first that has not).
+    """
+    rows: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for seed in cfg.seeds:
+        for policy in cfg.policies:
+            res = unit_result(run_dir / UNITS_DIR, policy, seed, done_only=not partial)
+            if res is None:
+                if partial:
+                    continue
+                raise FlamingoError(f"{run_dir}: unit {safe_name(policy)}-seed{seed} has not finished")
+            rows += res["rows"]
+            results.append(res)
+    return pd.DataFrame(rows), results
+
+
+def write_metrics(out: Path, metrics: pd.DataFrame) -> None:
+    with atomic_path(out / "metrics.parquet") as tmp:
+        metrics.to_parquet(tmp, index=False)
+
+
+def write_partial_metrics(run_dir: Path, cfg: ExperimentConfig) -> None:
+    """``metrics.parquet`` of the rounds the units have written so far (nothing if none has)."""
+    metrics, _ = gather(run_dir, cfg, partial=True)
+    if len(metrics):
+        write_metrics(run_dir, metrics)

@@ -1,0 +1,133 @@
+"""A study: several runs of shipped or user experiments into one output directory, run as units.
+
+``reproduce`` (three tasks) and ``sensitivity`` (a reference and one run per knob value) are
+studies. A study is a list of :class:`StudyRun` (a name, an experiment, its ``--set`` list and
+seeds), each an ordinary run directory ``OUT/runs/<name>/``; every (policy, seed) of every run
+is a unit of work (:mod:`flamingo_sim.fl.runner.units`), and all the study's units go to one
+executor (:mod:`flamingo_sim.fl.runner.execute`): one after another here (``jobs=1``), as
+processes of this machine (``jobs=N``) or as Ray tasks. The results do not depend on which.
+
+What :func:`run_study` guarantees:
+
+- every run's config is validated before anything is written (one line naming the run);
+- ``OUT/.lock`` is held for the whole study and each run directory's lock as well, so a second
+  study (or a ``run``) writing into them is refused naming the first one's PID;
+- ``OUT/study.json`` says which command wrote the directory: the same command again continues
+  it (finished units are read back, interrupted ones continue from their checkpoints, failed
+  ones run again); a directory of another command, or of files this tool did not write, is refused;
+- a unit that fails is reported (its error, run directory and log) while the others finish,
+  and then :class:`StudyFailed` says how many failed and how to continue.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
+from flamingo_sim.fl.runner.execute import auto_jobs, check_executor
+from flamingo_sim.fl.runner.run import PreparedRun, RunResult, check_parallel, finish_run, prepare_run, run_units
+from flamingo_sim.fl.runner.rundir import run_guard
+from flamingo_sim.fl.runner.units import write_partial_metrics
+from flamingo_sim.io import write_json
+
+__all__ = ["StudyRun", "StudyFailed", "run_study", "STUDY_FILE"]
+
+STUDY_FILE = "study.json"
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """One run of a study: ``OUT/runs/<name>/`` holds ``experiment`` run with ``overrides`` and ``n_seeds`` seeds."""
+
+    name: str
+    experiment: str | Path
+    overrides: tuple[str, ...] = ()
+    n_seeds: int | None = None
+
+
+class StudyFailed(FlamingoError):
+    """Some units failed (each said as it failed); the others finished and are kept."""
+
+
+def _check_out(out: Path, command: str) -> None:
+    """``out`` is absent, empty, or a directory this study command wrote (then it is continued)."""
+    check_writable(out)
+    marker = out / STUDY_FILE
+    if marker.is_file():
+        try:
+            wrote = json.loads(marker.read_text()).get("command")
+        except (OSError, ValueError, AttributeError):
+            wrote = None
+        if wrote != command:
+            raise ConfigError(f"{out}: holds a {wrote or 'damaged'} study ({STUDY_FILE}), not a {command} one; choose another --out")
+        return
+    entries = [p.name for p in out.iterdir() if p.name != LOCK_FILE] if out.is_dir() else []
+    if entries and not (command == "reproduce" and (out / "runs").is_dir()):  # a reproduce OUT of before study.json
+        raise ConfigError(f"{out}: output directory holds files flamingo-sim did not write for {command} "
+                          f"({', '.join(sorted(entries)[:3])}); choose another --out")
+
+
+def run_study(
+    command: str,
+    out_dir: str | Path,
+    runs: Sequence[StudyRun],
+    *,
+    jobs: int | None = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
+    log: Callable[[str], None] | None = None,
+    again: str | None = None,
+) -> list[RunResult]:
+    """Run (or continue) every run of the study into ``out_dir/runs/<name>``; their results, in order.
+
+    ``command`` names the study (``reproduce``, ``sensitivity``): a directory written by another
+    command is refused. ``jobs`` None: ``auto`` (the usable cores over the largest run's threads).
+    Raises :class:`StudyFailed` after every unit ended when some failed. ``again``: the command
+    that continues the study (said when it is interrupted or a unit failed).
+    """
+    say: Callable[[str], Any] = log or (lambda msg: print(msg, file=sys.stderr))
+    out = Path(out_dir)
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
+    _check_out(out, command)
+    check_executor(executor)
+    prepared: list[PreparedRun] = []
+    quiet: Callable[[str], None] = lambda _m: None  # noqa: E731 - the runs' set-up lines, said once by the study
+    for r in runs:
+        run_dir = out / "runs" / r.name
+        resume = (run_dir / "config.yaml").is_file()
+        try:
+            prepared.append(prepare_run(r.experiment, r.overrides, r.n_seeds, run_dir, resume=resume, say=quiet, label=r.name))
+        except ConfigError as exc:
+            raise ConfigError(f"{command}: run {r.name}: {exc}") from None
+    jobs = auto_jobs([p.cfg for p in prepared]) if jobs is None else jobs
+    check_parallel(prepared, jobs, executor)
+    units = [u for p in prepared for u in p.units(jobs)]
+    how = f"finished units are kept; continue it with: {again}" if again else f"finished units are kept; run the same {command} again"
+    with run_lock(out), ExitStack() as held:
+        _check_out(out, command)  # again, under the lock: another writer may have been first
+        write_json(out / STUDY_FILE, {"command": command, "runs": names})
+        for p in prepared:
+            held.enter_context(run_guard(p.out, p.cfg, p.experiment, resume=(p.out / "config.yaml").is_file(), resumable=p.resumable,
+                                         how=how))
+        resumed = sum((p.out / "units").is_dir() for p in prepared)
+        say(f"{command}: {len(prepared)} run(s), {len(units)} units into {out}" + (f" ({resumed} run(s) continued)" if resumed else ""))
+        failures = run_units(prepared, units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, shared_dir=out)
+        if failures:
+            failed_dirs = {f.unit.run_dir for f in failures}
+            for p in prepared:  # the runs that did finish get their metrics and summary
+                if str(p.out) not in failed_dirs:
+                    finish_run(p, quiet, print_summary=False)
+                else:
+                    write_partial_metrics(p.out, p.cfg)
+            first = failures[0]
+            raise StudyFailed(f"{len(failures)} of {len(units)} units failed, first {first.unit.label}: {first.error} "
+                              f"(log {first.unit.path('.log')}); the other units finished and are kept; {how.partition('; ')[2]}")
+        return [finish_run(p, quiet, print_summary=False) for p in prepared]

@@ -1,0 +1,105 @@
+"""The executor's pieces that need no run: ``--jobs``, thread budgets, batches, progress and ETA, error lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from flamingo_sim.fl.cli import _jobs
+from flamingo_sim.fl.runner import execute
+from flamingo_sim.fl.runner.execute import Progress, _batches, _error_of, auto_jobs, unit_threads
+from flamingo_sim.fl.runner.units import Unit, unit_result
+
+
+def _unit(tmp_path: Path, run: str = "r", policy: str = "flamingo", seed: int = 0, cost: float = 1.0) -> Unit:
+    return Unit("exp.yaml", (), None, str(tmp_path / run), policy, seed, f"{run} {policy} seed {seed}", cost=cost)
+
+
+def _cfg(threads=None, root=None):
+    return SimpleNamespace(fl=SimpleNamespace(threads=threads), data=SimpleNamespace(root=root))
+
+
+def test_jobs_argument():
+    assert _jobs("3") == 3 and _jobs("auto") is None
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"expected a count >= 1 or auto"):
+            _jobs(bad)
+
+
+def test_thread_budget_and_auto_jobs(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("flamingo_sim.fl.training.device.usable_cores", lambda: 16)
+    assert unit_threads(_cfg(threads=4), jobs=8) == 4  # fl.threads wins
+    assert unit_threads(_cfg(), jobs=8) == 1  # the proxy task: one thread
+    assert unit_threads(_cfg(root="/data"), jobs=4) == 4  # real data: the cores shared out
+    assert auto_jobs([_cfg(), _cfg(threads=3)]) == 5  # 16 cores // the largest run's 3 threads
+    assert auto_jobs([_cfg(root="/data")]) == 1  # a real-data run takes every core by default
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert unit_threads(_cfg(root="/data"), jobs=4) == 2 and auto_jobs([_cfg()]) == 8
+
+
+def test_batches_group_a_seed_when_units_are_many_and_start_the_costliest(tmp_path):
+    units = [_unit(tmp_path, run, policy, seed, cost={"a": 1.0, "b": 3.0, "c": 2.0}[run])
+             for run in "abc" for seed in (0, 1) for policy in ("baseline", "flamingo")]
+    batches = _batches(units, jobs=2)  # 6 (run, seed) groups >= 2 per job: a seed's policies together
+    assert [[(Path(u.run_dir).name, u.seed, u.policy) for u in b] for b in batches] == [
+        [("b", 0, "baseline"), ("b", 0, "flamingo")], [("b", 1, "baseline"), ("b", 1, "flamingo")],
+        [("c", 0, "baseline"), ("c", 0, "flamingo")], [("c", 1, "baseline"), ("c", 1, "flamingo")],
+        [("a", 0, "baseline"), ("a", 0, "flamingo")], [("a", 1, "baseline"), ("a", 1, "flamingo")]]
+    assert [len(b) for b in _batches(units, jobs=4)] == [1] * 12  # too few groups to keep 4 jobs busy: one unit each
+
+
+def test_progress_eta_from_the_finished_units(tmp_path, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(execute.time, "monotonic", lambda: clock[0])
+    said: list[str] = []
+    units = [_unit(tmp_path, policy=f"p{i}") for i in range(4)]
+    progress = Progress(total=5, done=1, jobs=2, say=said.append)  # one unit was already done
+    assert progress.eta_s() is None
+    progress.start(units[0])
+    progress.start(units[1])
+    clock[0] = 110.0
+    progress.finish(units[0])  # 10 s
+    progress.start(units[2])
+    clock[0] = 130.0
+    progress.finish(units[1])  # 30 s: mean 20 s
+    units[2].path(".status").parent.mkdir(parents=True)
+    units[2].path(".status").write_text(json.dumps({"round": 5, "rounds": 20, "pid": 1}))  # a quarter done
+    # left: one queued (20 s) + three quarters of the running one (15 s), over min(2 jobs, 2 units)
+    assert progress.eta_s() == pytest.approx((20 + 15) / 2)
+    assert progress.summary() == "units: 3/5 done, 1 running, 0 failed, about 0:18 left"
+    progress.fail(units[2], "killed by SIGKILL")
+    assert said[-1] == f"r p2 seed 0 failed: killed by SIGKILL (run directory {tmp_path / 'r'}, log {tmp_path / 'r' / 'units' / 'p2-seed0.log'})"
+    # the second unit of five (one was done before); at its end: two queued (2 x 10 s) and one running (10 s), over 2 jobs
+    assert said[0] == "[2/5] r p0 seed 0: started" and said[2] == "r p0 seed 0: done (units: 2/5 done, 1 running, 0 failed, about 0:15 left)"
+
+
+def test_a_workers_error_line_or_its_signal(tmp_path):
+    unit = _unit(tmp_path)
+    unit.path(".log").parent.mkdir(parents=True)
+    unit.path(".log").write_text("data: ...\nerror: exp.yaml: traces.path: trace set '/x' not found\n")
+    assert _error_of(unit, 2) == "exp.yaml: traces.path: trace set '/x' not found"
+    unit.path(".log").write_text("training...\n")
+    assert _error_of(unit, -9) == "killed by SIGKILL before it started"
+    unit.path(".status").write_text(json.dumps({"round": 3, "rounds": 6, "pid": os.getpid()}))
+    assert _error_of(unit, -9) == "killed by SIGKILL"
+    assert _error_of(unit, 1) == "exited with code 1: training..."
+
+
+def test_a_unit_result_is_checked_before_it_is_trusted(tmp_path):
+    units = tmp_path / "units"
+    units.mkdir()
+    good = {"format": 1, "policy": "flamingo", "seed": 0, "done": True, "rows": [{"round": 0}]}
+    (units / "flamingo-seed0.json").write_text(json.dumps(good))
+    assert unit_result(units, "flamingo", 0) == good
+    assert unit_result(units, "flamingo", 1) is None  # absent
+    for bad in ({**good, "done": False}, {**good, "seed": 1}, {**good, "format": 2}, {**good, "rows": [1]}):
+        (units / "flamingo-seed0.json").write_text(json.dumps(bad))
+        assert unit_result(units, "flamingo", 0) is None
+    (units / "flamingo-seed0.json").write_text('{"format": 1, "pol')  # cut short
+    assert unit_result(units, "flamingo", 0) is None

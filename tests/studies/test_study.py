@@ -1,0 +1,210 @@
+"""A study's units in parallel (``--jobs 2``, ``--executor ray``), a killed unit, an interrupted
+study continued by the same command, and the study directory's guard.
+
+One tiny sensitivity grid (the reference and one knob value, one seed: four units) is the
+study throughout; every variant must write byte-identical tables, metrics and summaries.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flamingo_sim.cli import main
+from flamingo_sim.faults import run_lock
+from flamingo_sim.fl.sim.engine import Simulation
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["fl.rounds=6", "fl.participants_per_round=4", "fl.local_steps=2", "fl.eval_every=2", "data.proxy.n_clients=100",
+        "checkpoint_every=1"]
+QUIET = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "PYTHONPATH": str(ROOT)}
+
+
+def _argv(out: Path, *extra: str) -> list[str]:
+    return ["sensitivity", "openimage_mobilenet", "--vary", "fl.overcommit=1.0", *[a for s in TINY for a in ("--set", s)],
+            "--out", str(out), *extra]
+
+
+def _outputs(out: Path) -> dict[str, bytes]:
+    files = {"sensitivity.csv": (out / "sensitivity.csv").read_bytes()}
+    for run in sorted((out / "runs").iterdir()):
+        for name in ("metrics.parquet", "summary.json"):
+            files[f"{run.name}/{name}"] = (run / name).read_bytes()
+    return files
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch):
+    monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory) -> dict[str, bytes]:
+    """The grid run one unit after another in this process (``--jobs 1``)."""
+    out = tmp_path_factory.mktemp("sequential") / "grid"
+    assert main(_argv(out, "--jobs", "1")) == 0
+    return _outputs(out)
+
+
+def _cli(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flamingo_sim", *argv], capture_output=True, text=True, env=QUIET, timeout=300,
+                          check=False, **kwargs)
+
+
+@pytest.mark.slow
+def test_two_jobs_write_what_one_job_writes(sequential, tmp_path):
+    out = tmp_path / "grid"
+    proc = _cli(_argv(out, "--jobs", "2"))
+    assert proc.returncode == 0, proc.stderr
+    assert _outputs(out) == sequential
+    # each unit ran in a worker process of its own and logged there
+    assert sorted(p.name for p in (out / "runs" / "reference" / "units").glob("*.log")) == ["baseline-seed0.log", "flamingo-seed0.log"]
+
+
+@pytest.mark.slow
+def test_a_killed_unit_fails_alone_and_the_same_command_finishes_the_study(sequential, tmp_path):
+    out = tmp_path / "grid"
+    argv = [sys.executable, "-m", "flamingo_sim", *_argv(out, "--jobs", "2")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=QUIET)
+    status = out / "runs" / "reference" / "units" / "flamingo-seed0.status"
+    deadline = time.monotonic() + 180
+    while True:  # kill the unit's process once it has checkpointed a round
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        try:
+            raw = json.loads(status.read_text())
+        except (OSError, ValueError):
+            raw = {}
+        if raw.get("round", 0) >= 1:
+            break
+        time.sleep(0.02)
+    assert raw["round"] < 6, "the unit finished before it could be killed"
+    os.kill(raw["pid"], signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"flamingo-sim sensitivity: error: 1 of 4 units failed, first reference flamingo seed 0: killed by SIGKILL \(log \S+"
+        r"flamingo-seed0\.log\); the other units finished and are kept; continue it with: flamingo-sim " + re.escape(shlex.join(argv[3:])),
+        last), last
+    assert (out / "runs" / "fl.overcommit=1.0" / "summary.json").is_file()  # the other run finished
+    assert not (out / "sensitivity.csv").exists()
+    proc2 = _cli([*argv[3:-1], "1"])  # the same command (one job now: the results depend on neither)
+    assert proc2.returncode == 0, proc2.stderr
+    assert _outputs(out) == sequential
+
+
+@pytest.mark.slow
+def test_an_interrupted_grid_is_continued_by_the_same_command(sequential, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "grid"
+    argv = _argv(out)
+    real_step = Simulation.step
+
+    def step(self):  # Ctrl-C as the second run's flamingo starts round 3
+        if self.policy_name == "flamingo" and self.round == 2 and self.cfg.fl.overcommit == 1.0:
+            raise KeyboardInterrupt
+        return real_step(self)
+
+    monkeypatch.setattr(Simulation, "step", step)
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"flamingo-sim sensitivity: interrupted (SIGINT); finished units are kept; continue it with: flamingo-sim {shlex.join(argv)}"
+    assert (out / "runs" / "reference" / "units" / "flamingo-seed0.json").is_file()
+    monkeypatch.setattr(Simulation, "step", real_step)
+    assert main(argv) == 0
+    assert _outputs(out) == sequential
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'flamingo-sim[cluster]')")
+def test_ray_on_a_local_two_cpu_instance_writes_what_one_job_writes(sequential, tmp_path):
+    out = tmp_path / "grid"
+    proc = _cli(_argv(out, "--executor", "ray", "--jobs", "2"))
+    assert proc.returncode == 0, proc.stderr
+    assert _outputs(out) == sequential
+    assert not list(out.glob(".ray-probe-*"))  # the shared-filesystem probe cleans up
+
+
+def test_a_directory_of_other_files_or_another_study_is_refused(tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("draft")
+    assert main(_argv(mine)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"flamingo-sim sensitivity: error: {mine}: output directory holds files flamingo-sim did not write for sensitivity "
+                   "(notes.txt); choose another --out")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "study.json").write_text(json.dumps({"command": "reproduce", "runs": []}))
+    assert main(_argv(other)) == 2
+    assert capsys.readouterr().err.strip().endswith("holds a reproduce study (study.json), not a sensitivity one; choose another --out")
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"] and sorted(p.name for p in other.iterdir()) == ["study.json"]
+
+
+def test_a_second_study_on_the_same_directory_is_refused(tmp_path, capsys):
+    out = tmp_path / "grid"
+    with run_lock(out):
+        assert main(_argv(out)) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{out}: another flamingo-sim process (PID {os.getpid()}) is writing" in err and "\n" not in err
+
+
+def test_ray_missing_is_one_line_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    out = tmp_path / "grid"
+    assert main(_argv(out, "--executor", "ray")) == 2
+    assert capsys.readouterr().err.strip() == (
+        "flamingo-sim sensitivity: error: --executor ray: Ray is not installed; install it with: pip install 'flamingo-sim[cluster]'")
+    assert not out.exists()
+
+
+def _workers_of(out: Path) -> list[int]:
+    """PIDs of processes whose command line names ``out`` (the study's worker processes)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(out).encode() in cmdline and b"flamingo_sim.fl.runner.worker" in cmdline:
+                pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_worker_and_says_how_to_continue(tmp_path):
+    out = tmp_path / "grid"
+    argv = [sys.executable, "-m", "flamingo_sim", *_argv(out, "--jobs", "2")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=QUIET)
+    deadline = time.monotonic() + 180
+    while not list((out / "runs").glob("*/units/*.status")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    assert _workers_of(out)
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == ("flamingo-sim sensitivity: interrupted (SIGTERM); finished units are kept; continue it with: "
+                                            f"flamingo-sim {shlex.join(argv[3:])}")
+    while _workers_of(out) and time.monotonic() - t0 < 10:
+        time.sleep(0.1)
+    assert _workers_of(out) == []
+
+
+@pytest.mark.slow
+def test_the_benchmark_smoke_runs_and_finds_the_outputs_identical():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "studies.py"), "--smoke", "--no-ray"], capture_output=True, text=True,
+                          env=QUIET, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"speed-up of --jobs 2 over --jobs 1: \d+\.\d\dx .*outputs identical \(3 files\)", proc.stdout), proc.stdout
