@@ -279,6 +279,25 @@ class TrackingConfig:
 
 
 @dataclass(frozen=True)
+class TargetConfig:
+    """How time to ``target_accuracy`` is read from the accuracy curves (:mod:`flamingo_sim.fl.metrics.target`).
+
+    The default reads a smoothed curve and sets a computed target a margin below the reading, so
+    that one test sample cannot move the headline; ``curve: raw`` with ``margin: 0`` is the raw rule.
+    """
+
+    #: the curve compared with the target: "smoothed" (mean of the last ``window`` evaluations) or "raw" (each evaluation)
+    curve: Literal["smoothed", "raw"] = "smoothed"
+    #: evaluations averaged by the smoothed curve (trailing, so the value at a round is known at that round)
+    window: int = 3
+    #: accuracy subtracted from a computed target (highest, highest_common); a number in target_accuracy is used as given
+    margin: float = 0.01
+
+    def __post_init__(self) -> None:
+        check_ranges(self, window=">= 1", margin="[0, 1)")
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     name: str
     description: str = ""
@@ -292,9 +311,12 @@ class ExperimentConfig:
     selector: SelectorConfig = field(default_factory=SelectorConfig)  # parameters of fl.selection
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     fedbuff: FedBuffConfig = field(default_factory=FedBuffConfig)  # used with fl.mode: fedbuff
-    # a number in [0, 1], "highest" (highest reached by any policy), or "highest_common"
-    # (highest reached by every policy, so that every policy has a time to target)
+    # a number in (0, 1], "highest" (the paper's words, "the highest achieved by either": the higher of
+    # the policies' bests, which a weaker policy may never reach), or "highest_common" (one reading of
+    # them: the highest accuracy every policy reaches, the lower of the bests, so every policy has a time)
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
+    #: how time to target_accuracy is read: the curve (smoothed or raw) and the margin below a computed target
+    target: TargetConfig = field(default_factory=TargetConfig)
     policies: list[str] = field(default_factory=lambda: ["baseline", "flamingo"])  # names or "pkg.mod:Class"
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # parameters every policy is built with
     seeds: list[int] = field(default_factory=lambda: [0])

@@ -157,7 +157,7 @@ def _run_all(
             _log_rates(sim, say)
 
     metrics = _table(records)
-    summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
+    summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0], rule=cfg.target)
     for (name, seed), hist in histograms.items():
         summary["policies"][name]["per_seed"][str(seed)]["participation_histogram"] = hist
     summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine,

@@ -91,6 +91,7 @@ def run_tasks(
         run_dir = Path(out_dir) / "runs" / task
         resume = (run_dir / "config.yaml").is_file()
         log(f"reproduce: task {i}/{len(plan)} {task} ({seeds} seed(s){', resumed' if resume else ''}) -> {run_dir}")
+        print(f"== task {i}/{len(plan)}: {task} ({' / '.join(TASKS[task])}) ==", flush=True)  # names the summary run prints below
         run_experiment(experiment_path(task), out_dir=run_dir, overrides=list(own), n_seeds=seeds, resume=resume, log=log)
         done.append(TaskRun(task, run_dir, own))
     return done

@@ -174,9 +174,9 @@ def test_report_of_an_incomplete_run_says_so(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert main(["report", str(cut), "--format", "png"]) == 0
     err = capsys.readouterr().err
-    assert f"flamingo-sim report: {cut}: incomplete run: 6 of 8 rounds" in err
+    assert f"flamingo-sim report: {cut}: incomplete run: 6 of 8 policy-seed rounds (2 policies x 1 seed(s) x 4 rounds)" in err
     md = (cut / "report" / "report.md").read_text()
-    assert "experiment openimage_mobilenet, model mobilenet_v2" in md and "incomplete run: 6 of 8 rounds" in md
+    assert "experiment openimage_mobilenet, model mobilenet_v2" in md and "incomplete run: 6 of 8 policy-seed rounds (2 policies x 1 seed(s) x 4 rounds)" in md
     # and a --out holding the user's files is refused
     mine = tmp_path / "mine"
     mine.mkdir()
