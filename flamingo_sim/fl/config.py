@@ -192,7 +192,7 @@ class AggregationConfig:
     tau: Optional[float] = None  # fedadam/fedyogi: adaptivity (epsilon), > 0
 
     def __post_init__(self) -> None:
-        from flamingo_sim.fl.strategy.aggregators import AGGREGATORS, PARAMETERS
+        from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMETERS as PARAMETERS
 
         checks = {
             "mu": (lambda x: x >= 0, ">= 0"),
@@ -205,14 +205,14 @@ class AggregationConfig:
             value = getattr(self, key)
             if value is not None and not (math.isfinite(value) and ok(value)):
                 raise ValueError(f"{key} must be {what}, got {value}")
-        if self.name in AGGREGATORS:
+        if self.name in PARAMETERS:
             allowed = PARAMETERS[self.name]
             extra = [k for k in self.parameters() if k not in allowed]
             if extra:
                 takes = ", ".join(allowed) if allowed else "none besides weighting"
                 raise ValueError(f"{extra[0]} is not a parameter of {self.name!r} (its parameters: {takes})")
         elif ":" not in self.name:
-            raise ValueError(f"name: unknown aggregator {self.name!r} (known: {', '.join(AGGREGATORS)}, or 'package.module:Class')")
+            raise ValueError(f"name: unknown aggregator {self.name!r} (known: {', '.join(PARAMETERS)}, or 'package.module:Class')")
 
     def parameters(self) -> dict[str, float]:
         """The aggregator parameters that are set (not None)."""
