@@ -97,25 +97,6 @@ def test_run_out_names_the_path_given_then_the_reason(capsys):
     assert not Path("/proc/x").exists()
 
 
-def test_a_read_only_mount_names_the_path_given(tmp_path, monkeypatch, capsys):
-    """A read-only mount (EROFS from the probe file; root cannot make one here, so the OS's answer is stood in for)."""
-    import errno
-    import os
-
-    real_open = os.open
-
-    def read_only(path, flags, *args):
-        if ".flamingo-sim-probe" in str(path):
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
-        return real_open(path, flags, *args)
-
-    monkeypatch.setattr(os, "open", read_only)
-    out = tmp_path / "ro" / "run"
-    assert main(["run", "experiments/openimage_mobilenet.yaml", "--out", str(out)]) == 2
-    assert _err(capsys) == f"flamingo-sim run: error: {out}: cannot write in {tmp_path}: Read-only file system (EROFS)"
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
-
-
 def test_prep_traces_on_a_full_disk_is_one_line_and_leaves_nothing(dump, tmp_path):
     import os
     import subprocess

@@ -165,6 +165,8 @@ class FLConfig:
     cuda_graphs: bool = False  # capture the batched step as a CUDA graph (CUDA only)
     memory_budget_gb: Optional[float] = None  # per vmap chunk; null: 80 % of free GPU memory / half the RAM
     mode: Literal["sync", "fedbuff"] = "sync"  # synchronous rounds, or FedBuff's buffered asynchronous aggregation
+    #: CPU kernels: portable (the same numbers on every x86-64 CPU), native (the CPU's widest SIMD) or auto (portable for the proxy task)
+    cpu_kernels: Literal["auto", "portable", "native"] = "auto"
 
     def __post_init__(self) -> None:
         check_ranges(self, participants_per_round=">= 1", overcommit=">= 1", local_steps=">= 1", batch_size=">= 1",

@@ -94,7 +94,11 @@ def run_experiment(
         raise ConfigError(f"resume: engine {engine!r} writes no checkpoints, so its runs cannot be resumed; start a new run")
     user_callbacks = CallbackList(callbacks)
     cfg = load_experiment(experiment, overrides)
-    from flamingo_sim.fl.training.device import resolve_device
+    from flamingo_sim.fl.training.device import pin_cpu_kernels, resolve_device
+
+    # before torch runs its first kernel (the model's initialisation): it fixes the kernels for the process
+    portable = cfg.fl.cpu_kernels == "portable" or (cfg.fl.cpu_kernels == "auto" and cfg.data.root is None)
+    kernels = pin_cpu_kernels(portable)  # (capability, a note if it could not be pinned), said when the run starts
 
     where = resolve_device(cfg.fl.device)  # a GPU asked for and absent fails here, before anything is written
     if cfg.fl.train_mode == "threads" and where.type != "cpu":
@@ -116,12 +120,12 @@ def run_experiment(
     _check_toolkit(cfg, experiment, engine, resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
     with run_guard(out, cfg, experiment, resume=resume, resumable=runner.resumable):
-        return _run_all(cfg, experiment, out, first_parts, runner, user_callbacks, engine, say)
+        return _run_all(cfg, experiment, out, first_parts, runner, user_callbacks, engine, say, kernels)
 
 
 def _run_all(
     cfg: ExperimentConfig, experiment: str | Path, out: Path, first_parts: Any, runner: Any, user_callbacks: CallbackList,
-    engine: str, say: Callable[[str], None],
+    engine: str, say: Callable[[str], None], kernels: tuple[str, str | None],
 ) -> RunResult:
     """Every (policy, seed) run, then the summary; called holding the run directory's lock."""
     from flamingo_sim.fl.runner.setup import build_components
@@ -132,7 +136,10 @@ def _run_all(
     import torch
 
     hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
-    say(f"training on {where} {hardware}, precision {cfg.fl.precision}")
+    capability, note = kernels
+    say(f"training on {where} {hardware}, precision {cfg.fl.precision}, {capability} CPU kernels")
+    if note:
+        say(note)
 
     records: list[RoundRecord] = []
     histograms: dict[tuple[str, int], dict[str, int]] = {}
@@ -161,6 +168,7 @@ def _run_all(
     for (name, seed), hist in histograms.items():
         summary["policies"][name]["per_seed"][str(seed)]["participation_histogram"] = hist
     summary = {"experiment": cfg.name, "data": data_description, "model": cfg.model, "seeds": cfg.seeds, "engine": engine,
+               "cpu_kernels": capability,
                "model_size_mb": first_parts.cfg.network.model_size_mb, "model_size_source": first_parts.model_size_source, **summary}
     if first_parts.population.phone_report is not None:  # phones.mix: from_traces
         summary["phones_from_traces"] = first_parts.population.phone_report

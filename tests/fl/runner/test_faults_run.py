@@ -291,7 +291,9 @@ def test_a_read_only_mount_is_one_line_before_any_work(tmp_path, command):
     script = f"mount -t tmpfs -o ro,size=64k tmpfs {mnt} && exec {sys.executable} -m flamingo_sim {' '.join(map(str, argv))}"
     proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=QUIET, timeout=120, check=False)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"flamingo-sim {command}: error: {mnt}: Read-only file system (EROFS)"
+    given = {"run": mnt / "run", "prep-traces": mnt / "ts", "synth-greenhub": mnt / "dump"}[command]
+    # the path the user gave, then the folder that refused and why (issue 22: it named only the folder)
+    assert proc.stderr.strip() == f"flamingo-sim {command}: error: {given}: cannot write in {mnt}: Read-only file system (EROFS)"
 
 
 @pytest.mark.slow
