@@ -47,14 +47,6 @@ COLUMNS = {
 }
 
 
-def time_to_target(rows: pd.DataFrame, target: float | None, rule: TargetConfig = RAW) -> tuple[float | None, float | None]:
-    """(virtual seconds, cumulative training joules) when ``rows`` first reach ``target`` on the rule's curve."""
-    hit = first_reach(rows, target, rule)
-    if hit is None:
-        return None, None
-    return float(hit["time_s"]), float(hit["energy_cum_j"])
-
-
 def _mean_or_none(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     if not values or len(known) < len(values):

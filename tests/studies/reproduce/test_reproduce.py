@@ -218,3 +218,16 @@ def test_bad_override_is_one_line_before_any_output(tmp_path, capsys):
     assert main(["reproduce", "--out", str(out), "--tasks", "mnist"]) == 2
     assert capsys.readouterr().err.strip().endswith("error: --tasks: expected some of openimage_mobilenet, openimage_shufflenet, speech_resnet34, got mnist")
     assert not out.exists()
+
+
+def test_reproduce_errors_come_before_torch_is_imported(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from flamingo_sim.cli import main; rc = main(sys.argv[1:]); "
+            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules, 'imported'; raise SystemExit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code, "reproduce", "--seeds", "0", "--out", str(tmp_path / "never")], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60, check=False)
+    assert proc.returncode == 2 and proc.stderr.strip() == "flamingo-sim reproduce: error: --seeds: expected a count >= 1, got 0"
+    assert not (tmp_path / "never").exists()
