@@ -211,6 +211,8 @@ def test_report_writes_valid_images_and_a_summary(run_dirs, tmp_path):
     two, _ = load_runs(run_dirs)
     t_h = two.summary["policies"]["flamingo"]["time_to_target_s"]
     assert f"{t_h / 3600:.2f}" in md if t_h is not None else "| - |" in md
+    targets = ", ".join(f"{t:.4f}" for t in two.summary["target_accuracy_by_seed"].values())
+    assert f"; target accuracy {targets} (highest_common - 0.0100 on the smoothed curve (mean of the last 3 evaluations)" in md
     html = result.html.read_text()
     assert html.startswith("<!DOCTYPE html>") and html.count("<img ") == len(FIGURES)
     assert not list(result.out_dir.glob(".*.tmp"))  # nothing left half-written

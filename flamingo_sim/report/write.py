@@ -115,9 +115,11 @@ def _run_lines(runs: Sequence[Run]) -> list[str]:
     lines = []
     for run in runs:
         s = run.summary
+        rule = (s.get("target_rule") or {}).get("description", s.get("target", "?"))
+        values = ", ".join(f"{float(t):.4f}" for t in s.get("target_accuracy_by_seed", {}).values() if t is not None)
         lines.append(
             f"{run.label}: `{run.path}`; experiment {s.get('experiment', '?')}, model {s.get('model', '?')}, "
-            f"seeds {run.seeds}, target {s.get('target', '?')}, baseline {s.get('baseline', '?')}"
+            f"seeds {run.seeds}, baseline {s.get('baseline', '?')}; target accuracy {values or '-'} ({rule})"
         )
         if s.get("incomplete"):
             lines.append(f"  incomplete run: {s['incomplete']} (no summary.json: the numbers cover the rounds done)")
