@@ -34,7 +34,8 @@ CAPTIONS = {
     "on the curve the target is read on (with a smoothed rule: the line is the mean of the last evaluations, the points each evaluation).",
     "speedup_vs_target": "Speedup (time) and energy efficiency (training energy) of each policy over the baseline, against the target "
     "accuracy, read on the same curve as the headline; the headline's target is dotted and its ratios starred. A gap: the baseline or "
-    "the policy never reaches that target in some seed.",
+    "the policy never reaches that target in some seed. The curve's targets are the same for every seed; the headline's are each "
+    "seed's own, and its star sits at their mean.",
     "clients_online": "Clients online (the trace says available and the energy budget allows) at the start of each round.",
     "clients_lost": "Distinct clients lost so far: offline only because training drained their battery.",
     "energy_cumulative": "Cumulative on-device training energy (all attempts, kept or dropped). Star: energy spent when the target was reached.",

@@ -22,7 +22,8 @@ __all__ = ["load_results", "write_reproduction", "exploration_line", "fidelity_n
 DPI = 200
 #: Caption of the speedup-by-target figure set beside Table 2.
 CURVE_CAPTION = ("Speedup and energy efficiency of Flamingo over the baseline against the target accuracy, one panel per task, "
-                 "read on the same curve as Table 2 (star: Table 2's ratios at its target; shaded: targets some policy never reaches).")
+                 "read on the same curve as Table 2 (star: Table 2's ratios at its target, the mean of each seed's own; shaded: "
+                 "targets some policy never reaches in some seed, where the curve, one target for every seed, has no ratio).")
 
 
 def load_results(run_dirs: Sequence[tuple[str, Path]]) -> list[TaskResult]:
