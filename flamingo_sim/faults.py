@@ -25,8 +25,8 @@ from typing import Any
 
 from flamingo_sim.errors import FlamingoError
 
-__all__ = ["LOCK_FILE", "Interrupted", "check_writable", "describe_os_error", "is_disk_full", "last_stop_signal", "run_lock",
-           "stop_signals"]
+__all__ = ["LOCK_FILE", "Interrupted", "NotWritable", "check_writable", "describe_os_error", "is_disk_full", "last_stop_signal",
+           "run_lock", "stop_signals"]
 
 LOCK_FILE = ".lock"
 #: errno values that mean "no room to write" (a full disk, a quota, a file-size limit).
@@ -94,10 +94,22 @@ def describe_os_error(exc: OSError, path: str | Path | None = None) -> str:
     else:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     name = errno.errorcode.get(code, str(code)) if code is not None else type(exc).__name__
+    if isinstance(exc, NotWritable):  # the path the user gave, then why: the folder that refused and the reason
+        reason = f"{exc.why}: {reason}"
     line = f"{where}: {reason} ({name})" if where is not None else f"{reason} ({name})"
     if code in DISK_FULL:
         line += "; the disk is full (or a quota or file-size limit is reached): free space, nothing half-written was kept"
     return line
+
+
+class NotWritable(OSError):
+    """An output location that cannot be written: ``filename`` is the path the user gave, ``where`` the
+    existing folder in which writing failed; :func:`describe_os_error` names both."""
+
+    def __init__(self, code: int | None, strerror: str | None, given: str, where: Path, why: str | None = None) -> None:
+        super().__init__(code, strerror, given)
+        self.where = where
+        self.why = why or f"cannot write in {where}"
 
 
 def check_writable(path: str | Path, *, directory: bool = True) -> None:
@@ -106,6 +118,7 @@ def check_writable(path: str | Path, *, directory: bool = True) -> None:
     ``path`` is a directory to create or fill (``directory=True``) or a file to write. Creates
     and removes a probe file in the nearest existing ancestor; creates nothing else.
     """
+    given = path
     path = Path(path).absolute()
     if path.exists():
         if directory and not path.is_dir():
@@ -116,12 +129,12 @@ def check_writable(path: str | Path, *, directory: bool = True) -> None:
     while not probe_dir.exists():
         probe_dir = probe_dir.parent
     if not probe_dir.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(probe_dir))
+        raise NotWritable(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(given), probe_dir, f"{probe_dir} is a file")
     probe = probe_dir / f".flamingo-sim-probe.{os.getpid()}.w.tmp"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
-        raise type(exc)(exc.errno, exc.strerror, str(probe_dir)) from None
+        raise NotWritable(exc.errno, exc.strerror, str(given), probe_dir) from None
     os.close(fd)
     os.unlink(probe)
 

@@ -25,7 +25,7 @@ from torch import nn
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.rng import derive_seed
 
-__all__ = ["build_model", "MODEL_NAMES", "MLP_HIDDEN_UNITS"]
+__all__ = ["build_model", "check_forward", "MODEL_NAMES", "MLP_HIDDEN_UNITS"]
 
 MLP_HIDDEN_UNITS = 128
 
@@ -117,3 +117,23 @@ def _build(builder: Callable[..., object], shape: tuple[int, ...], n_classes: in
     if not isinstance(model, nn.Module):
         raise FlamingoError(f"model {name!r}: the factory returned {type(model).__name__}, not a torch.nn.Module")
     return model
+
+
+def check_forward(model: nn.Module, name: str, x: torch.Tensor, n_classes: int) -> None:
+    """One forward pass on ``x`` (a few samples), in eval mode without gradients (nothing in the model
+    changes), so that a network that does not fit the data fails in one line before any run starts."""
+    shape = tuple(int(d) for d in x.shape)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(x)
+    except Exception as exc:  # a user's network: any failure is one line naming it and the shapes
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise FlamingoError(f"model {name!r} fails on a batch of shape {shape} (input_shape {shape[1:]}, {n_classes} classes): "
+                            f"{type(exc).__name__}: {text}") from None
+    finally:
+        model.train(was_training)
+    got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    if got != (shape[0], n_classes):
+        raise FlamingoError(f"model {name!r} maps a batch of shape {shape} to {got}; expected logits of shape {(shape[0], n_classes)}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -78,14 +80,21 @@ def test_out_under_a_file_is_one_line_before_any_work(dump, tmp_path, capsys, co
         "run": ["run", "experiments/openimage_mobilenet.yaml", "--out", str(out), "--set", "fl.rounds=1"],
     }[command]
     assert main(argv) == 2
-    assert _err(capsys) == f"flamingo-sim {command}: error: {blocker}: Not a directory (ENOTDIR)"
+    assert _err(capsys) == f"flamingo-sim {command}: error: {out}: {blocker} is a file: Not a directory (ENOTDIR)"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker", "g.parquet"]
 
 
 def test_out_in_proc_is_one_line(dump, capsys):
     assert _prep(dump, "/proc/flamingo-traces") == 2
     err = _err(capsys)
-    assert err.startswith("flamingo-sim prep-traces: error: /proc: ") and err.endswith(")")
+    assert err.startswith("flamingo-sim prep-traces: error: /proc/flamingo-traces: cannot write in /proc: ") and err.endswith(")")
+
+
+def test_run_out_names_the_path_given_then_the_reason(capsys):
+    """Issue 22: `--out /proc/x` said `/proc: No such file or directory`, naming the parent, not the path given."""
+    assert main(["run", "experiments/openimage_mobilenet.yaml", "--out", "/proc/x"]) == 2
+    assert _err(capsys) == "flamingo-sim run: error: /proc/x: cannot write in /proc: No such file or directory (ENOENT)"
+    assert not Path("/proc/x").exists()
 
 
 def test_prep_traces_on_a_full_disk_is_one_line_and_leaves_nothing(dump, tmp_path):

@@ -34,6 +34,19 @@ def lines_by_gid(fig) -> dict[str, object]:
     return {line.get_gid(): line for ax in fig.axes for line in ax.get_lines() if line.get_gid()}
 
 
+def test_speedup_by_target_figure_plots_the_summary_table(runs):
+    one = runs[1]
+    lines = lines_by_gid(FIGURES["speedup_vs_target"]([one]))
+    points = one.summary["target_curve"]["points"]
+    speedup = lines[f"{one.label}|flamingo|speedup_by_target"]
+    np.testing.assert_allclose(speedup.get_xdata(), [p["target"] for p in points])
+    expected = [np.nan if p["speedup"]["flamingo"] is None else p["speedup"]["flamingo"] for p in points]
+    np.testing.assert_allclose(speedup.get_ydata(), expected)
+    star = lines[f"{one.label}|flamingo|speedup_headline"]
+    assert star.get_ydata()[0] == pytest.approx(one.summary["policies"]["flamingo"]["speedup"])
+    assert star.get_xdata()[0] == pytest.approx(one.summary["target_accuracy_by_seed"]["0"])
+
+
 # --- aggregation -----------------------------------------------------------------------------
 
 
@@ -84,15 +97,26 @@ def test_time_series_of_one_seed_equal_the_metrics(runs, stem, column):
 
 
 def test_time_to_target_is_marked_where_the_summary_says(runs):
+    """The star sits on the plotted curve the rule reads (the smoothed one by default), at or above the target."""
     one = runs[1]
     lines = lines_by_gid(FIGURES["accuracy_vs_time"]([one]))
     target = one.summary["target_accuracy_by_seed"]["0"]
+    assert one.summary["target_rule"]["curve"] == "smoothed"
+    marked = 0
     for policy, entry in one.summary["policies"].items():
         if entry["time_to_target_s"] is None:
             continue
+        rows = one.metrics[one.metrics["policy"] == policy].dropna(subset=["accuracy"]).sort_values("round")
+        acc = rows["accuracy"].to_numpy()
+        i = int(np.flatnonzero(rows["round"].to_numpy() == entry["per_seed"]["0"]["target_round"])[0])
+        on_curve = acc[max(0, i - 2): i + 1].mean()  # the mean of the last 3 evaluations there
         star = lines[f"{one.label}|{policy}|time_to_target"]
         assert star.get_xdata()[0] == pytest.approx(entry["time_to_target_s"] / 3600)
-        assert star.get_ydata()[0] == pytest.approx(target)
+        assert star.get_ydata()[0] == pytest.approx(on_curve) and on_curve >= target - 1e-9
+        curve = lines[f"{one.label}|{policy}|accuracy_curve"]
+        assert star.get_ydata()[0] == pytest.approx(np.interp(star.get_xdata()[0], curve.get_xdata(), curve.get_ydata()))
+        marked += 1
+    assert marked == 2
     fig = FIGURES["accuracy_vs_time"]([one])
     target_line = next(line for ax in fig.axes for line in ax.get_lines() if line.get_gid() == f"{one.label}|target")
     assert target_line.get_ydata()[0] == pytest.approx(target)
@@ -148,7 +172,7 @@ def test_several_runs_are_overlaid_with_one_style_each(runs):
     fig = FIGURES["accuracy_vs_time"](list(runs))
     lines = lines_by_gid(fig)
     two, one = runs
-    a, b = lines[f"{two.label}|flamingo|accuracy"], lines[f"{one.label}|flamingo|accuracy"]
+    a, b = lines[f"{two.label}|flamingo|accuracy_curve"], lines[f"{one.label}|flamingo|accuracy_curve"]
     assert a.get_color() == b.get_color() == POLICY_COLORS["flamingo"]
     assert a.get_linestyle() != b.get_linestyle()
     legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
@@ -187,6 +211,8 @@ def test_report_writes_valid_images_and_a_summary(run_dirs, tmp_path):
     two, _ = load_runs(run_dirs)
     t_h = two.summary["policies"]["flamingo"]["time_to_target_s"]
     assert f"{t_h / 3600:.2f}" in md if t_h is not None else "| - |" in md
+    targets = ", ".join(f"{t:.4f}" for t in two.summary["target_accuracy_by_seed"].values())
+    assert f"; target accuracy {targets} (highest_common - 0.0100 on the smoothed curve (mean of the last 3 evaluations)" in md
     html = result.html.read_text()
     assert html.startswith("<!DOCTYPE html>") and html.count("<img ") == len(FIGURES)
     assert not list(result.out_dir.glob(".*.tmp"))  # nothing left half-written

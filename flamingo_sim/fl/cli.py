@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +69,31 @@ def _jobs(text: str) -> int | None:
     return int(text)
 
 
+def _preflight(args: argparse.Namespace) -> None:
+    """The checks that need no torch, made before it is imported so a mistake is reported in well under a second:
+    the counts, the experiment and its config with the overrides, and the run directory (run_experiment checks
+    them all again, for callers of the library)."""
+    from flamingo_sim.errors import ConfigError
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.runner.rundir import check_run_dir
+    from flamingo_sim.resources import find_experiment
+
+    if args.seeds is not None and args.seeds < 1:
+        raise ConfigError(f"n_seeds: expected a count >= 1, got {args.seeds}")
+    if args.executors < 0:
+        raise ConfigError(f"executors: expected a count >= 0, got {args.executors}")
+    if args.executors and args.engine == "native":
+        raise ConfigError(f"executors: {args.executors} executor processes need engine 'fedscale', not 'native'")
+    if args.resume and args.out is None:
+        raise ConfigError("resume: needs out_dir, the run directory to continue")
+    overrides = list(args.overrides) + [f"fl.{k}={v}" for k, v in (("device", args.device), ("threads", args.threads)) if v is not None]
+    cfg = load_experiment(find_experiment(args.experiment), overrides)
+    if args.out is not None:
+        check_run_dir(Path(args.out), cfg, args.resume)
+
+
 def _run(args: argparse.Namespace) -> int:
+    _preflight(args)
     from flamingo_sim.fl.runner.run import run_experiment
 
     run_experiment(

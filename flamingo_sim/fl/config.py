@@ -204,6 +204,9 @@ class FLConfig:
     memory_budget_gb: Optional[float] = None
     #: ``sync`` rounds, or ``fedbuff``: FedBuff's buffered asynchronous aggregation (section ``fedbuff``).
     mode: Literal["sync", "fedbuff"] = "sync"
+    #: CPU kernels: ``portable`` (ATen's default kernels: the same numbers on every x86-64 CPU), ``native``
+    #: (the CPU's widest SIMD) or ``auto`` (portable for the proxy task, native for real data).
+    cpu_kernels: Literal["auto", "portable", "native"] = "auto"
 
     def __post_init__(self) -> None:
         check_ranges(self, participants_per_round=">= 1", overcommit=">= 1", local_steps=">= 1", batch_size=">= 1",
@@ -238,17 +241,17 @@ class AggregationConfig:
     tau: Optional[float] = None
 
     def __post_init__(self) -> None:
-        from flamingo_sim.fl.strategy.aggregators import AGGREGATORS, PARAMETERS
+        from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMETERS as PARAMETERS
 
         check_ranges(self, mu=">= 0", server_lr="> 0", beta1="[0, 1)", beta2="[0, 1)", tau="> 0")
-        if self.name in AGGREGATORS:
+        if self.name in PARAMETERS:
             allowed = PARAMETERS[self.name]
             extra = [k for k in self.parameters() if k not in allowed]
             if extra:
                 takes = ", ".join(allowed) if allowed else "none besides weighting"
                 raise ValueError(f"{extra[0]} is not a parameter of {self.name!r} (its parameters: {takes})")
         elif ":" not in self.name:
-            raise ValueError(f"name: unknown aggregator {self.name!r} (known: {', '.join(AGGREGATORS)}, or 'package.module:Class')")
+            raise ValueError(f"name: unknown aggregator {self.name!r} (known: {', '.join(PARAMETERS)}, or 'package.module:Class')")
 
     def parameters(self) -> dict[str, float]:
         """The aggregator parameters that are set (not None)."""
@@ -310,6 +313,25 @@ class TrackingConfig:
 
 
 @dataclass(frozen=True)
+class TargetConfig:
+    """How time to ``target_accuracy`` is read from the accuracy curves (:mod:`flamingo_sim.fl.metrics.target`).
+
+    The default reads a smoothed curve and sets a computed target a margin below the reading, so
+    that one test sample cannot move the headline; ``curve: raw`` with ``margin: 0`` is the raw rule.
+    """
+
+    #: the curve compared with the target: "smoothed" (mean of the last ``window`` evaluations) or "raw" (each evaluation)
+    curve: Literal["smoothed", "raw"] = "smoothed"
+    #: evaluations averaged by the smoothed curve (trailing, so the value at a round is known at that round)
+    window: int = 3
+    #: accuracy subtracted from a computed target (highest, highest_common); a number in target_accuracy is used as given
+    margin: float = 0.01
+
+    def __post_init__(self) -> None:
+        check_ranges(self, window=">= 1", margin="[0, 1)")
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     #: The experiment's name: it names the run directory (no slashes).
     name: str
@@ -335,9 +357,12 @@ class ExperimentConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     #: FedBuff's parameters, used with ``fl.mode: fedbuff`` (a "round" is one server update).
     fedbuff: FedBuffConfig = field(default_factory=FedBuffConfig)
-    #: The target: a number, ``highest`` (the highest any policy reaches) or ``highest_common``
-    #: (the highest every policy reaches, so that each has a time to target).
+    #: The target: a number in (0, 1], ``highest`` (the paper's words, "the highest achieved by either": the
+    #: higher of the policies' bests, which a weaker policy may never reach) or ``highest_common`` (one reading
+    #: of them: the highest accuracy every policy reaches, the lower of the bests, so every policy has a time).
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
+    #: How time to ``target_accuracy`` is read: the curve (smoothed or raw) and the margin below a computed target.
+    target: TargetConfig = field(default_factory=TargetConfig)
     #: The policies compared: ``baseline``, ``flamingo``, ``eas`` or ``package.module:Class``.
     policies: list[str] = field(default_factory=lambda: ["baseline", "flamingo"])
     #: Parameters every policy is built with.

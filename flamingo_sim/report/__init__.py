@@ -9,21 +9,32 @@
 Nothing downstream reaches back: the report reads a run directory and never changes its data.
 """
 
-from flamingo_sim.report.data import Curve, Run, load_runs, mean_band, policy_curve, summary_table
-from flamingo_sim.report.plots import FIGURES, POLICY_COLORS, make_figures, policy_colors
-from flamingo_sim.report.write import ReportResult, write_report
+from __future__ import annotations
 
-__all__ = [
-    "Curve",
-    "Run",
-    "load_runs",
-    "mean_band",
-    "policy_curve",
-    "summary_table",
-    "FIGURES",
-    "POLICY_COLORS",
-    "make_figures",
-    "policy_colors",
-    "ReportResult",
-    "write_report",
-]
+import importlib
+from typing import Any
+
+#: The public API, imported on first use (matplotlib and pandas load only when a report is made,
+#: so ``flamingo-sim --help`` and argument errors stay fast).
+_EXPORTS = {
+    "Curve": "data",
+    "Run": "data",
+    "load_runs": "data",
+    "mean_band": "data",
+    "policy_curve": "data",
+    "summary_table": "data",
+    "FIGURES": "plots",
+    "POLICY_COLORS": "plots",
+    "make_figures": "plots",
+    "policy_colors": "plots",
+    "ReportResult": "write",
+    "write_report": "write",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"flamingo_sim.report.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'flamingo_sim.report' has no attribute {name!r}")

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from flamingo_sim.errors import FlamingoError
+from flamingo_sim.fl.config import TargetConfig
 
 __all__ = [
     "Run",
@@ -37,6 +38,9 @@ __all__ = [
     "summary_table",
     "dropped_by_reason",
     "target_accuracy",
+    "target_rule",
+    "rule_curve",
+    "speedup_by_target",
     "time_to_target_h",
     "participation_histogram",
     "S_PER_H",
@@ -133,13 +137,25 @@ def incomplete_summary(path: Path, metrics: pd.DataFrame) -> dict[str, Any]:
     policies, seeds = list(cfg.get("policies") or []), list(cfg.get("seeds") or [])
     rounds = (cfg.get("fl") or {}).get("rounds")
     done = int((metrics["round"] >= 1).sum())  # rounds trained (round 0 is the initial model)
-    expected = f"{done} of {int(rounds) * len(policies) * len(seeds)} rounds" if rounds else f"{done} rounds (of fl.horizon_h)"
+    runs = f"{len(policies)} policies x {len(seeds)} seed(s)"
+    expected = (f"{done} of {int(rounds) * len(policies) * len(seeds)} policy-seed rounds ({runs} x {int(rounds)} rounds)" if rounds
+                else f"{done} policy-seed rounds (of fl.horizon_h)")
     baseline = policies[0] if policies else str(metrics["policy"].iloc[0])
     target = cfg.get("target_accuracy", "highest_common")
     return {
         "experiment": cfg.get("name", "?"), "model": cfg.get("model", "?"), "seeds": seeds, "incomplete": expected,
-        **summarize(metrics, target, baseline=baseline),
+        **summarize(metrics, target, baseline=baseline, rule=_target_rule(path, cfg.get("target"))),
     }
+
+
+def _target_rule(path: Path, raw: Any) -> TargetConfig:
+    """The run's ``target`` section from its config.yaml (absent in runs of earlier versions: the raw rule)."""
+    from flamingo_sim.config import from_mapping
+    from flamingo_sim.fl.metrics.target import RAW
+
+    if raw is None:
+        return RAW
+    return from_mapping(TargetConfig, raw, f"{path}/config.yaml", "target")
 
 
 def mean_band(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> Curve:
@@ -258,6 +274,49 @@ def target_accuracy(run: Run) -> float | None:
     """The run's target accuracy (mean over seeds of each seed's target), or ``None``."""
     targets = [t for t in run.summary.get("target_accuracy_by_seed", {}).values() if t is not None]
     return float(np.mean(targets)) if targets else None
+
+
+def target_rule(run: Run) -> TargetConfig:
+    """The rule the run's time to target was read with (``summary.json``'s ``target_rule``; absent: the raw rule)."""
+    from flamingo_sim.fl.metrics.target import RAW
+
+    r = run.summary.get("target_rule")
+    if not r:
+        return RAW
+    return TargetConfig(curve=r["curve"], window=int(r["window"]), margin=float(r["margin"]))
+
+
+def rule_curve(run: Run, policy: str) -> Curve:
+    """The accuracy curve time to target is read on (raw or smoothed, :func:`target_rule`) against virtual hours."""
+    from flamingo_sim.fl.metrics.target import accuracy_curve
+
+    rule = target_rule(run)
+    xs, ys = [], []
+    for seed in run.seeds:
+        c = accuracy_curve(run.rows(policy, seed), rule)
+        if len(c):
+            xs.append(c["time_s"].to_numpy(float) / S_PER_H)
+            ys.append(c["curve"].to_numpy(float))
+    return mean_band(xs, ys)
+
+
+def speedup_by_target(run: Run) -> pd.DataFrame:
+    """Speedup and energy efficiency over a range of target accuracies (``summary.json``'s ``target_curve``,
+    recomputed from the metrics for runs of earlier versions). Index: target; columns ``<ratio>|<policy>``
+    (NaN where the baseline or the policy never reaches that target in some seed)."""
+    from flamingo_sim.fl.metrics.target import target_curve
+
+    table = run.summary.get("target_curve")
+    if not table:
+        table = target_curve(run.metrics, target_rule(run), str(run.summary.get("baseline", run.policies[0])))
+    records = []
+    for point in table["points"]:
+        row: dict[str, float] = {"target": float(point["target"])}
+        for ratio in ("speedup", "energy_efficiency"):
+            for policy, value in point[ratio].items():
+                row[f"{ratio}|{policy}"] = float("nan") if value is None else float(value)
+        records.append(row)
+    return pd.DataFrame.from_records(records, index="target") if records else pd.DataFrame()
 
 
 def time_to_target_h(run: Run, policy: str) -> float | None:

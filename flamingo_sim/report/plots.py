@@ -10,6 +10,8 @@ Each plotted artist carries a ``gid`` ``"<run label>|<policy>|<what>"`` so tests
 can find a series and compare it with the metrics table: ``what`` is the column for time series
 (``accuracy``, ``n_online``, ``clients_lost_cum``, ``energy_cum_j``), ``time_to_target``,
 ``mix|<choice>`` (top edge of that choice's band: the cumulative share) or ``interference``.
+Where a run reads time to target on a smoothed curve, the accuracy panel draws the evaluations as
+points (``accuracy``) and that curve as a line (``accuracy_curve``), and the star sits on it.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from matplotlib import rc_context
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.typing import RcKeyType
 
 from flamingo_sim.report.data import (
+    Curve,
     Run,
     choice_columns,
     choice_mix,
@@ -33,7 +37,10 @@ from flamingo_sim.report.data import (
     participation_histogram,
     phone_columns,
     policy_curve,
+    rule_curve,
+    speedup_by_target,
     target_accuracy,
+    target_rule,
     time_to_target_h,
 )
 
@@ -51,6 +58,7 @@ __all__ = [
     "energy_cumulative",
     "choice_mix_figure",
     "interference_figure",
+    "speedup_vs_target",
     "make_figures",
 ]
 
@@ -144,15 +152,21 @@ def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, s
             ax = axes[0, g]
             for k, (_, run) in enumerate(members):
                 ls = RUN_STYLES[k % len(RUN_STYLES)]
+                smoothed = column == "accuracy" and target_rule(run).curve == "smoothed" and target_rule(run).window > 1
                 for policy in run.policies:
                     c = policy_curve(run, policy, column, scale=scale)
                     color = colors[policy]
-                    ax.plot(c.x, c.y, color=color, ls=ls, marker=marker if c.n_seeds == 1 else "", ms=2.5, gid=f"{run.label}|{policy}|{column}")
+                    if smoothed:  # the evaluations as points, the curve the target is read on as the line
+                        ax.plot(c.x, c.y, color=color, ls="", marker=".", ms=3, alpha=0.45, gid=f"{run.label}|{policy}|{column}")
+                        c = rule_curve(run, policy)
+                        ax.plot(c.x, c.y, color=color, ls=ls, gid=f"{run.label}|{policy}|accuracy_curve")
+                    else:
+                        ax.plot(c.x, c.y, color=color, ls=ls, marker=marker if c.n_seeds == 1 else "", ms=2.5, gid=f"{run.label}|{policy}|{column}")
                     if c.lo is not None and c.hi is not None:  # series are >= 0, accuracy <= 1: clip the band, not the mean
                         lo, hi = np.maximum(c.lo, 0.0), (np.minimum(c.hi, 1.0) if column == "accuracy" else c.hi)
                         ax.fill_between(c.x, lo, hi, color=color, alpha=0.2, lw=0, gid=f"{run.label}|{policy}|{column}|band")
                     if mark_target:
-                        _mark_time_to_target(ax, run, policy, color, mark_target, scale, label_time=len(members) == 1)
+                        _mark_time_to_target(ax, run, policy, color, c, label_time=len(members) == 1)
             ax.set_xlabel(TIME_LABEL)
             if g == 0:
                 ax.set_ylabel(ylabel)
@@ -180,21 +194,21 @@ def _target_lines(ax, runs: Sequence[Run], label_value: bool = True) -> list:
             continue
         ax.axhline(target, color="0.35", lw=0.8, ls=(0, (4, 2)), gid=f"{run.label}|target")
         if i == 0:
-            handles.append(Line2D([], [], color="0.35", lw=0.8, ls=(0, (4, 2)), label=f"target {target:.3f}" if label_value else "target accuracy"))
+            handles.append(Line2D([], [], color="0.35", lw=0.8, ls=(0, (4, 2)), label=f"target {target:.4f}" if label_value else "target accuracy"))
+    if runs and target_rule(runs[0]).curve == "smoothed" and target_rule(runs[0]).window > 1:
+        handles.append(Line2D([], [], color="0.3", marker=".", ls="", alpha=0.45, label="evaluations"))
+        handles.append(Line2D([], [], color="0.3", label=f"mean of last {target_rule(runs[0]).window}"))
     handles.append(Line2D([], [], color="0.3", marker="*", ls="", ms=7, label="time to target"))
     return handles
 
 
-def _mark_time_to_target(ax, run: Run, policy: str, color: str, what: str, scale: float, *, label_time: bool = True) -> None:
-    """A star where ``policy`` first reaches the target, a dotted drop line and the time in hours."""
+def _mark_time_to_target(ax, run: Run, policy: str, color: str, curve: Curve, *, label_time: bool = True) -> None:
+    """A star on the plotted ``curve`` where ``policy`` reaches the target (the summary's mean time), a dotted
+    drop line and the time in hours."""
     t_h = time_to_target_h(run, policy)
-    if t_h is None:
+    if t_h is None or not len(curve.x):
         return
-    entry = run.summary["policies"][policy]
-    y = target_accuracy(run) if what == "accuracy" else entry.get("energy_to_target_j")
-    if y is None:
-        return
-    y = float(y) * (1.0 if what == "accuracy" else scale)
+    y = float(np.interp(t_h, curve.x, curve.y))
     ax.plot([t_h], [y], marker="*", ms=8, color=color, mec="black", mew=0.4, ls="", zorder=5, gid=f"{run.label}|{policy}|time_to_target")
     ax.axvline(t_h, color=color, lw=0.8, ls=":", zorder=1)
     if label_time:
@@ -325,12 +339,55 @@ def participation_figure(runs: Sequence[Run]) -> Figure:
     return fig
 
 
+def speedup_vs_target(runs: Sequence[Run]) -> Figure:
+    """Speedup (solid) and energy efficiency (dashed) of each policy over the baseline against the target
+    accuracy, one panel per experiment; the headline's target dotted, its ratios starred."""
+    colors = policy_colors(_all_policies(runs))
+    groups = experiment_groups(runs)
+    size = COLUMN_IN if len(groups) == 1 else (min(7.0, 2.4 * len(groups)), COLUMN_IN[1])
+    with _figure(1, len(groups), size) as (fig, axes):
+        for g, (name, members) in enumerate(groups.items()):
+            ax = axes[0, g]
+            for _, run in members:
+                table = speedup_by_target(run)
+                target = target_accuracy(run)
+                for col in table.columns:
+                    ratio, policy = col.split("|", 1)
+                    ax.plot(table.index.to_numpy(float), table[col].to_numpy(float), color=colors[policy],
+                            ls="-" if ratio == "speedup" else "--", marker="o" if ratio == "speedup" else "^", ms=2.5,
+                            gid=f"{run.label}|{policy}|{ratio}_by_target")
+                    headline = run.summary["policies"].get(policy, {}).get(ratio)
+                    if target is not None and headline is not None:
+                        ax.plot([target], [headline], marker="*", ms=8, color=colors[policy], mec="black", mew=0.4, ls="", zorder=5,
+                                gid=f"{run.label}|{policy}|{ratio}_headline")
+                if target is not None:
+                    ax.axvline(target, color="0.35", lw=0.8, ls=":", gid=f"{run.label}|target")
+                finite = table.notna().all(axis=1).to_numpy() if len(table) else np.zeros(0, bool)
+                if len(finite) and not finite[-1] and finite.any():  # above the last target every policy reaches
+                    last = int(np.flatnonzero(finite)[-1])
+                    ax.axvspan(float(table.index[last]), float(table.index[-1]), color="0.85", alpha=0.5, lw=0, gid=f"{run.label}|unreached")
+            ax.axhline(1.0, color="0.6", lw=0.6)
+            ax.set_xlabel("target accuracy")
+            if g == 0:
+                ax.set_ylabel("baseline / policy (x)")
+            ax.set_title("Speedup and energy efficiency by target" if len(groups) == 1 else name.replace("_", " "))
+        handles: list[Artist] = [Line2D([], [], color=c, label=p) for p, c in colors.items()
+                                 if all(p != r.summary.get("baseline", "baseline") for r in runs)]
+        handles += [Line2D([], [], color="0.3", marker="o", ms=3, label="speedup"),
+                    Line2D([], [], color="0.3", ls="--", marker="^", ms=3, label="energy efficiency"),
+                    Line2D([], [], color="0.3", marker="*", ls="", ms=7, label="headline"),
+                    Patch(color="0.85", alpha=0.5, label="not reached by all")]
+        fig.legend(handles=handles, loc="outside lower center", ncols=3, handlelength=1.8)
+    return fig
+
+
 #: Figure file stem -> function; the order of the report.
 FIGURES: dict[str, Callable[[Sequence[Run]], Figure]] = {
     "accuracy_vs_time": accuracy_vs_time,
     "clients_online": clients_online,
     "clients_lost": clients_lost,
     "energy_cumulative": energy_cumulative,
+    "speedup_vs_target": speedup_vs_target,
     "choice_mix": choice_mix_figure,
     "interference_per_phone": interference_figure,
     "participation": participation_figure,

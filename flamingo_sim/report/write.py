@@ -30,7 +30,12 @@ FORMATS = ("png", "svg")
 #: PNG resolution: a 3.4-inch column at 200 dpi is 680 px wide.
 DPI = 200
 CAPTIONS = {
-    "accuracy_vs_time": "Test accuracy against virtual time. Dashed: target accuracy; star and dotted line: when each policy first reaches it.",
+    "accuracy_vs_time": "Test accuracy against virtual time. Dashed: target accuracy; star and dotted line: when each policy first reaches it, "
+    "on the curve the target is read on (with a smoothed rule: the line is the mean of the last evaluations, the points each evaluation).",
+    "speedup_vs_target": "Speedup (time) and energy efficiency (training energy) of each policy over the baseline, against the target "
+    "accuracy, read on the same curve as the headline; the headline's target is dotted and its ratios starred. A gap: the baseline or "
+    "the policy never reaches that target in some seed. The curve's targets are the same for every seed; the headline's are each "
+    "seed's own, and its star sits at their mean.",
     "clients_online": "Clients online (the trace says available and the energy budget allows) at the start of each round.",
     "clients_lost": "Distinct clients lost so far: offline only because training drained their battery.",
     "energy_cumulative": "Cumulative on-device training energy (all attempts, kept or dropped). Star: energy spent when the target was reached.",
@@ -111,9 +116,11 @@ def _run_lines(runs: Sequence[Run]) -> list[str]:
     lines = []
     for run in runs:
         s = run.summary
+        rule = (s.get("target_rule") or {}).get("description", s.get("target", "?"))
+        values = ", ".join(f"{float(t):.4f}" for t in s.get("target_accuracy_by_seed", {}).values() if t is not None)
         lines.append(
             f"{run.label}: `{run.path}`; experiment {s.get('experiment', '?')}, model {s.get('model', '?')}, "
-            f"seeds {run.seeds}, target {s.get('target', '?')}, baseline {s.get('baseline', '?')}"
+            f"seeds {run.seeds}, baseline {s.get('baseline', '?')}; target accuracy {values or '-'} ({rule})"
         )
         if s.get("incomplete"):
             lines.append(f"  incomplete run: {s['incomplete']} (no summary.json: the numbers cover the rounds done)")

@@ -84,7 +84,8 @@ def _prep(args: argparse.Namespace) -> int:
     report = prep_traces(args.input, args.out, opts)
     d = report["devices"]
     print(
-        f"{report['n_clients']} clients from {d['selected']} devices ({d['passing_all']} of {d['seen']} pass); "
+        f"{report['n_clients']} clients from {d['selected']} devices ({d['passing_all']} of {d['seen']} pass"
+        + (f"; {d['dropped_single_sample']} dropped: a single sample" if d.get("dropped_single_sample") else "") + "); "
         f"wrote {report['output']}",
         file=sys.stderr,
     )

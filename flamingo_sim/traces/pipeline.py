@@ -124,8 +124,20 @@ def prep_traces(
 
     # Pass 2: the selected devices' rows, with extras; then their phone models.
     series, extras_present = _resample_selected(src, cleaner, selected, opts)
+    # A device whose trace is a single grid point gives a replay horizon of 0, which run refuses:
+    # what prep-traces writes, run must accept, so such devices are dropped here and counted.
+    single = sorted(int(s.device_id) for s in series if len(s) < 2)
+    if single:
+        series = [s for s in series if len(s) >= 2]
+        selected = selected[~np.isin(selected, single)]
+        if not series:
+            raise InputDataError(f"{src.path}: every selected device has a single sample after resampling ({len(single)} devices, "
+                                 f"e.g. device {single[0]}); a client needs at least two - relax the criteria or add data")
     models = src.device_models(selected)
     warnings: list[str] = []
+    if single:
+        warnings.append(f"{len(single)} selected device(s) dropped: a single sample after resampling (a client needs at least two; "
+                        f"device {', '.join(map(str, single[:5]))}{' ...' if len(single) > 5 else ''})")
     if selected.size < opts.n_devices:
         warnings.append(f"only {selected.size} devices pass all criteria; {opts.n_devices} requested")
     report: dict[str, Any] = {
@@ -162,6 +174,7 @@ def prep_traces(
             "seen": int(stats.device_id.size),
             "passing": {k: int(m.sum()) for k, m in masks.items() if k != "all"},
             "passing_all": int(masks["all"].sum()),
+            "dropped_single_sample": len(single),
             "selected": int(selected.size),
         },
         "selected_device_ids": [int(d) for d in selected],
@@ -200,8 +213,17 @@ def _no_valid_rows(src: Source, cleaner: Cleaner, drops: dict[str, int], opts: P
                                             scale="0-100" if cleaner.level_scale == "pct" else "0-1")
         return (f"{f}: every row dropped as {reason} ({n} of {cleaner.rows_in}); first {column} seen: "
                 f"{value if isinstance(value, str) else str(value)!r}{quote_hint(value)}; {expected}")
-    worst = ", ".join(f"{k} {v}" for k, v in sorted(drops.items(), key=lambda kv: -kv[1]) if v)
-    return f"{src.path}: no valid rows ({cleaner.rows_in} read; dropped: {worst or 'none'})"
+    ranked = [(k, v) for k, v in sorted(drops.items(), key=lambda kv: -kv[1]) if v]
+    worst = ", ".join(f"{k} {v}" for k, v in ranked)
+    line = f"{src.path}: no valid rows ({cleaner.rows_in} read; dropped: {worst or 'none'})"
+    if ranked and ranked[0][0] in cleaner.examples:  # the main reason, shown on a value the input holds
+        reason = ranked[0][0]
+        f, column, value = cleaner.examples[reason]
+        expected = _EXPECTED[reason].format(min_date=opts.min_date, max_date=opts.max_date or "today",
+                                            scale="0-100" if cleaner.level_scale == "pct" else "0-1")
+        line += (f"; {reason}: column {column} of {f}, e.g. {value if isinstance(value, str) else str(value)!r}"
+                 f"{quote_hint(value)}; {expected}")
+    return line
 
 
 def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts: PrepOptions) -> tuple[list[DeviceSeries], list[str]]:

@@ -142,3 +142,21 @@ def test_bad_option_values(tmp_path, capsys, good_table):
     _assert_one_line_error(rc, err, "--devices: expected at least 1, got 0")
     with pytest.raises(InputDataError, match=r"^n_devices: expected at least 1, got 0$"):  # the library names its parameter
         PrepOptions(n_devices=0)
+
+
+def test_a_text_battery_level_column_is_named_with_an_example(tmp_path, capsys):
+    """Issue 22: "no valid rows (... malformed_level 11770 ...)" said neither which column nor what it held."""
+    d = regular_device(1, 2, 120)
+    n = d["ts"].size
+    table = pa.table({
+        "id": pa.array(np.arange(n + 1, dtype=np.int64)),
+        "device_id": pa.array(np.r_[d["device_id"], [None]].tolist(), type=pa.int64()),  # one row of another defect
+        "timestamp": pa.array(np.r_[d["ts"], d["ts"][:1]], type=pa.int64()).cast(pa.timestamp("s")).cast(pa.timestamp("us")),
+        "battery_level": pa.array([f"{int(v)} %" for v in d["level"]] + ["50 %"]),
+    })
+    pq.write_table(table, tmp_path / "text.parquet")
+    rc, err = _run(capsys, tmp_path / "text.parquet", "--out", tmp_path / "out")
+    _assert_one_line_error(rc, err, f"{tmp_path / 'text.parquet'}: no valid rows ({n + 1} read; dropped: malformed_level {n}, null_device_id 1)",
+                           f"; malformed_level: column battery_level of {tmp_path / 'text.parquet'}, e.g. '100 %'; "
+                           "expected a battery level within the scale")
+    assert not (tmp_path / "out").exists()

@@ -85,7 +85,7 @@ def test_report_counts(outputs, synth_dump):
         assert rep["drops"][reason] > 0, reason
     # 24 devices: 16 good + 2 of each failing kind, each failing exactly one criterion
     assert rep["devices"] == {"seen": 24, "passing": {"min_days": 22, "min_samples_per_day": 22, "max_gap": 22,
-                                                      "max_long_gaps": 22}, "passing_all": 16, "selected": 8}
+                                                      "max_long_gaps": 22}, "passing_all": 16, "dropped_single_sample": 0, "selected": 8}
     on_disk = json.loads((Path(rep["output"]) / "report.json").read_text())
     assert on_disk["selected_device_ids"] == rep["selected_device_ids"]
     assert on_disk["drops"] == rep["drops"]

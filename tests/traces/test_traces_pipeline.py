@@ -57,7 +57,7 @@ def test_end_to_end_exact(hand_dump, tmp_path):
                             "malformed_level": 1, "duplicate": 1, "shifted_row": 0}
     assert rep["rows"] == {"read": 2 * N + 720 + 5, "valid": 2 * N + 720 + 1, "unique": 2 * N + 720, "repeated_header_lines": 0}
     assert rep["devices"] == {"seen": 3, "passing": {"min_days": 2, "min_samples_per_day": 3, "max_gap": 3, "max_long_gaps": 3},
-                              "passing_all": 2, "selected": 2}
+                              "passing_all": 2, "dropped_single_sample": 0, "selected": 2}
     assert rep["selected_device_ids"] == [10, 11] and rep["n_clients"] == 6
     assert rep["warnings"] == ["only 2 devices pass all criteria; 5 requested"]
 
@@ -140,3 +140,36 @@ def test_public_api_is_exported():
 
     assert traces.load_client_traces is load_client_traces
     assert traces.SHIPPED_DIR.name == "synthetic"
+
+
+def test_a_device_with_a_single_sample_is_dropped_and_counted(tmp_path, capsys):
+    """Issue 22: prep-traces wrote a set that run refused ("device 999 has a single sample"): what it writes, run accepts."""
+    from trace_helpers import regular_device, table_of
+
+    lone = {"device_id": np.array([999]), "ts": np.array([T0 + 3600]), "level": np.array([80.0])}
+    pq.write_table(table_of([regular_device(1, 3, 144), lone, regular_device(2, 3, 144)]), tmp_path / "g.parquet")
+    loose = ["--min-days", "0", "--min-samples-per-day", "0", "--max-gap-h", "1000", "--max-long-gaps", "1000"]
+    rc = main(["prep-traces", str(tmp_path / "g.parquet"), "--out", str(tmp_path / "ts"), "--shifts", "2", "--max-date", "2026-01-01", *loose])
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert "4 clients from 2 devices (3 of 3 pass; 1 dropped: a single sample)" in err
+    assert "warning: 1 selected device(s) dropped: a single sample after resampling (a client needs at least two; device 999)" in err
+    rep = json.loads((tmp_path / "ts" / "report.json").read_text())
+    assert rep["devices"]["dropped_single_sample"] == 1 and rep["devices"]["selected"] == 2
+    assert rep["selected_device_ids"] == [1, 2] and rep["n_clients"] == 4
+    ct = load_client_traces(tmp_path / "ts")  # what run reads: accepted
+    assert ct.n_clients == 4 and sorted(ct.device_ids.tolist()) == [1, 2]
+
+
+def test_only_single_sample_devices_is_one_line_and_leaves_nothing(tmp_path, capsys):
+    lone = [{"device_id": np.array([d]), "ts": np.array([T0 + 3600]), "level": np.array([80.0])} for d in (7, 8)]
+    from trace_helpers import table_of
+
+    pq.write_table(table_of(lone), tmp_path / "g.parquet")
+    loose = ["--min-days", "0", "--min-samples-per-day", "0", "--max-gap-h", "1000", "--max-long-gaps", "1000"]
+    rc = main(["prep-traces", str(tmp_path / "g.parquet"), "--out", str(tmp_path / "ts"), "--max-date", "2026-01-01", *loose])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1] == (f"flamingo-sim prep-traces: error: {tmp_path / 'g.parquet'}: every selected device has a single "
+                                   "sample after resampling (2 devices, e.g. device 7); a client needs at least two - relax the "
+                                   "criteria or add data")
+    assert not (tmp_path / "ts").exists()

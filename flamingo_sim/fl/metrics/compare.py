@@ -26,6 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from flamingo_sim.fl.config import TargetConfig
+from flamingo_sim.fl.metrics.target import RAW, first_reach
 from flamingo_sim.rng import rng
 
 __all__ = ["BASES", "N_RESAMPLES", "bootstrap_ci", "ratio_of_means", "compare_on_bases", "exploration_cost", "row_at_time"]
@@ -86,10 +88,11 @@ def _state(rows: pd.DataFrame, row: pd.Series) -> dict[str, float]:
     return out
 
 
-def compare_on_bases(metrics: pd.DataFrame, targets: dict[int, float | None]) -> dict[str, Any]:
+def compare_on_bases(metrics: pd.DataFrame, targets: dict[int, float | None], rule: TargetConfig = RAW) -> dict[str, Any]:
     """Each policy's state on each basis of :data:`BASES`: mean over seeds and per-seed values.
 
-    ``targets`` maps seed -> target accuracy (``None``: no target, so no ``at_target`` state).
+    ``targets`` maps seed -> target accuracy (``None``: no target, so no ``at_target`` state),
+    reached on ``rule``'s curve (:func:`~flamingo_sim.fl.metrics.target.first_reach`).
     Returns ``{basis: {"description", "point_by_seed", "policies": {policy: {quantity: mean,
     "per_seed": {seed: {quantity: value}}}}}}``; a mean is ``None`` where some seed has no state.
     """
@@ -114,10 +117,10 @@ def compare_on_bases(metrics: pd.DataFrame, targets: dict[int, float | None]) ->
                 elif basis == "equal_time":
                     row = row_at_time(rows, float(point))  # type: ignore[arg-type]
                 else:
-                    hit = rows[rows["accuracy"] >= point - 1e-12] if point is not None else rows.iloc[0:0]
-                    if hit.empty:
+                    hit = first_reach(rows, point, rule)
+                    if hit is None:
                         continue
-                    row = hit.iloc[0]
+                    row = hit
                 per_seed[p][str(seed)] = _state(rows, row)
         n_seeds = metrics["seed"].nunique()
         entries = {}

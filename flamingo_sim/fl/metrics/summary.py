@@ -18,6 +18,8 @@ from typing import Any, Union
 import numpy as np
 import pandas as pd
 
+from flamingo_sim.fl.config import TargetConfig
+from flamingo_sim.fl.metrics.target import RAW, best_on_curve, first_reach, rule_dict, target_curve, target_for_seed
 from flamingo_sim.fl.sim.rounds import DROP_REASONS
 
 COLUMNS = {
@@ -43,27 +45,6 @@ COLUMNS = {
     "jain_participation": "Jain's index over all clients of the rounds each was kept so far (1 = all equal)",
     "jain_energy": "Jain's index over all clients of the training energy each has paid so far",
 }
-
-
-def target_for_seed(frame: pd.DataFrame, target: Union[float, str]) -> float | None:
-    """The target accuracy for one seed's rows of all policies."""
-    if not isinstance(target, str):
-        return float(target)
-    best = frame.groupby("policy")["accuracy"].max().dropna()
-    if best.empty:
-        return None
-    return float(best.max() if target == "highest" else best.min())
-
-
-def time_to_target(rows: pd.DataFrame, target: float | None) -> tuple[float | None, float | None]:
-    """(virtual seconds, cumulative training joules) when ``rows`` first reach ``target``."""
-    if target is None:
-        return None, None
-    hit = rows[rows["accuracy"] >= target - 1e-12].sort_values("round")
-    if hit.empty:
-        return None, None
-    first = hit.iloc[0]
-    return float(first["time_s"]), float(first["energy_cum_j"])
 
 
 def _mean_or_none(values: list[float | None]) -> float | None:
@@ -97,8 +78,13 @@ def ux_slowed_frac(rows: pd.DataFrame) -> dict[str, float | None]:
     return out
 
 
-def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = "baseline") -> dict[str, Any]:
+def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = "baseline", rule: TargetConfig = RAW) -> dict[str, Any]:
     """Summary per policy, averaged over seeds; ``None`` where a seed did not reach the target.
+
+    ``target`` (a number, ``"highest_common"`` or ``"highest"``) is read on ``rule``'s curve with its
+    margin (:mod:`flamingo_sim.fl.metrics.target`; the default :data:`~flamingo_sim.fl.metrics.target.RAW`
+    reads each evaluation as measured); ``target_rule`` records it, ``target_curve`` holds the
+    ratios over a range of targets (:func:`~flamingo_sim.fl.metrics.target.target_curve`).
 
     ``speedup`` = mean baseline time to target / mean policy time to target (a ratio of means,
     so it agrees with the printed mean times); ``energy_efficiency`` likewise with training
@@ -116,17 +102,19 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
     targets = {}
     for seed in seeds:
         frame = metrics[metrics["seed"] == seed]
-        targets[seed] = target_for_seed(frame, target)
+        targets[seed] = target_for_seed(frame, target, rule)
         for policy in policies:
             rows = frame[frame["policy"] == policy]
             if rows.empty:
                 continue
             evaluated = rows.dropna(subset=["accuracy"]).sort_values("round")
-            t_s, e_j = time_to_target(rows, targets[seed])
+            hit = first_reach(rows, targets[seed], rule)
             per_seed[policy][seed] = {
                 "target_accuracy": targets[seed],
-                "time_to_target_s": t_s,
-                "energy_to_target_j": e_j,
+                "time_to_target_s": None if hit is None else float(hit["time_s"]),
+                "energy_to_target_j": None if hit is None else float(hit["energy_cum_j"]),
+                "target_round": None if hit is None else int(hit["round"]),
+                "best_curve_accuracy": best_on_curve(rows, rule),
                 "final_accuracy": float(evaluated["accuracy"].iloc[-1]) if len(evaluated) else None,
                 "best_accuracy": float(evaluated["accuracy"].max()) if len(evaluated) else None,
                 "rounds": int(rows["round"].max()),
@@ -137,7 +125,8 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
                 **_last(rows, ("jain_participation", "jain_energy")),
             }
 
-    summary: dict[str, Any] = {"target": target, "target_accuracy_by_seed": targets, "baseline": baseline, "policies": {}}
+    summary: dict[str, Any] = {"target": target, "target_rule": rule_dict(target, rule), "target_accuracy_by_seed": targets,
+                               "baseline": baseline, "policies": {}}
     for policy in policies:
         runs = per_seed[policy]
         entry: dict[str, Any] = {
@@ -166,7 +155,8 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
                 entry[f"{name}_ci"] = ratio["ci"] if ratio else None
             entry["exploration"] = exploration_cost(metrics, policy, baseline)
         summary["policies"][policy] = entry
-    summary["comparisons"] = compare_on_bases(metrics, targets)
+    summary["comparisons"] = compare_on_bases(metrics, targets, rule)
+    summary["target_curve"] = target_curve(metrics, rule, baseline)
     return summary
 
 
@@ -191,7 +181,14 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append("owners' foreground time slowed by training: " + "; ".join(
             f"{p} " + ", ".join(f"{ph} {fmt(v, 0.01, 0, '%')}" for ph, v in fr.items()) for p, fr in ux.items()))
     targets = {s: t for s, t in summary["target_accuracy_by_seed"].items()}
-    lines.append(f"target accuracy ({summary['target']}): " + ", ".join(f"seed {s}: {fmt(t, 1, 3)}" for s, t in targets.items()))
+    rule = summary.get("target_rule") or {"description": str(summary["target"])}
+    lines.append("target accuracy " + ", ".join(f"seed {s}: {fmt(t, 1, 4)}" for s, t in targets.items()) + f" ({rule['description']})")
+    for policy, e in summary["policies"].items():
+        missed = {s: r for s, r in e.get("per_seed", {}).items() if r.get("time_to_target_s") is None and r.get("target_accuracy") is not None}
+        if missed:
+            lines.append(f"{policy} never reaches the target: " + ", ".join(
+                f"seed {s}: best {fmt(r.get('best_curve_accuracy'), 1, 4)} < {fmt(r['target_accuracy'], 1, 4)}" for s, r in missed.items()))
+    lines += _curve_lines(summary)
     for policy, e in summary["policies"].items():
         for name in ("speedup", "energy_efficiency"):
             if e.get(f"{name}_ci"):
@@ -212,3 +209,24 @@ def format_summary(summary: dict[str, Any]) -> str:
                 f"{fmt(x['baseline_time_s'], 3600, 2, ' h')}, {fmt(x['baseline_energy_j'], 1000, 1, ' kJ')}"
             )
     return "\n".join(lines)
+
+
+#: Targets of the speedup-vs-target table the terminal shows (every 6th; summary.json holds them all).
+CURVE_LINE_EVERY = 6
+
+
+def _curve_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per non-baseline policy: speedup / energy efficiency at a few targets of ``target_curve``."""
+    points = (summary.get("target_curve") or {}).get("points") or []
+    if not points:
+        return []
+    shown = points[::-CURVE_LINE_EVERY][::-1]  # always ending at the highest target
+    out = []
+    for policy in points[0]["speedup"]:
+        cells = []
+        for p in shown:
+            sp, ee = p["speedup"].get(policy), p["energy_efficiency"].get(policy)
+            cells.append(f"{p['target']:.4f}: " + ("-" if sp is None else f"{sp:.2f}x") + " / " + ("-" if ee is None else f"{ee:.2f}x"))
+        lines_head = f"{policy} speedup / energy efficiency by target (summary.json target_curve): "
+        out.append(lines_head + "; ".join(cells))
+    return out

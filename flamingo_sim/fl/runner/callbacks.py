@@ -77,19 +77,17 @@ class CallbackList:
 
 
 class ProgressBar(Callback):
-    """The progress bar of each (policy, seed): rounds, virtual time, latest accuracy, online."""
+    """The progress bar of each (policy, seed): rounds, virtual time, online; the accuracy only where the
+    round evaluated it (a log line must not repeat an old accuracy as if it were measured then)."""
 
     def on_run_begin(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:
         rounds = sim.cfg.fl.rounds  # None: the run ends at fl.horizon_h, the bar counts rounds without a total
         self.bar: ProgressBarType[int] = progress(None, desc=f"{sim.policy_name} seed {sim.seed}", total=rounds, unit="round",
                                                   initial=sim.round)
-        evaluated = [r.accuracy for r in records if not math.isnan(r.accuracy)]
-        self.accuracy = evaluated[-1] if evaluated else float("nan")
 
     def on_round_end(self, sim: "Simulation", record: RoundRecord) -> bool:
-        if not math.isnan(record.accuracy):
-            self.accuracy = record.accuracy
-        self.bar.set_postfix_str(f"t={record.time_s / 3600:.2f} h acc={self.accuracy:.3f} online={record.n_online}", refresh=False)
+        acc = "" if math.isnan(record.accuracy) else f" acc={record.accuracy:.3f}"
+        self.bar.set_postfix_str(f"t={record.time_s / 3600:.2f} h{acc} online={record.n_online}", refresh=False)
         self.bar.update(1)
         return False
 

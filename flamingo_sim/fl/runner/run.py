@@ -127,6 +127,8 @@ class PreparedRun:
     first_parts: Any
     label: str = ""
     executors: int = 0
+    #: The CPU kernels this process runs and, where they could not be pinned as asked, a line saying so.
+    kernels: tuple[str, str | None] = ("", None)
 
     def units(self, jobs: int) -> list[Unit]:
         """Its (policy, seed) units in the config's order, each with its share of the cores."""
@@ -162,7 +164,10 @@ def prepare_run(
     if resume and not runner.resumable:
         raise ConfigError(f"resume: engine {engine!r} writes no checkpoints, so its runs cannot be resumed; start a new run")
     cfg = load_experiment(experiment, list(overrides))
-    from flamingo_sim.fl.training.device import resolve_device
+    from flamingo_sim.fl.training.device import pin_cpu_kernels, portable_kernels, resolve_device
+
+    # before torch runs its first kernel (the model's initialisation): it fixes the kernels for the process
+    kernels = pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))
 
     where = resolve_device(cfg.fl.device)  # a GPU asked for and absent fails here, before anything is written
     if cfg.fl.train_mode == "threads" and where.type != "cpu":
@@ -179,7 +184,7 @@ def prepare_run(
         make_policy(name, cfg)
     _check_toolkit(cfg, experiment, engine, resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
-    return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors)
+    return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors, kernels)
 
 
 def run_units(
@@ -206,7 +211,10 @@ def run_units(
         import torch
 
         hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
-        say(f"training on {where} {hardware}, precision {first.fl.precision}")
+        capability, note = runs[0].kernels
+        say(f"training on {where} {hardware}, precision {first.fl.precision}, {capability} CPU kernels")
+        if note:
+            say(note)
     else:
         threads = max(u.threads for u in units) if units else 1
         say(f"{len(units)} units, {jobs} at a time ({'Ray' if executor == 'ray' else 'processes'}, {threads} CPU thread(s) each)")
@@ -246,11 +254,12 @@ def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: b
     """Gather a run's finished units into ``metrics.parquet`` and ``summary.json``."""
     cfg, out = run.cfg, run.out
     metrics, results = gather(out, cfg)
-    summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0])
+    summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0], rule=cfg.target)
     for res in results:
         summary["policies"][res["policy"]]["per_seed"][str(res["seed"])]["participation_histogram"] = res["participation_histogram"]
     first, last = results[0], results[-1]
     summary = {"experiment": cfg.name, "data": last["data"], "model": cfg.model, "seeds": cfg.seeds, "engine": run.engine,
+               "cpu_kernels": run.kernels[0],
                "model_size_mb": first["model_size_mb"], "model_size_source": first["model_size_source"], **summary}
     if first.get("phones_from_traces") is not None:  # phones.mix: from_traces
         summary["phones_from_traces"] = first["phones_from_traces"]

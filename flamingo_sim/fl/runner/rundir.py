@@ -25,7 +25,6 @@ from flamingo_sim.faults import (
     is_disk_full,
     run_lock,
 )
-from flamingo_sim.fl.runner.checkpoint import check_inputs, config_diff, record_inputs
 from flamingo_sim.io import _LEGACY_TEMP, _TEMP, atomic_path, clean_stale
 
 __all__ = ["check_run_dir", "run_guard"]
@@ -48,6 +47,8 @@ def check_run_dir(out: Path, cfg: Any, resume: bool) -> None:
 
 
 def _check_resumable(out: Path, cfg: Any) -> None:
+    from flamingo_sim.fl.runner.checkpoint import config_diff  # torch: imported only where needed, so errors come fast
+
     saved = out / "config.yaml"
     if not saved.is_file():
         raise ConfigError(f"{out}: not a run directory (no config.yaml) - nothing to resume")
@@ -68,6 +69,8 @@ def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: boo
     ``resumable``: whether the engine writes checkpoints (what the message on an interruption says);
     ``how``: what that message says instead (a study is continued by its own command).
     """
+    from flamingo_sim.fl.runner.checkpoint import check_inputs, record_inputs
+
     with run_lock(out):
         check_run_dir(out, cfg, resume)  # again, under the lock: another writer may have been first
         clean_stale(out, recursive=True)

@@ -21,7 +21,7 @@ from flamingo_sim.fl.config import PROXY_MIN_SAMPLES, ExperimentConfig, require_
 from flamingo_sim.fl.data.base import FederatedDataset
 from flamingo_sim.fl.sim.engine import Components
 from flamingo_sim.fl.sim.population import Population, build_population
-from flamingo_sim.models import build_model
+from flamingo_sim.models import build_model, check_forward
 from flamingo_sim.resources import shipped, user_profiles_dir
 
 if TYPE_CHECKING:
@@ -79,6 +79,11 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
         model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"), search=beside)
     except FlamingoError as exc:
         raise ConfigError(f"{src}: {exc}") from None
+    if ":" in model_name:  # your own network: tried on two samples before the run directory exists
+        try:
+            check_forward(model, model_name, dataset.client_data(0)[0][:2], dataset.n_classes)
+        except FlamingoError as exc:
+            raise ConfigError(f"{src}: data.model: {exc}") from None
     size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
     cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
     log(f"model update: {size_mb:.2f} MB each way ({size_source})")

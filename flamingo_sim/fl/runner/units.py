@@ -157,7 +157,7 @@ def run_unit(
     refreshes ``metrics.parquet`` with it, so that a killed run leaves what it had done).
     """
     from flamingo_sim.fl.runner.setup import build_components
-    from flamingo_sim.fl.training.device import set_threads
+    from flamingo_sim.fl.training.device import pin_cpu_kernels, portable_kernels, set_threads
 
     out = Path(unit.run_dir)
     if unit_result(out / UNITS_DIR, unit.policy, unit.seed) is not None:
@@ -166,6 +166,8 @@ def run_unit(
     cfg = resolve_config(experiment, unit.overrides, unit.n_seeds)
     if unit.seed not in cfg.seeds or unit.policy not in cfg.policies:
         raise ConfigError(f"{out}: unit {unit.name}: not a (policy, seed) of this run")
+    # a worker process or a Ray task pins the kernels itself, before its first kernel (the run's own process already has)
+    pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))
     set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
     runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=experiment, overrides=unit.overrides, log=say))
     parts = cache.get(unit.run_dir, unit.seed) if cache is not None else None

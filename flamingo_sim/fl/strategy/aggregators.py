@@ -36,6 +36,7 @@ from torch import Tensor
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.strategy.aggregate import fedavg, server_adam_step, server_yogi_step
+from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMETERS
 from flamingo_sim.plugins import load_object
 
 __all__ = ["Aggregator", "FedAvg", "FedProx", "FedAdam", "FedYogi", "AGGREGATORS", "PARAMETERS", "make_aggregator"]
@@ -146,12 +147,7 @@ class FedYogi(_ServerOptimizer):
 AGGREGATORS: dict[str, type] = {"fedavg": FedAvg, "fedprox": FedProx, "fedadam": FedAdam, "fedyogi": FedYogi}
 
 #: The parameters each registered aggregator takes besides ``weighting``, with their defaults.
-PARAMETERS: dict[str, dict[str, float]] = {
-    "fedavg": {},
-    "fedprox": {"mu": 0.01},
-    "fedadam": {"server_lr": 0.01, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3},
-    "fedyogi": {"server_lr": 0.01, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3},
-}
+PARAMETERS = AGGREGATOR_PARAMETERS
 
 
 def make_aggregator(cfg: Any, buffers: Sequence[str] = (), source: str = "aggregation") -> Aggregator:

@@ -83,6 +83,35 @@ def set_threads(n_threads: int | None, small_model: bool = False) -> int:
     return n
 
 
+#: ``ATEN_CPU_CAPABILITY`` of the portable CPU kernels: ATen's plain build, which every x86-64 CPU runs.
+PORTABLE_CAPABILITY = "default"
+
+
+def portable_kernels(cpu_kernels: str, *, real_data: bool) -> bool:
+    """Whether ``fl.cpu_kernels`` asks for ATen's portable kernels: ``portable``, or ``auto`` on the proxy task."""
+    return cpu_kernels == "portable" or (cpu_kernels == "auto" and not real_data)
+
+
+def pin_cpu_kernels(portable: bool) -> tuple[str, str | None]:
+    """Pin ATen's CPU kernels to their plain build (``portable``), or leave the widest SIMD the CPU has.
+
+    ATen picks its vectorised kernels (and with them the order of float additions in reductions,
+    softmax, the loss) once per process, by the CPU's instruction set, on the first kernel it
+    runs; ``ATEN_CPU_CAPABILITY`` overrides the choice. Set before that first kernel, ``default``
+    makes training identical on every x86-64 CPU as far as ATen goes (MKL's matrix products
+    choose their own code path; see the documentation's headline page). Returns the capability in
+    use and, where it could no longer be pinned (torch had already run a kernel in this process),
+    a line saying so.
+    """
+    if portable:
+        os.environ["ATEN_CPU_CAPABILITY"] = PORTABLE_CAPABILITY
+    used = torch.backends.cpu.get_cpu_capability()
+    if portable and used.lower() != PORTABLE_CAPABILITY:
+        return used, (f"cpu kernels: portable asked for, but torch already runs {used} kernels in this process (set "
+                      f"ATEN_CPU_CAPABILITY={PORTABLE_CAPABILITY} before torch runs anything); results may differ on other CPUs")
+    return used, None
+
+
 @contextlib.contextmanager
 def precision_context(precision: str, device: torch.device) -> Iterator[None]:
     """Run the enclosed training in ``precision`` (see the module docstring); restores the flags."""

@@ -34,13 +34,14 @@ def reproduce(
     ``jobs`` (None: auto), ``executor`` and ``ray_address``: where the (task, seed, policy) units
     run (:mod:`flamingo_sim.studies.study`); ``again``: the command that continues an interrupted run."""
     from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.setup import profile_dirs
     from flamingo_sim.studies.reproduce.paper import TASKS
     from flamingo_sim.studies.reproduce.run import experiment_path, run_tasks
-    from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
 
     done = run_tasks(out_dir, tasks=tuple(tasks or TASKS), n_seeds=n_seeds, quick=quick, overrides=overrides, log=log,
                      jobs=jobs, executor=executor, ray_address=ray_address, again=again)
+    from flamingo_sim.fl.runner.setup import profile_dirs  # torch and matplotlib: after every argument and config is checked
+    from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
+
     first = experiment_path(done[0].task)
     profiles = profile_dirs(load_experiment(first, done[0].overrides), first)
     results = load_results([(d.task, d.run_dir) for d in done])

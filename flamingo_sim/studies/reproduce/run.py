@@ -89,5 +89,10 @@ def run_tasks(
     from flamingo_sim.studies.study import StudyRun, run_study
 
     runs = [StudyRun(task, experiment_path(task), own, seeds) for task, own in plan]
-    run_study("reproduce", out_dir, runs, jobs=jobs, executor=executor, ray_address=ray_address, log=log, again=again)
+    results = run_study("reproduce", out_dir, runs, jobs=jobs, executor=executor, ray_address=ray_address, log=log, again=again)
+    from flamingo_sim.fl.metrics.summary import format_summary
+
+    for i, ((task, _own), res) in enumerate(zip(plan, results), start=1):  # each summary named by its task
+        print(f"== task {i}/{len(plan)}: {task} ({' / '.join(TASKS[task])}) ==", flush=True)
+        print(format_summary(res.summary), flush=True)
     return [TaskRun(task, Path(out_dir) / "runs" / task, own) for task, own in plan]

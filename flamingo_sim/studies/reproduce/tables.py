@@ -116,9 +116,12 @@ def table2(results: Sequence[TaskResult]) -> Table:
             ])
     columns = ["task", "quantity", "baseline mean [95 % CI]", "baseline per seed", "Flamingo mean [95 % CI]", "Flamingo per seed",
                "baseline / Flamingo (ratio of means) [95 % CI]", "paper"]
+    rules = list(dict.fromkeys(str((r.summary.get("target_rule") or {}).get("description", r.summary.get("target", "?"))) for r in results))
+    targets = "; ".join(f"{r.label} " + ", ".join(num(t, 4) for t in r.summary.get("target_accuracy_by_seed", {}).values()) for r in results)
     return Table("Table 2: time and training energy to the target accuracy, per task", columns, rows,
-                 "Target: the highest accuracy both policies reach, per seed. Intervals: 95 % percentile bootstrap over seeds "
-                 "(paired for the ratio). The ratio is of the means, so it agrees with the means beside it.")
+                 f"Target, per seed: {' | '.join(rules)} ({targets}). Intervals: 95 % percentile bootstrap over seeds "
+                 "(paired for the ratio). The ratio is of the means, so it agrees with the means beside it. How the ratios depend "
+                 "on the target: figures/speedup_vs_target.png.")
 
 
 def _per_seed(entry: dict[str, Any], key: str, digits: int, scale: float) -> str:

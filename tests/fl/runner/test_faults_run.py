@@ -175,9 +175,9 @@ def test_report_of_an_incomplete_run_says_so(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert main(["report", str(cut), "--format", "png"]) == 0
     err = capsys.readouterr().err
-    assert f"flamingo-sim report: {cut}: incomplete run: 6 of 8 rounds" in err
+    assert f"flamingo-sim report: {cut}: incomplete run: 6 of 8 policy-seed rounds (2 policies x 1 seed(s) x 4 rounds)" in err
     md = (cut / "report" / "report.md").read_text()
-    assert "experiment openimage_mobilenet, model mobilenet_v2" in md and "incomplete run: 6 of 8 rounds" in md
+    assert "experiment openimage_mobilenet, model mobilenet_v2" in md and "incomplete run: 6 of 8 policy-seed rounds (2 policies x 1 seed(s) x 4 rounds)" in md
     # and a --out holding the user's files is refused
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -282,7 +282,9 @@ def test_a_read_only_mount_is_one_line_before_any_work(tmp_path, command):
     script = f"mount -t tmpfs -o ro,size=64k tmpfs {mnt} && exec {sys.executable} -m flamingo_sim {' '.join(map(str, argv))}"
     proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=QUIET, timeout=120, check=False)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"flamingo-sim {command}: error: {mnt}: Read-only file system (EROFS)"
+    given = {"run": mnt / "run", "prep-traces": mnt / "ts", "synth-greenhub": mnt / "dump"}[command]
+    # the path the user gave, then the folder that refused and why (issue 22: it named only the folder)
+    assert proc.stderr.strip() == f"flamingo-sim {command}: error: {given}: cannot write in {mnt}: Read-only file system (EROFS)"
 
 
 @pytest.mark.slow
