@@ -16,8 +16,9 @@ lost, the owners' UX figures), so a Flower run writes the same ``metrics.parquet
   is the one line a user's ``ClientApp`` needs so that the server can map Flower node ids to
   flamingo-sim clients through each node's ``partition-id``;
 - :class:`~flamingo_sim.integrations.flower.engine.FlowerEngine` is ``flamingo-sim run
-  --engine flower``: a shipped experiment through Flower's simulation engine, its model trained
-  on its data by :data:`~flamingo_sim.integrations.flower.client.experiment_client_app`.
+  --engine flower`` (:func:`~flamingo_sim.integrations.flower.simulation.run_flower`): a shipped
+  experiment through Flower's simulation engine, its model trained on its data by
+  :data:`~flamingo_sim.integrations.flower.client.experiment_client_app`.
 
 Flower is imported only when one of these is used (``pip install 'flamingo-sim[flower]'``);
 :func:`load_flower` says what to install when it is missing.
@@ -39,7 +40,7 @@ LAZY = {
     "FlamingoStrategy": "flamingo_sim.integrations.flower.strategy",
     "register_partition_query": "flamingo_sim.integrations.flower.client",
     "experiment_client_app": "flamingo_sim.integrations.flower.client",
-    "run_flower": "flamingo_sim.integrations.flower.engine",
+    "run_flower": "flamingo_sim.integrations.flower.simulation",
 }
 
 __all__ = ["INSTALL_HINT", "FlowerUnavailable", "flower_available", "load_flower", *LAZY]
