@@ -146,3 +146,16 @@ def test_missing_flower_names_the_install_command(monkeypatch, tmp_path):
     with pytest.raises(FlamingoError, match=r"pip install 'flamingo-sim\[flower\]'"):
         run_experiment(EXP, out_dir=tmp_path / "run", overrides=TINY, engine="flower")
     assert not (tmp_path / "run").exists()
+
+
+@needs_flower
+@pytest.mark.slow
+def test_benchmark_smoke_runs_both_engines_alike():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("flower_vs_native", ROOT / "benchmarks/flower_vs_native.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = bench.main(["--smoke", "--cpus", "1"])
+    assert out["same_clock_energy_kept"] and out["max_abs_accuracy_diff"] <= 1e-6
+    assert len(out["flower_s_per_round"]) == 1 and out["flower_s_per_round"][0] > 0 and out["flower_timings"][0]["ray_init_s"] > 0
