@@ -115,7 +115,7 @@ def run_experiment(
         make_policy(name, cfg)
     _check_toolkit(cfg, experiment, engine, resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
-    with run_guard(out, cfg, experiment, resume=resume, resumable=runner.resumable):
+    with run_guard(out, cfg, experiment, resume=resume, resumable=runner.resumable, engine={"flower": "Flower"}.get(engine, "FedScale")):
         return _run_all(cfg, experiment, out, first_parts, runner, user_callbacks, engine, say)
 
 

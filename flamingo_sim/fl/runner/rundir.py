@@ -61,10 +61,12 @@ def _check_resumable(out: Path, cfg: Any) -> None:
 
 
 @contextlib.contextmanager
-def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: bool, resumable: bool = True) -> Iterator[None]:
+def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: bool, resumable: bool = True,
+              engine: str = "FedScale") -> Iterator[None]:
     """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume).
 
-    ``resumable``: whether the engine writes checkpoints (what the message on an interruption says).
+    ``resumable``: whether the engine writes checkpoints (what the message on an interruption
+    says, naming ``engine`` when it does not).
     """
     with run_lock(out):
         check_run_dir(out, cfg, resume)  # again, under the lock: another writer may have been first
@@ -78,7 +80,7 @@ def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: boo
         if resumable:
             how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
         else:
-            how = "this run keeps no checkpoints (FedScale): start it again with another out_dir"
+            how = f"this run keeps no checkpoints ({engine}): start it again with another out_dir"
         try:
             yield
         except KeyboardInterrupt as exc:

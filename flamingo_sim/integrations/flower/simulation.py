@@ -148,7 +148,11 @@ def run_flower(
     backend: Any = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": int(num_cpus or usable_cores())}}
     started = time.perf_counter()
     with _flower_log_level(logging.WARNING):
-        run_simulation(server_app=app, client_app=experiment_client_app, num_supernodes=sim.parts.population.n_clients, backend_config=backend)
+        try:
+            run_simulation(server_app=app, client_app=experiment_client_app, num_supernodes=sim.parts.population.n_clients, backend_config=backend)
+        except BaseException:  # Ctrl-C or an error: the ServerApp thread stops waiting for replies
+            strategy.stop.set()
+            raise
     if stats is not None:
         stats.update(call_wall_s=started, round_end_wall_s=clock.ends)
     return strategy.records

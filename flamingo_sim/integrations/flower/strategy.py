@@ -39,6 +39,7 @@ Two ways to make one:
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
@@ -65,6 +66,48 @@ NAN = float("nan")
 
 class _RunEnds(Exception):
     """Raised from the evaluation hook to leave Flower's round loop (the run is done or a callback stopped it)."""
+
+
+class _StoppableGrid(Grid):
+    """The grid Flower hands the ServerApp, with a ``send_and_receive`` that gives up when :attr:`stop`
+    is set: an interrupted simulation (Ctrl-C) stops delivering replies, and Flower's own loop
+    would wait for them until its timeout, keeping the process alive."""
+
+    def __init__(self, grid: Grid, stop: threading.Event, poll_s: float = 0.05) -> None:
+        self.grid, self.stop, self.poll_s = grid, stop, poll_s
+
+    def set_run(self, run: Any) -> None:
+        self.grid.set_run(run)
+
+    @property
+    def run(self) -> Any:
+        return self.grid.run
+
+    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int, group_id: str, ttl: float | None = None) -> Message:
+        return self.grid.create_message(content, message_type, dst_node_id, group_id, ttl)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return self.grid.get_node_ids()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        return self.grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return self.grid.pull_messages(message_ids)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        waiting = set(self.push_messages(messages))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        replies: list[Message] = []
+        while waiting and (deadline is None or time.monotonic() < deadline):
+            if self.stop.is_set():
+                raise _RunEnds
+            got = list(self.pull_messages(waiting))
+            replies += got
+            waiting -= {m.metadata.reply_to_message_id for m in got}
+            if waiting:
+                time.sleep(self.poll_s)
+        return replies
 
 
 class _ReportedSimulation(Simulation):
@@ -136,6 +179,7 @@ class FlamingoStrategy(Strategy):
         self._train_loss = NAN
         self._client_eval: Any = None
         self._grid: Grid | None = None
+        self.stop = threading.Event()  # set (by whoever runs the simulation) to end the run at the next reply wait
         self._partitions = None if partitions is None else {int(k): int(v) for k, v in partitions.items()}
         self._num_nodes = num_nodes
         self.out_dir = None if out_dir is None else Path(out_dir)
@@ -179,6 +223,7 @@ class FlamingoStrategy(Strategy):
     ) -> Result:
         """Flower's round loop (:meth:`Strategy.start`) with flamingo-sim deciding each round; on a
         user's app, the run directory is written as the rounds finish."""
+        grid = _StoppableGrid(grid, self.stop)
         self._grid, self._timeout = grid, timeout
         self._user_evaluate = evaluate_fn
         self._last_arrays = initial_arrays
@@ -188,7 +233,7 @@ class FlamingoStrategy(Strategy):
                 from flamingo_sim.fl.runner.rundir import run_guard
 
                 assert self.sim is not None
-                stack.enter_context(run_guard(self.out_dir, self.sim.cfg, self.experiment, resume=False, resumable=False))
+                stack.enter_context(run_guard(self.out_dir, self.sim.cfg, self.experiment, resume=False, resumable=False, engine="Flower"))
             try:
                 result = super().start(grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, self._evaluate)
             except _RunEnds:
