@@ -9,8 +9,9 @@ user's own) and decides, round by round, what Flower cannot know:
    the deadline and the K fastest);
 2. the inner strategy configures the round (its config, FedProx's ``proximal-mu``, FedAdam's
    bookkeeping); its message content goes to the kept clients' nodes only, each with a
-   ``flamingo`` record (``client-id``, ``round``, ``seed``); the inner strategy's own sampling
-   is not used;
+   ``flamingo`` record (``client-id``, ``round``, ``seed``): the inner strategy sees only the
+   kept nodes connected (every node, where it insists on more nodes than were kept), and its
+   own sampling decides nothing;
 3. the replies, in the order of the settled round (fastest first), go to the inner strategy's
    ``aggregate_train``; the selector observes them (sample counts, training losses);
 4. federated evaluation, if the inner strategy does any, runs as Flower runs it (not priced);
@@ -108,6 +109,17 @@ class _StoppableGrid(Grid):
             if waiting:
                 time.sleep(self.poll_s)
         return replies
+
+
+class _KeptNodes(_StoppableGrid):
+    """The grid as the inner strategy sees it in ``configure_train``: only the kept clients' nodes are connected."""
+
+    def __init__(self, grid: _StoppableGrid, nodes: list[int]) -> None:
+        super().__init__(grid.grid, grid.stop, grid.poll_s)
+        self.nodes = nodes
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.nodes)
 
 
 class _ReportedSimulation(Simulation):
@@ -262,11 +274,16 @@ class FlamingoStrategy(Strategy):
         self._train_loss, self._client_eval = NAN, None
         if not len(plan.kept):
             return []
-        template = next(iter(self.inner.configure_train(server_round, arrays, config, grid)), None)
+        assert self.node_of is not None
+        kept_nodes = [int(self.node_of[c]) for c in plan.kept]
+        # the inner strategy samples from the kept nodes where it may (Flower's FedAvg waits for at
+        # least min_available_nodes / min_train_nodes: fewer kept than that, it sees every node)
+        need = max(int(getattr(self.inner, "min_available_nodes", 0) or 0), int(getattr(self.inner, "min_train_nodes", 0) or 0))
+        view = _KeptNodes(grid, kept_nodes) if isinstance(grid, _StoppableGrid) and len(kept_nodes) >= need else grid
+        template = next(iter(self.inner.configure_train(server_round, arrays, config, view)), None)
         if template is None:
             raise FlamingoError(f"FlamingoStrategy: the inner strategy {type(self.inner).__name__} configured no training in round {server_round} "
                                 "(is its fraction_train 0?)")
-        assert self.node_of is not None
         messages = []
         for client in plan.kept:
             content = RecordDict(dict(template.content.items()))
