@@ -58,68 +58,12 @@ from flamingo_sim.fl.runner.callbacks import Callback, CallbackList
 from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.integrations.flower.client import FLAMINGO_RECORD, QUERY_TYPE
+from flamingo_sim.integrations.flower.grid import KeptNodes, RunEnds, StoppableGrid
 from flamingo_sim.io import atomic_path, write_json
 
 __all__ = ["FlamingoStrategy"]
 
 NAN = float("nan")
-
-
-class _RunEnds(Exception):
-    """Raised from the evaluation hook to leave Flower's round loop (the run is done or a callback stopped it)."""
-
-
-class _StoppableGrid(Grid):
-    """The grid Flower hands the ServerApp, with a ``send_and_receive`` that gives up when :attr:`stop`
-    is set: an interrupted simulation (Ctrl-C) stops delivering replies, and Flower's own loop
-    would wait for them until its timeout, keeping the process alive."""
-
-    def __init__(self, grid: Grid, stop: threading.Event, poll_s: float = 0.05) -> None:
-        self.grid, self.stop, self.poll_s = grid, stop, poll_s
-
-    def set_run(self, run: Any) -> None:
-        self.grid.set_run(run)
-
-    @property
-    def run(self) -> Any:
-        return self.grid.run
-
-    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int, group_id: str, ttl: float | None = None) -> Message:
-        return self.grid.create_message(content, message_type, dst_node_id, group_id, ttl)
-
-    def get_node_ids(self) -> Iterable[int]:
-        return self.grid.get_node_ids()
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        return self.grid.push_messages(messages)
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        return self.grid.pull_messages(message_ids)
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        waiting = set(self.push_messages(messages))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        replies: list[Message] = []
-        while waiting and (deadline is None or time.monotonic() < deadline):
-            if self.stop.is_set():
-                raise _RunEnds
-            got = list(self.pull_messages(waiting))
-            replies += got
-            waiting -= {m.metadata.reply_to_message_id for m in got}
-            if waiting:
-                time.sleep(self.poll_s)
-        return replies
-
-
-class _KeptNodes(_StoppableGrid):
-    """The grid as the inner strategy sees it in ``configure_train``: only the kept clients' nodes are connected."""
-
-    def __init__(self, grid: _StoppableGrid, nodes: list[int]) -> None:
-        super().__init__(grid.grid, grid.stop, grid.poll_s)
-        self.nodes = nodes
-
-    def get_node_ids(self) -> Iterable[int]:
-        return list(self.nodes)
 
 
 class _ReportedSimulation(Simulation):
@@ -235,7 +179,7 @@ class FlamingoStrategy(Strategy):
     ) -> Result:
         """Flower's round loop (:meth:`Strategy.start`) with flamingo-sim deciding each round; on a
         user's app, the run directory is written as the rounds finish."""
-        grid = _StoppableGrid(grid, self.stop)
+        grid = StoppableGrid(grid, self.stop)
         self._grid, self._timeout = grid, timeout
         self._user_evaluate = evaluate_fn
         self._last_arrays = initial_arrays
@@ -248,7 +192,7 @@ class FlamingoStrategy(Strategy):
                 stack.enter_context(run_guard(self.out_dir, self.sim.cfg, self.experiment, resume=False, resumable=False, engine="Flower"))
             try:
                 result = super().start(grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, self._evaluate)
-            except _RunEnds:
+            except RunEnds:
                 result = Result()
                 result.arrays = self._last_arrays
             if not self._engine:
@@ -279,7 +223,7 @@ class FlamingoStrategy(Strategy):
         # the inner strategy samples from the kept nodes where it may (Flower's FedAvg waits for at
         # least min_available_nodes / min_train_nodes: fewer kept than that, it sees every node)
         need = max(int(getattr(self.inner, "min_available_nodes", 0) or 0), int(getattr(self.inner, "min_train_nodes", 0) or 0))
-        view = _KeptNodes(grid, kept_nodes) if isinstance(grid, _StoppableGrid) and len(kept_nodes) >= need else grid
+        view = KeptNodes(grid, kept_nodes) if isinstance(grid, StoppableGrid) and len(kept_nodes) >= need else grid
         template = next(iter(self.inner.configure_train(server_round, arrays, config, view)), None)
         if template is None:
             raise FlamingoError(f"FlamingoStrategy: the inner strategy {type(self.inner).__name__} configured no training in round {server_round} "
@@ -347,7 +291,7 @@ class FlamingoStrategy(Strategy):
         record = sim.finish_round(plan, self._train_loss)
         self._append(record)
         if self.callbacks.on_round_end(sim, record) or (self._engine and sim.is_done()):
-            raise _RunEnds
+            raise RunEnds
         return result
 
     # -- clients and nodes ---------------------------------------------------------------------------
