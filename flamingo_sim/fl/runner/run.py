@@ -18,8 +18,9 @@ The run directory holds:
 Engines (:mod:`flamingo_sim.fl.runner.engines`, a registry): ``"native"`` trains in this process
 (:meth:`Simulation.step`); ``"fedscale"`` runs each (policy, seed) on FedScale's aggregator and
 executors (:mod:`flamingo_sim.integrations.fedscale`): in-process with ``executors=0``, else
-with that many executor processes over gRPC on 127.0.0.1. Both write the same metrics and
-summary. The progress bar, checkpoints and the metrics file are callbacks of the run loop
+with that many executor processes over gRPC on 127.0.0.1; ``"flower"`` runs each through
+Flower's simulation engine on Ray (:mod:`flamingo_sim.integrations.flower`). All write the same
+metrics and summary. The progress bar, checkpoints and the metrics file are callbacks of the run loop
 (:mod:`flamingo_sim.fl.runner.callbacks`), beside any the caller passes.
 """
 
