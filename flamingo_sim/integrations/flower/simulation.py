@@ -15,6 +15,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import signal
+import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -111,6 +115,23 @@ class _RoundClock(Callback):
         return False
 
 
+def _start_ray(num_cpus: int) -> None:
+    """Start Ray for Flower's backend (which then uses it, and shuts it down at the end), keeping
+    this process's SIGINT/SIGTERM handlers: ``ray.init`` replaces SIGTERM's with one that ends the
+    process without the host's clean-up. Ray's workers import what this process imports."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    main = threading.current_thread() is threading.main_thread()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    path = os.pathsep.join([*sys.path, *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
+    ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    for sig, handler in handlers.items():
+        if handler is not None:
+            signal.signal(sig, handler)
+
+
 def run_flower(
     sim: Simulation,
     *,
@@ -145,13 +166,19 @@ def run_flower(
         initial = ArrayRecord({name: value.detach().cpu().contiguous() for name, value in sim.params.items()})
         strategy.start(grid, initial, num_rounds=rounds)
 
-    backend: Any = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": int(num_cpus or usable_cores())}}
+    cpus = int(num_cpus or usable_cores())
+    backend: Any = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": cpus}}
     started = time.perf_counter()
     with _flower_log_level(logging.WARNING):
         try:
+            _start_ray(cpus)
             run_simulation(server_app=app, client_app=experiment_client_app, num_supernodes=sim.parts.population.n_clients, backend_config=backend)
-        except BaseException:  # Ctrl-C or an error: the ServerApp thread stops waiting for replies
-            strategy.stop.set()
+        except BaseException:  # Ctrl-C or an error: the ServerApp thread stops waiting for replies,
+            strategy.stop.set()  # and Flower's worker threads stop waiting on Ray for the tasks in flight
+            import ray
+
+            with contextlib.suppress(Exception):
+                ray.shutdown()
             raise
     if stats is not None:
         stats.update(call_wall_s=started, round_end_wall_s=clock.ends)
