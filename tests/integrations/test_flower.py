@@ -159,3 +159,65 @@ def test_benchmark_smoke_runs_both_engines_alike():
     out = bench.main(["--smoke", "--cpus", "1"])
     assert out["same_clock_energy_kept"] and out["max_abs_accuracy_diff"] <= 1e-6
     assert len(out["flower_s_per_round"]) == 1 and out["flower_s_per_round"][0] > 0 and out["flower_timings"][0]["ray_init_s"] > 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _tree(pid: int) -> set[int]:
+    """``pid`` and every live process below it (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        found.add(p)
+        todo += children.get(p, [])
+    return found
+
+
+@needs_flower
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find Ray's processes")
+def test_sigterm_on_the_cli_ends_the_run_and_every_ray_process(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--engine", "flower", "--out", str(out),
+           *[a for s in [*TINY, "fl.rounds=100000", "checkpoint_every=1"] for a in ("--set", s)]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "metrics.parquet").exists():  # written after round 1 (checkpoint_every=1)
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not get to round 1"
+            time.sleep(0.5)
+        ray = _tree(proc.pid) - {proc.pid}
+        assert ray, "no Ray processes below the run"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err[-2000:]
+    assert err.strip().splitlines()[-1] == ("flamingo-sim run: interrupted (SIGTERM); this run keeps no checkpoints (Flower): "
+                                            "start it again with another --out")
+    until = time.monotonic() + 10
+    while any(_alive(p) for p in ray) and time.monotonic() < until:
+        time.sleep(0.2)
+    assert not [p for p in ray if _alive(p)], "Ray processes outlived the run"
