@@ -19,8 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="override a config key by its dotted path, e.g. --set fl.rounds=20 (repeatable)")
     p.add_argument("--seeds", type=int, help="run N seeds, starting from the config's first seed")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    p.add_argument("--engine", choices=("native", "fedscale"), default="native",
-                   help="native (default) or fedscale: FedScale's aggregator and executors (pip install 'flamingo-sim[fedscale]')")
+    p.add_argument("--engine", choices=("native", "fedscale", "flower"), default="native",
+                   help="native (default), fedscale: FedScale's aggregator and executors (pip install 'flamingo-sim[fedscale]'), "
+                        "or flower: Flower's simulation engine on Ray (pip install 'flamingo-sim[flower]')")
     p.add_argument("--executors", type=int, default=0, metavar="N",
                    help="with --engine fedscale: N executor processes over gRPC on 127.0.0.1 (default 0: in-process)")
     p.add_argument("--device", metavar="DEVICE",

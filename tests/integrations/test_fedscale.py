@@ -220,8 +220,8 @@ def test_run_experiment_with_the_fedscale_engine_writes_the_native_run_directory
 
 def test_bad_engine_options_are_config_errors(tmp_path):
     # library errors name the parameters, not the CLI's flags
-    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'flower'; expected one of 'fedscale', 'native'$"):
-        run_experiment(EXP, out_dir=tmp_path / "a", overrides=SMALL, engine="flower")
+    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'fedscale', 'flower', 'native'$"):
+        run_experiment(EXP, out_dir=tmp_path / "a", overrides=SMALL, engine="spark")
     with pytest.raises(ConfigError, match=r"^executors: 2 executor processes need engine 'fedscale', not 'native'$"):
         run_experiment(EXP, out_dir=tmp_path / "b", overrides=SMALL, executors=2)
     with pytest.raises(ConfigError, match=r"^resume: engine 'fedscale' writes no checkpoints"):

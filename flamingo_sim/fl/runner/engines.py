@@ -4,9 +4,11 @@
 - ``"fedscale"``: FedScale's aggregator and executors
   (:class:`flamingo_sim.integrations.fedscale.engine.FedScaleEngine`, registered by import
   path and imported only when this engine is made):
-  in-process with ``executors=0``, else that many executor processes over gRPC on 127.0.0.1.
+  in-process with ``executors=0``, else that many executor processes over gRPC on 127.0.0.1;
+- ``"flower"``: Flower's simulation engine on Ray, one virtual SuperNode per client
+  (:class:`flamingo_sim.integrations.flower.engine.FlowerEngine`, registered by import path).
 
-Both share every rule of a round (:meth:`Simulation.plan_round` / :meth:`Simulation.finish_round`)
+All share every rule of a round (:meth:`Simulation.plan_round` / :meth:`Simulation.finish_round`)
 and call the same callbacks (:mod:`flamingo_sim.fl.runner.callbacks`). :func:`make_engine` builds one
 by name from :data:`ENGINES`; :func:`register_engine` adds another.
 """
@@ -77,6 +79,7 @@ class NativeEngine:
 ENGINES: dict[str, Callable[[EngineOptions], Engine] | str] = {
     "native": NativeEngine,
     "fedscale": "flamingo_sim.integrations.fedscale.engine:FedScaleEngine",
+    "flower": "flamingo_sim.integrations.flower.engine:FlowerEngine",
 }
 
 

@@ -22,8 +22,9 @@ The run directory holds:
 Engines (:mod:`flamingo_sim.fl.runner.engines`, a registry): ``"native"`` trains in this process
 (:meth:`Simulation.step`); ``"fedscale"`` runs each (policy, seed) on FedScale's aggregator and
 executors (:mod:`flamingo_sim.integrations.fedscale`): in-process with ``executors=0``, else
-with that many executor processes over gRPC on 127.0.0.1. Both write the same metrics and
-summary. The progress bar, checkpoints and the metrics file are callbacks of the run loop
+with that many executor processes over gRPC on 127.0.0.1; ``"flower"`` runs each through
+Flower's simulation engine on Ray (:mod:`flamingo_sim.integrations.flower`). All write the same
+metrics and summary. The progress bar, checkpoints and the metrics file are callbacks of the run loop
 (:mod:`flamingo_sim.fl.runner.callbacks`), beside any the caller passes.
 """
 
@@ -102,7 +103,8 @@ def run_experiment(
         raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
     check_parallel([run], jobs, executor)
     units = run.units(jobs)
-    with run_guard(run.out, run.cfg, run.experiment, resume=resume, resumable=run.resumable):
+    with run_guard(run.out, run.cfg, run.experiment, resume=resume, resumable=run.resumable,
+                   engine={"flower": "Flower"}.get(run.engine, "FedScale")):
         here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
                              keep_going=False, show=not here, shared_dir=run.out)
@@ -276,7 +278,7 @@ def _check_toolkit(cfg: ExperimentConfig, experiment: str | Path, engine: str, r
     if engine == "fedscale" and cfg.aggregation != AggregationConfig():
         raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
     if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
-        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale) and writes no checkpoints (no resume)")
+        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
     if engine == "fedscale" and cfg.fl.selection == "oort":
         raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
     make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")

@@ -63,11 +63,12 @@ def _check_resumable(out: Path, cfg: Any) -> None:
 
 @contextlib.contextmanager
 def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: bool, resumable: bool = True,
-              how: str | None = None) -> Iterator[None]:
+              how: str | None = None, engine: str = "FedScale") -> Iterator[None]:
     """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume).
 
-    ``resumable``: whether the engine writes checkpoints (what the message on an interruption says);
-    ``how``: what that message says instead (a study is continued by its own command).
+    ``resumable``: whether the engine writes checkpoints (what the message on an interruption says,
+    naming ``engine`` when it does not); ``how``: what that message says instead (a study is
+    continued by its own command).
     """
     from flamingo_sim.fl.runner.checkpoint import check_inputs, record_inputs
 
@@ -85,7 +86,7 @@ def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: boo
         elif resumable:
             how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
         else:
-            how = "this run keeps no checkpoints (FedScale): start it again with another out_dir"
+            how = f"this run keeps no checkpoints ({engine}): start it again with another out_dir"
         try:
             yield
         except KeyboardInterrupt as exc:

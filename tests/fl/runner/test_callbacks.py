@@ -76,8 +76,8 @@ def test_not_a_callback_is_a_type_error():
 
 
 def test_engine_registry():
-    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'flower'; expected one of 'fedscale', 'native'$"):
-        make_engine("flower")
+    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'fedscale', 'flower', 'native'$"):
+        make_engine("spark")
     assert isinstance(make_engine("native"), NativeEngine)
 
     class Counting(NativeEngine):

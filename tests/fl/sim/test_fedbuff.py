@@ -83,5 +83,5 @@ def test_fedbuff_run_is_deterministic_and_reports_like_sync(tmp_path, monkeypatc
     sync = run_experiment(ROOT / "experiments/openimage_mobilenet.yaml", out_dir=tmp_path / "s", overrides=small[:5] + ["policies=[baseline]"], log=lambda m: None)
     assert set(sync.metrics.columns) <= set(m.columns)  # the same columns, plus staleness_mean
     assert a.summary["policies"]["baseline"]["time_to_target_s"] is not None
-    with pytest.raises(ConfigError, match=r"fl\.mode: 'fedbuff' runs natively \(not on FedScale\) and writes no checkpoints \(no resume\)"):
+    with pytest.raises(ConfigError, match=r"fl\.mode: 'fedbuff' runs natively \(not on FedScale or Flower\) and writes no checkpoints \(no resume\)"):
         run_experiment(ROOT / "experiments/toolkit_fedbuff.yaml", out_dir=tmp_path / "a", overrides=small, resume=True, log=lambda m: None)

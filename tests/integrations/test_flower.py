@@ -1,0 +1,223 @@
+"""Flower's runtime with flamingo-sim's round rules: the ``flower`` engine against the native one, and
+FlamingoStrategy around Flower's own FedAvg in a small Flower app.
+
+The slow tests run real Flower simulations (Ray backend); they need ``pip install
+'flamingo-sim[flower]'`` and are skipped, saying so, without it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.fl.metrics.summary import COLUMNS
+from flamingo_sim.fl.runner.run import run_experiment
+from flamingo_sim.integrations import flower as fli
+
+ROOT = Path(__file__).resolve().parents[2]
+EXP = ROOT / "experiments/openimage_mobilenet.yaml"
+TINY = ["data.proxy.n_clients=40", "fl.participants_per_round=4", "fl.rounds=3", "fl.local_steps=3", "fl.eval_every=1", "policies=[flamingo]"]
+#: Columns decided by the shared round rules: must be equal, not close.
+EXACT = [
+    "round", "time_s", "duration_s", "n_online", "n_selected", "n_kept", "energy_j", "energy_cum_j",
+    "interference_s", "clients_lost", "clients_lost_cum", "dropped_declined", "dropped_unavailable",
+    "dropped_battery_exhausted", "dropped_interrupted", "dropped_too_slow", "n_exploring", "energy_exploring_j",
+    "jain_participation", "jain_energy",
+]
+RAY = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}}
+
+needs_flower = pytest.mark.skipif(not fli.flower_available(), reason=f"Flower's extra is not installed: {fli.INSTALL_HINT}")
+
+
+@pytest.fixture(scope="module")
+def engine_runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("flower")
+    native = run_experiment(EXP, out_dir=out / "native", overrides=TINY, log=lambda _m: None)
+    flower = run_experiment(EXP, out_dir=out / "flower", overrides=TINY, log=lambda _m: None, engine="flower")
+    return native, flower
+
+
+@needs_flower
+@pytest.mark.slow
+def test_flower_engine_matches_the_native_engine(engine_runs):
+    native, flower = engine_runs
+    a, b = native.metrics, flower.metrics
+    assert list(a.columns) == list(b.columns) and set(COLUMNS) <= set(b.columns)
+    assert len(b) == 4 and b["n_kept"].iloc[1:].sum() > 0  # round 0 and three rounds that trained someone
+    pd.testing.assert_frame_equal(a[EXACT], b[EXACT])  # selections, clock, energy, clients lost: equal
+    phones = [c for c in a.columns if c.startswith(("steps_", "interference_s_", "foreground_s_"))]
+    pd.testing.assert_frame_equal(a[phones], b[phones])
+    for col in ("accuracy", "loss", "train_loss"):
+        assert np.allclose(a[col], b[col], atol=1e-6, rtol=0, equal_nan=True), col
+    assert flower.summary["engine"] == "flower" and native.summary["engine"] == "native"
+    assert flower.summary["policies"]["flamingo"]["total_energy_j"] == native.summary["policies"]["flamingo"]["total_energy_j"]
+
+
+def _user_app_run(out: Path, n_nodes: int, rounds: int, logs: list[str]):
+    from flwr.app import ArrayRecord, ConfigRecord
+    from flwr.serverapp import ServerApp
+    from flwr.serverapp.strategy import FedAvg
+    from flwr.simulation import run_simulation
+
+    from tests.integrations import flower_app
+
+    strategy = fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, overrides=["fl.participants_per_round=3"],
+                                    policy="flamingo", out_dir=out, log=logs.append)
+    results = []
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context):
+        results.append(strategy.start(grid, ArrayRecord(flower_app.make_model().state_dict()), num_rounds=rounds,
+                                      train_config=ConfigRecord({"lr": 0.5}), evaluate_fn=flower_app.central_evaluate))
+
+    run_simulation(app, flower_app.app, num_supernodes=n_nodes, backend_config=RAY)
+    return strategy, results[0]
+
+
+@needs_flower
+@pytest.mark.slow
+def test_flamingo_strategy_around_flowers_fedavg_in_a_flower_app(tmp_path):
+    from flamingo_sim.report import write_report
+    from tests.integrations import flower_app
+
+    logs: list[str] = []
+    strategy, result = _user_app_run(tmp_path / "run", n_nodes=12, rounds=3, logs=logs)
+    assert not [line for line in logs if "failed" in line], logs  # every task reached the node of its partition
+    rows = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
+    assert list(rows["round"]) == [0, 1, 2, 3] and set(COLUMNS) <= set(rows.columns)
+    assert rows["n_kept"].iloc[1:].sum() > 0 and (rows["n_kept"] <= 3).all()
+    # the rounds are flamingo-sim's: the same population stepped by hand gives the same rows
+    sim = strategy._build_simulation(12)
+    by_hand = [sim.initial_record().to_row()]
+    for _ in range(3):
+        by_hand.append(sim.finish_round(sim.plan_round(), float("nan")).to_row())
+    pd.testing.assert_frame_equal(rows[EXACT], pd.DataFrame(by_hand)[EXACT])
+    # accuracy is what Flower measured: the evaluate_fn on the final global model
+    final = flower_app.central_evaluate(3, result.arrays)
+    assert rows["accuracy"].iloc[-1] == pytest.approx(final["accuracy"]) and not math.isnan(rows["train_loss"].iloc[-1])
+    # the run directory is flamingo-sim's: `report` reads it
+    report = write_report([tmp_path / "run"])
+    assert report.markdown.is_file() and all(p.is_file() for paths in report.figures.values() for p in paths)
+
+
+@needs_flower
+def test_flower_engine_refuses_what_it_cannot_run(tmp_path):
+    with pytest.raises(ConfigError, match=r"^executors: 2 executor processes need engine 'fedscale', not 'flower'"):
+        run_experiment(EXP, out_dir=tmp_path / "a", overrides=TINY, engine="flower", executors=2)
+    with pytest.raises(ConfigError, match=r"^resume: engine 'flower' writes no checkpoints"):
+        run_experiment(EXP, out_dir=tmp_path / "b", overrides=TINY, engine="flower", resume=True)
+    with pytest.raises(ConfigError, match=r"fl\.mode: 'fedbuff' runs natively \(not on FedScale or Flower\)"):
+        run_experiment(EXP, out_dir=tmp_path / "c", overrides=[*TINY, "fl.mode=fedbuff"], engine="flower")
+    assert not any((tmp_path / d).exists() for d in "abc")
+
+
+@needs_flower
+def test_flamingo_strategy_checks_its_arguments_before_any_work(tmp_path):
+    from flwr.serverapp.strategy import FedAvg
+
+    with pytest.raises(TypeError, match="wraps a flwr.serverapp.strategy.Strategy, got dict"):
+        fli.FlamingoStrategy({}, experiment=EXP)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="policy 'nope': expected one of"):
+        fli.FlamingoStrategy(FedAvg(), experiment=EXP, policy="nope")
+    with pytest.raises(ConfigError, match=r"fl\.mode: 'fedbuff' is not offered under Flower"):
+        fli.FlamingoStrategy(FedAvg(), experiment=EXP, overrides=["fl.mode=fedbuff"])
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="run directory exists and is not empty"):
+        fli.FlamingoStrategy(FedAvg(), experiment=EXP, out_dir=tmp_path / "used")
+    assert (tmp_path / "used" / "notes.txt").read_text() == "mine"
+    strategy = fli.FlamingoStrategy(FedAvg(), experiment=EXP)
+    with pytest.raises(FlamingoError, match=r"run it with strategy.start\(grid, ...\)"):
+        strategy._ensure_ready()
+
+
+def test_missing_flower_names_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setitem(fli.REQUIRED, "no_such_module_xyz", "flwr[simulation]")
+    with pytest.raises(fli.FlowerUnavailable, match=r"^the Flower engine needs flwr\[simulation\], which is not installed: "
+                                                  r"pip install 'flamingo-sim\[flower\]'$"):
+        fli.load_flower()
+    assert not fli.flower_available()
+    with pytest.raises(FlamingoError, match=r"pip install 'flamingo-sim\[flower\]'"):
+        run_experiment(EXP, out_dir=tmp_path / "run", overrides=TINY, engine="flower")
+    assert not (tmp_path / "run").exists()
+
+
+@needs_flower
+@pytest.mark.slow
+def test_benchmark_smoke_runs_both_engines_alike():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("flower_vs_native", ROOT / "benchmarks/flower_vs_native.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = bench.main(["--smoke", "--cpus", "1"])
+    assert out["same_clock_energy_kept"] and out["max_abs_accuracy_diff"] <= 1e-6
+    assert len(out["flower_s_per_round"]) == 1 and out["flower_s_per_round"][0] > 0 and out["flower_timings"][0]["ray_init_s"] > 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _tree(pid: int) -> set[int]:
+    """``pid`` and every live process below it (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        found.add(p)
+        todo += children.get(p, [])
+    return found
+
+
+@needs_flower
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find Ray's processes")
+def test_sigterm_on_the_cli_ends_the_run_and_every_ray_process(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--engine", "flower", "--out", str(out),
+           *[a for s in [*TINY, "fl.rounds=100000", "checkpoint_every=1"] for a in ("--set", s)]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "metrics.parquet").exists():  # written after round 1 (checkpoint_every=1)
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not get to round 1"
+            time.sleep(0.5)
+        ray = _tree(proc.pid) - {proc.pid}
+        assert ray, "no Ray processes below the run"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err[-2000:]
+    assert err.strip().splitlines()[-1] == ("flamingo-sim run: interrupted (SIGTERM); this run keeps no checkpoints (Flower): "
+                                            "start it again with another --out")
+    until = time.monotonic() + 10
+    while any(_alive(p) for p in ray) and time.monotonic() < until:
+        time.sleep(0.2)
+    assert not [p for p in ray if _alive(p)], "Ray processes outlived the run"
