@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from flamingo_sim import __version__
 from flamingo_sim.errors import FlamingoError, in_cli_terms
@@ -44,6 +44,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command in ``argv`` (default: this process's arguments); the exit code.
+
+    As the process's own entry point (``argv`` None), a run that used Ray (``--executor ray``,
+    ``--engine flower``) leaves through :func:`_exit_after_ray`: Ray's threads can crash the
+    interpreter's final clean-up (seen as a segmentation fault after a SIGTERM), which would
+    replace the exit code the command chose."""
+    code = _main(argv)
+    if argv is None and "ray" in sys.modules:
+        _exit_after_ray(code)
+    return code
+
+
+def _exit_after_ray(code: int) -> None:
+    """Stop Ray if it is still up, flush, and leave with ``code`` without the interpreter's clean-up."""
+    import os
+
+    ray: Any = sys.modules["ray"]
+    try:
+        if ray.is_initialized():
+            ray.shutdown()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # closed (a broken pipe)
+                pass
+        os._exit(code)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # a study's "continue it with" repeats its command

@@ -54,10 +54,12 @@ def _parts(experiment: str, overrides_json: str, seed: int) -> tuple[Any, Any]:
     if key not in _PARTS:
         from flamingo_sim.fl.config import load_experiment
         from flamingo_sim.fl.runner.setup import build_components
+        from flamingo_sim.fl.training.device import pin_cpu_kernels, portable_kernels
         from flamingo_sim.fl.training.threads import threads_safe
         from flamingo_sim.fl.training.trainer import CohortTrainer
 
         cfg = load_experiment(experiment, json.loads(overrides_json))
+        pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))  # the kernels the native run uses
         parts = build_components(cfg, experiment, seed, log=lambda _m: None)
         # the threads strategy trains each client on its own (one torch thread, its own dropout
         # generator): a cohort of one gives what the native cohort gives that client
@@ -79,12 +81,13 @@ def train_experiment_client(message: Message, context: Context) -> Message:
     parts, trainer = _parts(str(conf[EXPERIMENT_KEY]), str(conf[OVERRIDES_KEY]), seed)
     fl = parts.cfg.fl
     x, y = parts.dataset.client_data(client)
-    augment = getattr(parts.dataset, "train_augment", None)  # optional, see fl.data.FederatedDataset
-    if augment is not None:
-        x = augment(x, client, round_idx, seed)
+    from flamingo_sim.fl.training.trainer import CohortTask
+
+    x = parts.dataset.train_augment(x, client, round_idx, seed)  # the identity unless the dataset augments (FedScale's flip)
     state = message.content.array_records["arrays"].to_torch_state_dict()
-    result = trainer.train(state, [(x, y)], [client], n_steps=fl.local_steps, batch_size=fl.batch_size, lr=fl.lr,
-                           seed=seed, round_idx=round_idx, prox_mu=float(conf[PROX_MU_KEY]))
+    task = CohortTask([(x, y)], [client], n_steps=fl.local_steps, batch_size=fl.batch_size, lr=fl.lr,
+                      seed=seed, round_idx=round_idx, prox_mu=float(conf[PROX_MU_KEY]))
+    result = trainer.train(state, task)
     trained = {name: value.detach().cpu().contiguous() for name, value in result.client_params(0).items()}
     metrics = MetricRecord({"num-examples": int(y.shape[0]), "train_loss": float(result.losses[0])})
     return Message(RecordDict({"arrays": ArrayRecord(trained), "metrics": metrics}), reply_to=message)
