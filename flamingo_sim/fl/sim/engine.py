@@ -362,7 +362,8 @@ class Simulation:
         interference_s = outcome.interference_s * settled.done_frac
         span_s = np.maximum(settled.duration_s, outcome.duration_s * settled.done_frac)
         foreground_s = self._foreground_s(t0, chosen, span_s)
-        training_fg_s = self._foreground_s(t0, chosen, outcome.duration_s * settled.done_frac)  # while training ran
+        # while training ran: over the whole task, scaled by the share that ran (as interference_s is)
+        training_fg_s = self._foreground_s(t0, chosen, outcome.duration_s) * settled.done_frac
 
         # 7. evaluate and record
         accuracy = loss = float("nan")

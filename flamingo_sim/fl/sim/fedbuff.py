@@ -141,7 +141,7 @@ class AsyncSimulation(Simulation):
         task = _Task(c, self.n_dispatch, self.round, t_s, reason, spent_j, 0.0 if plugged[0] else spent_j, float(duration_s[0]),
                      float(out.interference_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
                      float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]),
-                     float(self._foreground_s(t_s, one, out.duration_s * done)[0]))
+                     float(self._foreground_s(t_s, one, out.duration_s)[0]) * done)
         self.busy[c] = True
         self.version_refs[self.round] = self.version_refs.get(self.round, 0) + 1
         self._window["dispatched"] += 1
