@@ -98,16 +98,16 @@ def agreement(pairs: Sequence[tuple[float | None, float]], neutral: float = 1.0)
     """``(n, same direction, within 2x)`` over ``(ours, paper)`` pairs with both present.
 
     Direction: both above ``neutral`` (a gain: 1 for ratios, 0 for improvements in %), both
-    below, or both at it. Magnitude: the gains ``ours - neutral`` and ``paper - neutral`` have
-    the same sign and their quotient is in [1/2, 2] (for ratios, ``ours / paper`` in [1/2, 2]).
+    below, or both at it. Magnitude (only where the direction agrees): for ratios ``ours / paper``
+    in [1/2, 2]; for improvements ``ours / paper`` in [1/2, 2] as well (equal counts, 0 and 0 too).
     """
     have = [(o, p) for o, p in pairs if o is not None and p is not None]
-    same = sum((o > neutral) == (p > neutral) and (o < neutral) == (p < neutral) for o, p in have)
+    agree = [(o, p) for o, p in have if (o > neutral) == (p > neutral) and (o < neutral) == (p < neutral)]
     if neutral == 1.0:
-        near = sum(p > 0 and o > 0 and 0.5 <= o / p <= 2.0 for o, p in have)
+        near = sum(p > 0 and o > 0 and 0.5 <= o / p <= 2.0 for o, p in agree)
     else:
-        near = sum((p - neutral) != 0 and 0.5 <= (o - neutral) / (p - neutral) <= 2.0 for o, p in have)
-    return len(have), same, near
+        near = sum(o == p or (p != neutral and 0.5 <= (o - neutral) / (p - neutral) <= 2.0) for o, p in agree)
+    return len(have), len(agree), near
 
 
 def table1(profiles: ProfileDirs, phones: Sequence[str], profile_set: str = "paper") -> Table:

@@ -69,14 +69,17 @@ def ux_impact_per_phone(metrics: pd.DataFrame, policy: str) -> dict[str, float]:
 def ux_intensity_per_phone(metrics: pd.DataFrame, policy: str, slowdown: Mapping[str, float]) -> dict[str, float | None]:
     """Intensity, per phone model: the change (%, <= 0) in the rate of the owners' foreground work
     while ``policy``'s training ran; ``slowdown[phone]`` is the phone's ``shared_core_slowdown``.
-    ``None`` where the owners never used the phone while training ran (or the metrics predate
-    the ``training_foreground_s_<phone>`` column)."""
+    0 where the owners never used the phone while training ran (nothing was slowed); ``None``
+    where the metrics predate the ``training_foreground_s_<phone>`` column."""
     s = _sums(metrics, policy, ("interference_s_", "training_foreground_s_"))
     slowed, during = s["interference_s_"], s["training_foreground_s_"]
     out: dict[str, float | None] = {}
     for p in slowed:
-        if during[p] <= 0:
+        if f"training_foreground_s_{p}" not in metrics.columns:
             out[p] = None
+            continue
+        if during[p] <= 0:  # no foreground work overlapped training: none was slowed
+            out[p] = 0.0
             continue
         lost = 1.0 - 1.0 / float(slowdown[p])
         out[p] = -100.0 * lost * min(slowed[p] / during[p], 1.0)

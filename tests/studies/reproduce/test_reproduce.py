@@ -146,7 +146,7 @@ def test_table3_is_read_from_the_metrics(out):
                 exposure[policy] = float(100 * slowed / foreground) if foreground > 0 else 0.0
                 # every shipped SoC: shared_core_slowdown 2, so a slowed second does half its work
                 # (interference counts whole steps, so the share is capped at every second slowed)
-                intensity[policy] = float(-100 * 0.5 * min(slowed / during, 1.0)) if during > 0 else None
+                intensity[policy] = float(-100 * 0.5 * min(slowed / during, 1.0)) if during > 0 else 0.0
             assert row["baseline exposure (% of foreground time)"] == num(exposure["baseline"], 1)
             assert row["Flamingo exposure (% of foreground time)"] == num(exposure["flamingo"], 1)
             assert row["baseline intensity (% foreground rate)"] == num(intensity["baseline"], 1)
@@ -196,7 +196,7 @@ def test_agreement_counts_direction_and_magnitude():
     # ratios: 4.4 vs 23.3 (same direction, 5x off), 0.8 vs 1.2 (opposite), 1.5 vs 1.6 (within 2x), None skipped
     assert agreement([(4.4, 23.3), (0.8, 1.2), (1.5, 1.6), (None, 7.0)]) == (3, 2, 1)
     # improvements in %: 60 vs 100 (within 2x), 30 vs 88 (2.9x off), -5 vs 43 (opposite), 0 vs 0 (both none)
-    assert agreement([(60.0, 100.0), (30.0, 88.0), (-5.0, 43.0), (0.0, 0.0)], neutral=0.0) == (4, 3, 1)
+    assert agreement([(60.0, 100.0), (30.0, 88.0), (-5.0, 43.0), (0.0, 0.0)], neutral=0.0) == (4, 3, 2)
 
 
 @pytest.mark.slow
