@@ -248,3 +248,19 @@ def test_bad_override_is_one_line_before_any_output(tmp_path, capsys):
     assert main(["reproduce", "--out", str(out), "--tasks", "mnist"]) == 2
     assert capsys.readouterr().err.strip().endswith("error: --tasks: expected some of openimage_mobilenet, openimage_shufflenet, speech_resnet34, got mnist")
     assert not out.exists()
+
+
+def test_table1_reads_the_runs_profile_set():
+    from flamingo_sim.devices.catalogue import ProfileDirs
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.studies.reproduce.run import experiment_path
+    from flamingo_sim.studies.reproduce.tables import table1
+
+    cfg = load_experiment(experiment_path("openimage_mobilenet"), ["phones.profile_set=public"])
+    assert cfg.phones.profile_set == "public"
+    t = table1(ProfileDirs.of([ROOT / "profiles"]), ["galaxy_s10e", "pixel_3"], "public")
+    assert "profile set 'public'" in t.title and "never from these ratios" in t.note
+    s10e = dict(zip(t.columns, t.rows[0]))
+    # public: all four big cores are the fastest choice, so Flamingo's idle choice is the baseline's
+    assert s10e["speedup MobileNetV2"] == "1.00 (31.8)" and s10e["energy eff. MobileNetV2"] == "1.00 (17.4)"
+    assert t.paper["galaxy_s10e|mobilenet_v2"] == {"speedup": 31.8, "energy_efficiency": 17.4}
