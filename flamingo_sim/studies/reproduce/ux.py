@@ -82,7 +82,7 @@ def ux_intensity_per_phone(metrics: pd.DataFrame, policy: str, slowdown: Mapping
             out[p] = 0.0
             continue
         lost = 1.0 - 1.0 / float(slowdown[p])
-        out[p] = -100.0 * lost * min(slowed[p] / during[p], 1.0)
+        out[p] = -100.0 * lost * min(slowed[p] / during[p], 1.0) + 0.0  # + 0.0: no '-0.0'
     return out
 
 
