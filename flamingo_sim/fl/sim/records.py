@@ -29,8 +29,9 @@ class RoundRecord:
     clients ran on it; ``interference_s_by_phone`` maps each phone model to the interference
     its selected clients caused (all attempts), ``foreground_s_by_phone`` the time their owners
     used them meanwhile (the task's whole time under the job, transfers included),
-    ``training_foreground_s_by_phone`` the part of it while training ran (the denominator of
-    the user-experience intensity, :mod:`flamingo_sim.studies.reproduce.ux`). The mappings are read-only. ``n_exploring`` and ``energy_exploring_j``:
+    ``training_foreground_s_by_phone`` their use while training ran (over each whole task,
+    scaled by the share that ran, as the interference is; the denominator of the
+    user-experience intensity, :mod:`flamingo_sim.studies.reproduce.ux`). The mappings are read-only. ``n_exploring`` and ``energy_exploring_j``:
     selected clients whose task explored an execution choice, and the energy they drew.
     ``jain_*`` are Jain's indices over all clients so far (:mod:`flamingo_sim.fl.sim.fairness`);
     ``staleness_mean`` is set by the asynchronous engine only (a column only there).

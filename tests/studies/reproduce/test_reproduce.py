@@ -264,3 +264,17 @@ def test_table1_reads_the_runs_profile_set():
     # public: all four big cores are the fastest choice, so Flamingo's idle choice is the baseline's
     assert s10e["speedup MobileNetV2"] == "1.00 (31.8)" and s10e["energy eff. MobileNetV2"] == "1.00 (17.4)"
     assert t.paper["galaxy_s10e|mobilenet_v2"] == {"speedup": 31.8, "energy_efficiency": 17.4}
+
+
+@pytest.mark.slow
+def test_training_foreground_lies_within_the_tasks_foreground(out):
+    # A round whose tasks all ran in full: each task's training is part of its time under the
+    # job, so the owners' foreground time while training ran is at most their foreground time.
+    for task in TASKS:
+        m = metrics(out, task)
+        full = m[(m["round"] >= 1) & (m[[c for c in m.columns if c.startswith("dropped_") and c != "dropped_declined"]].sum(axis=1) == 0)]
+        assert len(full)
+        phones = [c[len("interference_s_"):] for c in m.columns if c.startswith("interference_s_")]
+        for p in phones:
+            assert (full[f"training_foreground_s_{p}"] <= full[f"foreground_s_{p}"] + 1e-9).all()
+        assert sum(float(m[f"training_foreground_s_{p}"].sum()) for p in phones) > 0
