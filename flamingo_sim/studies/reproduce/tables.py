@@ -190,7 +190,9 @@ def table3(results: Sequence[TaskResult]) -> Table:
         flam_i = ux_intensity_per_phone(r.metrics, r.policy, slowdown) if slowdown else dict.fromkeys(base_e)
         for what, base in (("intensity", {p: -v for p, v in base_i.items() if v is not None}), ("exposure", base_e)):
             if base:
-                largest[what].append(PHONE_NAMES.get(max(base, key=lambda p: base[p]), "-"))
+                top = max(base.values())
+                first = [PHONE_NAMES.get(p, p) for p, v in base.items() if v >= top - 0.05]  # ties at the printed precision
+                largest[what].append("all tied" if len(first) == len(base) > 1 else " = ".join(first))
         for phone in base_e:
             gain_i, gain_e = improvement_pct(base_i[phone], flam_i[phone]), improvement_pct(base_e[phone], flam_e[phone])
             theirs = paper.TABLE3.get(phone)
@@ -209,7 +211,7 @@ def table3(results: Sequence[TaskResult]) -> Table:
     worst = max(paper.TABLE3, key=lambda p: -paper.TABLE3[p].baseline_pct)
     reading = (f"Reading: improvement, intensity: direction agrees on {same} of {n} (task, phone) rows, within 2x on {near} of {n}; "
                f"exposure: direction {same_e} of {n_e}, within 2x {near_e} of {n_e}. Largest baseline impact per task: intensity "
-               f"{', '.join(largest['intensity']) or '-'}; exposure {', '.join(largest['exposure']) or '-'}; the paper's: "
+               f"{'; '.join(largest['intensity']) or '-'}; exposure {'; '.join(largest['exposure']) or '-'}; the paper's: "
                f"{PHONE_NAMES[worst]} ({paper.TABLE3[worst].baseline_pct:.0f} %).")
     return Table("Table 3: user-experience impact per phone, baseline vs Flamingo", columns, rows,
                  f"Intensity: {INTENSITY_MEASURE}; exposure: {UX_MEASURE}. The paper measured the PCMark Work 3.0 score change "
