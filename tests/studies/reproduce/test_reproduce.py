@@ -146,7 +146,7 @@ def test_table3_is_read_from_the_metrics(out):
                 exposure[policy] = float(100 * slowed / foreground) if foreground > 0 else 0.0
                 # every shipped SoC: shared_core_slowdown 2, so a slowed second does half its work
                 # (interference counts whole steps, so the share is capped at every second slowed)
-                intensity[policy] = float(-100 * 0.5 * min(slowed / during, 1.0)) if during > 0 else 0.0
+                intensity[policy] = float(-100 * 0.5 * min(slowed / during, 1.0)) + 0.0 if during > 0 else 0.0
             assert row["baseline exposure (% of foreground time)"] == num(exposure["baseline"], 1)
             assert row["Flamingo exposure (% of foreground time)"] == num(exposure["flamingo"], 1)
             assert row["baseline intensity (% foreground rate)"] == num(intensity["baseline"], 1)
