@@ -60,4 +60,5 @@ DATASETS: dict[str, tuple[int, int]] = {"OpenImage": (14_477, 1_672_231), "Googl
 SOURCE = "Singapuram et al., Flamingo, DistributedML '23 (Tables 1-3 as transcribed in SPEC.md)"
 #: What the report says about the paper's columns.
 NOT_FITTED = ("The paper's figures are printed beside ours for comparison only: none of Tables 2 and 3 was used to set "
-              "any parameter of the simulator (Table 1 calibrates the 'paper' profile set only, as Table 1 says).")
+              "any parameter of the simulator (Table 1 is what the 'paper' profile set is calibrated to, as the note under "
+              "Table 1 says).")
