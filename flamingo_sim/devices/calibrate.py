@@ -12,6 +12,13 @@ below and writes them deterministically, as two selectable *profile sets*::
 - ``anchored`` (``profiles/anchored/<phone>/<model>.yaml``): the same model with every choice
   held within the plausibility bound :data:`MAX_CONTENTION`; Table 1 is matched where that
   bound allows and approached as closely as it allows elsewhere.
+- ``public`` (``profiles/public/<phone>/<model>.yaml``, :func:`public_profile`): nothing fitted
+  to the paper. Only the big-core choices, priced from the public measurements of SPEC.md
+  ("Public measurements that bound the absolute scale"): one big core as in the other sets,
+  more threads faster by the thread speed-up of the Raspberry Pi 5 measurement (no contention
+  term, ``kappa = 0``), power the sum of the pinned cores' CoreMark power (no uncore term,
+  which no public figure measures). Low-power choices are left out: no public figure measures
+  training on A55 cores.
 
 Both sets cannot be one: Table 1's depthwise rows on SD855/SD865 (13.9x-39x) exceed any
 public thread-scaling measurement (a 4-thread step is at most ~2x slower than one thread).
@@ -69,7 +76,7 @@ from flamingo_sim.devices.profiles import (
 from flamingo_sim.devices.soc import Choice, Phone, load_phones, state_space
 
 __all__ = ["DnnModel", "DNN_MODELS", "TABLE1", "MAX_CONTENTION", "BATCH", "model_choice", "contention_bound",
-           "calibrate_profile", "calibrate_all", "main"]
+           "calibrate_profile", "public_profile", "calibrate_all", "main"]
 
 #: Minibatch of a local step (the paper's).
 BATCH = 16
@@ -229,10 +236,57 @@ def _efficiency(p: Profile) -> float:
     return eff
 
 
+#: Where each figure of the ``public`` set comes from (SPEC.md section 3, "Public measurements
+#: that bound the absolute scale"); :func:`public_profile` writes the ones it uses into the notes.
+PUBLIC_SOURCES = {
+    "work": "work per step: 3x the forward FLOPs of one sample at the trained input size (torch.utils.flop_counter) x batch 16",
+    "pi5": "Raspberry Pi 5, 4x Cortex-A76 @ 2.4 GHz (the SD855's big core), PyTorch, batch 16 at 224 px, full training: "
+           "MobileNetV2 7.2 s/step, ResNet-34 11.0 s/step (federated-embedded-vision benchmark)",
+    "one_core": "one big core as in the paper and anchored sets: W/g with g the per-A76 rate that the Pi 5 step implies "
+                "at parallel fraction f",
+    "speeds": "core speeds of profiles/phones.yaml, the same one big core as the other sets (SD855 Prime 2.84/2.42 GHz; "
+              "SD845 big 0.58: Pixel 3 about 1.7x slower than SD855 phones on four big cores, TFLite, AI-Benchmark CPU 2324 "
+              "vs 4046; SD865 A77 1.15 and Prime 1.35 from Arm's IPC figure and the clocks, the one speed not in SPEC.md's list)",
+    "power": "power above idle: the sum of the pinned cores' CoreMark power at full load (SD855 A76 0.84 W, Prime 1.08 W; "
+             "SD845 A75 1.30 W; SD865 A77 0.71 W, Prime 0.98 W), a lower bound for NEON-heavy training; no uncore/DRAM "
+             "term (no public figure measures it)",
+}
+
+
+def public_profile(phone: Phone, model: str) -> Profile:
+    """The ``public`` profile of (phone, model): the big-core choices, no contention, CoreMark power.
+
+    Each choice is :func:`model_choice` with ``kappa = 0`` (``m = 1``): the step of ``n``
+    threads is ``W / g * ((1 - f) / max(s) + f / (n * min(s)))``, which on four A76 cores is
+    the Pi 5's measured step (g was derived from it), so four big cores train ``1 / ((1 - f) + f / 4)``
+    times faster than one (2.5x for the depthwise networks, 3.1x for ResNet-34); power is the
+    sum of the pinned cores' CoreMark power (``uncore_power_w`` set to 0).
+    """
+    import dataclasses
+
+    dnn = DNN_MODELS[model]
+    soc = dataclasses.replace(phone.soc, uncore_power_w=0.0)
+    bare = dataclasses.replace(phone, soc=soc)
+    chs = tuple(model_choice(bare, c, dnn, 0.0, 0.0, 1.0) for c in state_space(phone.layout) if c.uses_big)
+    four, one = chs[0], next(c for c in reversed(chs) if c.cores[0] != phone.layout.prime)
+    notes = (
+        f"public set, built only from public measurements (flamingo_sim.devices.calibrate.public_profile; nothing fitted "
+        f"to the paper's Table 1). Big-core choices only: no public figure measures training on the low-power cores. "
+        f"W={dnn.work_gflop:.4g} GFLOP ({PUBLIC_SOURCES['work']}); g={dnn.gflops} GFLOP/s, f={dnn.parallel_fraction} "
+        f"({PUBLIC_SOURCES['pi5']}); {PUBLIC_SOURCES['one_core']}; {PUBLIC_SOURCES['speeds']}. Threads: no contention "
+        f"term, so all big cores ({four.label}: {four.step_latency_s:.4g} s) train {one.step_latency_s / four.step_latency_s:.3g}x "
+        f"faster than one ({one.label}: {one.step_latency_s:.4g} s). {PUBLIC_SOURCES['power']}."
+    )
+    return _round(Profile(phone, dnn.name, "calibrated", BATCH, chs, notes))
+
+
 def calibrate_profile(phone: Phone, model: str, profile_set: str = "paper") -> tuple[Profile, float, float]:
-    """The calibrated profile of (phone, model) in ``profile_set``, with its ``kappa_big`` and ``sigma``."""
+    """The calibrated profile of (phone, model) in ``profile_set``, with its ``kappa_big`` and ``sigma``
+    (the ``public`` set: :func:`public_profile`, kappa 0 and sigma 1)."""
     if profile_set not in PROFILE_SETS:
         raise ValueError(f"unknown profile set {profile_set!r} (known: {', '.join(PROFILE_SETS)})")
+    if profile_set == "public":
+        return public_profile(phone, model), 0.0, 1.0
     dnn = DNN_MODELS[model]
     target = TABLE1.get((phone.name, model))
     kl = min(dnn.default_kappa, _max_kappa(phone, dnn, big=False))

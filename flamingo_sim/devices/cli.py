@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from flamingo_sim.errors import ConfigError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this subpackage's commands to the ``flamingo-sim`` parser."""
@@ -22,8 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="directory with phones.yaml and <phone>/<model>.yaml, searched before the shipped profiles "
                    "(repeatable; default: the user's profiles directory, $FLAMINGO_SIM_HOME/profiles or "
                    "~/.local/share/flamingo-sim/profiles)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=_profiles)
+    p.add_argument("--profile-set", default="paper", metavar="NAME",
+                   help="which profile set to list: paper (Table 1 matched, the default), anchored (bounded thread contention) "
+                   "or public (public measurements only); see phones.profile_set")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table (with each profile's notes: its sources)")
+    p.set_defaults(func=_profiles, cli_flags={"profile_set": "--profile-set"})
 
     p = sub.add_parser(
         "profile",
@@ -56,23 +61,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     })
 
 
-def profiles_report(profiles_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """One record per (phone, model) profile found on the search path ``profiles_dirs`` (the
-    first directory having one wins): phone, model, provenance, file, choices, speedup,
-    energy_efficiency."""
+def profiles_report(profiles_dirs: Sequence[str | Path], profile_set: str = "paper") -> list[dict[str, Any]]:
+    """One record per (phone, model) profile of ``profile_set`` found on the search path
+    ``profiles_dirs`` (the first directory having one wins): phone, model, profile_set,
+    provenance, file, notes (how the numbers were obtained, with their sources), choices,
+    pruned, speedup, energy_efficiency."""
     from flamingo_sim.devices.catalogue import ProfileDirs
+    from flamingo_sim.devices.profiles import PROFILE_SETS, profile_path
 
+    if profile_set not in PROFILE_SETS:
+        raise ConfigError(f"--profile-set: expected one of {', '.join(PROFILE_SETS)}, got {profile_set!r}")
     search = ProfileDirs.of(profiles_dirs)
     phones = search.phones()
     out = []
     for name in sorted(phones):
-        for model in sorted({f.stem for d in search.dirs for f in (d / name).glob("*.yaml")}):
-            prof = search.load(name, model, phones)
+        found = {f.stem for d in search.dirs for f in profile_path(d, name, "x", profile_set).parent.glob("*.yaml")}
+        for model in sorted(found):
+            prof = search.load(name, model, phones, profile_set)
             out.append({
                 "phone": name,
-                "file": str(search.path(name, model)),
+                "file": str(search.path(name, model, profile_set)),
                 "model": prof.model,
+                "profile_set": profile_set,
                 "provenance": prof.provenance,
+                "notes": prof.notes,
                 "choices": [
                     {"cores": list(c.cores), "label": c.label, "step_latency_s": c.step_latency_s,
                      "power_w": c.power_w, "step_energy_j": c.step_energy_j}
@@ -120,10 +132,14 @@ def _profiles(args: argparse.Namespace) -> int:
     for d in args.profiles_dir or []:
         if not d.is_dir():
             raise FlamingoError(f"--profiles-dir {d}: not a directory")
-    report = profiles_report([*(args.profiles_dir or [user_profiles_dir()]), shipped("profiles")])
+    report = profiles_report([*(args.profiles_dir or [user_profiles_dir()]), shipped("profiles")], args.profile_set)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
+    from flamingo_sim.devices.profiles import PROFILE_SETS
+
+    others = ", ".join(s for s in PROFILE_SETS if s != args.profile_set)
+    print(f"profile set {args.profile_set} (others: {others}; --profile-set NAME; --json adds each profile's sources)")
     for r in report:
         eff = f"{r['energy_efficiency']:.2f}x" if r["energy_efficiency"] is not None else "- (latency only)"
         print(f"{r['phone']} / {r['model']} ({r['provenance']}): speedup {r['speedup']:.2f}x, "

@@ -17,26 +17,39 @@ its default (a policy that subclasses :class:`Policy` inherits it): ``settle(out
 done_frac)``, which the engine calls once the round is settled, with the share of each task
 that ran (see :mod:`flamingo_sim.fl.sim.rounds`); default: nothing.
 
-**Baseline** (PyTorch default): accepts every request, always runs ``4567`` (as many threads as
-big cores), no monitoring, no control loop: it suffers interference whenever the owner uses
-the phone.
+**Baseline** (PyTorch default): always runs ``4567`` (as many threads as big cores), no
+control loop: it suffers interference whenever the owner uses the phone. Its admission
+(``baseline_admission``, not stated in the paper): ``accept_all`` (the default) accepts every
+request; ``monitored`` declines as Flamingo's monitoring does, ``'too_hot'`` above
+``max_temperature_c`` and ``'low_battery_in_use'`` in use, unplugged and below
+``min_battery_pct``, so the two policies differ only in how they train.
 
 **Flamingo** (SPEC section 3), per request, in this order:
 
 1. Monitoring: battery above ``max_temperature_c`` (35 degC) -> decline ``'too_hot'``.
 2. Exploring (the client has no full profile of its device model yet):
    - idle (owner not using the phone at the request's start) and unplugged -> accept and
-     explore. ``exploration: paper`` (the default, the paper's protocol): the task profiles the
-     client's next unexplored choices in state-space order, ``explore_steps`` batches each,
-     while training (work-conserving: every step counts); a choice counts as explored once its
-     batches ran in full, and steps left after the last choice run under the control loop. With
-     ``share_profiles`` the coordinator hands the device model's profile to every client of
-     that model once the *first* client of the model has finished exploring. ``exploration:
-     collective`` (the simulator's earlier protocol): each exploring task runs whole on one
-     choice; with sharing the coordinator splits the model's unmeasured choices across the
-     round's explorers (one that finds none left runs ``4567`` like a charging client) and
-     shares the profile once every choice has been measured by someone.
-     In both, exploration progress is booked only after the round is settled
+     explore, work-conserving (every step counts), in one of three modes (``exploration``):
+
+     ``packed`` (the default): the task profiles the client's next unexplored choices in
+     state-space order, ``explore_steps`` batches each, so one or two requests explore every
+     choice; a choice counts as explored once its batches ran in full, and steps left after
+     the last choice run under the control loop. With ``share_profiles`` the coordinator hands
+     the device model's profile to every client of that model once the *first* client of the
+     model has finished exploring.
+
+     ``per_request`` (the paper's text read literally: "a different execution choice for each
+     training request until all choices are explored"): each exploring task runs whole on the
+     client's next unexplored choice, profiled over every batch of the request; sharing as in
+     ``packed`` (once the first client of the model has explored every choice), so a model is
+     profiled only after some client has been selected, idle and unplugged, once per choice.
+
+     ``collective``: each exploring task runs whole on one choice; with sharing the
+     coordinator splits the model's unmeasured choices across the round's explorers (one that
+     finds none left runs ``4567`` like a charging client) and shares the profile once every
+     choice has been measured by someone (without sharing it is ``per_request``).
+
+     In all three, exploration progress is booked only after the round is settled
      (:meth:`FlamingoPolicy.settle`): an explorer cut by the deadline or the K-fastest rule
      has explored only the choices it finished before the round ended.
    - in use -> decline ``'in_use_exploring'`` (SPEC: requests in use are accepted only after
@@ -46,7 +59,8 @@ the phone.
      energy while charging, so no exploration progress is made).
 3. Profiled: in use, unplugged and battery below ``min_battery_pct`` -> decline
    ``'low_battery_in_use'``; otherwise accept and run the control loop over the device
-   model's viable choices starting from the largest (fastest).
+   model's viable choices starting from the largest (fastest). The paper says only "above a
+   minimum battery level"; the level (30 %) is the simulator's choice, a knob.
 """
 
 from __future__ import annotations
@@ -82,7 +96,8 @@ class PolicyConfig:
 
     #: flamingo declines a request while the battery is hotter than this (degC).
     max_temperature_c: float = 35.0
-    #: flamingo, once it has a profile, declines requests that arrive in use when unplugged and below this level (%).
+    #: Battery level (%) below which Flamingo declines a request while the phone is in use and unplugged
+    #: (the paper says only "a minimum battery level"; 30 is the simulator's choice).
     min_battery_pct: float = 30.0
     #: flamingo's control loop moves to the next smaller choice when a step takes more than this x its profiled latency.
     interference_factor: float = 1.1
@@ -90,11 +105,14 @@ class PolicyConfig:
     probe_s: float = 120.0
     #: The coordinator hands a phone model's profile to every client of that model once one client has explored it.
     share_profiles: bool = True
-    #: ``paper``: each task profiles its next unexplored choices, ``explore_steps`` batches each;
-    #: ``collective``: each exploring task runs whole on one choice, split across the round's explorers.
-    exploration: Literal["paper", "collective"] = "paper"
-    #: Batches each choice is profiled on (``exploration: paper``).
+    #: How Flamingo explores execution choices: "packed" (explore_steps batches per choice, several choices per
+    #: request), "per_request" (one choice per request, profiled over the whole request) or "collective".
+    exploration: Literal["packed", "per_request", "collective"] = "packed"
+    #: Batches each choice is profiled on (``exploration: packed``).
     explore_steps: int = 2
+    #: What the baseline accepts: "accept_all" (every request) or "monitored" (declines too hot, and in use
+    #: unplugged below min_battery_pct, as Flamingo's monitoring does); the paper does not say.
+    baseline_admission: Literal["accept_all", "monitored"] = "accept_all"
     #: The owner's foreground app: which cores it holds while the phone is in use, and how much it slows a training step.
     interference: InterferenceModel = field(default_factory=InterferenceModel)
 
@@ -243,20 +261,34 @@ class _PolicyBase(Policy):
         return self.profile_set
 
     def _run_fixed(self, req: TaskRequest, latency_s: np.ndarray, power_w: np.ndarray, label_idx: np.ndarray,
-                   name: str) -> TaskOutcome:
-        """Every request accepted and run on one execution choice per phone, no control loop.
+                   name: str, reason: np.ndarray | None = None) -> TaskOutcome:
+        """Every request not declined run on one execution choice per phone, no control loop.
 
         ``latency_s``, ``power_w`` and ``label_idx`` hold that choice's step latency, power and
-        label index, one entry per phone of the profile set.
+        label index, one entry per phone of the profile set; ``reason`` (k,) the decline reason
+        of each request, '' to accept (default: accept all).
         """
         ps = self._ready(req)
         k = req.k
         ph = np.asarray(req.phone_idx, dtype=np.int64)
-        run = np.ones(k, dtype=bool)
+        reason = np.full(k, "", dtype=object) if reason is None else reason
+        run = reason == ""
         dur, en, inter, counts, _ = self._price(
             req, latency_s[ph][:, None], power_w[ph][:, None], label_idx[ph][:, None],
             np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool), run)
-        return TaskOutcome(run, np.full(k, "", dtype=object), dur, en, inter, counts, ps.labels, np.full(k, name, dtype=object))
+        mode = np.where(run, name, "declined").astype(object)
+        return TaskOutcome(run, reason, dur, en, inter, counts, ps.labels, mode)
+
+    def _monitor(self, req: TaskRequest, profiled: np.ndarray) -> np.ndarray:
+        """Decline reasons of Flamingo's monitoring: ``too_hot``; then, for the ``profiled``
+        clients, ``low_battery_in_use`` (in use at the start, unplugged, below ``min_battery_pct``)."""
+        cfg = self.config
+        use0 = np.asarray(req.in_use, dtype=bool)[:, 0]
+        low = ~np.asarray(req.charging, dtype=bool) & (np.asarray(req.battery_pct, dtype=float) < cfg.min_battery_pct)
+        reason = np.full(req.k, "", dtype=object)
+        reason[profiled & use0 & low] = "low_battery_in_use"
+        reason[np.asarray(req.temperature_c, dtype=float) > cfg.max_temperature_c] = "too_hot"
+        return reason
 
     def _price(self, req: TaskRequest, lat, pw, label, n_rungs, controlled, run, n_steps=None, start_s=None) -> tuple:
         """Run the selected tasks (mask ``run``) on their ladders; returns full-size arrays
@@ -295,13 +327,16 @@ class _PolicyBase(Policy):
 
 
 class BaselinePolicy(_PolicyBase):
-    """PyTorch's default: always ``4567``, every request accepted, no control loop."""
+    """PyTorch's default: always ``4567``, no control loop; admission per ``baseline_admission``."""
 
     name = "baseline"
 
     def run_tasks(self, request: TaskRequest) -> TaskOutcome:
         ps = self._ready(request)
-        return self._run_fixed(request, ps.baseline_latency_s, ps.baseline_power_w, ps.baseline_label_idx, "baseline")
+        reason = None
+        if self.config.baseline_admission == "monitored":
+            reason = self._monitor(request, np.ones(request.k, dtype=bool))
+        return self._run_fixed(request, ps.baseline_latency_s, ps.baseline_power_w, ps.baseline_label_idx, "baseline", reason)
 
 
 class FlamingoPolicy(_PolicyBase):
@@ -333,7 +368,7 @@ class FlamingoPolicy(_PolicyBase):
         """Each explorer's segments: state-space positions ``(k, S)`` (-1: none) and steps ``(k, S)``."""
         ps, cfg = self._profiles, self.config
         k = len(ci)
-        seg_len = n_steps if cfg.exploration == "collective" else min(cfg.explore_steps, n_steps)
+        seg_len = min(cfg.explore_steps, n_steps) if cfg.exploration == "packed" else n_steps
         if self._split:
             first = np.full(k, -1, dtype=np.int64)
             for p in np.unique(ph[explore]):
@@ -353,20 +388,15 @@ class FlamingoPolicy(_PolicyBase):
 
     def run_tasks(self, request: TaskRequest) -> TaskOutcome:
         ps = self._ready(request)
-        cfg = self.config
         k = request.k
         ci = np.asarray(request.client_idx, dtype=np.int64)
         ph = np.asarray(request.phone_idx, dtype=np.int64)
         use0 = np.asarray(request.in_use, dtype=bool)[:, 0]
         charging = np.asarray(request.charging, dtype=bool)
-        hot = np.asarray(request.temperature_c, dtype=float) > cfg.max_temperature_c
         profiled = self.profiled(ci)
-        low = ~charging & (np.asarray(request.battery_pct, dtype=float) < cfg.min_battery_pct)
 
-        reason = np.full(k, "", dtype=object)
-        reason[~hot & ~profiled & use0] = "in_use_exploring"
-        reason[~hot & profiled & use0 & low] = "low_battery_in_use"
-        reason[hot] = "too_hot"
+        reason = self._monitor(request, profiled)
+        reason[(reason == "") & ~profiled & use0] = "in_use_exploring"
         accepted = reason == ""
         explore = accepted & ~profiled & ~charging
         seg_choice, seg_steps, seg_len = self._segments(explore, ci, ph, request.n_steps)

@@ -77,7 +77,7 @@ MODELS = ("resnet34", "shufflenet_v2_x2", "mobilenet_v2")
 #: Selectable profile sets (``phones.profile_set``): ``paper`` lives in ``<profiles_dir>/<phone>/``
 #: (with any measured profile), every other set in ``<profiles_dir>/<set>/<phone>/``; see
 #: :mod:`flamingo_sim.devices.calibrate` for how the shipped sets differ.
-PROFILE_SETS = ("paper", "anchored")
+PROFILE_SETS = ("paper", "anchored", "public")
 
 
 @dataclass(frozen=True)

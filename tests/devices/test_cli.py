@@ -29,3 +29,26 @@ def test_profiles_table_and_error(profiles_dir, tmp_path, capsys):
     (tmp_path / "phones.yaml").write_text("socs: {}\nphones: {x: {soc: nope, capacity_mah: 1}}\n")
     assert main(["profiles", "--profiles-dir", str(tmp_path)]) == 2
     assert "phones.yaml: phones.x.soc: unknown SoC 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pset", ["paper", "anchored", "public"])
+def test_profiles_lists_each_set_with_its_sources(profiles_dir, capsys, pset):
+    assert main(["profiles", "--json", "--profiles-dir", str(profiles_dir), "--profile-set", pset]) == 0
+    data = [r for r in json.loads(capsys.readouterr().out) if r["phone"] in SHIPPED_PHONES]
+    assert len(data) == 15 and {r["profile_set"] for r in data} == {pset}
+    assert all(r["notes"] for r in data)
+    assert all((f"/{pset}/" in r["file"]) == (pset != "paper") for r in data)
+    rec = next(r for r in data if r["phone"] == "galaxy_s10e" and r["model"] == "mobilenet_v2")
+    want = {"paper": "profile set 'paper'", "anchored": "profile set 'anchored'", "public": "Raspberry Pi 5"}[pset]
+    assert want in rec["notes"]
+    assert main(["profiles", "--profiles-dir", str(profiles_dir), "--profile-set", pset]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"profile set {pset} (others: ")
+    if pset == "public":  # all four big cores are the fastest choice: nothing to gain over 4567 when idle
+        assert "galaxy_s10e / mobilenet_v2 (calibrated): speedup 1.00x, energy efficiency 1.00x" in out
+
+
+def test_profiles_unknown_set_is_one_line(profiles_dir, capsys):
+    assert main(["profiles", "--profiles-dir", str(profiles_dir), "--profile-set", "nope"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "flamingo-sim profiles: error: --profile-set: expected one of paper, anchored, public, got 'nope'")

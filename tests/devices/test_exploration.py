@@ -93,3 +93,42 @@ def test_collective_option_books_only_finished_choices(ps):
     assert list(np.flatnonzero(pol.model_done[0])) == [0, 2]
     out = pol.run_tasks(idle([1], [0], 2))
     assert {lab for lab, n in zip(out.labels, out.steps_by_choice[0]) if n} == {"456"}  # handed out again
+
+
+def test_per_request_explores_one_choice_per_request_and_shares_after_the_first_client(ps, profiles_dir):
+    # exploration: per_request, 4 local steps: round r profiles the Pixel 3's r-th choice over all
+    # 4 steps; its 8 choices are explored at the end of round 8, when the coordinator shares the
+    # profile, so a Pixel 3 client first asked in round 9 runs the control loop at once.
+    pixel = {c.label: c for c in load_profile(profiles_dir, "pixel_3", "mobilenet_v2").all_choices}
+    order = ["4567", "456", "45", "4", "0123", "012", "01", "0"]
+    pol = FlamingoPolicy(PolicyConfig(exploration="per_request", explore_steps=2))
+    pol.init(3, np.array([0, 0, 1]), ps)
+    for rnd in range(1, 9):
+        out = pol.run_tasks(idle([0], [0], 4))
+        assert out.mode[0] == "explore"
+        assert out.choice_mix() == {order[rnd - 1]: 4}
+        assert out.duration_s[0] == pytest.approx(4 * pixel[order[rnd - 1]].step_latency_s)
+        assert pol.explored[0] == rnd - 1 and not pol.shared_table[0]
+        pol.settle(out, np.ones(1))
+    assert pol.explored[0] == 8 and pol.shared_table[0]
+    out = pol.run_tasks(idle([1, 2], [0, 1], 4))
+    assert list(out.mode) == ["control", "explore"]  # the Mi 10 has no profile yet: its first choice
+    assert dict(zip(out.labels, out.steps_by_choice[1]))["4567"] == 4
+
+
+def test_per_request_cut_task_explores_nothing(ps):
+    pol = FlamingoPolicy(PolicyConfig(exploration="per_request"))
+    pol.init(1, np.array([0]), ps)
+    out = pol.run_tasks(idle([0], [0], 4))
+    pol.settle(out, np.array([0.99]))  # cut just before the end: the choice is profiled again
+    assert pol.explored[0] == 0
+    out = pol.run_tasks(idle([0], [0], 4))
+    assert out.choice_mix() == {"4567": 4}
+
+
+def test_old_exploration_name_is_refused_with_the_options():
+    from flamingo_sim.config import from_mapping
+    from flamingo_sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"exploration.*packed.*per_request.*collective"):
+        from_mapping(PolicyConfig, {"exploration": "paper"}, source="exp.yaml")

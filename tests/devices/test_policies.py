@@ -181,3 +181,22 @@ def test_an_imported_policy_declares_settle_or_inherits_it():
         make_policy("tests.devices.test_policies:FourMethods")
     policy = make_policy("tests.devices.test_policies:FourMethodsSubclassed")
     assert isinstance(policy, Policy) and policy.settle(None, np.ones(1)) is None  # type: ignore[arg-type]
+
+
+def test_baseline_admission_monitored_declines_as_flamingo_monitors(ps, profiles_dir):
+    # clients: hot; in use + unplugged + 20 %; in use + charging + 20 %; idle + 20 %; in use + 80 %
+    k = 5
+    request = TaskRequest(np.arange(k), np.zeros(k, dtype=np.int64), 10, 0.0, np.array([80.0, 20.0, 20.0, 20.0, 80.0]),
+                          np.array([False, False, True, False, False]), np.array([40.0, 30.0, 30.0, 30.0, 30.0]),
+                          np.array([[False], [True], [True], [False], [True]]), 60.0)
+    base = load_profile(profiles_dir, "pixel_3", "mobilenet_v2").baseline
+    for admission, declined in (("accept_all", {}), ("monitored", {0: "too_hot", 1: "low_battery_in_use"})):
+        pol = BaselinePolicy(PolicyConfig(baseline_admission=admission))
+        pol.init(k, np.zeros(k, dtype=np.int64), ps)
+        out = pol.run_tasks(request)
+        assert {i: r for i, r in enumerate(out.decline_reason) if r} == declined
+        assert list(out.accepted) == [i not in declined for i in range(k)]
+        assert list(out.mode) == ["declined" if i in declined else "baseline" for i in range(k)]
+        assert all(out.energy_j[i] == 0 and out.duration_s[i] == 0 for i in declined)
+        assert out.duration_s[3] == pytest.approx(10 * base.step_latency_s)  # idle: no interference
+        assert out.choice_mix() == {"4567": 10 * (k - len(declined))}

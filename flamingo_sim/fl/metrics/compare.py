@@ -1,8 +1,9 @@
 """Comparisons a reviewer accepts: ratios of means with bootstrap intervals, on stated bases.
 
 - :func:`bootstrap_ci` and :func:`ratio_of_means`: a mean (or a ratio of two means) over seeds
-  with a 95 % percentile bootstrap interval; seeds are resampled *paired* for a ratio (the
-  baseline and the policy of one seed share traces, phones and data).
+  with a 95 % percentile bootstrap interval (``scipy.stats.bootstrap``, ``method="percentile"``);
+  seeds are resampled *paired* for a ratio (the baseline and the policy of one seed share
+  traces, phones and data).
 - :func:`compare_on_bases`: every policy's state at three points, each seed on its own:
 
   ``equal_rounds``  after round R, the last round every policy of that seed completed;
@@ -44,30 +45,44 @@ N_RESAMPLES = 2000
 QUANTITIES = {"round": "round", "time_s": "time_s", "accuracy": "accuracy", "energy_j": "energy_cum_j", "clients_lost": "clients_lost_cum"}
 
 
+def _percentile_bootstrap(samples: tuple[np.ndarray, ...], statistic: Any, what: str) -> tuple[float, float]:
+    """95 % percentile interval of ``statistic`` over :data:`N_RESAMPLES` paired resamples
+    (``scipy.stats.bootstrap``; the draws come from ``rng(0, "bootstrap", what)``)."""
+    from scipy.stats import bootstrap
+
+    res = bootstrap(samples, statistic, n_resamples=N_RESAMPLES, method="percentile", paired=len(samples) > 1,
+                    confidence_level=0.95, vectorized=True, rng=rng(0, "bootstrap", what))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return x.mean(axis=axis)
+
+
+def _ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    return a.mean(axis=axis) / b.mean(axis=axis)
+
+
 def bootstrap_ci(values: Sequence[float], what: str = "mean") -> tuple[float, float] | None:
     """95 % percentile bootstrap interval of the mean of ``values``; ``None`` with fewer than 2 values."""
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return None
-    idx = rng(0, "bootstrap", what).integers(0, len(x), size=(N_RESAMPLES, len(x)))
-    means = x[idx].mean(axis=1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return float(lo), float(hi)
+    return _percentile_bootstrap((x,), _mean, what)
 
 
 def ratio_of_means(num: Sequence[float], den: Sequence[float], what: str = "ratio") -> dict[str, Any] | None:
-    """``mean(num) / mean(den)`` with a paired 95 % bootstrap interval over seeds; ``None`` if undefined."""
+    """``mean(num) / mean(den)`` with a paired 95 % bootstrap interval over seeds; ``None`` if undefined.
+
+    The interval needs every ``den`` value positive (times, energies), so that every resample's
+    ratio is defined; otherwise ``ci`` is ``None``.
+    """
     a, b = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     if len(a) == 0 or len(a) != len(b) or b.mean() <= 0:
         return None
     out: dict[str, Any] = {"value": float(a.mean() / b.mean()), "ci": None}
-    if len(a) >= 2:
-        idx = rng(0, "bootstrap", what).integers(0, len(a), size=(N_RESAMPLES, len(a)))
-        den_means = b[idx].mean(axis=1)
-        ok = den_means > 0
-        ratios = a[idx].mean(axis=1)[ok] / den_means[ok]
-        lo, hi = np.percentile(ratios, [2.5, 97.5])
-        out["ci"] = [float(lo), float(hi)]
+    if len(a) >= 2 and (b > 0).all():
+        out["ci"] = list(_percentile_bootstrap((a, b), _ratio, what))
     return out
 
 

@@ -2,10 +2,11 @@
 
 One row per (policy, seed, round) in ``metrics.parquet``; columns documented in ``COLUMNS``,
 plus ``steps_<choice>`` (local steps the kept clients ran on each execution choice, e.g.
-``steps_4567``), ``interference_s_<phone>`` (interference per phone model, all attempts) and
+``steps_4567``), ``interference_s_<phone>`` (interference per phone model, all attempts),
 ``foreground_s_<phone>`` (the owners' foreground time of that phone model's selected clients
-while the round ran). The summary is a pure function of that table, so ``flamingo-sim report``
-and notebooks can recompute it. Its per-policy ``ux_slowed_frac`` maps each phone model to the
+while the round ran) and ``training_foreground_s_<phone>`` (the part of it while their
+training ran). The summary is a pure function of that table, so ``flamingo-sim report`` and
+notebooks can recompute it. Its per-policy ``ux_slowed_frac`` maps each phone model to the
 user-experience score: the share of the owners' foreground time slowed by training, summed
 over rounds and seeds (:func:`ux_slowed_frac`; the reproduce report's Table 3).
 """

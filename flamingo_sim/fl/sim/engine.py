@@ -348,6 +348,8 @@ class Simulation:
         interference_s = outcome.interference_s * settled.done_frac
         span_s = np.maximum(settled.duration_s, outcome.duration_s * settled.done_frac)
         foreground_s = self._foreground_s(t0, chosen, span_s)
+        # while training ran: over the whole task, scaled by the share that ran (as interference_s is)
+        training_fg_s = self._foreground_s(t0, chosen, outcome.duration_s) * settled.done_frac
 
         # 7. evaluate and record
         accuracy = loss = float("nan")
@@ -377,6 +379,7 @@ class Simulation:
             steps_by_choice={label: int(counts[j]) if counts is not None else 0 for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(foreground_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
+            training_foreground_s_by_phone={phone: float(training_fg_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             jain_participation=jain_index(self.times_kept[self._kept_nz], n=pop.n_clients),
             jain_energy=jain_index(self.client_energy_j[self._energy_nz], n=pop.n_clients),
             **_exploring(outcome, settled.energy_spent_j),
@@ -395,6 +398,7 @@ class Simulation:
             steps_by_choice={label: 0 for label in self.parts.choice_labels},
             interference_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
+            training_foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
         )
 
     def _index_nonzero(self) -> None:

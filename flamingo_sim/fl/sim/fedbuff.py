@@ -68,6 +68,7 @@ class _Task:
     steps: np.ndarray  # steps per execution choice (kept tasks count)
     phone: int
     foreground_s: float  # the owner's use of the phone while the task holds it
+    training_foreground_s: float  # ... while its training runs
 
 
 class AsyncSimulation(Simulation):
@@ -99,7 +100,7 @@ class AsyncSimulation(Simulation):
         n_phones = len(self.parts.population.phone_names)
         return {"dispatched": 0, "dropped": np.zeros(len(REASONS), dtype=np.int64), "energy_j": 0.0, "interference_s": 0.0,
                 "steps": np.zeros(len(self.parts.choice_labels), dtype=np.int64), "phone_interference_s": np.zeros(n_phones),
-                "phone_foreground_s": np.zeros(n_phones)}
+                "phone_foreground_s": np.zeros(n_phones), "phone_training_foreground_s": np.zeros(n_phones)}
 
     def _dispatch(self, t_s: float) -> None:
         """Fill one free slot at ``t_s``: select, price and settle a client's task."""
@@ -138,7 +139,8 @@ class AsyncSimulation(Simulation):
         spent_j = float(settled.energy_spent_j[0])
         task = _Task(c, self.n_dispatch, self.round, t_s, reason, spent_j, 0.0 if plugged[0] else spent_j, float(duration_s[0]),
                      float(out.interference_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
-                     float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]))
+                     float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]),
+                     float(self._foreground_s(t_s, one, out.duration_s)[0]) * done)
         self.busy[c] = True
         self.version_refs[self.round] = self.version_refs.get(self.round, 0) + 1
         self._window["dispatched"] += 1
@@ -162,6 +164,7 @@ class AsyncSimulation(Simulation):
         w["interference_s"] += task.interference_s
         w["phone_interference_s"][task.phone] += task.interference_s
         w["phone_foreground_s"][task.phone] += task.foreground_s
+        w["phone_training_foreground_s"][task.phone] += task.training_foreground_s
         if task.reason == KEPT:
             self.times_kept[c] += 1
             w["steps"] += task.steps
@@ -262,6 +265,7 @@ class AsyncSimulation(Simulation):
             steps_by_choice={label: int(w["steps"][j]) for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(w["phone_interference_s"][p]) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(w["phone_foreground_s"][p]) for p, phone in enumerate(pop.phone_names)},
+            training_foreground_s_by_phone={phone: float(w["phone_training_foreground_s"][p]) for p, phone in enumerate(pop.phone_names)},
             jain_participation=jain_index(self.times_kept),
             jain_energy=jain_index(self.client_energy_j),
             staleness_mean=float(np.mean(staleness)) if batch else float("nan"),

@@ -3,7 +3,7 @@
 :meth:`flamingo_sim.fl.sim.engine.Simulation.finish_round` returns a :class:`RoundRecord`;
 callbacks receive it (:mod:`flamingo_sim.fl.runner.callbacks`) and :meth:`RoundRecord.to_row` gives
 the ``metrics.parquet`` row (columns in :data:`flamingo_sim.fl.metrics.summary.COLUMNS`, then
-``steps_<choice>``, ``interference_s_<phone>`` and ``foreground_s_<phone>``). :meth:`RoundRecord.from_row` reads a row
+``steps_<choice>``, ``interference_s_<phone>``, ``foreground_s_<phone>`` and ``training_foreground_s_<phone>``). :meth:`RoundRecord.from_row` reads a row
 back (checkpoints store rows, plain data).
 """
 
@@ -17,7 +17,7 @@ from flamingo_sim.fl.sim.rounds import DROP_REASONS
 
 __all__ = ["RoundRecord"]
 
-_STEPS, _INTERFERENCE, _FOREGROUND = "steps_", "interference_s_", "foreground_s_"
+_STEPS, _INTERFERENCE, _FOREGROUND, _TRAINING_FG = "steps_", "interference_s_", "foreground_s_", "training_foreground_s_"
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,10 @@ class RoundRecord:
     count; ``steps_by_choice`` maps each execution-choice label to the local steps the kept
     clients ran on it; ``interference_s_by_phone`` maps each phone model to the interference
     its selected clients caused (all attempts), ``foreground_s_by_phone`` the time their owners
-    used them meanwhile. The mappings are read-only. ``n_exploring`` and ``energy_exploring_j``:
+    used them meanwhile (the task's whole time under the job, transfers included),
+    ``training_foreground_s_by_phone`` their use while training ran (over each whole task,
+    scaled by the share that ran, as the interference is; the denominator of the
+    user-experience intensity, :mod:`flamingo_sim.studies.reproduce.ux`). The mappings are read-only. ``n_exploring`` and ``energy_exploring_j``:
     selected clients whose task explored an execution choice, and the energy they drew.
     ``jain_*`` are Jain's indices over all clients so far (:mod:`flamingo_sim.fl.sim.fairness`);
     ``staleness_mean`` is set by the asynchronous engine only (a column only there).
@@ -54,6 +57,7 @@ class RoundRecord:
     steps_by_choice: Mapping[str, int]
     interference_s_by_phone: Mapping[str, float]
     foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
+    training_foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
     n_exploring: int = 0
     energy_exploring_j: float = 0.0
     jain_participation: float = float("nan")
@@ -68,6 +72,7 @@ class RoundRecord:
         object.__setattr__(self, "steps_by_choice", MappingProxyType(dict(self.steps_by_choice)))
         object.__setattr__(self, "interference_s_by_phone", MappingProxyType(dict(self.interference_s_by_phone)))
         object.__setattr__(self, "foreground_s_by_phone", MappingProxyType(dict(self.foreground_s_by_phone)))
+        object.__setattr__(self, "training_foreground_s_by_phone", MappingProxyType(dict(self.training_foreground_s_by_phone)))
 
     def to_row(self) -> dict[str, Any]:
         """The ``metrics.parquet`` row, columns in their documented order."""
@@ -97,6 +102,7 @@ class RoundRecord:
         row.update({f"{_STEPS}{label}": n for label, n in self.steps_by_choice.items()})
         row.update({f"{_INTERFERENCE}{phone}": s for phone, s in self.interference_s_by_phone.items()})
         row.update({f"{_FOREGROUND}{phone}": s for phone, s in self.foreground_s_by_phone.items()})
+        row.update({f"{_TRAINING_FG}{phone}": s for phone, s in self.training_foreground_s_by_phone.items()})
         if self.staleness_mean is not None:
             row["staleness_mean"] = self.staleness_mean
         return row
@@ -117,4 +123,5 @@ class RoundRecord:
             steps_by_choice={k[len(_STEPS):]: v for k, v in row.items() if k.startswith(_STEPS)},
             interference_s_by_phone={k[len(_INTERFERENCE):]: v for k, v in row.items() if k.startswith(_INTERFERENCE)},
             foreground_s_by_phone={k[len(_FOREGROUND):]: v for k, v in row.items() if k.startswith(_FOREGROUND)},
+            training_foreground_s_by_phone={k[len(_TRAINING_FG):]: v for k, v in row.items() if k.startswith(_TRAINING_FG)},
         )

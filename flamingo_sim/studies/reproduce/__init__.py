@@ -43,6 +43,13 @@ def reproduce(
     from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
 
     first = experiment_path(done[0].task)
-    profiles = profile_dirs(load_experiment(first, done[0].overrides), first)
-    results = load_results([(d.task, d.run_dir) for d in done])
-    return write_reproduction(results, out_dir, quick=quick, profiles=profiles, overrides={d.task: d.overrides for d in done})
+    cfg = load_experiment(first, done[0].overrides)
+    profiles = profile_dirs(cfg, first)
+    catalogue = profiles.phones()
+    slowdowns = {}
+    for d in done:  # each phone's shared_core_slowdown as the task ran it (Table 3's intensity)
+        model = load_experiment(experiment_path(d.task), d.overrides).policy.interference
+        slowdowns[d.task] = {name: model.slowdown_for(phone.soc.shared_core_slowdown) for name, phone in catalogue.items()}
+    results = load_results([(d.task, d.run_dir) for d in done], slowdowns)
+    return write_reproduction(results, out_dir, quick=quick, profiles=profiles, overrides={d.task: d.overrides for d in done},
+                              profile_set=cfg.phones.profile_set)

@@ -26,14 +26,16 @@ CURVE_CAPTION = ("Speedup and energy efficiency of Flamingo over the baseline ag
                  "targets some policy never reaches in some seed, where the curve, one target for every seed, has no ratio).")
 
 
-def load_results(run_dirs: Sequence[tuple[str, Path]]) -> list[TaskResult]:
-    """Read each ``(task, run directory)`` back."""
+def load_results(run_dirs: Sequence[tuple[str, Path]], slowdowns: Mapping[str, Mapping[str, float]] | None = None) -> list[TaskResult]:
+    """Read each ``(task, run directory)`` back; ``slowdowns``: task -> phone -> ``shared_core_slowdown``
+    (kept in ``extra["slowdown"]`` for Table 3's intensity)."""
     from flamingo_sim.fl.runner.run import load_run
 
     out = []
     for task, run_dir in run_dirs:
         metrics, summary = load_run(run_dir)
-        out.append(TaskResult(task, Path(run_dir), summary, metrics, baseline=summary.get("baseline", "baseline")))
+        extra = {"slowdown": dict((slowdowns or {}).get(task, {}))}
+        out.append(TaskResult(task, Path(run_dir), summary, metrics, baseline=summary.get("baseline", "baseline"), extra=extra))
     return out
 
 
@@ -63,8 +65,9 @@ def _md_table(t: Table) -> list[str]:
     out.append("| " + " | ".join(t.columns) + " |")
     out.append("|" + "---|" * len(t.columns))
     out += ["| " + " | ".join(row) + " |" for row in t.rows]
-    if t.note:
-        out += ["", t.note]
+    for line in (t.note, t.reading):
+        if line:
+            out += ["", line]
     return out + [""]
 
 
@@ -72,31 +75,34 @@ def _html_table(t: Table) -> str:
     e = html.escape
     head = "".join(f"<th>{e(c)}</th>" for c in t.columns)
     body = "\n".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in t.rows)
-    note = f"<p>{e(t.note)}</p>" if t.note else ""
+    note = "".join(f"<p>{e(line)}</p>" for line in (t.note, t.reading) if line)
     return f"<h3>{e(t.title)}</h3>\n<table><tr>{head}</tr>\n{body}\n</table>\n{note}"
 
 
 def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles: ProfileDirs,
-                       overrides: Mapping[str, Sequence[str]] | None = None) -> Path:
-    """Write the report into ``out_dir``; returns the Markdown file. ``overrides``: task -> the ``--set`` list it ran with."""
+                       overrides: Mapping[str, Sequence[str]] | None = None, profile_set: str = "paper") -> Path:
+    """Write the report into ``out_dir``; returns the Markdown file. ``overrides``: task -> the ``--set`` list it ran with;
+    ``profile_set``: the runs' ``phones.profile_set`` (Table 1 reads it)."""
     from flamingo_sim.report.write import write_report
 
     out = Path(out_dir)
     phones = list(dict.fromkeys(c[len("interference_s_"):] for r in results for c in r.metrics.columns if c.startswith("interference_s_")))
-    t1, t2, t3 = table1(profiles, phones), table2(results), table3(results)
+    t1, t2, t3 = table1(profiles, phones, profile_set), table2(results), table3(results)
     per_task = [bases_table(r) for r in results]
     fig = figure6(results)
     for fmt in ("png", "svg"):
         with atomic_path(out / f"figure6.{fmt}") as tmp:
             fig.savefig(tmp, format=fmt, dpi=DPI)
     detail = write_report([r.run_dir for r in results], out / "figures", labels=[r.task for r in results])
-    write_json(out / "tables.json", {t.title: {"columns": t.columns, "rows": t.rows} for t in (t1, t2, t3, *per_task)})
+    write_json(out / "tables.json", {t.title: {"columns": t.columns, "rows": t.rows, "reading": t.reading, "paper": t.paper}
+                                     for t in (t1, t2, t3, *per_task)})
 
     seeds = sorted({int(s) for r in results for s in r.metrics["seed"].unique()})
     head = [
         f"Mode: {'quick (fewer rounds, 2 seeds by default)' if quick else 'full'}; seeds {seeds}; baseline = PyTorch's default "
         "(4567, no monitoring) vs Flamingo, on the same traces, phones, data and seeds. Paper: " + paper.SOURCE + ".",
-        "Runs: " + ", ".join(f"`{r.run_dir}`" for r in results) + ".",
+        "Runs: " + ", ".join(f"`{r.run_dir}`" for r in results) + f"; profile set `{profile_set}`.",
+        paper.NOT_FITTED,
     ]
     if overrides and any(overrides.values()):
         head.append("Overrides: " + "; ".join(f"{task}: {', '.join(f'`{o}`' for o in own)}" for task, own in overrides.items() if own) + ".")

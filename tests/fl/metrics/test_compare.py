@@ -74,6 +74,47 @@ def test_bootstrap_interval():
     assert bootstrap_ci([5.0, 5.0]) == (5.0, 5.0)
 
 
+def test_bootstrap_ci_hand_computed_on_four_resamples(monkeypatch):
+    # rng(0, "bootstrap", "tiny").integers(0, 3, (4, 3)) draws the rows [2 2 2], [2 2 2], [0 1 2],
+    # [0 0 2]: with x = [1, 4, 10] the resample means are 10, 10, 5, 4; sorted 4, 5, 10, 10.
+    # Percentiles (linear between order statistics, position p/100 x 3): 2.5 % at 0.075 ->
+    # 4 + 0.075 x (5 - 4) = 4.075; 97.5 % at 2.925 -> 10 + 0.925 x 0 = 10.
+    from flamingo_sim.fl.metrics import compare
+
+    monkeypatch.setattr(compare, "N_RESAMPLES", 4)
+    lo, hi = bootstrap_ci([1.0, 4.0, 10.0], "tiny")
+    assert lo == pytest.approx(4.075, abs=1e-12) and hi == pytest.approx(10.0, abs=1e-12)
+
+
+def test_ratio_of_means_paired_interval_hand_computed_on_four_resamples(monkeypatch):
+    # rng(0, "bootstrap", "tiny-ratio").integers(0, 3, (4, 3)) draws [0 1 2], [2 2 0], [2 2 2], [1 1 1];
+    # each row resamples both sequences at the same seeds (paired). a = [2, 6, 12], b = [1, 3, 4]:
+    # ratios of the means 20/8 = 2.5, 26/9, 12/4 = 3, 6/3 = 2; sorted 2, 2.5, 26/9, 3.
+    # 2.5 %: 2 + 0.075 x 0.5 = 2.0375; 97.5 %: 26/9 + 0.925 x (3 - 26/9) = 2.991666...
+    from flamingo_sim.fl.metrics import compare
+
+    monkeypatch.setattr(compare, "N_RESAMPLES", 4)
+    r = ratio_of_means([2.0, 6.0, 12.0], [1.0, 3.0, 4.0], "tiny-ratio")
+    assert r["value"] == pytest.approx(20 / 8)
+    assert r["ci"] == pytest.approx([2.0375, 26 / 9 + 0.925 * (3 - 26 / 9)], abs=1e-12)
+
+
+def test_bootstrap_matches_the_percentile_definition_at_full_size():
+    # The definition, written out: N_RESAMPLES rows of seed indices, the statistic per row, the
+    # 2.5th and 97.5th percentiles (numpy's linear interpolation), paired rows for the ratio.
+    from flamingo_sim.fl.metrics.compare import N_RESAMPLES
+    from flamingo_sim.rng import rng
+
+    a = np.array([7.1, 3.2, 9.9, 4.4, 6.0, 12.5, 5.3])
+    b = np.array([2.0, 1.1, 3.9, 2.2, 1.7, 4.1, 2.6])
+    idx = rng(0, "bootstrap", "m").integers(0, 7, size=(N_RESAMPLES, 7))
+    assert bootstrap_ci(a, "m") == pytest.approx(tuple(np.percentile(a[idx].mean(axis=1), [2.5, 97.5])), rel=1e-12)
+    idx = rng(0, "bootstrap", "r").integers(0, 7, size=(N_RESAMPLES, 7))
+    want = np.percentile(a[idx].mean(axis=1) / b[idx].mean(axis=1), [2.5, 97.5])
+    assert ratio_of_means(a, b, "r")["ci"] == pytest.approx(list(want), rel=1e-12)
+    assert ratio_of_means([1.0, 2.0], [1.0, 0.0])["ci"] is None  # a resample with a zero denominator
+
+
 def test_ratio_of_means():
     r = ratio_of_means([400.0, 400.0], [120.0, 240.0])
     assert r["value"] == pytest.approx(400 / 180)

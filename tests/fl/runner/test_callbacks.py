@@ -125,4 +125,4 @@ def test_run_loop_writes_the_table_of_the_plain_round_loop(tmp_path):
     pd.testing.assert_frame_equal(result.metrics, pd.DataFrame(rows), check_exact=True)
     labels, phones = parts.choice_labels, parts.population.phone_names
     assert list(result.metrics.columns) == [*COLUMNS, *(f"steps_{c}" for c in labels), *(f"interference_s_{p}" for p in phones),
-                                            *(f"foreground_s_{p}" for p in phones)]
+                                            *(f"foreground_s_{p}" for p in phones), *(f"training_foreground_s_{p}" for p in phones)]
