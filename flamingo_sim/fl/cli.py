@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where to train: auto (a GPU when one is visible), cpu, cuda or cuda:N (sets fl.device)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="torch CPU threads (sets fl.threads; default: OMP_NUM_THREADS or the usable cores)")
+    p.add_argument("--nproc", type=int, metavar="N",
+                   help="train over N processes on this machine (torch.distributed, started like torchrun --nproc-per-node N; "
+                        "one GPU each where there are GPUs); for several hosts run torchrun yourself (docs: scaling-out)")
+    p.add_argument("--collective-timeout-s", type=float, metavar="S",
+                   help="over several processes: a collective waiting longer than S seconds for the other ranks fails (default 300)")
     p.set_defaults(func=_run, cli_flags={
         "n_seeds": "--seeds", "out_dir": "--out", "engine": "--engine", "executors": "--executors", "resume": "--resume", "override": "--set",
     })
@@ -48,12 +54,42 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.nproc is not None:
+        return _launch(args)
     from flamingo_sim.fl.runner.run import run_experiment
 
     run_experiment(
         args.experiment, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds, resume=args.resume,
-        engine=args.engine, executors=args.executors, device=args.device, threads=args.threads,
+        engine=args.engine, executors=args.executors, device=args.device, threads=args.threads, collective_timeout_s=args.collective_timeout_s,
     )
+    return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    """``--nproc N``: the same command in N processes of one torch.distributed group (torchrun's launcher)."""
+    from flamingo_sim.errors import FlamingoError
+    from flamingo_sim.fl.dist.launch import launch
+
+    out = args.out
+    if out is None:  # every rank must name the same directory: fix the timestamped default here
+        from flamingo_sim.fl.config import load_experiment
+        from flamingo_sim.fl.runner.run import default_out_dir
+        from flamingo_sim.resources import find_experiment
+
+        out = str(default_out_dir(load_experiment(find_experiment(args.experiment), args.overrides)))
+    worker = ["run", args.experiment, "--out", out, *[a for s in args.overrides for a in ("--set", s)], "--engine", args.engine]
+    for flag, value in (("--seeds", args.seeds), ("--device", args.device), ("--threads", args.threads),
+                        ("--executors", args.executors or None), ("--collective-timeout-s", args.collective_timeout_s)):
+        if value is not None:
+            worker += [flag, str(value)]
+    if args.resume:
+        worker.append("--resume")
+    try:
+        launch(args.nproc, worker)
+    except FlamingoError as exc:
+        again = f"flamingo-sim run {args.experiment} --out {out} --resume --nproc {args.nproc}"
+        resumable = (Path(out) / "config.yaml").is_file()
+        raise FlamingoError(f"{exc}" + (f"; continue it with: {again} (and the same --set options)" if resumable else "")) from None
     return 0
 
 

@@ -74,6 +74,7 @@ def run_experiment(
     callbacks: Sequence[Callback] = (),
     device: str | None = None,
     threads: int | None = None,
+    collective_timeout_s: float | None = None,
 ) -> RunResult:
     """Run (or resume) the experiment in ``experiment`` and return its metrics and summary.
 
@@ -81,7 +82,51 @@ def run_experiment(
     after the built-in ones (progress bar, checkpoints, metrics file); one whose
     ``on_round_end`` returns True ends that run early. ``device`` and ``threads`` (the CLI's
     ``--device``/``--threads``) override ``fl.device`` and ``fl.threads``, like ``--set`` would.
+
+    Started by ``torchrun`` (its environment names a process group), every process calls this
+    with the same arguments: they join the group (collectives time out after
+    ``collective_timeout_s``), rank 0 runs the experiment and alone writes ``out_dir``, and the
+    others train and evaluate their shares of rank 0's rounds (:mod:`flamingo_sim.fl.dist`).
     """
+    from flamingo_sim.fl.dist.world import world_from_env
+
+    world = world_from_env()
+    if world is not None:
+        from flamingo_sim.fl.runner.distributed import run_distributed
+
+        return run_distributed(world, _prepare, _run_all, experiment, out_dir=out_dir, overrides=overrides, n_seeds=n_seeds, resume=resume,
+                               log=log, engine=engine, executors=executors, callbacks=callbacks, device=device, threads=threads,
+                               collective_timeout_s=collective_timeout_s)
+    if collective_timeout_s is not None:
+        raise ConfigError("--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)")
+    prep = _prepare(experiment, out_dir=out_dir, overrides=overrides, n_seeds=n_seeds, resume=resume, log=log, engine=engine,
+                          executors=executors, callbacks=callbacks, device=device, threads=threads)
+    with run_guard(prep.out, prep.cfg, prep.experiment, resume=resume, resumable=prep.runner.resumable):
+        return _run_all(prep)
+
+
+@dataclass
+class Prepared:
+    """A run checked and built, before its directory is locked."""
+
+    cfg: ExperimentConfig
+    experiment: Path
+    out: Path
+    first_parts: Any
+    runner: Any
+    callbacks: CallbackList
+    engine: str
+    say: Callable[[str], None]
+    comm: Any = None  # a distributed run's collectives (flamingo_sim.fl.dist.world.Comm), else None
+
+
+def _prepare(
+    experiment: str | Path, *, out_dir: str | Path | None, overrides: Sequence[str], n_seeds: int | None, resume: bool,
+    log: Callable[[str], None] | None, engine: str, executors: int, callbacks: Sequence[Callback], device: str | None,
+    threads: int | None, writes: bool = True,
+) -> Prepared:
+    """Everything a config can get wrong fails here, before the run directory is touched
+    (``writes=False``: a rank of a distributed run that will not write it does not check it)."""
     experiment = find_experiment(experiment)
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
     overrides = list(overrides)
@@ -107,24 +152,19 @@ def run_experiment(
     out = Path(out_dir) if out_dir is not None else default_out_dir(cfg)
     if resume and out_dir is None:
         raise ConfigError("resume: needs out_dir, the run directory to continue")
-    check_run_dir(out, cfg, resume)
+    if writes:
+        check_run_dir(out, cfg, resume)
     from flamingo_sim.fl.runner.setup import build_components, make_policy
 
-    # Everything a config can get wrong fails here, before the run directory is touched.
     for name in cfg.policies:
         make_policy(name, cfg)
     _check_toolkit(cfg, experiment, engine, resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
-    with run_guard(out, cfg, experiment, resume=resume, resumable=runner.resumable):
-        return _run_all(cfg, experiment, out, first_parts, runner, user_callbacks, engine, say)
+    return Prepared(cfg, experiment, out, first_parts, runner, user_callbacks, engine, say)
 
 
-def _run_all(
-    cfg: ExperimentConfig, experiment: str | Path, out: Path, first_parts: Any, runner: Any, user_callbacks: CallbackList,
-    engine: str, say: Callable[[str], None],
-) -> RunResult:
-    """Every (policy, seed) run, then the summary; called holding the run directory's lock."""
-    from flamingo_sim.fl.runner.setup import build_components
+def training_on(cfg: ExperimentConfig) -> str:
+    """Set torch's CPU threads for the run; the line that says where it trains."""
     from flamingo_sim.fl.training.device import resolve_device, set_threads
 
     where = resolve_device(cfg.fl.device)
@@ -132,7 +172,21 @@ def _run_all(
     import torch
 
     hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
-    say(f"training on {where} {hardware}, precision {cfg.fl.precision}")
+    return f"training on {where} {hardware}, precision {cfg.fl.precision}"
+
+
+def _run_all(prep: Prepared) -> RunResult:
+    """Every (policy, seed) run, then the summary; called holding the run directory's lock."""
+    from flamingo_sim.fl.runner.setup import build_components
+
+    cfg, experiment, out, first_parts, runner, user_callbacks, engine, say = (
+        prep.cfg, prep.experiment, prep.out, prep.first_parts, prep.runner, prep.callbacks, prep.engine, prep.say)
+    line = training_on(cfg)
+    if prep.comm is not None:
+        from flamingo_sim.fl.runner.distributed import describe_world
+
+        line = describe_world(prep.comm, line)
+    say(line)
 
     records: list[RoundRecord] = []
     histograms: dict[tuple[str, int], dict[str, int]] = {}
@@ -143,6 +197,10 @@ def _run_all(
         data_description = parts.dataset.description
         for name in cfg.policies:
             sim = _simulation(cfg, parts, name, seed, horizon_log)
+            if prep.comm is not None:
+                from flamingo_sim.fl.runner.distributed import distribute
+
+                distribute(sim, prep.comm, say)
             run_name = f"{_safe(name)}-seed{seed}"
             done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
             hooks: list[Callback] = [ProgressBar(), _MetricsWriter(out, records, cfg.checkpoint_every)]
@@ -153,6 +211,8 @@ def _run_all(
                 done = _resume(sim, ckpt, say) or done
                 hooks.append(_Checkpointer(ckpt, cfg.checkpoint_every))
             records.extend(runner.run(sim, CallbackList(hooks + user_callbacks.callbacks), done, out / engine / run_name))
+            if prep.comm is not None:
+                sim.cohort.close()  # type: ignore[attr-defined]  # the other ranks move on to the next run
             histograms[name, seed] = participation_histogram(sim.times_kept)
             _log_rates(sim, say)
 
@@ -167,6 +227,10 @@ def _run_all(
     _write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     print(format_summary(summary))
+    if prep.comm is not None:
+        from flamingo_sim.fl.runner.distributed import describe_traffic
+
+        say(describe_traffic(prep.comm))
     say(f"run directory: {out}")
     return RunResult(out, metrics, summary)
 
