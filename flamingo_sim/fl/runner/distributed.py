@@ -66,7 +66,9 @@ def run_distributed(world: World, prepare: Callable[..., Any], run_all: Callable
         from flamingo_sim.fl.training.device import resolve_device
 
         where = resolve_device(prep.cfg.fl.device)
-        comm.device = where if where.type == "cuda" else torch.device("cpu")
+        # NCCL for GPU tensors, one GPU per process; processes sharing a GPU (NCCL refuses) exchange through gloo
+        shared = where.type == "cuda" and world.local_size > torch.cuda.device_count()
+        comm.device = where if where.type == "cuda" and not shared else torch.device("cpu")
         with contextlib.ExitStack() as stack:
             comm.agree(lambda: stack.enter_context(run_guard(prep.out, prep.cfg, prep.experiment, resume=options.get("resume", False)))
                        if world.is_main else None)
@@ -119,11 +121,13 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
 
 def describe_world(comm: Comm, training: str) -> str:
     """The line that says where the run trains, for a group."""
-    return f"{comm.world.size} processes ({comm.backend}, collectives time out after {comm.timeout_s:g} s); rank 0 {training}"
+    via = "nccl" if comm.device.type == "cuda" else "gloo"
+    return f"{comm.world.size} processes ({via}, collectives time out after {comm.timeout_s:g} s); rank 0 {training}"
 
 
 def describe_traffic(comm: Comm) -> str:
     """Rank 0's time in collectives and the bytes it moved, per training job."""
     jobs = max(comm.train_jobs, 1)
-    return (f"collectives on rank 0: {comm.seconds / jobs * 1e3:.1f} ms and {comm.bytes_moved / jobs / 1e6:.2f} MB a round "
+    return (f"collectives on rank 0: {comm.seconds / jobs * 1e3:.1f} ms and {comm.bytes_moved / jobs / 1e6:.2f} MB a round, "
+            f"{comm.wait_s / jobs * 1e3:.1f} ms waiting for the slowest share "
             f"({comm.train_jobs} training and {comm.eval_jobs} evaluation jobs over {comm.world.size} processes)")
