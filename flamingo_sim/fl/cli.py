@@ -68,7 +68,7 @@ def _run(args: argparse.Namespace) -> int:
 def _launch(args: argparse.Namespace) -> int:
     """``--nproc N``: the same command in N processes of one torch.distributed group (torchrun's launcher)."""
     from flamingo_sim.errors import FlamingoError
-    from flamingo_sim.fl.dist.launch import launch
+    from flamingo_sim.fl.distributed.launch import launch
 
     out = args.out
     if out is None:  # every rank must name the same directory: fix the timestamped default here

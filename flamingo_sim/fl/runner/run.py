@@ -86,13 +86,13 @@ def run_experiment(
     Started by ``torchrun`` (its environment names a process group), every process calls this
     with the same arguments: they join the group (collectives time out after
     ``collective_timeout_s``), rank 0 runs the experiment and alone writes ``out_dir``, and the
-    others train and evaluate their shares of rank 0's rounds (:mod:`flamingo_sim.fl.dist`).
+    others train and evaluate their shares of rank 0's rounds (:mod:`flamingo_sim.fl.distributed`).
     """
-    from flamingo_sim.fl.dist.world import world_from_env
+    from flamingo_sim.fl.distributed.world import world_from_env
 
     world = world_from_env()
     if world is not None:
-        from flamingo_sim.fl.runner.distributed import run_distributed
+        from flamingo_sim.fl.runner.ranks import run_distributed
 
         return run_distributed(world, _prepare, _run_all, experiment, out_dir=out_dir, overrides=overrides, n_seeds=n_seeds, resume=resume,
                                log=log, engine=engine, executors=executors, callbacks=callbacks, device=device, threads=threads,
@@ -117,7 +117,7 @@ class Prepared:
     callbacks: CallbackList
     engine: str
     say: Callable[[str], None]
-    comm: Any = None  # a distributed run's collectives (flamingo_sim.fl.dist.world.Comm), else None
+    comm: Any = None  # a distributed run's collectives (flamingo_sim.fl.distributed.world.Comm), else None
 
 
 def _prepare(
@@ -183,7 +183,7 @@ def _run_all(prep: Prepared) -> RunResult:
         prep.cfg, prep.experiment, prep.out, prep.first_parts, prep.runner, prep.callbacks, prep.engine, prep.say)
     line = training_on(cfg)
     if prep.comm is not None:
-        from flamingo_sim.fl.runner.distributed import describe_world
+        from flamingo_sim.fl.runner.ranks import describe_world
 
         line = describe_world(prep.comm, line)
     say(line)
@@ -198,7 +198,7 @@ def _run_all(prep: Prepared) -> RunResult:
         for name in cfg.policies:
             sim = _simulation(cfg, parts, name, seed, horizon_log)
             if prep.comm is not None:
-                from flamingo_sim.fl.runner.distributed import distribute
+                from flamingo_sim.fl.runner.ranks import distribute
 
                 distribute(sim, prep.comm, say)
             run_name = f"{_safe(name)}-seed{seed}"
@@ -228,7 +228,7 @@ def _run_all(prep: Prepared) -> RunResult:
     write_json(out / "summary.json", summary)
     print(format_summary(summary))
     if prep.comm is not None:
-        from flamingo_sim.fl.runner.distributed import describe_traffic
+        from flamingo_sim.fl.runner.ranks import describe_traffic
 
         say(describe_traffic(prep.comm))
     say(f"run directory: {out}")

@@ -6,7 +6,7 @@ the clients, the keys their randomness derives from) to their :attr:`cohort` and
 client's trained state back, in the job's client order; they ask it for the test accuracy the
 same way. :class:`LocalCohort` does both in this process with a
 :class:`~flamingo_sim.fl.training.trainer.CohortTrainer`; the torch.distributed engine
-(:mod:`flamingo_sim.fl.dist`) puts a cohort in its place that splits the same job over
+(:mod:`flamingo_sim.fl.distributed`) puts a cohort in its place that splits the same job over
 processes. Everything else about a round (who is online, selection, pricing, settlement,
 aggregation) stays with the simulation.
 """

@@ -10,7 +10,7 @@ Each round (numbered steps match the code):
 4. settle the round (:func:`flamingo_sim.fl.sim.rounds.settle_round`): drop who declines, runs out
    of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
 5. train the kept clients for real (:attr:`Simulation.cohort`, :mod:`flamingo_sim.fl.sim.cohort`:
-   in this process, or split over processes by :mod:`flamingo_sim.fl.dist`) and aggregate them
+   in this process, or split over processes by :mod:`flamingo_sim.fl.distributed`) and aggregate them
    (:mod:`flamingo_sim.fl.strategy.aggregators`; FedAvg weighted by samples by default);
 6. advance the clock and every client's battery along its trace, training energy included
    (a client on the charger, by the trace's ``charging`` column where it has one, trains on

@@ -5,9 +5,9 @@ Each process :func:`run_distributed` is called in (by
 the group, then checks and builds the experiment; a failure on any rank is agreed on, so a bad
 config prints one line and every rank stops. Rank 0 then alone locks and writes the run
 directory (metrics, checkpoints, summary, progress) and runs every (policy, seed) with its
-simulation's step 5 split over the ranks (:class:`~flamingo_sim.fl.dist.cohort.DistributedCohort`);
+simulation's step 5 split over the ranks (:class:`~flamingo_sim.fl.distributed.cohort.DistributedCohort`);
 the other ranks build the same simulations and serve rank 0's jobs
-(:func:`~flamingo_sim.fl.dist.cohort.serve`). Checkpoints are rank 0's simulation state, the
+(:func:`~flamingo_sim.fl.distributed.cohort.serve`). Checkpoints are rank 0's simulation state, the
 same as a one-process run's, so a run resumes with any number of processes.
 
 Failures: an error on a rank is that rank's one line (``rank R: ...``); a rank that loses
@@ -25,8 +25,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from flamingo_sim.errors import ConfigError, FlamingoError
-from flamingo_sim.fl.dist.cohort import DistributedCohort, prepare_trainer, serve
-from flamingo_sim.fl.dist.world import DEFAULT_TIMEOUT_S, LAUNCHER_ENV, PEER_EXIT, CollectiveError, Comm, World, start
+from flamingo_sim.fl.distributed.cohort import DistributedCohort, prepare_trainer, serve
+from flamingo_sim.fl.distributed.world import DEFAULT_TIMEOUT_S, LAUNCHER_ENV, PEER_EXIT, CollectiveError, Comm, World, start
 from flamingo_sim.fl.runner.rundir import run_guard
 from flamingo_sim.fl.sim.cohort import LocalCohort
 
