@@ -84,18 +84,26 @@ class Layout:
             self.groups.setdefault(value.dtype, []).append((name, tuple(value.shape)))
         self.widths = {dt: sum(int(np.prod(shape)) for _, shape in entries) for dt, entries in self.groups.items()}
 
-    def pack(self, stacked: dict[str, Tensor], k: int, device: torch.device) -> dict[torch.dtype, Tensor]:
-        """``(k, width)`` per dtype from entries with a leading client dimension ``k``."""
-        return {dt: torch.cat([stacked[name].reshape(k, -1).to(device) for name, _ in entries], dim=1) if k else
-                torch.empty(0, self.widths[dt], dtype=dt, device=device) for dt, entries in self.groups.items()}
-
-    def unpack(self, rows: dict[torch.dtype, Tensor]) -> dict[str, Tensor]:
-        out: dict[str, Tensor] = {}
+    def pack(self, stacked: dict[str, Tensor], k: int, device: torch.device, rows: int | None = None) -> dict[torch.dtype, Tensor]:
+        """``(rows, width)`` per dtype (``rows`` >= ``k``, default ``k``; rows past ``k`` are left
+        unset) from entries with a leading client dimension ``k``: one copy of each entry."""
+        out = {dt: torch.empty(k if rows is None else rows, w, dtype=dt, device=device) for dt, w in self.widths.items()}
         for dt, entries in self.groups.items():
-            k, at = rows[dt].shape[0], 0
+            at = 0
             for name, shape in entries:
                 n = int(np.prod(shape))
-                out[name] = rows[dt][:, at : at + n].reshape(k, *shape)
+                out[dt][:k, at : at + n] = stacked[name].reshape(k, n)
+                at += n
+        return out
+
+    def unpack(self, rows: dict[torch.dtype, Tensor]) -> dict[str, Tensor]:
+        """Views into ``rows``, one per entry (``(k, *shape)``)."""
+        out: dict[str, Tensor] = {}
+        for dt, entries in self.groups.items():
+            at = 0
+            for name, shape in entries:
+                n = int(np.prod(shape))
+                out[name] = rows[dt][:, at : at + n].unflatten(1, shape) if shape else rows[dt][:, at]
                 at += n
         return out
 
@@ -174,27 +182,28 @@ class _Job:
 
 
 def _train_share(local: LocalCohort, comm: Comm, layout: Layout, job: TrainJob, work: float) -> ClientUpdates | None:
-    """This rank's share of ``job``, trained and gathered on rank 0 (the whole job's updates there, None elsewhere)."""
+    """This rank's share of ``job``, trained and gathered on rank 0 (the whole job's updates there, None elsewhere).
+
+    Each other rank packs its share into one buffer per dtype and sends it; rank 0 keeps its
+    own share as trained and concatenates every entry in rank (= client) order: one copy each.
+    """
     k, world = len(job.clients), comm.world
     shares = split_by_cost(np.full(k, work), world.size)
     lo, hi = shares[world.rank]
-    widest = max(b - a for a, b in shares)
-    rows = layout.empty(widest, comm.device)
-    train_s = 0.0
-    if hi > lo:
-        mine = local.train(job.share(lo, hi))
-        train_s = mine.train_s
-        packed = layout.pack({**mine.params, _LOSS: mine.losses, _SAMPLES: mine.n_samples}, hi - lo, comm.device)
-        for dt in rows:
-            rows[dt][: hi - lo] = packed[dt]
+    mine = local.train(job.share(lo, hi)) if hi > lo else None
     comm.wait("barrier after training")
-    gathered = {dt: comm.gather(row, f"gather of trained clients ({dt})") for dt, row in rows.items()}
     if not world.is_main:
+        if mine is not None:
+            packed = layout.pack({**mine.params, _LOSS: mine.losses, _SAMPLES: mine.n_samples}, hi - lo, comm.device)
+            comm.send(list(packed.values()), "sending trained clients")
         return None
-    full = {dt: torch.cat([g[r][: b - a] for r, (a, b) in enumerate(shares)]) for dt, g in gathered.items() if g is not None}
-    state = layout.unpack(full)
+    received = comm.receive({r: [(b - a, layout.widths[dt], dt) for dt in layout.widths] for r, (a, b) in enumerate(shares) if r and b > a},
+                            "receiving trained clients")
+    parts = [] if mine is None else [{**mine.params, _LOSS: mine.losses, _SAMPLES: mine.n_samples}]
+    parts += [layout.unpack(dict(zip(layout.widths, received[r]))) for r in sorted(received)]
+    state = {name: torch.cat([p[name].to(local.device) for p in parts]) if len(parts) > 1 else parts[0][name] for name in parts[0]}
     losses, n_samples = state.pop(_LOSS), state.pop(_SAMPLES)
-    return ClientUpdates(state, losses, n_samples.cpu(), train_s)
+    return ClientUpdates(state, losses, n_samples.cpu(), mine.train_s if mine is not None else 0.0)
 
 
 def _evaluate_share(local: LocalCohort, comm: Comm, params: dict[str, Tensor]) -> tuple[float, float] | None:
@@ -243,6 +252,8 @@ class DistributedCohort:
         self.rounds = 0
 
     def train(self, job: TrainJob) -> ClientUpdates:
+        if self.comm.world.size == 1:  # a group of one: nothing to split or move
+            return self.local.train(job)
         self.jobs.send(TRAIN, job)
         self.rounds += 1
         out = _train_share(self.local, self.comm, self.layout, job, self.work)
@@ -250,6 +261,8 @@ class DistributedCohort:
         return out
 
     def evaluate(self, params: dict[str, Tensor]) -> tuple[float, float]:
+        if self.comm.world.size == 1:
+            return self.local.evaluate(params)
         self.jobs.send(EVAL, params=params)
         out = _evaluate_share(self.local, self.comm, params)
         assert out is not None
@@ -257,7 +270,8 @@ class DistributedCohort:
 
     def close(self) -> None:
         """Tell the other ranks this simulation is over (they return from :func:`serve`)."""
-        self.jobs.send(STOP)
+        if self.comm.world.size > 1:
+            self.jobs.send(STOP)
 
 
 def serve(local: LocalCohort, comm: Comm, work_per_client: float) -> int:

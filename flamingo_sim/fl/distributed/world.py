@@ -159,6 +159,28 @@ class Comm:
         self._call(what, lambda: dist.gather(tensor, out, dst=0), moved)
         return out
 
+    def send(self, tensors: list[torch.Tensor], what: str) -> None:
+        """``tensors`` to rank 0 (which :meth:`receive` s them in this order)."""
+        def go() -> None:
+            for work in [dist.isend(t.contiguous(), dst=0) for t in tensors]:
+                if work is not None:
+                    work.wait()
+
+        self._call(what, go)
+
+    def receive(self, shapes: dict[int, list[tuple[int, int, torch.dtype]]], what: str) -> dict[int, list[torch.Tensor]]:
+        """Rank 0: from each rank ``r`` of ``shapes`` its tensors of the given ``(rows, cols, dtype)``."""
+        out = {r: [torch.empty(n, w, dtype=dt, device=self.device) for n, w, dt in spec] for r, spec in shapes.items()}
+
+        def go() -> None:
+            for work in [dist.irecv(t, src=r) for r, ts in out.items() for t in ts]:
+                if work is not None:
+                    work.wait()
+
+        moved = sum(t.numel() * t.element_size() for ts in out.values() for t in ts)
+        self._call(what, go, moved)
+        return out
+
     def agree(self, step: Callable[[], None]) -> None:
         """Run ``step`` on every rank, then make every rank fail alike if any rank's failed.
 

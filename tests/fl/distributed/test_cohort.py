@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from flamingo_sim.errors import ConfigError
-from flamingo_sim.fl.distributed.cohort import DistributedCohort, Layout, prepare_trainer, serve, split_by_cost
+from flamingo_sim.fl.distributed.cohort import DistributedCohort, Layout, _evaluate_share, _layout, _train_share, prepare_trainer, serve, split_by_cost
 from flamingo_sim.fl.distributed.world import World, start
 from flamingo_sim.fl.sim.cohort import LocalCohort, TrainJob
 from flamingo_sim.fl.training.trainer import CohortTrainer, model_state
@@ -49,7 +49,8 @@ def test_layout_packs_mixed_dtypes_and_round_trips():
     assert list(back) == [k for k in state if state[k].dtype == torch.float32] + [k for k in state if state[k].dtype == torch.int64]
     for k in state:
         assert torch.equal(back[k], stacked[k]), k
-    assert layout.pack(stacked, 0, torch.device("cpu"))[torch.float32].shape == (0, rows[torch.float32].shape[1])
+    padded = layout.pack(stacked, 2, torch.device("cpu"), rows=3)  # a share padded to the widest one
+    assert padded[torch.float32].shape == (3, rows[torch.float32].shape[1]) and torch.equal(padded[torch.float32][:2], rows[torch.float32])
 
 
 def _free_port() -> int:
@@ -84,13 +85,14 @@ def test_one_process_group_gives_the_local_result(monkeypatch):
     comm = start(World(0, 1, 0, 1), timeout_s=30)
     try:
         cohort = DistributedCohort(local, comm, work_per_client=8.0)
-        got = cohort.train(job)
-        for k in want.params:
-            assert torch.equal(got.params[k], want.params[k]), k
+        for got in (cohort.train(job), _train_share(local, comm, _layout(local), job, 8.0)):  # a group of one skips the collectives
+            assert got is not None
+            for k in want.params:
+                assert torch.equal(got.params[k], want.params[k]), k
+            assert torch.equal(got.losses, want.losses) and got.n_samples.tolist() == [12.0, 15.0, 16.0]
         assert all(torch.isfinite(v).all() for v in want.params.values())
-        assert torch.equal(got.losses, want.losses) and got.n_samples.tolist() == [12.0, 15.0, 16.0]
-        assert cohort.evaluate(job.start) == local.evaluate(job.start)
-        assert comm.train_jobs == 1 and comm.eval_jobs == 1 and comm.bytes_moved == 0  # nobody to move them to
+        assert cohort.evaluate(job.start) == local.evaluate(job.start) == _evaluate_share(local, comm, job.start)
+        assert comm.train_jobs == 0 and comm.calls == 5 and comm.bytes_moved == 0  # two barriers, a receive, two gathers; nothing moved
         cohort.close()
         with pytest.raises(ValueError, match="unknown job kind 7"):  # a header no rank 0 sends
             monkeypatch.setattr("flamingo_sim.fl.distributed.cohort._Job.receive", lambda self: (7, None, None))
