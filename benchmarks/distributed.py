@@ -175,7 +175,7 @@ def speed(work: Path, smoke: bool, repeats: int) -> dict[str, Any]:
         ratio = [b / a for a, b in zip(times["2x1"], times["1x2"])]
         out[case] = {"2x1_s": times["2x1"], "1x2_s": times["1x2"], "ratio": ratio}
         print(f"{case}: round {statistics.median(times['2x1']):.3f} s with 2 processes x 1 thread, "
-              f"{statistics.median(times['1x2']):.3f} s with 1 process x 2 threads: ratio {min(ratio):.2f}-{max(ratio):.2f} "
+              f"{statistics.median(times['1x2']):.3f} s with 1 process x 2 threads: ratio {min(ratio):.2f}x-{max(ratio):.2f}x "
               f"(>= 1: no loss), over {repeats} interleaved repeat(s)")
     return out
 

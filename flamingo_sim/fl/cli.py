@@ -84,12 +84,15 @@ def _launch(args: argparse.Namespace) -> int:
             worker += [flag, str(value)]
     if args.resume:
         worker.append("--resume")
+    again = f"continue it with: flamingo-sim run {args.experiment} --out {out} --resume --nproc {args.nproc} (and the same --set options)"
     try:
         launch(args.nproc, worker)
     except FlamingoError as exc:
-        again = f"flamingo-sim run {args.experiment} --out {out} --resume --nproc {args.nproc}"
         resumable = (Path(out) / "config.yaml").is_file()
-        raise FlamingoError(f"{exc}" + (f"; continue it with: {again} (and the same --set options)" if resumable else "")) from None
+        raise FlamingoError(f"{exc}" + (f"; {again}" if resumable else "")) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the agent stopped every rank
+        exc.hint = again  # type: ignore[attr-defined]  # printed by the CLI
+        raise
     return 0
 
 

@@ -109,3 +109,13 @@ def test_a_killed_rank_stops_the_run_with_one_line_and_it_resumes_with_another_w
     whole = _reference(tmp_path / "whole", overrides)
     pd.testing.assert_frame_equal(resumed, whole)
     assert len(whole) == 41
+
+
+def test_process_options_are_checked_before_anything_runs(tmp_path, capsys):
+    from flamingo_sim.cli import main
+
+    assert main(["run", str(EXP), "--out", str(tmp_path / "a"), "--nproc", "0"]) == 2
+    assert "error: --nproc: expected a process count >= 1, got 0" in capsys.readouterr().err
+    assert main(["run", str(EXP), "--out", str(tmp_path / "b"), "--collective-timeout-s", "5"]) == 2
+    assert "--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
