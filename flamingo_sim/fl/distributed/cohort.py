@@ -20,10 +20,12 @@ Why the result does not depend on the number of ranks (bit for bit on the CPU):
   torch thread per client: the per-client loop's arithmetic) and the others are refused; on
   GPUs, where numbers match a one-process run only up to float rounding anyway, it is said once.
 - the reduction is the one-process reduction: rank 0 gathers the per-client states and runs
-  the aggregator on them in client order. Measured against reducing first (each rank a float64
-  partial sum, then an all-reduce), gathering moves ``k x P`` values instead of ``2 x P`` per
-  rank, but it is the only order that reproduces the one-process sum exactly, and it serves
-  every aggregator (FedAvg, FedProx, FedAdam, FedYogi, a plug-in) and FedBuff unchanged.
+  the aggregator on them in client order. Reducing first (each rank a float64 partial sum, then
+  an all-reduce) moves ``P`` values per rank instead of ``k x P`` and was cheaper when measured
+  (gloo, 2 processes on 2 cores: 0.8 ms against 2.2 ms for 50 MLP-proxy clients a rank, 28 ms
+  against 37 ms for 3 MobileNetV2 clients a rank; the gap grows with ``k``), but a sum split by
+  rank is not the one-process sum bit for bit, and only the gather serves every aggregator
+  (FedAvg, FedProx, FedAdam, FedYogi, a plug-in) and FedBuff unchanged.
 - why the coordinator lives on rank 0 alone, rather than computed identically everywhere: its
   state (every client's battery budget) is large, and its float arithmetic (numpy's
   CPU-dispatched kernels) may differ between hosts; ranks that disagreed on a round's
