@@ -16,6 +16,9 @@ Sections (``--sections``, comma-separated):
   round (the median of the rounds after the first), interleaved and repeated: the MLP proxy
   at 2,400 and 10,000 clients a round, MobileNetV2 at 32 px with the threads strategy.
   Ratio = (1 process x 2 threads) / (2 processes x 1 thread): >= 1 means the processes are no slower.
+- ``reduction``: the two ways to reduce a round over 2 processes (gloo), timed alone: sending
+  each rank's client states to rank 0 (what the engine does: the one-process sum, bit for bit)
+  against an all-reduce of a float64 partial sum per rank (cheaper, but not the same sum).
 - ``gpu`` (``--device cuda``): the single-process engine against 1 rank and 2 ranks (sharing the
   one GPU) on the same GPU: the MLP proxy at 2,400 clients a round and MobileNetV2 at 224 px.
 
@@ -65,6 +68,45 @@ def worker(spec: dict[str, Any]) -> None:
                    log=lambda m: None)
     if os.environ.get("RANK", "0") == "0":
         Path(spec["out"], "rounds.json").write_text(json.dumps(rounds))
+
+
+def reduce_worker() -> None:
+    """Under torchrun with 2 processes: gather of k client states vs all-reduce of one float64 sum."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    for name, k, p in (("MLP proxy, 50 clients a rank", 50, 9098), ("MobileNetV2 (3 classes), 3 clients a rank", 3, 2_236_682),
+                       ("MobileNetV2 (1000 classes), 3 clients a rank", 3, 3_504_872)):
+        rows, part = torch.randn(k, p), torch.randn(p, dtype=torch.float64)
+        sent, reduced = [], []
+        for _ in range(7):
+            dist.barrier()
+            t = time.perf_counter()
+            if rank == 0:
+                dist.recv(torch.empty(k, p), src=1)
+            else:
+                dist.send(rows, dst=0)
+            dist.barrier()
+            sent.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            dist.all_reduce(part)
+            dist.barrier()
+            reduced.append(time.perf_counter() - t)
+        if rank == 0:
+            g, r = statistics.median(sent), statistics.median(reduced)
+            print(f"{name}: gather {k * p * 4 / 1e6:.1f} MB {g * 1e3:.1f} ms, all-reduce {p * 8 / 1e6:.1f} MB {r * 1e3:.1f} ms: "
+                  f"reducing first {g / r:.2f}x cheaper")
+    dist.destroy_process_group()
+
+
+def reduction() -> None:
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(Path(__file__).resolve()),
+                           "--reduce-worker"], env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"reduction failed:\n{done.stderr[-3000:]}")
+    print(done.stdout, end="")
 
 
 # -- the orchestrator ----------------------------------------------------------------------------
@@ -226,15 +268,19 @@ def run_gpu(nproc: int, overrides: list[str], out: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, same code path")
-    parser.add_argument("--sections", help="comma-separated: correctness, speed, gpu (default: correctness,speed; gpu with --device cuda)")
+    parser.add_argument("--sections", help="comma-separated: correctness, reduction, speed, gpu (default: the first three; gpu with --device cuda)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--repeats", type=int, help="interleaved repeats of each speed comparison (default 3, smoke 1)")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--reduce-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(json.loads(args.worker))
-    sections = (args.sections or ("gpu" if args.device == "cuda" else "correctness,speed")).split(",")
+    if args.reduce_worker:
+        return reduce_worker()
+    default = "gpu" if args.device == "cuda" else "correctness,speed" if args.smoke else "correctness,reduction,speed"
+    sections = (args.sections or default).split(",")
     repeats = args.repeats or (1 if args.smoke else 3)
     print(f"benchmarks/distributed.py: {os.cpu_count()} CPU cores seen; on a shared machine interleaved runs are the only fair comparison")
     results: dict[str, Any] = {}
@@ -242,6 +288,8 @@ def main() -> None:
         work = Path(tmp)
         if "correctness" in sections:
             results["correctness"] = correctness(work, args.smoke, [1, 2] if args.smoke else [1, 2, 3])
+        if "reduction" in sections:
+            reduction()
         if "speed" in sections:
             results["speed"] = speed(work, args.smoke, repeats)
         if "gpu" in sections:

@@ -21,9 +21,10 @@ Why the result does not depend on the number of ranks (bit for bit on the CPU):
   GPUs, where numbers match a one-process run only up to float rounding anyway, it is said once.
 - the reduction is the one-process reduction: rank 0 gathers the per-client states and runs
   the aggregator on them in client order. Reducing first (each rank a float64 partial sum, then
-  an all-reduce) moves ``P`` values per rank instead of ``k x P`` and was cheaper when measured
-  (gloo, 2 processes on 2 cores: 0.8 ms against 2.2 ms for 50 MLP-proxy clients a rank, 28 ms
-  against 37 ms for 3 MobileNetV2 clients a rank; the gap grows with ``k``), but a sum split by
+  an all-reduce) moves ``P`` values per rank instead of ``k x P``; timed alone (gloo, 2
+  processes, ``benchmarks/distributed.py --sections reduction``) the two are about even at a few
+  clients a rank (all-reduce 0.8 ms against gather 1.0-2.2 ms for 50 MLP-proxy clients, 27 ms
+  against 37-52 ms for 3 MobileNetV2 clients) and the gather grows with ``k``. But a sum split by
   rank is not the one-process sum bit for bit, and only the gather serves every aggregator
   (FedAvg, FedProx, FedAdam, FedYogi, a plug-in) and FedBuff unchanged.
 - why the coordinator lives on rank 0 alone, rather than computed identically everywhere: its
