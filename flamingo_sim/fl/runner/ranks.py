@@ -80,6 +80,7 @@ def run_distributed(world: World, prepare: Callable[..., Any], run_all: Callable
                 raise FlamingoError(f"rank {world.rank}: {exc}") from None
         import torch.distributed as dist
 
+        comm.wait("barrier at the end")  # no rank tears its connections down while another still uses them
         dist.destroy_process_group()
         return result
     except CollectiveError as exc:
