@@ -131,7 +131,8 @@ def test_check_writable_refuses_a_read_only_mount_as_any_user(tmp_path):
     proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120, check=False,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["EROFS", f"{mnt}: Read-only file system (EROFS)"]  # and nothing left in the mount
+    # the path given first, then the directory that refused it (issue 22); nothing left in the mount
+    assert proc.stdout.splitlines() == ["EROFS", f"{mnt / 'run'}: cannot write in {mnt}: Read-only file system (EROFS)"]
     assert not list(tmp_path.glob(".flamingo-sim-probe*"))
 
 

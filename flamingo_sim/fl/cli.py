@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 
@@ -29,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, metavar="N",
                    help="torch CPU threads (sets fl.threads; default: OMP_NUM_THREADS or the usable cores)")
     add_parallel_arguments(p, "the (policy, seed) runs")
+    p.add_argument("--nproc", type=int, metavar="N",
+                   help="train over N processes on this machine (torch.distributed, started like torchrun --nproc-per-node N; "
+                        "one GPU each where there are GPUs); for several hosts run torchrun yourself (docs: scaling-out)")
+    p.add_argument("--collective-timeout-s", type=float, metavar="S",
+                   help="over several processes: a collective waiting longer than S seconds for the other ranks fails (default 300)")
     p.set_defaults(func=_run, cli_flags={
         "n_seeds": "--seeds", "out_dir": "--out", "engine": "--engine", "executors": "--executors", "resume": "--resume", "override": "--set",
     })
@@ -87,21 +93,59 @@ def _preflight(args: argparse.Namespace) -> None:
         raise ConfigError(f"executors: {args.executors} executor processes need engine 'fedscale', not 'native'")
     if args.resume and args.out is None:
         raise ConfigError("resume: needs out_dir, the run directory to continue")
+    if args.nproc is not None and args.nproc < 1:
+        raise ConfigError(f"--nproc: expected a count >= 1, got {args.nproc}")
+    if args.nproc is not None and (args.jobs != 1 or args.executor != "local"):
+        raise ConfigError("--nproc trains each (policy, seed) over all its processes, one after another: leave --jobs and --executor out")
     overrides = list(args.overrides) + [f"fl.{k}={v}" for k, v in (("device", args.device), ("threads", args.threads)) if v is not None]
     cfg = load_experiment(find_experiment(args.experiment), overrides)
-    if args.out is not None:
+    # under torchrun only rank 0 writes the directory (and may already have started): the others do not check it
+    if args.out is not None and os.environ.get("RANK", "0") == "0":
         check_run_dir(Path(args.out), cfg, args.resume)
 
 
 def _run(args: argparse.Namespace) -> int:
     _preflight(args)
+    if args.nproc is not None:
+        return _launch(args)
     from flamingo_sim.fl.runner.run import run_experiment
 
     run_experiment(
         args.experiment, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds, resume=args.resume,
         engine=args.engine, executors=args.executors, device=args.device, threads=args.threads,
-        jobs=args.jobs, executor=args.executor, ray_address=args.ray_address,
+        jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, collective_timeout_s=args.collective_timeout_s,
     )
+    return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    """``--nproc N``: the same command in N processes of one torch.distributed group (torchrun's launcher)."""
+    from flamingo_sim.errors import FlamingoError
+    from flamingo_sim.fl.distributed.launch import launch
+
+    out = args.out
+    if out is None:  # every rank must name the same directory: fix the timestamped default here
+        from flamingo_sim.fl.config import load_experiment
+        from flamingo_sim.fl.runner.run import default_out_dir
+        from flamingo_sim.resources import find_experiment
+
+        out = str(default_out_dir(load_experiment(find_experiment(args.experiment), args.overrides)))
+    worker = ["run", args.experiment, "--out", out, *[a for s in args.overrides for a in ("--set", s)], "--engine", args.engine]
+    for flag, value in (("--seeds", args.seeds), ("--device", args.device), ("--threads", args.threads),
+                        ("--executors", args.executors or None), ("--collective-timeout-s", args.collective_timeout_s)):
+        if value is not None:
+            worker += [flag, str(value)]
+    if args.resume:
+        worker.append("--resume")
+    again = f"continue it with: flamingo-sim run {args.experiment} --out {out} --resume --nproc {args.nproc} (and the same --set options)"
+    try:
+        launch(args.nproc, worker)
+    except FlamingoError as exc:
+        resumable = (Path(out) / "config.yaml").is_file()
+        raise FlamingoError(f"{exc}" + (f"; {again}" if resumable else "")) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the agent stopped every rank
+        exc.hint = again  # type: ignore[attr-defined]  # printed by the CLI
+        raise
     return 0
 
 

@@ -30,6 +30,7 @@ metrics and summary. The progress bar, checkpoints and the metrics file are call
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute, unit_threads
 from flamingo_sim.fl.runner.rundir import check_run_dir, run_guard
 from flamingo_sim.fl.runner.tracking import check_tracking
-from flamingo_sim.fl.runner.units import Once, PartsCache, Unit, gather, resolve_config, run_unit, write_metrics, write_partial_metrics
+from flamingo_sim.fl.runner.units import UNITS_DIR, Once, PartsCache, Unit, gather, resolve_config, run_unit, unit_result, write_metrics, write_partial_metrics
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.selection import make_selector
 from flamingo_sim.io import write_json
@@ -80,6 +81,7 @@ def run_experiment(
     jobs: int | None = 1,
     executor: str = "local",
     ray_address: str | None = None,
+    collective_timeout_s: float | None = None,
 ) -> RunResult:
     """Run (or resume) the experiment in ``experiment`` and return its metrics and summary.
 
@@ -89,6 +91,12 @@ def run_experiment(
     ``--device``/``--threads``) override ``fl.device`` and ``fl.threads``, like ``--set`` would.
     ``jobs`` (None: as many as the cores allow) and ``executor`` run the (policy, seed) units in
     parallel (:mod:`flamingo_sim.fl.runner.execute`); the results are the same as with one job.
+
+    Started by ``torchrun`` (its environment names a process group), every process calls this
+    with the same arguments: they join the group (collectives time out after
+    ``collective_timeout_s``), rank 0 runs the experiment's units one after another and alone
+    writes ``out_dir``, and the others train and evaluate their shares of rank 0's rounds
+    (:mod:`flamingo_sim.fl.runner.ranks`, :mod:`flamingo_sim.fl.distributed`).
     """
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
     overrides = list(overrides)
@@ -97,6 +105,20 @@ def run_experiment(
     if threads is not None:
         overrides.append(f"fl.threads={threads}")
     check_executor(executor)
+    from flamingo_sim.fl.distributed.world import world_from_env
+
+    world = world_from_env()
+    if world is not None:
+        if jobs != 1 or executor != "local":
+            raise ConfigError("--jobs/--executor: a run over torchrun's processes trains each (policy, seed) over all of them, "
+                              "one after another; leave --jobs at 1")
+        from flamingo_sim.fl.runner.ranks import run_distributed
+
+        return run_distributed(world, _prepare_rank, lambda prep: _run_rank0(prep, callbacks, say), experiment,
+                               collective_timeout_s=collective_timeout_s, log=log, out_dir=out_dir, overrides=overrides,
+                               n_seeds=n_seeds, resume=resume, engine=engine, executors=executors)
+    if collective_timeout_s is not None:
+        raise ConfigError("--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)")
     run = prepare_run(experiment, overrides, n_seeds, out_dir, resume=resume, engine=engine, executors=executors, say=say)
     jobs = auto_jobs([run.cfg]) if jobs is None else jobs
     if callbacks and (jobs > 1 or executor != "local"):
@@ -115,6 +137,30 @@ def run_experiment(
         return finish_run(run, say)
 
 
+def _prepare_rank(experiment: str | Path, *, log: Callable[[str], None] | None, writes: bool, out_dir: str | Path | None,
+                  overrides: Sequence[str], n_seeds: int | None, resume: bool, engine: str, executors: int) -> PreparedRun:
+    """One rank's :func:`prepare_run` (``writes=False``: a rank that will not write the run directory does not check it)."""
+    say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
+    return prepare_run(experiment, overrides, n_seeds, out_dir, resume=resume, engine=engine, executors=executors, say=say, writes=writes)
+
+
+def _run_rank0(run: PreparedRun, callbacks: Sequence[Callback], say: Callable[[str], None]) -> RunResult:
+    """Rank 0 of a distributed run, holding the run directory: every unit in this process, each
+    simulation's step 5 split over the group; the units already finished (a resumed run) are
+    announced first, so that the other ranks skip them too (:func:`~flamingo_sim.fl.runner.ranks.serve_all`)."""
+    from flamingo_sim.fl.runner.ranks import announce_pending, describe_traffic
+
+    units = run.units(1)
+    announce_pending(run.comm, [unit_result(run.out / UNITS_DIR, u.policy, u.seed) is None for u in units])
+    failures = run_units([run], units, jobs=1, executor="local", ray_address=None, say=say, callbacks=callbacks,
+                         keep_going=False, show=False, shared_dir=run.out, comm=run.comm)
+    if failures:
+        raise FlamingoError(f"{failures[0].describe()}; continue it with: the same command and --resume")
+    result = finish_run(run, say)
+    say(describe_traffic(run.comm))
+    return result
+
+
 @dataclass
 class PreparedRun:
     """A run validated and ready to start or continue: its config, directory and engine."""
@@ -131,6 +177,8 @@ class PreparedRun:
     executors: int = 0
     #: The CPU kernels this process runs and, where they could not be pinned as asked, a line saying so.
     kernels: tuple[str, str | None] = ("", None)
+    #: A distributed run's collectives (:class:`flamingo_sim.fl.distributed.world.Comm`), set on every rank; else None.
+    comm: Any = None
 
     def units(self, jobs: int) -> list[Unit]:
         """Its (policy, seed) units in the config's order, each with its share of the cores."""
@@ -158,9 +206,10 @@ def portable_experiment(experiment: Path) -> str:
 
 def prepare_run(
     experiment: str | Path, overrides: Sequence[str], n_seeds: int | None, out_dir: str | Path | None, *, resume: bool,
-    engine: str = "native", executors: int = 0, say: Callable[[str], None], label: str = "",
+    engine: str = "native", executors: int = 0, say: Callable[[str], None], label: str = "", writes: bool = True,
 ) -> PreparedRun:
-    """Everything a config can get wrong, checked before the run directory is touched."""
+    """Everything a config can get wrong, checked before the run directory is touched (``writes=False``:
+    a rank of a distributed run that will not write the directory does not check it)."""
     experiment = find_experiment(experiment)
     runner = make_engine(engine, EngineOptions(executors=executors, experiment=experiment, overrides=tuple(overrides), log=say))
     if resume and not runner.resumable:
@@ -170,6 +219,9 @@ def prepare_run(
 
     # before torch runs its first kernel (the model's initialisation): it fixes the kernels for the process
     kernels = pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))
+    # every process the run starts (a --jobs worker, a local Ray task) runs the kernels this one runs,
+    # also where they could not be pinned here: the results do not depend on --jobs
+    os.environ["ATEN_CPU_CAPABILITY"] = kernels[0].lower()
 
     where = resolve_device(cfg.fl.device)  # a GPU asked for and absent fails here, before anything is written
     if cfg.fl.train_mode == "threads" and where.type != "cpu":
@@ -179,7 +231,8 @@ def prepare_run(
     out = Path(out_dir) if out_dir is not None else default_out_dir(cfg)
     if resume and out_dir is None:
         raise ConfigError("resume: needs out_dir, the run directory to continue")
-    check_run_dir(out, cfg, resume)
+    if writes:
+        check_run_dir(out, cfg, resume)
     from flamingo_sim.fl.runner.setup import build_components, make_policy
 
     for name in cfg.policies:
@@ -192,7 +245,7 @@ def prepare_run(
 def run_units(
     runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
     say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
-    shared_dir: Path | None = None,
+    shared_dir: Path | None = None, comm: Any = None,
 ) -> list[Failure]:
     """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
 
@@ -205,18 +258,14 @@ def run_units(
     cache = PartsCache()
     logs = {d: Once(say) for d in by_dir}
     if jobs == 1 and executor == "local":
-        from flamingo_sim.fl.training.device import resolve_device, set_threads
+        line = training_on(runs[0].cfg, runs[0].kernels[0])
+        if comm is not None:
+            from flamingo_sim.fl.runner.ranks import describe_world
 
-        first = runs[0].cfg
-        n_threads = set_threads(first.fl.threads, small_model=first.data.root is None)
-        where = resolve_device(first.fl.device)
-        import torch
-
-        hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
-        capability, note = runs[0].kernels
-        say(f"training on {where} {hardware}, precision {first.fl.precision}, {capability} CPU kernels")
-        if note:
-            say(note)
+            line = describe_world(comm, line)
+        say(line)
+        if runs[0].kernels[1]:
+            say(runs[0].kernels[1])
     else:
         threads = max(u.threads for u in units) if units else 1
         say(f"{len(units)} units, {jobs} at a time ({'Ray' if executor == 'ray' else 'processes'}, {threads} CPU thread(s) each)")
@@ -227,7 +276,8 @@ def run_units(
             if run.first_parts is not None:
                 cache.put(unit.run_dir, run.cfg.seeds[0], run.first_parts)
                 run.first_parts = None  # built once, used once: free it after its seed
-        run_unit(unit, say=logs[unit.run_dir], cache=cache, callbacks=callbacks, after_write=lambda: write_partial_metrics(run.out, run.cfg))
+        run_unit(unit, say=logs[unit.run_dir], cache=cache, callbacks=callbacks, after_write=lambda: write_partial_metrics(run.out, run.cfg),
+                 comm=comm)
 
     if jobs > 1 or executor != "local":
         for r in runs:
@@ -244,6 +294,18 @@ def run_units(
         raise
     finally:
         cache.put("", 0, None)
+
+
+def training_on(cfg: ExperimentConfig, capability: str) -> str:
+    """Set torch's CPU threads for the run; the line that says where it trains."""
+    from flamingo_sim.fl.training.device import resolve_device, set_threads
+
+    n_threads = set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
+    where = resolve_device(cfg.fl.device)
+    import torch
+
+    hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
+    return f"training on {where} {hardware}, precision {cfg.fl.precision}, {capability} CPU kernels"
 
 
 def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> None:

@@ -148,6 +148,7 @@ def run_unit(
     callbacks: Sequence[Callback] = (),
     progress_bar: bool = True,
     after_write: Callable[[], None] | None = None,
+    comm: Any = None,
 ) -> None:
     """Run (or continue) one unit into its run directory; a finished one is left as it is.
 
@@ -166,8 +167,10 @@ def run_unit(
     cfg = resolve_config(experiment, unit.overrides, unit.n_seeds)
     if unit.seed not in cfg.seeds or unit.policy not in cfg.policies:
         raise ConfigError(f"{out}: unit {unit.name}: not a (policy, seed) of this run")
-    # a worker process or a Ray task pins the kernels itself, before its first kernel (the run's own process already has)
-    pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))
+    # a worker started by the run inherits the run's kernels (ATEN_CPU_CAPABILITY, set by prepare_run); one that
+    # did not (a Ray task on another node) pins them itself, before its first kernel
+    if "ATEN_CPU_CAPABILITY" not in os.environ:
+        pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))
     set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
     runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=experiment, overrides=unit.overrides, log=say))
     parts = cache.get(unit.run_dir, unit.seed) if cache is not None else None
@@ -176,6 +179,10 @@ def run_unit(
         if cache is not None:
             cache.put(unit.run_dir, unit.seed, parts)
     sim = make_simulation(cfg, parts, unit.policy, unit.seed, say)
+    if comm is not None:  # rank 0 of a distributed run: step 5 over the group (flamingo_sim.fl.runner.ranks)
+        from flamingo_sim.fl.runner.ranks import distribute
+
+        distribute(sim, comm, say)
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
     writer = _UnitWriter(unit, cfg.checkpoint_every, parts, after_write)
     hooks: list[Callback] = [writer, _Status(unit.path(".status"))]
@@ -188,6 +195,8 @@ def run_unit(
         done = resume_simulation(sim, ckpt, say) or done
         hooks.append(Checkpointer(ckpt, cfg.checkpoint_every))
     records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
+    if comm is not None:
+        sim.cohort.close()  # type: ignore[attr-defined]  # a DistributedCohort: the other ranks move on to the next unit
     writer.write(records, histogram=participation_histogram(sim.times_kept))
     log_rates(sim, say)
 

@@ -9,8 +9,9 @@ Each round (numbered steps match the code):
    execution choices, interference with the owner), plus model download/upload time;
 4. settle the round (:func:`flamingo_sim.fl.sim.rounds.settle_round`): drop who declines, runs out
    of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
-5. train the kept clients for real and aggregate them (:mod:`flamingo_sim.fl.strategy.aggregators`;
-   FedAvg weighted by samples by default);
+5. train the kept clients for real (:attr:`Simulation.cohort`, :mod:`flamingo_sim.fl.sim.cohort`:
+   in this process, or split over processes by :mod:`flamingo_sim.fl.distributed`) and aggregate them
+   (:mod:`flamingo_sim.fl.strategy.aggregators`; FedAvg weighted by samples by default);
 6. advance the clock and every client's battery along its trace, training energy included
    (a client on the charger, by the trace's ``charging`` column where it has one, trains on
    the charger's power: no battery deficit, and it cannot run out mid-task);
@@ -41,14 +42,15 @@ from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
+from flamingo_sim.fl.sim.cohort import Cohort, LocalCohort, TrainJob
 from flamingo_sim.fl.sim.fairness import jain_index, merge_sorted
 from flamingo_sim.fl.sim.population import Population
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
-from flamingo_sim.fl.training.device import device_cache_bytes, precision_context, resolve_device
-from flamingo_sim.fl.training.trainer import CohortTask, CohortTrainer, evaluate
+from flamingo_sim.fl.training.device import device_cache_bytes, resolve_device
+from flamingo_sim.fl.training.trainer import CohortTrainer
 from flamingo_sim.rng import rng
 from flamingo_sim.traces.store import ClientTraces
 
@@ -163,6 +165,10 @@ class Simulation:
         self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget, cuda_graphs=fl.cuda_graphs)
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
         self._test_data = tuple(t.to(self.device) for t in parts.test_data)
+        #: Step 5's worker: trains jobs and evaluates (:mod:`flamingo_sim.fl.sim.cohort`); the
+        #: torch.distributed engine replaces it with one that splits the work over processes.
+        self.cohort: Cohort = LocalCohort(self.dataset, self.trainer, self._test_data, local_steps=fl.local_steps, batch_size=fl.batch_size,
+                                          lr=fl.lr, seed=seed, precision=fl.precision, device=self.device)
         self.model_wall_s = 0.0  # wall time in local training, FedAvg and evaluation (not checkpointed)
         self.train_wall_s = 0.0  # of which local training and FedAvg (data decoding excluded)
         self.samples_trained = 0  # samples through local SGD steps (not checkpointed)
@@ -292,22 +298,18 @@ class Simulation:
         if not len(plan.kept):
             return float("nan")
         started = time.perf_counter()
-        ids = [int(c) for c in plan.kept]
-        self.dataset.prefetch(ids)  # real data: decode the cohort in parallel
-        datas = [self.dataset.client_data(c) for c in ids]
-        datas = [(self.dataset.train_augment(x, c, plan.round, self.seed), y) for c, (x, y) in zip(ids, datas)]
-        trained_from = time.perf_counter()
-        task = CohortTask(datas, ids, n_steps=cfg.fl.local_steps, batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed,
-                          round_idx=plan.round, prox_mu=self.aggregator.proximal_mu)
-        result = self.trainer.train(self.params, task)
-        n_samples = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)
-        self.params = self.aggregator.aggregate(self.params, result.params, n_samples)
-        self.train_wall_s += time.perf_counter() - trained_from
+        ids = tuple(int(c) for c in plan.kept)
+        job = TrainJob(self.params, ids, ids, plan.round, self.aggregator.proximal_mu, augment_round=plan.round)
+        updates = self.cohort.train(job)
+        aggregated_from = time.perf_counter()
+        n_samples = updates.n_samples
+        self.params = self.aggregator.aggregate(self.params, updates.params, n_samples)
+        self.train_wall_s += updates.train_s + time.perf_counter() - aggregated_from
         self.samples_trained += len(ids) * cfg.fl.local_steps * cfg.fl.batch_size
         kept_s = plan.duration_s[plan.settled.kept]
-        self.selector.observe(plan.round, plan.kept, n_samples.numpy(), result.losses.detach().cpu().double().numpy(), kept_s)
+        self.selector.observe(plan.round, plan.kept, n_samples.numpy(), updates.losses.detach().cpu().double().numpy(), kept_s)
         self.model_wall_s += time.perf_counter() - started
-        return float(result.losses.mean())
+        return float(updates.losses.mean())
 
     def set_global_params(self, state: Mapping[str, torch.Tensor]) -> None:
         """Make ``state`` (a model ``state_dict``, the aggregate of this round's kept updates)
@@ -448,9 +450,7 @@ class Simulation:
 
     def evaluate(self) -> tuple[float, float]:
         started = time.perf_counter()
-        x, y = self._test_data
-        with precision_context(self.cfg.fl.precision, self.device):
-            result = evaluate(self.parts.model, self.params, x, y)
+        result = self.cohort.evaluate(self.params)
         self.model_wall_s += time.perf_counter() - started
         return result
 

@@ -40,13 +40,13 @@ import numpy as np
 import torch
 
 from flamingo_sim.devices.policies import Policy, TaskRequest
+from flamingo_sim.fl.sim.cohort import TrainJob
 from flamingo_sim.fl.sim.engine import DEFAULT_TEMPERATURE_C, Components, Simulation
 from flamingo_sim.fl.sim.fairness import jain_index
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
-from flamingo_sim.fl.training.trainer import CohortTask
 from flamingo_sim.rng import rng
 
 __all__ = ["AsyncSimulation"]
@@ -188,19 +188,14 @@ class AsyncSimulation(Simulation):
         for version in sorted({t.version for t in tasks}):
             idx = [i for i, t in enumerate(tasks) if t.version == version]
             start = self.versions[version]
-            clients = [tasks[i].client for i in idx]
-            self.dataset.prefetch(clients)  # real data: decode them in parallel
-            # trained as the synchronous loop trains them; a dispatch's own stream (like its minibatches)
-            datas = [(self.dataset.train_augment(x, tasks[i].dispatch, 0, self.seed), y) for i, (x, y) in zip(idx, map(self.dataset.client_data, clients))]
-            trained_from = time.perf_counter()
-            res = self.trainer.train(start, CohortTask(datas, [tasks[i].dispatch for i in idx], n_steps=cfg.fl.local_steps,
-                                                       batch_size=cfg.fl.batch_size, lr=cfg.fl.lr, seed=self.seed, round_idx=0))
-            self.train_wall_s += time.perf_counter() - trained_from
+            res = self.cohort.train(TrainJob(start, tuple(tasks[i].client for i in idx), tuple(tasks[i].dispatch for i in idx), round_idx=0,
+                                            augment_round=0))
+            self.train_wall_s += res.train_s
             self.samples_trained += len(idx) * cfg.fl.local_steps * cfg.fl.batch_size
             for j, i in enumerate(idx):
                 deltas[i] = {k: res.params[k][j] - start[k].to(res.params[k].device) for k in start}
                 losses[i] = float(res.losses[j])
-            n = np.array([float(len(d[1])) for d in datas])
+            n = res.n_samples.numpy()
             self.selector.observe(self.round, np.array([tasks[i].client for i in idx]), n, res.losses.double().cpu().numpy()[: len(idx)],
                                   np.array([tasks[i].duration_s for i in idx]))
             self.version_refs[version] -= len(idx)

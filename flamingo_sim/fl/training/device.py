@@ -1,8 +1,9 @@
 """Where local training runs: the device (``fl.device``), CPU threads (``fl.threads``) and the
 numeric precision (``fl.precision``).
 
-- ``resolve_device("auto")`` takes the first CUDA GPU when one is visible, else the CPU;
-  ``"cuda"`` / ``"cuda:N"`` demand a GPU and fail with one line when there is none.
+- ``resolve_device("auto")`` takes the current CUDA GPU (the first, unless the process was
+  given another: a torchrun rank gets ``cuda:LOCAL_RANK``) when one is visible, else the CPU;
+  ``"cuda"`` (the current GPU) / ``"cuda:N"`` demand a GPU and fail with one line when there is none.
 - :func:`set_threads` sets torch's intra-op thread count once per run (default: ``OMP_NUM_THREADS``
   when set, else the cores this process may use, ``os.sched_getaffinity``); torch's own
   default counts every core of the machine, which oversubscribes a container or a shared box.
@@ -39,12 +40,12 @@ def usable_cores() -> int:
 def resolve_device(spec: str, key: str = "fl.device") -> torch.device:
     """The torch device for ``spec`` (``auto``, ``cpu``, ``cuda`` or ``cuda:N``)."""
     text = str(spec).strip().lower()
-    if text == "auto":
-        return torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+    if text == "auto":  # the current GPU: cuda:0 unless this process was given another (torch.cuda.set_device)
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     if text == "cpu":
         return torch.device("cpu")
     if text == "cuda" or text.startswith("cuda:"):
-        index = 0
+        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
         if text != "cuda":
             tail = text.split(":", 1)[1]
             if not tail.isdigit():

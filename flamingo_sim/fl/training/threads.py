@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from flamingo_sim.fl.training.batched import train_one_client
 
-__all__ = ["ClientDropout", "threads_safe", "train_threads"]
+__all__ = ["ClientDropout", "threads_safe", "draws_random", "train_threads"]
 
 #: Module packages whose layers draw random numbers only through ``nn.Dropout`` (checked by type below).
 _KNOWN_PACKAGES = ("torch.nn.", "torchvision.", "flamingo_sim.")
@@ -65,6 +65,11 @@ def threads_safe(model: nn.Module) -> bool:
         if isinstance(m, _RANDOM_LAYERS) and type(m) is not nn.Dropout:
             return False
     return True
+
+
+def draws_random(model: nn.Module) -> bool:
+    """Whether ``model`` has layers that draw random numbers in training (dropout and the like)."""
+    return any(isinstance(m, _RANDOM_LAYERS) for m in model.modules())
 
 
 def _with_client_dropout(model: nn.Module) -> tuple[nn.Module, list[ClientDropout]]:

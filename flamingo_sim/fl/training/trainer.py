@@ -74,6 +74,7 @@ __all__ = [
     "CohortTrainer",
     "train_cohort",
     "evaluate",
+    "evaluate_batches",
     "model_state",
     "minibatch_indices",
     "supports_batched",
@@ -327,6 +328,30 @@ def train_cohort(
 
 
 @torch.no_grad()
+def evaluate_batches(model: nn.Module, params: dict[str, Tensor] | None, x: Tensor, y: Tensor, batch_size: int = 1024) -> tuple[list[int], list[float]]:
+    """Per batch of ``batch_size`` test samples: correct predictions and summed cross-entropy.
+
+    Runs in eval mode (BatchNorm uses its running statistics) without modifying ``model``;
+    ``params=None`` evaluates the model's own state. :func:`evaluate` adds them up in order.
+    """
+    device = _model_device(model)
+    state = {} if params is None else {n: v.to(device) for n, v in params.items()}
+    was_training = model.training
+    model.eval()
+    correct: list[int] = []
+    losses: list[float] = []
+    try:
+        for start in range(0, x.shape[0], batch_size):
+            xb = x[start : start + batch_size].to(device)
+            yb = y[start : start + batch_size].to(device)
+            out = functional_call(model, state, (xb,)) if state else model(xb)
+            losses.append(float(F.cross_entropy(out, yb, reduction="sum")))
+            correct.append(int((out.argmax(dim=1) == yb).sum()))
+    finally:
+        model.train(was_training)
+    return correct, losses
+
+
 def evaluate(model: nn.Module, params: dict[str, Tensor] | None, x: Tensor, y: Tensor, batch_size: int = 1024) -> tuple[float, float]:
     """``(accuracy, mean cross-entropy loss)`` of ``model`` with state ``params`` on ``(x, y)``.
 
@@ -335,20 +360,9 @@ def evaluate(model: nn.Module, params: dict[str, Tensor] | None, x: Tensor, y: T
     """
     if x.shape[0] != y.shape[0] or x.shape[0] == 0:
         raise ValueError(f"need the same, non-zero number of inputs and labels, got {x.shape[0]} and {y.shape[0]}")
-    device = _model_device(model)
-    state = {} if params is None else {n: v.to(device) for n, v in params.items()}
-    was_training = model.training
-    model.eval()
-    correct = 0
+    correct, losses = evaluate_batches(model, params, x, y, batch_size)
     loss_sum = 0.0
-    try:
-        for start in range(0, x.shape[0], batch_size):
-            xb = x[start : start + batch_size].to(device)
-            yb = y[start : start + batch_size].to(device)
-            out = functional_call(model, state, (xb,)) if state else model(xb)
-            loss_sum += float(F.cross_entropy(out, yb, reduction="sum"))
-            correct += int((out.argmax(dim=1) == yb).sum())
-    finally:
-        model.train(was_training)
+    for s in losses:
+        loss_sum += s
     n = int(x.shape[0])
-    return correct / n, loss_sum / n
+    return sum(correct) / n, loss_sum / n

@@ -21,8 +21,9 @@ LADDER = ("default", "avx2", "avx512")
 
 
 def _supported() -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}  # the CPU's own widest, whatever this process runs
     top = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                         capture_output=True, text=True, check=True).stdout.strip().lower()
+                         capture_output=True, text=True, check=True, env=env).stdout.strip().lower()
     return list(LADDER[: LADDER.index(top) + 1]) if top in LADDER else []
 
 

@@ -1,0 +1,121 @@
+"""One run over several processes (torchrun, gloo on 127.0.0.1): the same metrics as one process,
+only rank 0 writes, and a killed rank stops the others with one line, after which the run
+resumes with another number of processes and ends exactly as an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from flamingo_sim.fl.runner.run import run_experiment
+
+ROOT = Path(__file__).resolve().parents[3]
+EXP = ROOT / "experiments" / "openimage_mobilenet.yaml"
+#: Tiny: 3 rounds of 5 kept clients (shares of 2-1-2 over 3 ranks), one policy, the proxy's 2,000 test samples (2 batches).
+TINY = ["fl.rounds=3", "fl.participants_per_round=5", "fl.local_steps=2", "fl.eval_every=1", "data.proxy.n_clients=100",
+        "policies=[baseline]", "aggregation.name=fedprox"]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _sets(overrides: list[str]) -> list[str]:
+    return [a for s in overrides for a in ("--set", s)]
+
+
+def _reference(out: Path, overrides: list[str]) -> pd.DataFrame:
+    return run_experiment(EXP, out_dir=out, overrides=overrides, threads=1, log=lambda m: None).metrics
+
+
+@pytest.mark.slow
+def test_two_and_three_processes_give_the_one_process_metrics(tmp_path):
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                "-m", "flamingo_sim", "run", str(EXP), "--out", str(tmp_path / "two"), "--threads", "1", *_sets(TINY)]
+    nproc = [sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--out", str(tmp_path / "three"), "--threads", "1", *_sets(TINY),
+             "--nproc", "3"]
+    procs = [subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for cmd in (torchrun, nproc)]
+    one = _reference(tmp_path / "one", TINY)  # meanwhile, in this process
+    outputs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outputs):
+        assert p.returncode == 0, err
+    assert "2 processes (gloo" in outputs[0][1] and "3 processes (gloo" in outputs[1][1]
+    assert "collectives on rank 0:" in outputs[1][1]
+    for name in ("two", "three"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / name / "metrics.parquet"), one)  # every column, bit for bit
+        assert sorted(p.name for p in (tmp_path / name).iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
+    assert one["n_kept"].tolist() == [0, 5, 5, 5]
+
+
+def _children(pid: int) -> dict[int, int]:
+    """pid -> RANK of the processes whose parent is ``pid`` (torchrun's workers)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid != pid:
+                continue
+            env = dict(kv.split("=", 1) for kv in (entry / "environ").read_text().split("\0") if "=" in kv)
+        except (OSError, IndexError, ValueError):
+            continue
+        if "RANK" in env:
+            out[int(entry.name)] = int(env["RANK"])
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_a_killed_rank_stops_the_run_with_one_line_and_it_resumes_with_another_world_size(tmp_path):
+    overrides = [*TINY[:-1], "fl.rounds=40", "checkpoint_every=2", "aggregation.name=fedyogi"]  # server moments in the checkpoint
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen([sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--out", str(cut), "--threads", "1",
+                             *_sets(overrides), "--nproc", "2"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ckpt = cut / "checkpoints" / "baseline-seed0.pt"
+    deadline = time.monotonic() + 240
+    while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = _children(proc.pid)
+    assert proc.poll() is None and sorted(workers.values()) == [0, 1], "the run ended (or never started) before a rank could be killed"
+    victim = next(pid for pid, rank in workers.items() if rank == 1)
+    os.kill(victim, signal.SIGKILL)
+    killed_at = time.monotonic()
+    _, err = proc.communicate(timeout=90)
+    assert time.monotonic() - killed_at < 60
+    assert proc.returncode == 2
+    lines = [line for line in err.splitlines() if "rank 1" in line or "error" in line.lower() or "exitcode" in line]
+    assert lines == [f"flamingo-sim run: error: rank 1 (pid {victim}) was killed by SIGKILL; every other rank was stopped; "
+                     f"continue it with: flamingo-sim run {EXP} --out {cut} --resume --nproc 2 (and the same --set options)"], err
+    assert "Traceback" not in err
+    time.sleep(1.0)
+    assert not [pid for pid in workers if _alive(pid)], "a rank outlived the launcher"
+    # resume with one process (another world size) and end as the uninterrupted run does
+    resumed = run_experiment(EXP, out_dir=cut, overrides=overrides, threads=1, resume=True, log=lambda m: None).metrics
+    whole = _reference(tmp_path / "whole", overrides)
+    pd.testing.assert_frame_equal(resumed, whole)
+    assert len(whole) == 41
+
+
+def test_process_options_are_checked_before_anything_runs(tmp_path, capsys):
+    from flamingo_sim.cli import main
+
+    assert main(["run", str(EXP), "--out", str(tmp_path / "a"), "--nproc", "0"]) == 2
+    assert "error: --nproc: expected a process count >= 1, got 0" in capsys.readouterr().err
+    assert main(["run", str(EXP), "--out", str(tmp_path / "b"), "--collective-timeout-s", "5"]) == 2
+    assert "--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
