@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.data.base import FederatedDataset
 from flamingo_sim.fl.distributed.cohort import DistributedCohort, Layout, _evaluate_share, _layout, _train_share, prepare_trainer, serve, split_by_cost
 from flamingo_sim.fl.distributed.world import World, start
 from flamingo_sim.fl.sim.cohort import LocalCohort, TrainJob
@@ -63,7 +64,7 @@ def _local(model, strategy="auto"):
     g = torch.Generator().manual_seed(0)
     datas = {c: (torch.randn(12 + c, 3, 8, 8, generator=g), torch.randint(0, 3, (12 + c,), generator=g)) for c in range(5)}
 
-    class Data:
+    class Data(FederatedDataset):  # the contract: prefetch and train_augment keep their defaults
         def client_data(self, c):
             return datas[c]
 
