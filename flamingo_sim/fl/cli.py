@@ -94,7 +94,7 @@ def _preflight(args: argparse.Namespace) -> None:
     if args.resume and args.out is None:
         raise ConfigError("resume: needs out_dir, the run directory to continue")
     if args.nproc is not None and args.nproc < 1:
-        raise ConfigError(f"--nproc: expected a count >= 1, got {args.nproc}")
+        raise ConfigError(f"--nproc: expected a process count >= 1, got {args.nproc}")
     if args.nproc is not None and (args.jobs != 1 or args.executor != "local"):
         raise ConfigError("--nproc trains each (policy, seed) over all its processes, one after another: leave --jobs and --executor out")
     overrides = list(args.overrides) + [f"fl.{k}={v}" for k, v in (("device", args.device), ("threads", args.threads)) if v is not None]
