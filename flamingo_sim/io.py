@@ -59,19 +59,20 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(path.parent, path.name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
+    tmp_path: Path | None = None
+    try:  # the temporary is made inside the try: a Ctrl-C between its creation and the yield still removes it
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        tmp_path = Path(tmp)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
+        os.close(fd)
         yield tmp_path
         os.replace(tmp_path, path)
     except OSError as exc:
         _name(exc, path)
         raise
     finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        if tmp_path is not None:
+            tmp_path.unlink(missing_ok=True)
 
 
 def _name(exc: OSError, path: Path) -> None:
@@ -142,11 +143,12 @@ def atomic_dir(path: str | Path, kind: str, flag: str = "out_dir") -> Iterator[P
             shutil.rmtree(stage, ignore_errors=True)
 
 
-def clean_stale(directory: str | Path, name: str | None = None, *, recursive: bool = False) -> list[Path]:
+def clean_stale(directory: str | Path, name: str | None = None, *, recursive: bool = False, mine: bool = False) -> list[Path]:
     """Remove temporary siblings (of ``name``, else of any file) whose writer is no longer alive.
 
-    Temporaries without a PID (written before PIDs were recorded) count as stale. Returns the
-    removed paths.
+    Temporaries without a PID (written before PIDs were recorded) count as stale; with ``mine``,
+    so do this process's own (a run stopped by a signal, whose writes are no longer in flight:
+    one that struck inside a write's clean-up can leave its temporary). Returns the removed paths.
     """
     directory = Path(directory)
     removed: list[Path] = []
@@ -156,14 +158,14 @@ def clean_stale(directory: str | Path, name: str | None = None, *, recursive: bo
         return removed
     for entry in entries:
         if recursive and entry.is_dir() and not entry.name.startswith("."):
-            removed += clean_stale(entry, name, recursive=True)
+            removed += clean_stale(entry, name, recursive=True, mine=mine)
             continue
         m = _TEMP.match(entry.name)
         legacy = None if m else _LEGACY_TEMP.match(entry.name)
         match = m or legacy
         if match is None or (name is not None and match["name"] != name):
             continue
-        if m is not None and _alive(int(m["pid"])):
+        if m is not None and _alive(int(m["pid"])) and not (mine and int(m["pid"]) == os.getpid()):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)

@@ -125,3 +125,19 @@ def test_progress_on_a_terminal_is_a_bar(monkeypatch):
     quiet = _Stream(tty=False)
     assert list(progress(range(3), desc="x", total=3, stream=quiet)) == [0, 1, 2]
     assert all(s.strip() == "" for s in quiet.text)
+
+
+def test_clean_stale_keeps_a_live_writers_temporaries_but_mine_removes_this_process_own(tmp_path):
+    import os
+
+    from flamingo_sim.io import clean_stale
+
+    own = tmp_path / "sub" / f".metrics.parquet.{os.getpid()}.abc123.tmp"
+    own.parent.mkdir()
+    own.write_bytes(b"half")
+    dead = tmp_path / ".summary.json.999999999.xyz.tmp"  # no such process
+    dead.write_bytes(b"half")
+    assert clean_stale(tmp_path, recursive=True) == [dead]
+    assert own.exists()  # this process is alive: its write may be in flight
+    assert clean_stale(tmp_path, recursive=True, mine=True) == [own]
+    assert not own.exists()

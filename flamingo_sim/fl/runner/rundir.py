@@ -91,6 +91,7 @@ def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: boo
             yield
         except KeyboardInterrupt as exc:
             exc.hint = how  # type: ignore[attr-defined]  # printed by the CLI
+            clean_stale(out, recursive=True, mine=True)  # the write the signal cut short (its workers are stopped by now)
             raise
         except OSError as exc:
             if is_disk_full(exc):
