@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 from typing import Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
@@ -70,7 +71,10 @@ def launch(nproc: int, worker_args: Sequence[str], *, extra: Sequence[str] = (),
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    args = torchrun.parse_args(["--standalone", f"--nproc-per-node={nproc}", *extra, "-m", "flamingo_sim", *worker_args])
+    # the agent's own files (a directory per launch, which torch leaves in the temporary folder) live and go with this call
+    scratch = tempfile.TemporaryDirectory(prefix="flamingo-sim-torchrun-")
+    args = torchrun.parse_args(["--standalone", f"--nproc-per-node={nproc}", f"--log-dir={scratch.name}", *extra,
+                                "-m", "flamingo_sim", *worker_args])
     _quiet_agent()
     os.environ[LAUNCHER_ENV] = "1"
     try:
@@ -82,4 +86,5 @@ def launch(nproc: int, worker_args: Sequence[str], *, extra: Sequence[str] = (),
         raise KeyboardInterrupt(str(exc)) from None
     finally:
         os.environ.pop(LAUNCHER_ENV, None)
+        scratch.cleanup()
         sys.stdout.flush()
