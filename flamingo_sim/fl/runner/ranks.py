@@ -114,9 +114,8 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
     """A rank other than 0: the same (seed, policy) simulations as rank 0 runs, each serving its jobs."""
     import torch
 
-    from flamingo_sim.fl.runner.run import RunResult, training_on
     from flamingo_sim.fl.runner.setup import build_components
-    from flamingo_sim.fl.runner.units import make_simulation
+    from flamingo_sim.fl.runner.units import RunResult, make_simulation, training_on
 
     cfg = prep.cfg
     training_on(cfg, prep.kernels[0])  # this rank's CPU threads

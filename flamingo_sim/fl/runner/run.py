@@ -47,18 +47,24 @@ from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute, unit_threads
 from flamingo_sim.fl.runner.rundir import check_run_dir, run_guard
 from flamingo_sim.fl.runner.tracking import check_tracking
-from flamingo_sim.fl.runner.units import UNITS_DIR, Once, PartsCache, Unit, gather, resolve_config, run_unit, unit_result, write_metrics, write_partial_metrics
+from flamingo_sim.fl.runner.units import (
+    UNITS_DIR,
+    Once,
+    PartsCache,
+    RunResult,
+    Unit,
+    gather,
+    resolve_config,
+    run_unit,
+    training_on,
+    unit_result,
+    write_metrics,
+    write_partial_metrics,
+)
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.selection import make_selector
 from flamingo_sim.io import write_json
 from flamingo_sim.resources import find_experiment
-
-
-@dataclass(frozen=True)
-class RunResult:
-    out_dir: Path
-    metrics: pd.DataFrame
-    summary: dict[str, Any]
 
 
 def default_out_dir(cfg: ExperimentConfig) -> Path:
@@ -263,6 +269,7 @@ def run_units(
             from flamingo_sim.fl.runner.ranks import describe_world
 
             line = describe_world(comm, line)
+        from flamingo_sim.fl.runner.ranks import distribute
         say(line)
         if runs[0].kernels[1]:
             say(runs[0].kernels[1])
@@ -277,7 +284,7 @@ def run_units(
                 cache.put(unit.run_dir, run.cfg.seeds[0], run.first_parts)
                 run.first_parts = None  # built once, used once: free it after its seed
         run_unit(unit, say=logs[unit.run_dir], cache=cache, callbacks=callbacks, after_write=lambda: write_partial_metrics(run.out, run.cfg),
-                 comm=comm)
+                 split=None if comm is None else (lambda sim: distribute(sim, comm, say)))
 
     if jobs > 1 or executor != "local":
         for r in runs:
@@ -294,18 +301,6 @@ def run_units(
         raise
     finally:
         cache.put("", 0, None)
-
-
-def training_on(cfg: ExperimentConfig, capability: str) -> str:
-    """Set torch's CPU threads for the run; the line that says where it trains."""
-    from flamingo_sim.fl.training.device import resolve_device, set_threads
-
-    n_threads = set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
-    where = resolve_device(cfg.fl.device)
-    import torch
-
-    hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
-    return f"training on {where} {hardware}, precision {cfg.fl.precision}, {capability} CPU kernels"
 
 
 def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> None:

@@ -148,7 +148,7 @@ def run_unit(
     callbacks: Sequence[Callback] = (),
     progress_bar: bool = True,
     after_write: Callable[[], None] | None = None,
-    comm: Any = None,
+    split: Callable[[Simulation], None] | None = None,
 ) -> None:
     """Run (or continue) one unit into its run directory; a finished one is left as it is.
 
@@ -179,10 +179,8 @@ def run_unit(
         if cache is not None:
             cache.put(unit.run_dir, unit.seed, parts)
     sim = make_simulation(cfg, parts, unit.policy, unit.seed, say)
-    if comm is not None:  # rank 0 of a distributed run: step 5 over the group (flamingo_sim.fl.runner.ranks)
-        from flamingo_sim.fl.runner.ranks import distribute
-
-        distribute(sim, comm, say)
+    if split is not None:  # rank 0 of a distributed run: step 5 over the group (flamingo_sim.fl.runner.ranks.distribute)
+        split(sim)
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
     writer = _UnitWriter(unit, cfg.checkpoint_every, parts, after_write)
     hooks: list[Callback] = [writer, _Status(unit.path(".status"))]
@@ -195,7 +193,7 @@ def run_unit(
         done = resume_simulation(sim, ckpt, say) or done
         hooks.append(Checkpointer(ckpt, cfg.checkpoint_every))
     records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
-    if comm is not None:
+    if split is not None:
         sim.cohort.close()  # type: ignore[attr-defined]  # a DistributedCohort: the other ranks move on to the next unit
     writer.write(records, histogram=participation_histogram(sim.times_kept))
     log_rates(sim, say)
@@ -254,6 +252,27 @@ class _Status(Callback):
 
 
 # -- building and continuing one simulation -----------------------------------------------------
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: its directory, ``metrics.parquet`` and ``summary.json``."""
+
+    out_dir: Path
+    metrics: pd.DataFrame
+    summary: dict[str, Any]
+
+
+def training_on(cfg: ExperimentConfig, capability: str) -> str:
+    """Set torch's CPU threads for the run; the line that says where it trains."""
+    from flamingo_sim.fl.training.device import resolve_device, set_threads
+
+    n_threads = set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
+    where = resolve_device(cfg.fl.device)
+    import torch
+
+    hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
+    return f"training on {where} {hardware}, precision {cfg.fl.precision}, {capability} CPU kernels"
+
+
 def make_simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Callable[[str], None]) -> Simulation:
     """A fresh simulation of policy ``name``: synchronous, or FedBuff's (``fl.mode: fedbuff``)."""
     from flamingo_sim.fl.runner.setup import make_policy
