@@ -1,6 +1,6 @@
 """Who trains and how their updates combine.
 
-- :mod:`~flamingo_sim.fl.strategy.selection`    the :class:`ClientSelector` contract and the uniform, battery and Oort selectors;
+- :mod:`~flamingo_sim.fl.strategy.selection`    the :class:`Selector` contract and the uniform, battery and Oort selectors;
 - :mod:`~flamingo_sim.fl.strategy.aggregators`  the :class:`Aggregator` contract and FedAvg, FedProx, FedAdam, FedYogi;
 - :mod:`~flamingo_sim.fl.strategy.aggregate`    the pure aggregation maths they share.
 """
