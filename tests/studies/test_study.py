@@ -211,11 +211,3 @@ def test_sigterm_stops_every_worker_and_says_how_to_continue(tmp_path):
     while _workers_of(out) and time.monotonic() - t0 < 10:
         time.sleep(0.1)
     assert _workers_of(out) == []
-
-
-@pytest.mark.slow
-def test_the_benchmark_smoke_runs_and_finds_the_outputs_identical():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "studies.py"), "--smoke", "--no-ray"], capture_output=True, text=True,
-                          env=QUIET, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert re.search(r"speed-up of --jobs 2 over --jobs 1: \d+\.\d\dx .*outputs identical \(3 files\)", proc.stdout), proc.stdout
