@@ -54,6 +54,7 @@ from flamingo_sim.fl.runner.units import (
     RunResult,
     Unit,
     gather,
+    pin_run_kernels,
     resolve_config,
     run_unit,
     training_on,
@@ -221,10 +222,10 @@ def prepare_run(
     if resume and not runner.resumable:
         raise ConfigError(f"resume: engine {engine!r} writes no checkpoints, so its runs cannot be resumed; start a new run")
     cfg = load_experiment(experiment, list(overrides))
-    from flamingo_sim.fl.training.device import pin_cpu_kernels, portable_kernels, resolve_device
+    from flamingo_sim.fl.training.device import resolve_device
 
     # before torch runs its first kernel (the model's initialisation): it fixes the kernels for the process
-    kernels = pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))
+    kernels = pin_run_kernels(cfg)
     # every process the run starts (a --jobs worker, a local Ray task) runs the kernels this one runs,
     # also where they could not be pinned here: the results do not depend on --jobs
     os.environ["ATEN_CPU_CAPABILITY"] = kernels[0].lower()

@@ -158,7 +158,7 @@ def run_unit(
     refreshes ``metrics.parquet`` with it, so that a killed run leaves what it had done).
     """
     from flamingo_sim.fl.runner.setup import build_components
-    from flamingo_sim.fl.training.device import pin_cpu_kernels, portable_kernels, set_threads
+    from flamingo_sim.fl.training.device import set_threads
 
     out = Path(unit.run_dir)
     if unit_result(out / UNITS_DIR, unit.policy, unit.seed) is not None:
@@ -170,7 +170,7 @@ def run_unit(
     # a worker started by the run inherits the run's kernels (ATEN_CPU_CAPABILITY, set by prepare_run); one that
     # did not (a Ray task on another node) pins them itself, before its first kernel
     if "ATEN_CPU_CAPABILITY" not in os.environ:
-        pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))
+        pin_run_kernels(cfg)
     set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
     runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=experiment, overrides=unit.overrides, log=say))
     parts = cache.get(unit.run_dir, unit.seed) if cache is not None else None
@@ -259,6 +259,14 @@ class RunResult:
     out_dir: Path
     metrics: pd.DataFrame
     summary: dict[str, Any]
+
+
+def pin_run_kernels(cfg: ExperimentConfig) -> tuple[str, str | None]:
+    """Pin the CPU kernels ``fl.cpu_kernels`` asks for (portable for the proxy task by default), before
+    this process's first kernel; the capability in use and, where it could not be pinned, a line saying so."""
+    from flamingo_sim.fl.training.device import pin_cpu_kernels, portable_kernels
+
+    return pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))
 
 
 def training_on(cfg: ExperimentConfig, capability: str) -> str:

@@ -54,12 +54,12 @@ def _parts(experiment: str, overrides_json: str, seed: int) -> tuple[Any, Any]:
     if key not in _PARTS:
         from flamingo_sim.fl.config import load_experiment
         from flamingo_sim.fl.runner.setup import build_components
-        from flamingo_sim.fl.training.device import pin_cpu_kernels, portable_kernels
+        from flamingo_sim.fl.runner.units import pin_run_kernels
         from flamingo_sim.fl.training.threads import threads_safe
         from flamingo_sim.fl.training.trainer import CohortTrainer
 
         cfg = load_experiment(experiment, json.loads(overrides_json))
-        pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))  # the kernels the native run uses
+        pin_run_kernels(cfg)  # the kernels the native run uses
         parts = build_components(cfg, experiment, seed, log=lambda _m: None)
         # the threads strategy trains each client on its own (one torch thread, its own dropout
         # generator): a cohort of one gives what the native cohort gives that client
