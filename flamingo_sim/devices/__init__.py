@@ -14,8 +14,11 @@ Public API (see each module's docstring for the models):
   :func:`detect_energy_source`, :class:`PowerMeter`.
 - :mod:`.profiler`: ``flamingo-sim profile`` (imports torch; import it explicitly):
   :class:`ProfileRequest`, :func:`measure`, :func:`run_profile`.
-- :mod:`.policies`: :class:`Policy` protocol, :class:`TaskRequest`, :class:`TaskOutcome`,
-  :class:`PolicyConfig`, :class:`BaselinePolicy`, :class:`FlamingoPolicy`, :func:`make_policy`.
+- :mod:`.policies`: a package: ``base`` (the :class:`Policy` contract, :class:`TaskRequest`,
+  :class:`TaskOutcome`, :class:`PolicyConfig`, the public pricing helpers of ``PricedPolicy``),
+  ``baseline``, ``flamingo`` and ``eas`` (the shipped policies), :func:`make_policy`.
+- :mod:`.phone_models`, :mod:`.catalogue`: the phone models an experiment can use.
+- :mod:`.cli`: ``flamingo-sim profile`` and the profile commands.
 """
 
 from flamingo_sim.devices.battery import EnergyBudget, discharge_intervals

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flamingo_sim.devices.policies import PolicyConfig, TaskOutcome, TaskRequest, _PolicyBase
+from flamingo_sim.devices.policies.base import PolicyConfig, PricedPolicy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 
 __all__ = ["EasPolicy", "CAPACITY_MARGIN", "eas_choice"]
@@ -39,7 +39,7 @@ def eas_choice(latency_s: np.ndarray, power_w: np.ndarray, margin: float = CAPAC
     return int(np.flatnonzero(fits)[np.argmin(energy[fits])])
 
 
-class EasPolicy(_PolicyBase):
+class EasPolicy(PricedPolicy):
     """Energy-Aware-Scheduler-like placement: the cheapest choice that fits, every request, no feedback."""
 
     name = "eas"
@@ -60,4 +60,4 @@ class EasPolicy(_PolicyBase):
         self.choice_label_idx = ps.space_label_idx[rows, pos]
 
     def run_tasks(self, request: TaskRequest) -> TaskOutcome:
-        return self._run_fixed(request, self.choice_latency_s, self.choice_power_w, self.choice_label_idx, "eas")
+        return self.run_fixed(request, self.choice_latency_s, self.choice_power_w, self.choice_label_idx, "eas")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flamingo_sim.devices.eas import EasPolicy, eas_choice
 from flamingo_sim.devices.policies import Policy, TaskRequest, make_policy
+from flamingo_sim.devices.policies.eas import EasPolicy, eas_choice
 from flamingo_sim.devices.profiles import ProfileSet
 
 
