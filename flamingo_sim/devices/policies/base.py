@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from flamingo_sim.config import check_ranges
+from flamingo_sim.devices.battery import population_fingerprint
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.profiles import ProfileSet
 
@@ -268,11 +269,15 @@ class PricedPolicy(Policy):
         return dur, en, inter, counts, end
 
     def state_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "client_phone": self.client_phone.copy()}
+        """The policy's name and a checksum of the clients' phones (set by :meth:`init`, not saved whole)."""
+        return {"name": self.name, "n_clients": len(self.client_phone), "client_phone_crc32": population_fingerprint(self.client_phone)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("name") != self.name:
             raise ValueError(f"state is for policy {state.get('name')!r}, not {self.name!r}")
         if self.profile_set is None:
             raise RuntimeError("call init before load_state_dict")
-        self.client_phone = np.asarray(state["client_phone"], dtype=np.int64).copy()
+        if "client_phone" in state:  # saved whole by an older version
+            self.client_phone = np.asarray(state["client_phone"], dtype=np.int64).copy()
+        elif (int(state["n_clients"]), int(state["client_phone_crc32"])) != (len(self.client_phone), population_fingerprint(self.client_phone)):
+            raise ValueError(f"state is for {int(state['n_clients'])} clients with other phones than this policy's {len(self.client_phone)}")
