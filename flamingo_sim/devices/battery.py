@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from flamingo_sim.devices.online import OnlineClients, OnlineIndex
+from flamingo_sim.devices.online import BLOCK, OnlineClients, OnlineIndex
 from flamingo_sim.devices.soc import MAH_TO_COULOMB
 
 __all__ = ["discharge_intervals", "EnergyBudget", "PopulationBudget", "population_fingerprint"]
@@ -210,7 +210,7 @@ class PopulationBudget:
     x block), not O(clients); only :attr:`online` builds the whole-population array.
     """
 
-    def __init__(self, pair_capacity_j: Any, pair_of: Any, min_pct: float = 10.0, reentry_pct: float = 20.0) -> None:
+    def __init__(self, pair_capacity_j: Any, pair_of: Any, min_pct: float = 10.0, reentry_pct: float = 20.0, block: int = BLOCK) -> None:
         self.twin = EnergyBudget(pair_capacity_j, min_pct=min_pct, reentry_pct=reentry_pct)
         pair_of = np.asarray(pair_of)
         if pair_of.ndim != 1 or not np.issubdtype(pair_of.dtype, np.integer):
@@ -219,7 +219,7 @@ class PopulationBudget:
             raise ValueError(f"pair_of must index the {self.twin.n} pairs")
         self.pair_of = pair_of.astype(np.int64)
         self._fingerprint: int | None = None
-        self.index = OnlineIndex(self.pair_of, self.twin.n)
+        self.index = OnlineIndex(self.pair_of, self.twin.n, block=block)  # ``block``: clients per index block
         self._clear()
         self.index.update(self.twin.online)
 
