@@ -183,6 +183,7 @@ class PricedPolicy(Policy):
         self.config = config or PolicyConfig()
         self.profile_set: ProfileSet | None = None
         self.client_phone = np.zeros(0, dtype=np.int64)
+        self._phone_crc: int | None = None  # checksum of client_phone, for checkpoints
 
     def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
         phone_idx = np.asarray(phone_idx, dtype=np.int64)
@@ -192,6 +193,7 @@ class PricedPolicy(Policy):
             raise ValueError("phone_idx out of range of the profile set")
         self.profile_set = profile_set
         self.client_phone = phone_idx.copy()
+        self._phone_crc = None
         fg = self.config.interference
         socs = [prof.phone.soc for prof in profile_set.profiles]
         held = [set(fg.cores_for(soc.foreground_cores)) for soc in socs]
@@ -270,7 +272,12 @@ class PricedPolicy(Policy):
 
     def state_dict(self) -> dict[str, Any]:
         """The policy's name and a checksum of the clients' phones (set by :meth:`init`, not saved whole)."""
-        return {"name": self.name, "n_clients": len(self.client_phone), "client_phone_crc32": population_fingerprint(self.client_phone)}
+        return {"name": self.name, "n_clients": len(self.client_phone), "client_phone_crc32": self._phone_crc32()}
+
+    def _phone_crc32(self) -> int:
+        if getattr(self, "_phone_crc", None) is None:  # once per init (O(clients))
+            self._phone_crc = population_fingerprint(self.client_phone)
+        return self._phone_crc
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("name") != self.name:
@@ -279,5 +286,6 @@ class PricedPolicy(Policy):
             raise RuntimeError("call init before load_state_dict")
         if "client_phone" in state:  # saved whole by an older version
             self.client_phone = np.asarray(state["client_phone"], dtype=np.int64).copy()
-        elif (int(state["n_clients"]), int(state["client_phone_crc32"])) != (len(self.client_phone), population_fingerprint(self.client_phone)):
+            self._phone_crc = None
+        elif (int(state["n_clients"]), int(state["client_phone_crc32"])) != (len(self.client_phone), self._phone_crc32()):
             raise ValueError(f"state is for {int(state['n_clients'])} clients with other phones than this policy's {len(self.client_phone)}")
