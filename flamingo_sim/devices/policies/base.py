@@ -275,9 +275,10 @@ class PricedPolicy(Policy):
         return {"name": self.name, "n_clients": len(self.client_phone), "client_phone_crc32": self._phone_crc32()}
 
     def _phone_crc32(self) -> int:
-        if getattr(self, "_phone_crc", None) is None:  # once per init (O(clients))
-            self._phone_crc = population_fingerprint(self.client_phone)
-        return self._phone_crc
+        crc = getattr(self, "_phone_crc", None)
+        if crc is None:  # once per init (O(clients))
+            crc = self._phone_crc = population_fingerprint(self.client_phone)
+        return crc
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("name") != self.name:
