@@ -114,7 +114,7 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
     """A rank other than 0: the same (seed, policy) simulations as rank 0 runs, each serving its jobs."""
     import torch
 
-    from flamingo_sim.fl.runner.compose import build_components, make_simulation
+    from flamingo_sim.fl.runner.compose import build_components, compose
     from flamingo_sim.fl.runner.kernels import training_on
     from flamingo_sim.fl.runner.results import RunResult
 
@@ -129,7 +129,7 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
         if seed not in parts_of:
             parts_of.clear()
             parts_of[seed] = build_components(cfg, prep.experiment, seed, log=_quiet)
-        local = make_simulation(cfg, parts_of[seed], name, seed, _quiet).seam
+        local = compose(cfg, prep.experiment, seed, name, parts=parts_of[seed], log=_quiet).seam
         assert isinstance(local, LocalSeam)
         prepare_trainer(local, comm.world.size, _quiet)
         comm.context = f"{name} seed {seed}"

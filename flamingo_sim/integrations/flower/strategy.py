@@ -142,7 +142,7 @@ class FlamingoStrategy(Strategy):
         if experiment is None:
             return  # for_simulation fills in the rest
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.compose import make_policy
+        from flamingo_sim.fl.runner.compose import check_composition
         from flamingo_sim.fl.runner.rundir import check_run_dir
         from flamingo_sim.resources import find_experiment
 
@@ -152,7 +152,7 @@ class FlamingoStrategy(Strategy):
         if cfg.fl.mode != "sync":
             raise ConfigError(f"{self.experiment}: fl.mode: {cfg.fl.mode!r} is not offered under Flower (rounds only)")
         self.policy = policy if policy is not None else cfg.policies[-1]
-        make_policy(self.policy, cfg)  # an unknown policy fails here, before any work
+        check_composition(cfg, self.experiment, engine="flower", policies=[self.policy])  # a bad setting fails here, before any work
         self.seed = cfg.seeds[0] if seed is None else int(seed)
         if self.out_dir is not None:
             check_run_dir(self.out_dir, cfg, resume=False)
@@ -358,15 +358,12 @@ class FlamingoStrategy(Strategy):
     def _build_simulation(self, n_clients: int) -> Simulation:
         """The user app's simulation: the experiment's phones, traces and policy for ``n_clients`` clients."""
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.compose import build_components, make_policy
-        from flamingo_sim.fl.strategy.selection import make_selector
+        from flamingo_sim.fl.runner.compose import compose
 
         sized = [*self.overrides, "data.root=null", "data.fallback=proxy", f"data.proxy.n_clients={n_clients}", "fl.device=cpu"]
         cfg = load_experiment(self.experiment, sized)
         self.log(f"FlamingoStrategy: {n_clients} Flower nodes are {n_clients} phones of {cfg.name} ({self.policy}, seed {self.seed})")
-        parts = build_components(cfg, self.experiment, self.seed, log=lambda _m: None)
-        selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
-        return _ReportedSimulation(parts, make_policy(self.policy, cfg), self.policy, self.seed, selector, log=self.log)
+        return compose(cfg, self.experiment, self.seed, self.policy, log=self.log, simulation=_ReportedSimulation)
 
     # -- the run directory (user app) ----------------------------------------------------------------
     def _append(self, record: RoundRecord) -> None:
