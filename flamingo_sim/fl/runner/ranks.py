@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
@@ -30,6 +30,9 @@ from flamingo_sim.fl.distributed.world import DEFAULT_TIMEOUT_S, LAUNCHER_ENV, P
 from flamingo_sim.fl.runner.rundir import run_guard
 from flamingo_sim.fl.sim.seam import LocalSeam
 
+if TYPE_CHECKING:
+    from flamingo_sim.fl.config import ExperimentConfig
+
 __all__ = ["run_distributed", "distribute", "announce_pending", "describe_world", "describe_traffic"]
 
 
@@ -37,7 +40,7 @@ def _quiet(_msg: str) -> None:
     return None
 
 
-def _work_per_client(cfg: Any) -> float:
+def _work_per_client(cfg: ExperimentConfig) -> float:
     """What one client's local training costs: ``local_steps`` x ``batch_size`` samples through the model."""
     return float(cfg.fl.local_steps * cfg.fl.batch_size)
 
