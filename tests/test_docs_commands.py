@@ -9,10 +9,10 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from flamingo_sim.cli import build_parser
 
