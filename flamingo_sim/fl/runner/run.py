@@ -243,7 +243,7 @@ def prepare_run(
     from flamingo_sim.fl.runner.setup import build_components, make_policy
 
     for name in cfg.policies:
-        make_policy(name, cfg)
+        make_policy(name, cfg, experiment)
     _check_toolkit(cfg, experiment, engine, resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
     return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors, kernels)
@@ -339,8 +339,10 @@ def _check_toolkit(cfg: ExperimentConfig, experiment: str | Path, engine: str, r
         raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
     if engine == "fedscale" and cfg.fl.selection == "oort":
         raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
-    make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")
-    make_selector(cfg.fl.selection, cfg.selector.parameters(), source=f"{experiment}: fl.selection")
+    from flamingo_sim.fl.runner.setup import plugin_search
+
+    make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))
+    make_selector(cfg.fl.selection, cfg.selector.parameters(), str(experiment), search=plugin_search(experiment))
     check_tracking(cfg, str(experiment))
 
 

@@ -31,9 +31,16 @@ if TYPE_CHECKING:
 ARCHITECTURES = {"mobilenet_v2": "mobilenet_v2", "shufflenet_v2_x2": "shufflenet_v2_x2_0", "resnet34": "resnet34"}
 
 
-def make_policy(name: str, cfg: ExperimentConfig) -> Policy:
-    """A fresh policy instance for one run, configured by the experiment's ``policy`` section."""
-    return _make_policy(name, cfg.policy)
+def plugin_search(experiment_path: str | Path | None) -> list[Path]:
+    """Folders a plug-in's module (``module:Class`` in the experiment) is also looked for in: the experiment's own."""
+    return [] if experiment_path is None else [Path(experiment_path).resolve().parent]
+
+
+def make_policy(name: str, cfg: ExperimentConfig, experiment_path: str | Path | None = None) -> Policy:
+    """A fresh policy instance for one run, configured by the experiment's ``policy`` section and
+    its own ``policy_params.<name>``."""
+    return _make_policy(name, cfg.policy, cfg.policy_params.get(name), source="" if experiment_path is None else str(experiment_path),
+                        search=plugin_search(experiment_path))
 
 
 def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> ProfileDirs:

@@ -178,7 +178,7 @@ def run_unit(
         parts = build_components(cfg, experiment, unit.seed, log=lambda _m: None)
         if cache is not None:
             cache.put(unit.run_dir, unit.seed, parts)
-    sim = make_simulation(cfg, parts, unit.policy, unit.seed, say)
+    sim = make_simulation(cfg, parts, unit.policy, unit.seed, say, experiment)
     if split is not None:  # rank 0 of a distributed run: step 5 over the group (flamingo_sim.fl.runner.ranks.distribute)
         split(sim)
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
@@ -281,17 +281,20 @@ def training_on(cfg: ExperimentConfig, capability: str) -> str:
     return f"training on {where} {hardware}, precision {cfg.fl.precision}, {capability} CPU kernels"
 
 
-def make_simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Callable[[str], None]) -> Simulation:
-    """A fresh simulation of policy ``name``: synchronous, or FedBuff's (``fl.mode: fedbuff``)."""
-    from flamingo_sim.fl.runner.setup import make_policy
+def make_simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Callable[[str], None],
+                    experiment: str | Path | None = None) -> Simulation:
+    """A fresh simulation of policy ``name``: synchronous, or FedBuff's (``fl.mode: fedbuff``).
+    ``experiment``: the experiment file (its folder holds the plug-ins it names by ``module:Class``)."""
+    from flamingo_sim.fl.runner.setup import make_policy, plugin_search
 
-    selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
+    source, search = "" if experiment is None else str(experiment), plugin_search(experiment)
+    selector = make_selector(cfg.fl.selection, cfg.selector.parameters(), source, search=search)
     if cfg.fl.mode == "fedbuff":
         from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 
-        return AsyncSimulation(parts, make_policy(name, cfg), name, seed, selector, log=log)
-    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()])
-    return Simulation(parts, make_policy(name, cfg), name, seed, selector, log=log, aggregator=aggregator)
+        return AsyncSimulation(parts, make_policy(name, cfg, experiment), name, seed, selector, log=log)
+    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()], source, search=search)
+    return Simulation(parts, make_policy(name, cfg, experiment), name, seed, selector, log=log, aggregator=aggregator)
 
 
 def log_rates(sim: Simulation, log: Any) -> None:

@@ -152,7 +152,7 @@ class FlamingoStrategy(Strategy):
         if cfg.fl.mode != "sync":
             raise ConfigError(f"{self.experiment}: fl.mode: {cfg.fl.mode!r} is not offered under Flower (rounds only)")
         self.policy = policy if policy is not None else cfg.policies[-1]
-        make_policy(self.policy, cfg)  # an unknown policy fails here, before any work
+        make_policy(self.policy, cfg, self.experiment)  # an unknown policy fails here, before any work
         self.seed = cfg.seeds[0] if seed is None else int(seed)
         if self.out_dir is not None:
             check_run_dir(self.out_dir, cfg, resume=False)
@@ -358,15 +358,15 @@ class FlamingoStrategy(Strategy):
     def _build_simulation(self, n_clients: int) -> Simulation:
         """The user app's simulation: the experiment's phones, traces and policy for ``n_clients`` clients."""
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.setup import build_components, make_policy
+        from flamingo_sim.fl.runner.setup import build_components, make_policy, plugin_search
         from flamingo_sim.fl.strategy.selection import make_selector
 
         sized = [*self.overrides, "data.root=null", "data.fallback=proxy", f"data.proxy.n_clients={n_clients}", "fl.device=cpu"]
         cfg = load_experiment(self.experiment, sized)
         self.log(f"FlamingoStrategy: {n_clients} Flower nodes are {n_clients} phones of {cfg.name} ({self.policy}, seed {self.seed})")
         parts = build_components(cfg, self.experiment, self.seed, log=lambda _m: None)
-        selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
-        return _ReportedSimulation(parts, make_policy(self.policy, cfg), self.policy, self.seed, selector, log=self.log)
+        selector = make_selector(cfg.fl.selection, cfg.selector.parameters(), str(self.experiment), search=plugin_search(self.experiment))
+        return _ReportedSimulation(parts, make_policy(self.policy, cfg, self.experiment), self.policy, self.seed, selector, log=self.log)
 
     # -- the run directory (user app) ----------------------------------------------------------------
     def _append(self, record: RoundRecord) -> None:
