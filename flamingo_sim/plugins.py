@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from flamingo_sim.config import from_mapping
 from flamingo_sim.errors import ConfigError
 
-__all__ = ["Contract", "Registry", "GROUPS", "load_object", "entry_points", "params_class", "check_params"]
+__all__ = ["Contract", "Registry", "GROUPS", "load_object", "entry_points", "params_class", "check_params", "check_name", "unknown_message"]
 
 #: The entry-point group of each extension point.
 GROUPS = {
@@ -130,6 +130,21 @@ def params_class(obj: Any) -> type | None:
 _NO_SOURCE = "\0"
 
 
+def unknown_message(kind: str, spec: str, builtin: Sequence[str] | Mapping[str, Any]) -> str:
+    """What is said of a ``spec`` that is no built-in name, installed entry point or import path."""
+    installed = entry_points(GROUPS[kind])
+    names = ", ".join(map(repr, [*builtin, *(n for n in sorted(installed) if n not in builtin)]))
+    return (f"unknown {kind} {spec!r}; expected one of {names} (built-in or installed in entry-point group {GROUPS[kind]!r}) "
+            "or an import path 'package.module:ClassName'")
+
+
+def check_name(kind: str, spec: str, builtin: Sequence[str] | Mapping[str, Any], key: str) -> None:
+    """A :class:`ValueError` (inside a config's own check) if ``spec`` names no plug-in of ``kind``
+    that can be found without importing anything."""
+    if ":" not in spec and spec not in builtin and spec not in entry_points(GROUPS[kind]):
+        raise ValueError(f"{key}: {unknown_message(kind, spec, builtin)}")
+
+
 def check_params(params: type | None, kind: str, spec: str, section: Mapping[str, Any] | None, key: str, source: str = "") -> dict[str, Any]:
     """The constructor keywords from ``section`` (config key ``key``), checked by the plug-in's
     ``params`` dataclass with its defaults filled in. Without ``source`` (inside a config's own
@@ -174,9 +189,7 @@ class Registry:
             return load_object(spec, key, kind=kind, known=self.names(), search=search)
         installed = entry_points(self.contract.group)
         if spec not in installed:
-            names = ", ".join(map(repr, self.names()))
-            raise ConfigError(f"{key}: unknown {kind} {spec!r}; expected one of {names} (built-in or installed in entry-point group "
-                              f"{self.contract.group!r}) or an import path 'package.module:ClassName'")
+            raise ConfigError(f"{key}: {unknown_message(kind, spec, self.builtin)}")
         value = installed[spec]
         try:
             module_name, _, attr = value.partition(":")

@@ -377,8 +377,12 @@ class ExperimentConfig:
         from flamingo_sim.devices.policies import POLICIES
         from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMS
         from flamingo_sim.fl.strategy.selection import SELECTORS
-        from flamingo_sim.plugins import check_params, params_class
+        from flamingo_sim.plugins import check_name, check_params, params_class
 
+        for name in self.policies:
+            check_name("policy", name, POLICIES.builtin, "policies")
+        check_name("selector", self.fl.selection, SELECTORS.builtin, "fl.selection")
+        check_name("aggregator", self.aggregation.name, AGGREGATOR_PARAMS, "aggregation.name")
         for name, section in self.policy_params.items():
             if name in POLICIES.builtin:
                 check_params(params_class(POLICIES.builtin[name]), "policy", name, section, f"policy_params.{name}")
