@@ -126,7 +126,7 @@ def _launch(args: argparse.Namespace) -> int:
     out = args.out
     if out is None:  # every rank must name the same directory: fix the timestamped default here
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.run import default_out_dir
+        from flamingo_sim.fl.runner.prepare import default_out_dir
         from flamingo_sim.resources import find_experiment
 
         out = str(default_out_dir(load_experiment(find_experiment(args.experiment), args.overrides)))
@@ -163,7 +163,7 @@ def _pack_data(args: argparse.Namespace) -> int:
         return 0
     if args.experiment is None or args.out is None:
         raise ConfigError("give an EXPERIMENT and --out DIR (or --verify DIR)")
-    from flamingo_sim.fl.runner.setup import pack_experiment
+    from flamingo_sim.fl.runner.datasets import pack_experiment
 
     info = pack_experiment(args.experiment, args.out, args.overrides, args.workers, log=lambda msg: print(msg, file=sys.stderr))
     print(info.describe())

@@ -31,9 +31,10 @@ from typing import Any, Callable, Sequence
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
 from flamingo_sim.fl.runner.execute import auto_jobs, check_executor
-from flamingo_sim.fl.runner.run import PreparedRun, RunResult, check_parallel, finish_run, prepare_run, run_units
+from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, prepare_run
+from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
+from flamingo_sim.fl.runner.run import run_units
 from flamingo_sim.fl.runner.rundir import run_guard
-from flamingo_sim.fl.runner.units import write_partial_metrics
 from flamingo_sim.io import write_json
 
 __all__ = ["StudyRun", "StudyFailed", "run_study", "STUDY_FILE"]

@@ -30,46 +30,18 @@ metrics and summary. The progress bar, checkpoints and the metrics file are call
 
 from __future__ import annotations
 
-import os
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import pandas as pd
-
 from flamingo_sim.errors import ConfigError, FlamingoError
-from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_experiment
-from flamingo_sim.fl.metrics.summary import format_summary, summarize
 from flamingo_sim.fl.runner.callbacks import Callback
-from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
-from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute, unit_threads
-from flamingo_sim.fl.runner.rundir import check_run_dir, run_guard
-from flamingo_sim.fl.runner.tracking import check_tracking
-from flamingo_sim.fl.runner.units import (
-    UNITS_DIR,
-    Once,
-    PartsCache,
-    RunResult,
-    Unit,
-    gather,
-    pin_run_kernels,
-    resolve_config,
-    run_unit,
-    training_on,
-    unit_result,
-    write_metrics,
-    write_partial_metrics,
-)
-from flamingo_sim.fl.strategy.aggregators import make_aggregator
-from flamingo_sim.fl.strategy.selection import make_selector
-from flamingo_sim.io import write_json
-from flamingo_sim.resources import find_experiment
-
-
-def default_out_dir(cfg: ExperimentConfig) -> Path:
-    return Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute
+from flamingo_sim.fl.runner.kernels import training_on
+from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, prepare_run
+from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
+from flamingo_sim.fl.runner.rundir import run_guard
+from flamingo_sim.fl.runner.units import UNITS_DIR, PartsCache, Unit, run_unit, unit_result
 
 
 def run_experiment(
@@ -168,87 +140,6 @@ def _run_rank0(run: PreparedRun, callbacks: Sequence[Callback], say: Callable[[s
     return result
 
 
-@dataclass
-class PreparedRun:
-    """A run validated and ready to start or continue: its config, directory and engine."""
-
-    experiment: Path
-    overrides: tuple[str, ...]
-    n_seeds: int | None
-    out: Path
-    cfg: ExperimentConfig
-    engine: str
-    resumable: bool
-    first_parts: Any
-    label: str = ""
-    executors: int = 0
-    #: The CPU kernels this process runs and, where they could not be pinned as asked, a line saying so.
-    kernels: tuple[str, str | None] = ("", None)
-    #: A distributed run's collectives (:class:`flamingo_sim.fl.distributed.world.Comm`), set on every rank; else None.
-    comm: Any = None
-
-    def units(self, jobs: int) -> list[Unit]:
-        """Its (policy, seed) units in the config's order, each with its share of the cores."""
-        threads = unit_threads(self.cfg, jobs)
-        gpu = str(self.cfg.fl.device).startswith("cuda")
-        prefix = f"{self.label} " if self.label else ""
-        experiment = portable_experiment(self.experiment)
-        fl = self.cfg.fl
-        cost = float((fl.rounds or 100) * fl.participants_per_round * fl.local_steps)
-        return [Unit(experiment, self.overrides, self.n_seeds, str(self.out), name, seed, f"{prefix}{name} seed {seed}",
-                     engine=self.engine, executors=self.executors, threads=threads, gpu=gpu, cost=cost)
-                for seed in self.cfg.seeds for name in self.cfg.policies]
-
-
-def portable_experiment(experiment: Path) -> str:
-    """How a unit names its experiment in another process or on another node: a shipped one by
-    its name (the package may be installed elsewhere there), any other by its absolute path."""
-    from flamingo_sim.resources import shipped
-
-    path = experiment.resolve()
-    if path.suffix == ".yaml" and path.parent == shipped("experiments").resolve():
-        return path.stem
-    return str(path)
-
-
-def prepare_run(
-    experiment: str | Path, overrides: Sequence[str], n_seeds: int | None, out_dir: str | Path | None, *, resume: bool,
-    engine: str = "native", executors: int = 0, say: Callable[[str], None], label: str = "", writes: bool = True,
-) -> PreparedRun:
-    """Everything a config can get wrong, checked before the run directory is touched (``writes=False``:
-    a rank of a distributed run that will not write the directory does not check it)."""
-    experiment = find_experiment(experiment)
-    runner = make_engine(engine, EngineOptions(executors=executors, experiment=experiment, overrides=tuple(overrides), log=say))
-    if resume and not runner.resumable:
-        raise ConfigError(f"resume: engine {engine!r} writes no checkpoints, so its runs cannot be resumed; start a new run")
-    cfg = load_experiment(experiment, list(overrides))
-    from flamingo_sim.fl.training.device import resolve_device
-
-    # before torch runs its first kernel (the model's initialisation): it fixes the kernels for the process
-    kernels = pin_run_kernels(cfg)
-    # every process the run starts (a --jobs worker, a local Ray task) runs the kernels this one runs,
-    # also where they could not be pinned here: the results do not depend on --jobs
-    os.environ["ATEN_CPU_CAPABILITY"] = kernels[0].lower()
-
-    where = resolve_device(cfg.fl.device)  # a GPU asked for and absent fails here, before anything is written
-    if cfg.fl.train_mode == "threads" and where.type != "cpu":
-        raise ConfigError(f"{experiment}: fl.train_mode: 'threads' trains on the CPU's cores, but fl.device is {cfg.fl.device!r} ({where}); "
-                          "use streams (or auto) on a GPU, or --device cpu")
-    cfg = resolve_config(experiment, overrides, n_seeds)
-    out = Path(out_dir) if out_dir is not None else default_out_dir(cfg)
-    if resume and out_dir is None:
-        raise ConfigError("resume: needs out_dir, the run directory to continue")
-    if writes:
-        check_run_dir(out, cfg, resume)
-    from flamingo_sim.fl.runner.setup import build_components, make_policy
-
-    for name in cfg.policies:
-        make_policy(name, cfg, experiment)
-    _check_toolkit(cfg, experiment, engine, resume)
-    first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
-    return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors, kernels)
-
-
 def run_units(
     runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
     say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
@@ -304,58 +195,17 @@ def run_units(
         cache.put("", 0, None)
 
 
-def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> None:
-    """Before any output: units run in parallel only on the native engine (FedScale runs its own executors)."""
-    if (jobs > 1 or executor != "local") and any(r.engine != "native" for r in runs):
-        raise ConfigError("--jobs/--executor run the native engine's units in parallel; FedScale runs its own executors (--executors)")
+__all__ = ["run_experiment", "run_units"]
 
 
-def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: bool = True) -> RunResult:
-    """Gather a run's finished units into ``metrics.parquet`` and ``summary.json``."""
-    cfg, out = run.cfg, run.out
-    metrics, results = gather(out, cfg)
-    summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0], rule=cfg.target)
-    for res in results:
-        summary["policies"][res["policy"]]["per_seed"][str(res["seed"])]["participation_histogram"] = res["participation_histogram"]
-    first, last = results[0], results[-1]
-    summary = {"experiment": cfg.name, "data": last["data"], "model": cfg.model, "seeds": cfg.seeds, "engine": run.engine,
-               "cpu_kernels": run.kernels[0],
-               "model_size_mb": first["model_size_mb"], "model_size_source": first["model_size_source"], **summary}
-    if first.get("phones_from_traces") is not None:  # phones.mix: from_traces
-        summary["phones_from_traces"] = first["phones_from_traces"]
-    write_metrics(out, metrics)
-    write_json(out / "summary.json", summary)
-    if print_summary:
-        print(format_summary(summary))
-    say(f"run directory: {out}")
-    return RunResult(out, metrics, summary)
+class Once:
+    """A log that says each distinct line once (the trace-horizon warning of every run)."""
 
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log = log
+        self.said: set[str] = set()
 
-def _check_toolkit(cfg: ExperimentConfig, experiment: str | Path, engine: str, resume: bool) -> None:
-    """The aggregation, selection, FedBuff and tracking settings: built once, checked against the engine."""
-    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
-        raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
-    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
-        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
-    if engine == "fedscale" and cfg.fl.selection == "oort":
-        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
-    from flamingo_sim.fl.runner.setup import plugin_search
-
-    make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))
-    make_selector(cfg.fl.selection, cfg.selector.parameters(), str(experiment), search=plugin_search(experiment))
-    check_tracking(cfg, str(experiment))
-
-
-def load_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read a run directory's metrics table and summary (for reports and notebooks)."""
-    run_dir = Path(run_dir)
-    metrics_path, summary_path = run_dir / "metrics.parquet", run_dir / "summary.json"
-    if not metrics_path.is_file():
-        raise FlamingoError(f"{run_dir}: no metrics.parquet - not a flamingo-sim run directory")
-    import json
-
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    return pd.read_parquet(metrics_path), summary
-
-
-__all__ = ["run_experiment", "load_run", "RunResult", "PreparedRun", "prepare_run", "run_units", "check_parallel", "finish_run"]
+    def __call__(self, msg: str) -> None:
+        if msg not in self.said:
+            self.said.add(msg)
+            self.log(msg)

@@ -28,7 +28,7 @@ from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.sim.records import RoundRecord
 
 if TYPE_CHECKING:
-    from flamingo_sim.fl.sim.engine import Simulation
+    from flamingo_sim.fl.sim.simulation import Simulation
 
 __all__ = ["Tracker", "TrackingCallback", "open_trackers", "check_tracking", "numeric_metrics"]
 

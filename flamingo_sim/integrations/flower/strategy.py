@@ -4,7 +4,7 @@ It wraps another strategy (``inner``: Flower's ``FedAvg``, ``FedProx``, ``FedAda
 user's own) and decides, round by round, what Flower cannot know:
 
 1. who is online, who is selected and which updates count: :meth:`Simulation.plan_round
-   <flamingo_sim.fl.sim.engine.Simulation.plan_round>` (traces and energy budgets, the
+   <flamingo_sim.fl.sim.simulation.Simulation.plan_round>` (traces and energy budgets, the
    experiment's selector, the policy pricing every task on its phone, declines, drop-outs,
    the deadline and the K fastest);
 2. the inner strategy configures the round (its config, FedProx's ``proximal-mu``, FedAdam's
@@ -15,7 +15,7 @@ user's own) and decides, round by round, what Flower cannot know:
 3. the replies, in the order of the settled round (fastest first), go to the inner strategy's
    ``aggregate_train``; the selector observes them (sample counts, training losses);
 4. federated evaluation, if the inner strategy does any, runs as Flower runs it (not priced);
-5. after the round's evaluation :meth:`~flamingo_sim.fl.sim.engine.Simulation.finish_round`
+5. after the round's evaluation :meth:`~flamingo_sim.fl.sim.simulation.Simulation.finish_round`
    advances the virtual clock, the batteries, clients lost and the per-phone UX figures and
    returns the round's metrics row.
 
@@ -33,7 +33,7 @@ Two ways to make one:
   ``config.yaml``, ``metrics.parquet`` (rewritten every round) and ``summary.json``, which
   ``flamingo-sim report`` reads.
 - the ``flower`` engine: :meth:`FlamingoStrategy.for_simulation` on the runner's own
-  :class:`~flamingo_sim.fl.sim.engine.Simulation`; node ``i`` in node-id order stands for client
+  :class:`~flamingo_sim.fl.sim.simulation.Simulation`; node ``i`` in node-id order stands for client
   ``i`` and the experiment's ClientApp trains the client each message names.
 """
 
@@ -55,8 +55,8 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList
-from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.integrations.flower.client import FLAMINGO_RECORD, QUERY_TYPE
 from flamingo_sim.integrations.flower.grid import KeptNodes, RunEnds, StoppableGrid
 from flamingo_sim.io import atomic_path, write_json
@@ -142,8 +142,8 @@ class FlamingoStrategy(Strategy):
         if experiment is None:
             return  # for_simulation fills in the rest
         from flamingo_sim.fl.config import load_experiment
+        from flamingo_sim.fl.runner.compose import make_policy
         from flamingo_sim.fl.runner.rundir import check_run_dir
-        from flamingo_sim.fl.runner.setup import make_policy
         from flamingo_sim.resources import find_experiment
 
         self.experiment = find_experiment(experiment)
@@ -358,7 +358,7 @@ class FlamingoStrategy(Strategy):
     def _build_simulation(self, n_clients: int) -> Simulation:
         """The user app's simulation: the experiment's phones, traces and policy for ``n_clients`` clients."""
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.setup import build_components, make_policy, plugin_search
+        from flamingo_sim.fl.runner.compose import build_components, make_policy, plugin_search
         from flamingo_sim.fl.strategy.selection import make_selector
 
         sized = [*self.overrides, "data.root=null", "data.fallback=proxy", f"data.proxy.n_clients={n_clients}", "fl.device=cpu"]

@@ -39,7 +39,7 @@ def reproduce(
 
     done = run_tasks(out_dir, tasks=tuple(tasks or TASKS), n_seeds=n_seeds, quick=quick, overrides=overrides, log=log,
                      jobs=jobs, executor=executor, ray_address=ray_address, again=again)
-    from flamingo_sim.fl.runner.setup import profile_dirs  # torch and matplotlib: after every argument and config is checked
+    from flamingo_sim.fl.runner.compose import profile_dirs  # torch and matplotlib: after every argument and config is checked
     from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
 
     first = experiment_path(done[0].task)

@@ -12,7 +12,7 @@ import yaml
 from flamingo_sim.cli import main
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.simulation import Simulation
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = ["fl.rounds=4", "fl.participants_per_round=8", "fl.local_steps=4", "fl.eval_every=2", "data.proxy.n_clients=200"]
@@ -169,7 +169,7 @@ def test_seeds_vary_the_run_not_the_task():
     import torch
 
     from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.setup import build_components
+    from flamingo_sim.fl.runner.compose import build_components
 
     exp = ROOT / "experiments/openimage_mobilenet.yaml"
     cfg = load_experiment(exp, SMALL)
