@@ -91,21 +91,19 @@ def load_object(path: str, source: str, *, kind: str, known: Mapping[str, Any] |
 
 def _source_tree_entry_points(group: str) -> dict[str, str]:
     """The entry points this package declares in the ``pyproject.toml`` beside it (a source
-    checkout), for an install whose metadata predates them; empty elsewhere."""
-    if sys.version_info < (3, 11):
-        return {}
-    import tomllib
-
+    checkout), for an install whose metadata predates them; empty elsewhere (and before Python 3.11)."""
     pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-    project = data.get("project", {})
-    if project.get("name") != "flamingo-sim":
-        return {}
-    declared = project.get("entry-points", {}).get(group, {})
-    return {str(k): str(v) for k, v in declared.items()}
+    if sys.version_info >= (3, 11) and pyproject.is_file():
+        import tomllib
+
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError):
+            return {}
+        project = data.get("project", {})
+        if project.get("name") == "flamingo-sim":
+            return {str(k): str(v) for k, v in project.get("entry-points", {}).get(group, {}).items()}
+    return {}
 
 
 def entry_points(group: str) -> dict[str, str]:
@@ -157,7 +155,7 @@ def check_params(params: type | None, kind: str, spec: str, section: Mapping[str
             raise ConfigError(f"{source}: {message}") if source else ValueError(message)
         return {}
     try:
-        value = from_mapping(params, section, source=source or _NO_SOURCE, path=key)
+        value: Any = from_mapping(params, section, source=source or _NO_SOURCE, path=key)
     except ConfigError as exc:
         if source:
             raise
