@@ -9,7 +9,7 @@
 
 The contract is :class:`Engine` (:data:`CONTRACT`); ``native`` is built in, the integrations'
 engines sit a layer above this one and register as entry points of group
-``flamingo_sim.engines`` in ``pyproject.toml``, as a third-party engine does: nothing here names
+``flamingo_sim.engines`` in ``pyproject.toml``, as a third-party engine does: no code here names
 them. All share every rule of a round (:meth:`Simulation.plan_round` / :meth:`Simulation.finish_round`)
 and call the same callbacks (:mod:`flamingo_sim.fl.runner.callbacks`). :func:`make_engine` builds one
 by name from :data:`ENGINES`; :func:`register_engine` adds another in this process.
@@ -43,10 +43,11 @@ class EngineOptions:
 
 
 class Engine(Protocol):
-    """Runs one simulation to its end (or until a callback stops it)."""
+    """Runs one simulation to its end (or until a callback stops it); built as ``factory(options)``
+    with the :class:`EngineOptions`."""
 
-    #: Whether a killed run can continue from its checkpoint (``resume=True``).
-    resumable: bool
+    #: Optional: whether a killed run can continue from its checkpoint (``resume=True``). Default: no.
+    resumable: bool = False
 
     def run(self, sim: Simulation, callbacks: CallbackList, done: Sequence[RoundRecord], work_dir: Path) -> list[RoundRecord]:
         """Run ``sim`` from its current round; ``done`` are the rounds it already ran (a resumed
