@@ -32,13 +32,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-__all__ = ["ConfigKey", "PluginParams", "config_keys", "plugin_params", "plugin_params_of", "reference_markdown", "MARKER", "CHOSEN_BY"]
+__all__ = ["ConfigKey", "PluginParams", "config_keys", "plugin_params", "plugin_params_of", "reference_markdown", "plugins_markdown", "MARKER", "PLUGINS_MARKER",
+           "CHOSEN_BY"]
 
 #: The section holding a plug-in's parameters -> the key that chooses the plug-in.
 CHOSEN_BY = {"policy_params": "policies", "selector": "fl.selection", "aggregation": "aggregation.name"}
 
 #: The line of ``docs/configuration.md`` that the site's build replaces with the reference.
 MARKER = "<!-- config-reference -->"
+#: The line of ``docs/plugins.md`` that the site's build replaces with the examples' parameter tables.
+PLUGINS_MARKER = "<!-- example-plugin-reference -->"
 
 
 @dataclass(frozen=True)
@@ -270,14 +273,7 @@ def _heading(section: str, plugin: str) -> str:
     return f"### `{section}` with `{'name' if section == 'aggregation' else CHOSEN_BY[section]}: {plugin}`"
 
 
-def reference_markdown(cls: type | None = None, plugins: list[PluginParams] | None = None) -> str:
-    """The reference as Markdown: one table per section (key, type, default, range, meaning).
-
-    With the experiment config (``cls`` None), each plug-in's parameter section follows: the
-    shipped plug-ins' and ``plugins`` (:func:`plugin_params_of`)."""
-    keys = config_keys(cls)
-    if cls is None:
-        keys += _plugin_keys(plugin_params() + list(plugins or ()))
+def _tables(keys: list[ConfigKey]) -> str:
     intros = {(k.key, k.plugin): k.description for k in keys if k.is_section}
     sections: dict[tuple[str, str], list[ConfigKey]] = {}
     for k in keys:
@@ -297,6 +293,22 @@ def reference_markdown(cls: type | None = None, plugins: list[PluginParams] | No
             out.append(f"| `{k.key}` | {_cell(k.type)} | {default} | {rng} | {_cell(k.description)} |")
         out.append("")
     return "\n".join(out)
+
+
+def reference_markdown(cls: type | None = None, plugins: list[PluginParams] | None = None) -> str:
+    """The reference as Markdown: one table per section (key, type, default, range, meaning).
+
+    With the experiment config (``cls`` None), each plug-in's parameter section follows: the
+    shipped plug-ins' and ``plugins`` (:func:`plugin_params_of`)."""
+    keys = config_keys(cls)
+    if cls is None:
+        keys += _plugin_keys(plugin_params() + list(plugins or ()))
+    return _tables(keys)
+
+
+def plugins_markdown(plugins: list[PluginParams]) -> str:
+    """The parameter tables of ``plugins`` alone (the plug-in guide shows its examples' this way)."""
+    return _tables(_plugin_keys(plugins))
 
 
 if __name__ == "__main__":  # python -m flamingo_sim.fl.config_reference [EXPERIMENT]: print the reference
