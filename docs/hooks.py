@@ -8,9 +8,8 @@ generated file to merge). Registered in ``mkdocs.yml`` under ``hooks:``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from flamingo_sim.fl.config_reference import MARKER, PLUGINS_MARKER, plugin_params_of, plugins_markdown, reference_markdown
 

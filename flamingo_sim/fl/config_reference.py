@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-__all__ = ["ConfigKey", "PluginParams", "config_keys", "plugin_params", "plugin_params_of", "reference_markdown", "plugins_markdown", "MARKER", "PLUGINS_MARKER",
-           "CHOSEN_BY"]
+__all__ = ["ConfigKey", "PluginParams", "config_keys", "plugin_params", "plugin_params_of", "reference_markdown", "plugins_markdown",
+           "MARKER", "PLUGINS_MARKER", "CHOSEN_BY"]
 
 #: The section holding a plug-in's parameters -> the key that chooses the plug-in.
 CHOSEN_BY = {"policy_params": "policies", "selector": "fl.selection", "aggregation": "aggregation.name"}
