@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from flamingo_sim.fl.config import load_experiment
-from flamingo_sim.fl.runner.setup import build_components, make_policy
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.runner.compose import build_components, make_policy
 from flamingo_sim.fl.sim.population import pair_index
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector
 from flamingo_sim.resources import shipped
 from flamingo_sim.rng import rng
