@@ -70,7 +70,8 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "overrides", tuple(self.overrides))
-        _checked(self, n_seeds=">= 1", executors=">= 0", threads=">= 1", collective_timeout_s="> 0")
+        # n_seeds, executors and threads are checked where they are used (resolve_config, make_engine, the fl section)
+        _checked(self, collective_timeout_s="> 0")
 
     def with_fields(self, **changes: object) -> RunOptions:
         """These options with ``changes`` (field names, and ``jobs``/``executor``/``ray_address`` of
