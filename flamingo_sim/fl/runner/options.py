@@ -70,8 +70,8 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "overrides", tuple(self.overrides))
-        # n_seeds, executors and threads are checked where they are used (resolve_config, make_engine, the fl section)
-        _checked(self, collective_timeout_s="> 0")
+        # n_seeds, executors, threads and collective_timeout_s are checked where they are used (resolve_config,
+        # make_engine, the fl section, the process group), each with its one message
 
     def with_fields(self, **changes: object) -> RunOptions:
         """These options with ``changes`` (field names, and ``jobs``/``executor``/``ray_address`` of
