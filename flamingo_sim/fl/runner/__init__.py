@@ -3,6 +3,7 @@
 In the order a run uses them:
 
 - :mod:`~flamingo_sim.fl.runner.run`         :func:`run_experiment`: policies x seeds into one run directory, :func:`run_units`;
+- :mod:`~flamingo_sim.fl.runner.options`     :class:`RunOptions` and :class:`Execution`: where and how a run or a study runs (frozen);
 - :mod:`~flamingo_sim.fl.runner.prepare`     :func:`prepare_run`: every check before anything is written, :class:`PreparedRun`;
 - :mod:`~flamingo_sim.fl.runner.compose`     the one place a run is assembled: config -> traces, phones, data, model, policy, :class:`Simulation`;
 - :mod:`~flamingo_sim.fl.runner.datasets`    the dataset of a ``data`` section (proxy, arrays, FedScale layouts, packs), ``pack-data``;

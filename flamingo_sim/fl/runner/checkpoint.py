@@ -41,6 +41,7 @@ from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.io import atomic_path, write_json
 
 if TYPE_CHECKING:
+    from flamingo_sim.fl.config import ExperimentConfig
     from flamingo_sim.fl.sim.simulation import Simulation
 
 __all__ = ["CheckpointError", "Checkpointer", "check_inputs", "config_diff", "input_files", "load_checkpoint", "record_inputs",
@@ -174,7 +175,7 @@ def load_checkpoint(path: str | Path, log: Callable[[str], None]) -> dict[str, A
 
 
 # -- inputs a resume depends on ------------------------------------------------------------------
-def input_files(cfg: Any, experiment: str | Path | None) -> dict[str, Path]:
+def input_files(cfg: ExperimentConfig, experiment: str | Path | None) -> dict[str, Path]:
     """Every input file the run reads, by a name for messages: trace set, catalogue, profiles, dataset mapping.
 
     The dataset's samples themselves are not hashed (too many); its mapping files name them.
@@ -217,12 +218,12 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def record_inputs(run_dir: Path, cfg: Any, experiment: str | Path | None) -> None:
+def record_inputs(run_dir: Path, cfg: ExperimentConfig, experiment: str | Path | None) -> None:
     """Write ``inputs.json``: path and SHA-256 of every input file."""
     write_json(run_dir / INPUTS_FILE, {k: {"path": str(p), "sha256": _sha256(p)} for k, p in input_files(cfg, experiment).items()})
 
 
-def check_inputs(run_dir: Path, cfg: Any, experiment: str | Path | None) -> None:
+def check_inputs(run_dir: Path, cfg: ExperimentConfig, experiment: str | Path | None) -> None:
     """Refuse a resume (one line naming the input) when an input recorded at the start changed or is gone."""
     recorded_path = run_dir / INPUTS_FILE
     if not recorded_path.is_file():

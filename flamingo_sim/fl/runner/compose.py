@@ -1,7 +1,7 @@
 """The one place that assembles a run: an experiment config -> traces, phones, data, model, policy, simulation.
 
 :func:`build_components` loads a seed's parts (traces, profiles, the dataset of
-:mod:`flamingo_sim.fl.runner.datasets`, the model, the population); :func:`make_simulation`
+:mod:`flamingo_sim.fl.runner.datasets`, the model, the population); :func:`compose`
 puts a policy, a selector and an aggregator on them. Every lookup that can fail on user input
 (a missing trace set, an unknown phone or DNN model, a dataset that is not there) raises a
 :class:`~flamingo_sim.errors.ConfigError` naming the experiment file and the key.
@@ -28,7 +28,7 @@ from flamingo_sim.fl.strategy.selection import make_selector
 from flamingo_sim.models import build_model, check_forward
 from flamingo_sim.resources import shipped, user_profiles_dir
 
-__all__ = ["build_components", "make_simulation", "make_policy", "plugin_search", "resolve_config", "profile_dirs", "update_size_mb",
+__all__ = ["compose", "check_composition", "build_components", "make_policy", "plugin_search", "resolve_config", "profile_dirs", "update_size_mb",
            "experiment_population", "phone_assignment"]
 
 
@@ -174,15 +174,55 @@ def resolve_config(experiment: str | Path, overrides: Sequence[str], n_seeds: in
     return cfg
 
 
-def make_simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Callable[[str], None],
-                    experiment: str | Path | None = None) -> Simulation:
-    """A fresh simulation of policy ``name``: synchronous, or FedBuff's (``fl.mode: fedbuff``).
-    ``experiment``: the experiment file (its folder holds the plug-ins it names by ``module:Class``)."""
+def compose(
+    cfg: ExperimentConfig,
+    experiment: str | Path | None,
+    seed: int,
+    policy: str,
+    *,
+    parts: Components | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+    simulation: type[Simulation] = Simulation,
+) -> Simulation:
+    """A fresh simulation of ``policy`` for ``seed``: the one place a run's parts are put together.
+
+    ``parts``: the seed's :class:`~flamingo_sim.fl.sim.simulation.Components` when already built
+    (the policies of one seed share them), else built here (:func:`build_components`). The policy,
+    the selector and the aggregator come from the config's sections (``policy``, ``fl.selection``
+    with ``selector``, ``aggregation``); ``fl.mode: fedbuff`` gives FedBuff's
+    :class:`~flamingo_sim.fl.sim.fedbuff.AsyncSimulation`, else ``simulation`` (a subclass of
+    :class:`~flamingo_sim.fl.sim.simulation.Simulation`: Flower's strategy reports Flower's
+    evaluation through one). Every engine (native, FedScale, Flower), the distributed ranks and
+    the up-front validation (:func:`check_composition`) build through here.
+    """
+    if parts is None:
+        parts = build_components(cfg, experiment, seed, log=lambda _m: None)
     source, search = "" if experiment is None else str(experiment), plugin_search(experiment)
     selector = make_selector(cfg.fl.selection, cfg.selector.parameters(), source, search=search)
     if cfg.fl.mode == "fedbuff":
         from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 
-        return AsyncSimulation(parts, make_policy(name, cfg, experiment), name, seed, selector, log=log)
+        return AsyncSimulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log)
     aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()], source, search=search)
-    return Simulation(parts, make_policy(name, cfg, experiment), name, seed, selector, log=log, aggregator=aggregator)
+    return simulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log, aggregator=aggregator)
+
+
+def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: str, resume: bool = False,
+                      policies: Sequence[str] | None = None) -> None:
+    """Every part :func:`compose` would build from ``cfg`` (the ``policies``, default the config's;
+    the selector, the aggregator, the tracking), built once and checked against the ``engine``,
+    without loading traces or data: a bad setting fails here in one line naming the key."""
+    from flamingo_sim.fl.config import AggregationConfig
+    from flamingo_sim.fl.runner.tracking import check_tracking
+
+    for name in cfg.policies if policies is None else policies:
+        make_policy(name, cfg, experiment)
+    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
+        raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
+    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
+        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
+    if engine == "fedscale" and cfg.fl.selection == "oort":
+        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
+    make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))
+    make_selector(cfg.fl.selection, cfg.selector.parameters(), str(experiment), search=plugin_search(experiment))
+    check_tracking(cfg, str(experiment))

@@ -16,16 +16,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError
-from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_experiment
+from flamingo_sim.fl.config import ExperimentConfig, load_experiment
 from flamingo_sim.fl.runner.compose import resolve_config
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.execute import unit_threads
 from flamingo_sim.fl.runner.kernels import pin_run_kernels
 from flamingo_sim.fl.runner.rundir import check_run_dir
-from flamingo_sim.fl.runner.tracking import check_tracking
 from flamingo_sim.fl.runner.units import Unit
-from flamingo_sim.fl.strategy.aggregators import make_aggregator
-from flamingo_sim.fl.strategy.selection import make_selector
 from flamingo_sim.resources import find_experiment
 
 __all__ = ["PreparedRun", "prepare_run", "check_parallel", "default_out_dir", "portable_experiment"]
@@ -107,11 +104,9 @@ def prepare_run(
         raise ConfigError("resume: needs out_dir, the run directory to continue")
     if writes:
         check_run_dir(out, cfg, resume)
-    from flamingo_sim.fl.runner.compose import build_components, make_policy
+    from flamingo_sim.fl.runner.compose import build_components, check_composition
 
-    for name in cfg.policies:
-        make_policy(name, cfg, experiment)
-    _check_toolkit(cfg, experiment, engine, resume)
+    check_composition(cfg, experiment, engine=engine, resume=resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
     return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors, kernels)
 
@@ -120,18 +115,3 @@ def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> Non
     """Before any output: units run in parallel only on the native engine (FedScale runs its own executors)."""
     if (jobs > 1 or executor != "local") and any(r.engine != "native" for r in runs):
         raise ConfigError("--jobs/--executor run the native engine's units in parallel; FedScale runs its own executors (--executors)")
-
-
-def _check_toolkit(cfg: ExperimentConfig, experiment: str | Path, engine: str, resume: bool) -> None:
-    """The aggregation, selection, FedBuff and tracking settings: built once, checked against the engine."""
-    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
-        raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
-    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
-        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
-    if engine == "fedscale" and cfg.fl.selection == "oort":
-        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
-    from flamingo_sim.fl.runner.compose import plugin_search
-
-    make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))
-    make_selector(cfg.fl.selection, cfg.selector.parameters(), str(experiment), search=plugin_search(experiment))
-    check_tracking(cfg, str(experiment))

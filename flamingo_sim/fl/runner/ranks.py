@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
@@ -30,6 +30,9 @@ from flamingo_sim.fl.distributed.world import DEFAULT_TIMEOUT_S, LAUNCHER_ENV, P
 from flamingo_sim.fl.runner.rundir import run_guard
 from flamingo_sim.fl.sim.seam import LocalSeam
 
+if TYPE_CHECKING:
+    from flamingo_sim.fl.config import ExperimentConfig
+
 __all__ = ["run_distributed", "distribute", "announce_pending", "describe_world", "describe_traffic"]
 
 
@@ -37,7 +40,7 @@ def _quiet(_msg: str) -> None:
     return None
 
 
-def _work_per_client(cfg: Any) -> float:
+def _work_per_client(cfg: ExperimentConfig) -> float:
     """What one client's local training costs: ``local_steps`` x ``batch_size`` samples through the model."""
     return float(cfg.fl.local_steps * cfg.fl.batch_size)
 
@@ -114,7 +117,7 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
     """A rank other than 0: the same (seed, policy) simulations as rank 0 runs, each serving its jobs."""
     import torch
 
-    from flamingo_sim.fl.runner.compose import build_components, make_simulation
+    from flamingo_sim.fl.runner.compose import build_components, compose
     from flamingo_sim.fl.runner.kernels import training_on
     from flamingo_sim.fl.runner.results import RunResult
 
@@ -129,7 +132,7 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
         if seed not in parts_of:
             parts_of.clear()
             parts_of[seed] = build_components(cfg, prep.experiment, seed, log=_quiet)
-        local = make_simulation(cfg, parts_of[seed], name, seed, _quiet, prep.experiment).seam
+        local = compose(cfg, prep.experiment, seed, name, parts=parts_of[seed], log=_quiet).seam
         assert isinstance(local, LocalSeam)
         prepare_trainer(local, comm.world.size, _quiet)
         comm.context = f"{name} seed {seed}"

@@ -38,6 +38,7 @@ from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute
 from flamingo_sim.fl.runner.kernels import training_on
+from flamingo_sim.fl.runner.options import RunOptions
 from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, prepare_run
 from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
 from flamingo_sim.fl.runner.rundir import run_guard
@@ -46,30 +47,21 @@ from flamingo_sim.fl.runner.units import UNITS_DIR, PartsCache, Unit, run_unit, 
 
 def run_experiment(
     experiment: str | Path,
+    options: RunOptions | None = None,
     *,
-    out_dir: str | Path | None = None,
-    overrides: list[str] | tuple[str, ...] = (),
-    n_seeds: int | None = None,
-    resume: bool = False,
-    log: Callable[[str], None] | None = None,
-    engine: str = "native",
-    executors: int = 0,
     callbacks: Sequence[Callback] = (),
-    device: str | None = None,
-    threads: int | None = None,
-    jobs: int | None = 1,
-    executor: str = "local",
-    ray_address: str | None = None,
-    collective_timeout_s: float | None = None,
+    log: Callable[[str], None] | None = None,
+    **changes: object,
 ) -> RunResult:
     """Run (or resume) the experiment in ``experiment`` and return its metrics and summary.
 
-    ``callbacks`` (:mod:`flamingo_sim.fl.runner.callbacks`) are called for every (policy, seed) run
-    after the built-in ones (progress bar, checkpoints, metrics file); one whose
-    ``on_round_end`` returns True ends that run early. ``device`` and ``threads`` (the CLI's
-    ``--device``/``--threads``) override ``fl.device`` and ``fl.threads``, like ``--set`` would.
-    ``jobs`` (None: as many as the cores allow) and ``executor`` run the (policy, seed) units in
-    parallel (:mod:`flamingo_sim.fl.runner.execute`); the results are the same as with one job.
+    ``options`` (:class:`~flamingo_sim.fl.runner.options.RunOptions`, default: all defaults) say
+    where and how it runs; ``changes`` change single fields of them by name (``out_dir=...``,
+    ``jobs=...``; an unknown name is an error naming it). ``callbacks``
+    (:mod:`flamingo_sim.fl.runner.callbacks`) are called for every (policy, seed) run after the
+    built-in ones (progress bar, checkpoints, metrics file); one whose ``on_round_end`` returns
+    True ends that run early. The units run as ``options.execution`` says
+    (:mod:`flamingo_sim.fl.runner.execute`); the results are the same as with one job.
 
     Started by ``torchrun`` (its environment names a process group), every process calls this
     with the same arguments: they join the group (collectives time out after
@@ -77,34 +69,34 @@ def run_experiment(
     writes ``out_dir``, and the others train and evaluate their shares of rank 0's rounds
     (:mod:`flamingo_sim.fl.runner.ranks`, :mod:`flamingo_sim.fl.distributed`).
     """
+    opts = (options or RunOptions()).with_fields(**changes)
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
-    overrides = list(overrides)
-    if device is not None:
-        overrides.append(f"fl.device={device}")
-    if threads is not None:
-        overrides.append(f"fl.threads={threads}")
-    check_executor(executor)
+    overrides = opts.all_overrides()
+    ex = opts.execution
+    check_executor(ex.executor)
     from flamingo_sim.fl.distributed.world import world_from_env
 
     world = world_from_env()
     if world is not None:
-        if jobs != 1 or executor != "local":
+        if not ex.here:
             raise ConfigError("--jobs/--executor: a run over torchrun's processes trains each (policy, seed) over all of them, "
                               "one after another; leave --jobs at 1")
         from flamingo_sim.fl.runner.ranks import run_distributed
 
         return run_distributed(world, _prepare_rank, lambda prep: _run_rank0(prep, callbacks, say), experiment,
-                               collective_timeout_s=collective_timeout_s, log=log, out_dir=out_dir, overrides=overrides,
-                               n_seeds=n_seeds, resume=resume, engine=engine, executors=executors)
-    if collective_timeout_s is not None:
+                               collective_timeout_s=opts.collective_timeout_s, log=log, out_dir=opts.out_dir, overrides=overrides,
+                               n_seeds=opts.n_seeds, resume=opts.resume, engine=opts.engine, executors=opts.executors)
+    if opts.collective_timeout_s is not None:
         raise ConfigError("--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)")
-    run = prepare_run(experiment, overrides, n_seeds, out_dir, resume=resume, engine=engine, executors=executors, say=say)
-    jobs = auto_jobs([run.cfg]) if jobs is None else jobs
+    run = prepare_run(experiment, overrides, opts.n_seeds, opts.out_dir, resume=opts.resume, engine=opts.engine, executors=opts.executors,
+                      say=say)
+    jobs = auto_jobs([run.cfg]) if ex.jobs is None else ex.jobs
+    executor, ray_address = ex.executor, ex.ray_address
     if callbacks and (jobs > 1 or executor != "local"):
         raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
     check_parallel([run], jobs, executor)
     units = run.units(jobs)
-    with run_guard(run.out, run.cfg, run.experiment, resume=resume, resumable=run.resumable,
+    with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable,
                    engine={"flower": "Flower"}.get(run.engine, "FedScale")):
         here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,

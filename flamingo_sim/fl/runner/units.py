@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
 from flamingo_sim.fl.runner.checkpoint import Checkpointer, resume_simulation
-from flamingo_sim.fl.runner.compose import make_simulation, resolve_config
+from flamingo_sim.fl.runner.compose import compose, resolve_config
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.kernels import pin_run_kernels
 from flamingo_sim.fl.runner.tracking import TrackingCallback
@@ -164,7 +164,7 @@ def run_unit(
         parts = build_components(cfg, experiment, unit.seed, log=lambda _m: None)
         if cache is not None:
             cache.put(unit.run_dir, unit.seed, parts)
-    sim = make_simulation(cfg, parts, unit.policy, unit.seed, say, experiment)
+    sim = compose(cfg, experiment, unit.seed, unit.policy, parts=parts, log=say)
     if split is not None:  # rank 0 of a distributed run: step 5 over the group (flamingo_sim.fl.runner.ranks.distribute)
         split(sim)
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0

@@ -12,9 +12,11 @@ lost, the owners' UX figures), so a Flower run writes the same ``metrics.parquet
 
 - :class:`~flamingo_sim.integrations.flower.strategy.FlamingoStrategy` wraps a Flower Message
   API strategy (``flwr.serverapp.strategy.FedAvg``, ``FedProx``, ``FedAdam``, ...) in a user's
-  own Flower app; :func:`~flamingo_sim.integrations.flower.client.register_partition_query`
-  is the one line a user's ``ClientApp`` needs so that the server can map Flower node ids to
-  flamingo-sim clients through each node's ``partition-id``;
+  own Flower app, whose ``ClientApp`` needs nothing from flamingo-sim: a node stands for the
+  flamingo-sim client of its ``partition-id`` where the app answers the partition query
+  (:func:`~flamingo_sim.integrations.flower.client.register_partition_query`, optional: it fixes
+  the map between runs), else for one in node-id order; federated evaluation is refused (not
+  priced), the server evaluates;
 - :class:`~flamingo_sim.integrations.flower.engine.FlowerEngine` is ``flamingo-sim run
   --engine flower`` (:func:`~flamingo_sim.integrations.flower.simulation.run_flower`): a shipped
   experiment through Flower's simulation engine, its model trained on its data by
