@@ -166,8 +166,8 @@ def check_params(params: type | None, kind: str, spec: str, section: Mapping[str
 class Registry:
     """The plug-ins of one :class:`Contract`: the built-ins, import paths and entry points.
 
-    ``builtin`` maps a name to the plug-in (a class or factory). Built-in names win over an
-    entry point of the same name.
+    ``builtin`` maps a name to the plug-in (a class or factory), or to its ``module:attr`` in the
+    same layer or below, imported when asked for. Built-in names win over an entry point of the same name.
     """
 
     def __init__(self, contract: Contract, builtin: dict[str, Any]) -> None:
@@ -182,7 +182,9 @@ class Registry:
         """The plug-in (class or factory) named ``spec`` at config key ``key``."""
         kind = self.contract.kind
         if spec in self.builtin:
-            return self.builtin[spec]
+            found = self.builtin[spec]
+            # a shipped plug-in of this layer given as "module:attr" is imported only when asked for (Ray's executor)
+            return load_object(found, key, kind=kind, known=self.names()) if isinstance(found, str) else found
         if ":" in spec:
             return load_object(spec, key, kind=kind, known=self.names(), search=search)
         installed = entry_points(self.contract.group)
