@@ -143,24 +143,24 @@ def check_name(kind: str, spec: str, builtin: Sequence[str] | Mapping[str, Any],
         raise ValueError(f"{key}: {unknown_message(kind, spec, builtin)}")
 
 
-def check_params(params: type | None, kind: str, spec: str, section: Mapping[str, Any] | None, key: str, source: str = "") -> dict[str, Any]:
+def check_params(params: type | None, kind: str, spec: str, section: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
     """The constructor keywords from ``section`` (config key ``key``), checked by the plug-in's
-    ``params`` dataclass with its defaults filled in. Without ``source`` (inside a config's own
-    check) a bad value raises :class:`ValueError` (the loader adds the file), else a
-    :class:`~flamingo_sim.errors.ConfigError` naming ``source`` and the key."""
+    ``params`` dataclass with its defaults filled in; a :class:`ValueError` naming the key (and
+    no file: a config's own check adds it, :meth:`Registry.params` too) when they are wrong."""
     section = dict(section or {})
     if params is None:
         if section:
-            message = f"{key}: {kind} {spec!r} takes no parameters (it declares no Params), got {', '.join(sorted(section))}"
-            raise ConfigError(f"{source}: {message}") if source else ValueError(message)
+            raise ValueError(f"{key}: {kind} {spec!r} takes no parameters (it declares no Params), got {', '.join(sorted(section))}")
         return {}
     try:
-        value: Any = from_mapping(params, section, source=source or _NO_SOURCE, path=key)
+        value: Any = from_mapping(params, section, source=_NO_SOURCE, path=key)
     except ConfigError as exc:
-        if source:
-            raise
         raise ValueError(str(exc).removeprefix(f"{_NO_SOURCE}: ")) from None
     return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+
+
+def _at(source: str, message: str) -> str:
+    return f"{source}: {message}" if source else message
 
 
 class Registry:
@@ -205,13 +205,16 @@ class Registry:
     def params(self, plugin: Any, spec: str, section: Mapping[str, Any] | None, source: str, key: str) -> dict[str, Any]:
         """The constructor keywords from ``section``, validated by the plug-in's ``Params`` (its
         defaults filled in); errors name ``source`` (the experiment file) and the dotted ``key``."""
-        return check_params(params_class(plugin), self.contract.kind, spec, section, key, source or "config")
+        try:
+            return check_params(params_class(plugin), self.contract.kind, spec, section, key)
+        except ValueError as exc:
+            raise ConfigError(_at(source, str(exc))) from None
 
     def build(self, spec: str, section: Mapping[str, Any] | None, *, source: str, key: str, params_key: str,
               search: Sequence[Path] = (), args: Sequence[Any] = (), extra: Callable[[Any], Mapping[str, Any]] | None = None) -> Any:
         """Load ``spec`` (named at ``key``), construct it as ``plugin(*args, **params, **extra(plugin))``
         with the parameters of ``section`` (the config key ``params_key``), and :meth:`check` it."""
-        where = f"{source}: {key}" if source else key
+        where = _at(source, key)
         plugin = self.load(spec, where, search)
         kwargs = self.params(plugin, spec, section, source, params_key)
         if extra is not None:
@@ -221,7 +224,7 @@ class Registry:
         except TypeError as exc:
             raise ConfigError(f"{where}: {self.contract.kind} {spec!r} cannot be built with {sorted(kwargs) or 'no parameters'} ({exc})") from None
         except ValueError as exc:
-            raise ConfigError(f"{source}: {params_key}: {exc}") from None
+            raise ConfigError(_at(source, f"{params_key}: {exc}")) from None
         return self.check(obj, spec, where)
 
     def check(self, obj: Any, spec: str, key: str) -> Any:
