@@ -80,6 +80,8 @@ def load_object(path: str, source: str, *, kind: str, known: Mapping[str, Any] |
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"{source}: {kind} {path!r}: cannot import ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed as it ran (a syntax error, its own raise): one line
+        raise ConfigError(f"{source}: {kind} {path!r}: cannot import ({type(exc).__name__}: {exc})") from None
     finally:
         for p in extra:
             sys.path.remove(p)
@@ -196,10 +198,10 @@ class Registry:
             obj: Any = importlib.import_module(module_name)
             for part in attr.split(".") if attr else ():
                 obj = getattr(obj, part)
-        except ImportError as exc:
+        except (ImportError, AttributeError) as exc:
             raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {exc}") from None
-        except AttributeError as exc:
-            raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - the package failed as it ran: one line naming the entry point
+            raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {type(exc).__name__}: {exc}") from None
         return obj
 
     def params(self, plugin: Any, spec: str, section: Mapping[str, Any] | None, source: str, key: str) -> dict[str, Any]:

@@ -207,3 +207,10 @@ def test_a_shipped_plugin_may_be_imported_only_when_asked_for():
 
     assert lazy.load("oort_lazily", "fl.selection") is OortSelector
     assert type(lazy.build("oort_lazily", {"exploration": 0.5}, source="e.yaml", key="fl.selection", params_key="selector")) is OortSelector
+
+
+def test_a_plugin_module_that_fails_as_it_runs_is_one_line(tmp_path):
+    (tmp_path / "half_written.py").write_text("class Policy(:\n")
+    with pytest.raises(ConfigError) as exc:
+        make_policy("half_written:Policy", source="e.yaml", search=[tmp_path])
+    assert str(exc.value).startswith("e.yaml: policies: policy 'half_written:Policy': cannot import (SyntaxError: ")
