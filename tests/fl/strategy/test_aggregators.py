@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 
@@ -18,6 +17,7 @@ from flamingo_sim.fl.strategy.aggregate import server_adam_step
 from flamingo_sim.fl.strategy.aggregators import FedAdam, FedAvg, FedYogi, make_aggregator
 from flamingo_sim.fl.training.trainer import CohortTask, train_cohort
 from flamingo_sim.models import build_model
+from tests.cli_runs import assert_identical
 from tests.fl.interrupt import run_interrupted
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -155,7 +155,7 @@ def test_fedyogi_run_resumes_bit_identical(tmp_path, monkeypatch):
     whole = run_experiment(exp, out_dir=tmp_path / "whole", overrides=overrides, log=lambda m: None)
     run_interrupted(monkeypatch, exp, tmp_path / "cut", overrides, after_round=3)
     resumed = run_experiment(exp, out_dir=tmp_path / "cut", overrides=overrides, resume=True, log=lambda m: None)
-    pd.testing.assert_frame_equal(resumed.metrics, whole.metrics)
+    assert_identical(resumed.metrics, whole.metrics)
     fedavg = run_experiment(exp, out_dir=tmp_path / "avg", overrides=overrides + ["aggregation={name: fedavg}"], log=lambda m: None)
     assert not fedavg.metrics["accuracy"].equals(whole.metrics["accuracy"])
 
