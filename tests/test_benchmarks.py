@@ -40,6 +40,8 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
                                               r"same clock, energy and kept clients: True; max \|accuracy difference\|: 0\.00e\+00"], [r"\bFalse\b"]),
     "gpu_round": (None, [rf"^  {row} .* vs loop +{NUM}x" for row in ("loop", r"engine \(sequential\)", r"engine \(vmap\)", "vmap", "threads")]
                   + [r"^MobileNetV2, 32 px", r"^proxy MLP"], []),
+    "gpu_run": (None, [rf"^{p} +[\d,]+ samples/s trained  = +{NUM} s per paper round" for p in ("baseline", "flamingo")]
+                + [rf"flamingo / baseline training rate: {NUM}x \(same run, same device\)"], []),
     "prep_traces": (None, [rf"prep-traces [\d,]+ rows/s, pandas baseline [\d,]+ rows/s: ratio {NUM}x"], []),
     "round_overhead": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),
     "studies": (None, [rf"speed-up of --jobs 2 over --jobs 1: {NUM}x .*; outputs identical \(\d+ files\)"], [r"results differ"]),

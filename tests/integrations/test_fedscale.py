@@ -21,12 +21,12 @@ import torch
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.metrics.summary import COLUMNS
+from flamingo_sim.fl.runner.compose import build_components, make_policy
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.runner.setup import build_components, make_policy
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector
 from flamingo_sim.integrations import fedscale as fsi
-from tests.fl.sim.test_engine import COMM_S, LAT_S, STEPS, scripted_parts
+from tests.fl.sim.test_simulation import COMM_S, LAT_S, STEPS, scripted_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 EXP = ROOT / "experiments/openimage_mobilenet.yaml"

@@ -1,4 +1,4 @@
-"""Engines: what runs the rounds of one (policy, seed) :class:`~flamingo_sim.fl.sim.engine.Simulation`.
+"""Engines: what runs the rounds of one (policy, seed) :class:`~flamingo_sim.fl.sim.simulation.Simulation`.
 
 - ``"native"``: trains in this process (:meth:`Simulation.step`), resumable from checkpoints;
 - ``"fedscale"``: FedScale's aggregator and executors
@@ -21,8 +21,8 @@ from typing import Callable, Protocol, Sequence
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.callbacks import CallbackList
-from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.plugins import load_object
 
 __all__ = ["Engine", "EngineOptions", "ENGINES", "make_engine", "register_engine", "NativeEngine"]

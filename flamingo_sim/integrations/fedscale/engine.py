@@ -11,8 +11,8 @@ from typing import Sequence
 
 from flamingo_sim.fl.runner.callbacks import CallbackList
 from flamingo_sim.fl.runner.engines import EngineOptions
-from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.integrations.fedscale import load_fedscale, run_fedscale
 
 __all__ = ["FedScaleEngine"]

@@ -11,14 +11,14 @@ from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.metrics.summary import COLUMNS
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList
+from flamingo_sim.fl.runner.compose import build_components, make_policy
 from flamingo_sim.fl.runner.engines import ENGINES, EngineOptions, NativeEngine, make_engine, register_engine
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.runner.setup import build_components, make_policy
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector
 from tests.cli_runs import assert_identical
 from tests.fl.runner.test_run import SMALL, quiet  # noqa: F401  (quiet: autouse, no progress bars)
-from tests.fl.sim.test_engine import scripted_parts
+from tests.fl.sim.test_simulation import scripted_parts
 
 ROOT = Path(__file__).resolve().parents[3]
 EXP = ROOT / "experiments/openimage_mobilenet.yaml"

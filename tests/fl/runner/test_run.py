@@ -12,7 +12,7 @@ import yaml
 from flamingo_sim.cli import main
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.simulation import Simulation
 from tests.cli_runs import assert_identical
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -170,7 +170,7 @@ def test_seeds_vary_the_run_not_the_task():
     import torch
 
     from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.setup import build_components
+    from flamingo_sim.fl.runner.compose import build_components
 
     exp = ROOT / "experiments/openimage_mobilenet.yaml"
     cfg = load_experiment(exp, SMALL)
