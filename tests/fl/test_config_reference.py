@@ -13,7 +13,7 @@ import pytest
 from flamingo_sim.config import check_ranges, from_mapping, to_mapping
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
-from flamingo_sim.fl.config_reference import config_keys, reference_markdown
+from flamingo_sim.fl.config_reference import CHOSEN_BY, _plugin_keys, config_keys, plugin_params, reference_markdown
 
 LOW = 3
 
@@ -40,7 +40,7 @@ def test_descriptions_defaults_and_ranges_are_read_from_the_source():
 
 
 def test_every_experiment_key_has_a_description():
-    missing = [k.key for k in config_keys() if not k.description]
+    missing = [k.key for k in config_keys() + _plugin_keys(plugin_params()) if not k.description]
     assert missing == [], f"add a '#: one-line description' above these config fields: {missing}"
 
 
@@ -56,7 +56,7 @@ def test_the_reference_lists_exactly_the_keys_the_loader_takes():
 
     def flat(mapping, prefix=""):
         for key, value in mapping.items():
-            if isinstance(value, dict) and key != "mix":  # phones.mix is a mapping value, not a section
+            if isinstance(value, dict) and key not in ("mix", "policy_params"):  # mapping values, not sections
                 yield from flat(value, f"{prefix}{key}.")
             else:
                 yield f"{prefix}{key}"
@@ -64,10 +64,21 @@ def test_the_reference_lists_exactly_the_keys_the_loader_takes():
     assert sorted(k.key for k in config_keys() if not k.is_section) == sorted(flat(loaded))
 
 
+def test_each_shipped_plugin_has_its_parameter_table():
+    md = reference_markdown()
+    assert "### `policy_params.eas` (policy `eas`)" in md
+    assert "| `policy_params.eas.margin` | float | `0.8` | `(0, 1]` |" in md
+    assert "### `selector` with `fl.selection: oort`" in md and "| `selector.exploration` | float | `0.2` | `[0, 1]` |" in md
+    assert "### `aggregation` with `name: fedprox`" in md and "| `aggregation.mu` | float | `0.01` | `>= 0` |" in md
+    keys = plugin_params()
+    assert {(p.section, p.plugin) for p in keys} == {("policy_params.eas", "eas"), ("selector", "battery"), ("selector", "oort"),
+                                                    ("aggregation", "fedprox"), ("aggregation", "fedadam"), ("aggregation", "fedyogi")}
+
+
 def test_the_table_holds_known_keys_with_their_default_and_range():
     md = reference_markdown()
     assert "| `fl.overcommit` | float | `1.3` | `>= 1` | Select ceil(K x overcommit) clients, keep the K fastest" in md
-    assert "| `aggregation.beta2` | float or null | `null` | `[0, 1)` |" in md
+    assert "| `aggregation.beta2` | float | `0.99` | `[0, 1)` |" in md
     assert "| `data.image_size` | int | `64` | `>= 8` |" in md  # the range is an f-string of MIN_IMAGE_SIZE
     assert "| `fl.train_mode` | one of 'auto', 'batched', 'vmap', 'streams', 'threads', 'sequential' | `auto` |  |" in md
     assert "| `name` | str | required |  |" in md
@@ -108,14 +119,21 @@ CONTEXT: dict[str, dict] = {
 MAPPING_REST = {"phones.mix": {"galaxy_s10e": 1.0}}
 
 
-def _load_with(key: str, type_: str, value: float) -> ConfigError | None:
-    """Load a config whose ``key`` holds ``value`` (in a list or mapping where the key takes one); its error."""
+def _load_with(k, value: float) -> ConfigError | None:
+    """Load a config whose key ``k`` holds ``value`` (in a list or mapping where the key takes one;
+    with the plug-in it belongs to chosen); its error."""
+    key, type_ = k.key, k.type
     v: object = int(value) if type_.startswith("int") or "list of int" in type_ else value
     if type_.startswith("list"):
         v = [v]
     elif type_.startswith("mapping"):
         v = {"pixel_3": v, **MAPPING_REST.get(key, {})}
     data: dict = {"name": "x", **copy.deepcopy(CONTEXT.get(key, {}))}
+    if k.plugin:  # choose the plug-in these parameters belong to
+        chooser = CHOSEN_BY[k.section.split(".")[0]]
+        value_of_chooser: object = [k.plugin] if chooser == "policies" else k.plugin
+        head, _, tail = chooser.rpartition(".")
+        (data.setdefault(head, {}) if head else data)[tail] = value_of_chooser
     node = data
     *sections, last = key.split(".")
     for s in sections:
@@ -157,7 +175,7 @@ def test_check_ranges_takes_and_refuses_each_side_of_each_bound(rule, taken, ref
 def test_every_stated_range_is_enforced_by_the_loader_on_both_sides_of_each_bound():
     """An open bound written as closed (or the reverse) fails here: each bound is probed at the
     bound itself and at the next representable value on its other side."""
-    ranged = [k for k in config_keys() if k.range]
+    ranged = [k for k in config_keys() + _plugin_keys(plugin_params()) if k.range]
     assert len(ranged) >= 40
     wrong = []
     n_probes = 0
@@ -165,7 +183,7 @@ def test_every_stated_range_is_enforced_by_the_loader_on_both_sides_of_each_boun
         integer = k.type.startswith("int") or "list of int" in k.type
         for value, taken in _probes(k.range, integer):
             n_probes += 1
-            exc = _load_with(k.key, k.type, value)
+            exc = _load_with(k, value)
             if taken and exc is not None:
                 wrong.append(f"{k.key} ({k.range}) refused {value!r}: {exc}")
             elif not taken and (exc is None or not str(exc).startswith(f"e.yaml: {k.key}")):

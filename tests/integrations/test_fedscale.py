@@ -220,7 +220,7 @@ def test_run_experiment_with_the_fedscale_engine_writes_the_native_run_directory
 
 def test_bad_engine_options_are_config_errors(tmp_path):
     # library errors name the parameters, not the CLI's flags
-    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'fedscale', 'flower', 'native'$"):
+    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'native', 'fedscale', 'flower' \(built-in or installed in entry-point group 'flamingo_sim\.engines'\) or an import path 'package\.module:ClassName'$"):
         run_experiment(EXP, out_dir=tmp_path / "a", overrides=SMALL, engine="spark")
     with pytest.raises(ConfigError, match=r"^executors: 2 executor processes need engine 'fedscale', not 'native'$"):
         run_experiment(EXP, out_dir=tmp_path / "b", overrides=SMALL, executors=2)

@@ -147,7 +147,7 @@ def test_flamingo_strategy_checks_its_arguments_before_any_work(tmp_path):
 
     with pytest.raises(TypeError, match="wraps a flwr.serverapp.strategy.Strategy, got dict"):
         fli.FlamingoStrategy({}, experiment=EXP)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="policy 'nope': expected one of"):
+    with pytest.raises(ConfigError, match="policies: unknown policy 'nope'; expected one of 'baseline'"):
         fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, policy="nope")
     with pytest.raises(ConfigError, match=r"fl\.mode: 'fedbuff' is not offered under Flower"):
         fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, overrides=["fl.mode=fedbuff"])

@@ -28,13 +28,21 @@ from flamingo_sim.fl.strategy.selection import make_selector
 from flamingo_sim.models import build_model, check_forward
 from flamingo_sim.resources import shipped, user_profiles_dir
 
-__all__ = ["compose", "check_composition", "build_components", "make_policy", "resolve_config", "profile_dirs", "update_size_mb",
+__all__ = ["compose", "check_composition", "build_components", "make_policy", "plugin_search", "resolve_config", "profile_dirs", "update_size_mb",
            "experiment_population", "phone_assignment"]
 
 
-def make_policy(name: str, cfg: ExperimentConfig) -> Policy:
-    """A fresh policy instance for one run, configured by the experiment's ``policy`` section."""
-    return _make_policy(name, cfg.policy)
+def plugin_search(experiment_path: str | Path | None) -> list[Path]:
+    """Folders a plug-in's module (``module:Class`` in the experiment) is also looked for in: the experiment's own."""
+    return [] if experiment_path is None else [Path(experiment_path).resolve().parent]
+
+
+def make_policy(name: str, cfg: ExperimentConfig, experiment_path: str | Path | None = None) -> Policy:
+    """A fresh policy instance for one run, configured by the experiment's ``policy`` section and
+    its own ``policy_params.<name>``; ``experiment_path``: the file errors name, whose folder also
+    holds the plug-ins it names by ``module:Class``."""
+    return _make_policy(name, cfg.policy, cfg.policy_params.get(name), source="" if experiment_path is None else str(experiment_path),
+                        search=plugin_search(experiment_path))
 
 
 def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> ProfileDirs:
@@ -189,13 +197,14 @@ def compose(
     """
     if parts is None:
         parts = build_components(cfg, experiment, seed, log=lambda _m: None)
-    selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
+    source, search = "" if experiment is None else str(experiment), plugin_search(experiment)
+    selector = make_selector(cfg.fl.selection, cfg.selector.parameters(), source, search=search)
     if cfg.fl.mode == "fedbuff":
         from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 
-        return AsyncSimulation(parts, make_policy(policy, cfg), policy, seed, selector, log=log)
-    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()])
-    return simulation(parts, make_policy(policy, cfg), policy, seed, selector, log=log, aggregator=aggregator)
+        return AsyncSimulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log)
+    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()], source, search=search)
+    return simulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log, aggregator=aggregator)
 
 
 def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: str, resume: bool = False,
@@ -207,13 +216,13 @@ def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: 
     from flamingo_sim.fl.runner.tracking import check_tracking
 
     for name in cfg.policies if policies is None else policies:
-        make_policy(name, cfg)
+        make_policy(name, cfg, experiment)
     if engine == "fedscale" and cfg.aggregation != AggregationConfig():
         raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
     if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
         raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
     if engine == "fedscale" and cfg.fl.selection == "oort":
         raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
-    make_aggregator(cfg.aggregation, source=f"{experiment}: aggregation")
-    make_selector(cfg.fl.selection, cfg.selector.parameters(), source=f"{experiment}: fl.selection")
+    make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))
+    make_selector(cfg.fl.selection, cfg.selector.parameters(), str(experiment), search=plugin_search(experiment))
     check_tracking(cfg, str(experiment))

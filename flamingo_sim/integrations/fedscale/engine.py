@@ -1,7 +1,7 @@
 """The ``fedscale`` engine: one (policy, seed) simulation's rounds on FedScale's aggregator and executors.
 
-Registered in :data:`flamingo_sim.fl.runner.engines.ENGINES` by import path, so the runner never
-imports this package; it is imported when ``--engine fedscale`` is asked for.
+Registered as an entry point of group ``flamingo_sim.engines`` (``pyproject.toml``), so the runner
+never names or imports this package; it is imported when ``--engine fedscale`` is asked for.
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ def test_not_a_callback_is_a_type_error():
 
 
 def test_engine_registry():
-    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'fedscale', 'flower', 'native'$"):
+    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'native', 'fedscale', 'flower' \(built-in or installed "
+                                          r"in entry-point group 'flamingo_sim.engines'\) or an import path 'package.module:ClassName'$"):
         make_engine("spark")
     assert isinstance(make_engine("native"), NativeEngine)
 
@@ -92,7 +93,7 @@ def test_engine_registry():
     try:
         assert isinstance(make_engine("counting"), Counting) and Counting.made == 1
     finally:
-        del ENGINES["counting"]
+        del ENGINES.builtin["counting"]
 
 
 def test_run_experiment_calls_user_callbacks_and_stops_early(tmp_path):
