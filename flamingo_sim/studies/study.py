@@ -99,7 +99,7 @@ def run_study(
         raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
     _check_out(out, command)
     execution = execution or Execution()
-    check_executor(execution.executor)
+    check_executor(execution.executor, execution.ray_address)
     executor, ray_address = execution.executor, execution.ray_address
     prepared: list[PreparedRun] = []
     quiet: Callable[[str], None] = lambda _m: None  # noqa: E731 - the runs' set-up lines, said once by the study

@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -337,12 +338,37 @@ def _stop(procs: Sequence[subprocess.Popen]) -> None:
 
 
 # -- Ray -----------------------------------------------------------------------------------------
-def check_executor(executor: str) -> None:
-    """Before any work: ``executor`` is known, and Ray is installed when it is asked for."""
+def check_executor(executor: str, ray_address: str | None = None) -> None:
+    """Before any work: ``executor`` is known, Ray is installed when it is asked for, and the
+    cluster at ``ray_address`` (or ``RAY_ADDRESS``) answers on its port: ``ray.init`` would
+    otherwise retry an address where nothing listens for minutes."""
     if executor not in EXECUTORS:
         raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)}, got {executor!r}")
     if executor == "ray":
         _import_ray()
+        check_ray_address(ray_address or os.environ.get("RAY_ADDRESS") or None)
+
+
+#: Seconds to wait for a Ray cluster's port to accept a connection.
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray_address(address: str | None) -> None:
+    """Refuse (one line) a ``host:port`` or ``ray://host:port`` address where nothing accepts a TCP
+    connection within :data:`RAY_CONNECT_TIMEOUT_S`; ``None``, ``auto`` and ``local`` pass (Ray finds or starts its own)."""
+    if address is None or address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = hostport.rstrip("/").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ConfigError(f"--ray-address: expected host:port, ray://host:port, auto or local, got {address!r}")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ConfigError(f"--executor ray: cannot reach the Ray cluster at {address}: nothing accepts a connection at {host}:{port} "
+                          f"({reason}, within {RAY_CONNECT_TIMEOUT_S:g} s)") from None
 
 
 def _import_ray() -> Any:

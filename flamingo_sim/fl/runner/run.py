@@ -73,7 +73,7 @@ def run_experiment(
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
     overrides = opts.all_overrides()
     ex = opts.execution
-    check_executor(ex.executor)
+    check_executor(ex.executor, ex.ray_address)
     from flamingo_sim.fl.distributed.world import world_from_env
 
     world = world_from_env()
