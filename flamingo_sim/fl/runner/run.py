@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -45,7 +44,7 @@ from flamingo_sim.fl.metrics.summary import format_summary, summarize
 from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute, unit_threads
-from flamingo_sim.fl.runner.rundir import check_run_dir, run_guard
+from flamingo_sim.fl.runner.rundir import check_run_dir, default_out_dir, resume_command, run_guard
 from flamingo_sim.fl.runner.tracking import check_tracking
 from flamingo_sim.fl.runner.units import (
     UNITS_DIR,
@@ -68,10 +67,6 @@ from flamingo_sim.io import write_json
 from flamingo_sim.resources import find_experiment
 
 
-def default_out_dir(cfg: ExperimentConfig) -> Path:
-    return Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
 def run_experiment(
     experiment: str | Path,
     *,
@@ -89,6 +84,7 @@ def run_experiment(
     executor: str = "local",
     ray_address: str | None = None,
     collective_timeout_s: float | None = None,
+    again: str | None = None,
 ) -> RunResult:
     """Run (or resume) the experiment in ``experiment`` and return its metrics and summary.
 
@@ -104,6 +100,9 @@ def run_experiment(
     ``collective_timeout_s``), rank 0 runs the experiment's units one after another and alone
     writes ``out_dir``, and the others train and evaluate their shares of rank 0's rounds
     (:mod:`flamingo_sim.fl.runner.ranks`, :mod:`flamingo_sim.fl.distributed`).
+
+    ``again``: the command that continues the run, for the line an interruption or a failure prints
+    (the command line passes the one typed; default: one built from these arguments).
     """
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
     overrides = list(overrides)
@@ -132,15 +131,16 @@ def run_experiment(
         raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
     check_parallel([run], jobs, executor)
     units = run.units(jobs)
+    if again is None:
+        again = resume_command(portable_experiment(run.experiment), run.out, overrides, n_seeds, engine, executors, jobs)
     with run_guard(run.out, run.cfg, run.experiment, resume=resume, resumable=run.resumable,
-                   engine={"flower": "Flower"}.get(run.engine, "FedScale")):
+                   engine={"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
         here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
                              keep_going=False, show=not here, shared_dir=run.out)
         if failures:
             raise FlamingoError(f"{failures[0].describe()}" + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
-                                + f"; the other units finished; continue it with: flamingo-sim run {run.experiment} --out {run.out} "
-                                "--resume (and the same --set options)")
+                                + f"; the other units finished; continue it with: {again}")
         return finish_run(run, say)
 
 

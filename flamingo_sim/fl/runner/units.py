@@ -24,14 +24,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pandas as pd
 
 from flamingo_sim.errors import ConfigError, FlamingoError
-from flamingo_sim.fl.config import ExperimentConfig, load_experiment
+from flamingo_sim.fl.config import ExperimentConfig, load_experiment, with_seeds
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
 from flamingo_sim.fl.runner.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
@@ -101,12 +101,7 @@ def safe_name(name: str) -> str:
 
 def resolve_config(experiment: str | Path, overrides: Sequence[str], n_seeds: int | None) -> ExperimentConfig:
     """The run's config: the experiment with its overrides, ``n_seeds`` seeds from its first one."""
-    cfg = load_experiment(experiment, list(overrides))
-    if n_seeds is not None:
-        if n_seeds < 1:
-            raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
-        cfg = replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
-    return cfg
+    return with_seeds(load_experiment(experiment, list(overrides)), n_seeds)
 
 
 class PartsCache:
@@ -190,7 +185,10 @@ def run_unit(
         hooks.append(TrackingCallback(cfg, out, unit.name))
     if runner.resumable and cfg.fl.mode == "sync":
         ckpt = out / "checkpoints" / f"{unit.name}.pt"
-        done = resume_simulation(sim, ckpt, say) or done
+        resumed = resume_simulation(sim, ckpt, say)
+        if resumed:
+            say(f"{unit.label}: resuming from round {sim.round + 1}")
+        done = resumed or done
         hooks.append(Checkpointer(ckpt, cfg.checkpoint_every))
     records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
     if split is not None:
