@@ -120,3 +120,13 @@ def test_nproc_with_another_engine_is_refused_up_front(tmp_path, engine):
         f"flamingo-sim run: error: --nproc: splits the native simulator's training over N processes; --engine '{engine}' "
         "starts processes of its own: leave --nproc out")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_as_the_profiles_directory_is_refused(tmp_path):
+    from flamingo_sim.fl.runner.setup import profile_dirs
+
+    (tmp_path / "lat.csv").write_text("x\n")
+    cfg = load_experiment(EXP, [f"phones.profiles_dir={tmp_path / 'lat.csv'}"])
+    with pytest.raises(ConfigError) as info:
+        profile_dirs(cfg, EXP)
+    assert str(info.value) == f"{EXP}: phones.profiles_dir: {str(tmp_path / 'lat.csv')!r} is a file, not a directory of profiles"

@@ -45,6 +45,9 @@ def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> P
     else:
         key = "phones.profiles_dir"
         dirs = [require_path(p, experiment_path, key, "profiles directory") for p in (given if isinstance(given, list) else [given])]
+        for p, path in zip(given if isinstance(given, list) else [given], dirs):
+            if not path.is_dir():
+                raise ConfigError(f"{experiment_path}: {key}: {str(p)!r} is a file, not a directory of profiles")
     return ProfileDirs.of([*dirs, shipped("profiles")])
 
 
