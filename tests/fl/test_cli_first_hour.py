@@ -132,20 +132,11 @@ def test_a_file_as_the_profiles_directory_is_refused(tmp_path):
     assert str(info.value) == f"{EXP}: phones.profiles_dir: {str(tmp_path / 'lat.csv')!r} is a file, not a directory of profiles"
 
 
-def test_a_pasteable_command_is_printed_as_it_is(capsys, monkeypatch):
+def test_a_pasteable_command_is_printed_as_it_is():
     """Parameter names become flags in a message, but not inside the command it gives to paste."""
-    import flamingo_sim.fl.cli as fl_cli
-    from flamingo_sim.cli import main
+    from flamingo_sim.cli import _user_terms
 
-    def interrupted(args):  # type: ignore[no-untyped-def]
-        exc = KeyboardInterrupt()
-        exc.hint = f"n_seeds stopped; continue it with: {continue_command(args, args.out)}"  # type: ignore[attr-defined]
-        raise exc
-
-    monkeypatch.setattr(fl_cli, "_run", interrupted)
-    parser = build_parser()
-    monkeypatch.setattr("flamingo_sim.cli.build_parser", lambda: parser)
-    parser._subparsers._group_actions[0].choices["run"].set_defaults(func=interrupted)  # type: ignore[union-attr]
-    assert main(["run", "openimage_mobilenet", "--out", "resume", "--set", "engine=1"]) == 130
-    assert capsys.readouterr().err.strip() == ("flamingo-sim run: interrupted (SIGINT); --seeds stopped; continue it with: "
-                                               "flamingo-sim run openimage_mobilenet --out resume --set engine=1 --resume")
+    args = _args("openimage_mobilenet", "--out", "resume", "--set", "engine=1")
+    message = f"n_seeds stopped; continue it with: {continue_command(args, args.out)}"
+    assert _user_terms(message, args) == ("--seeds stopped; continue it with: "
+                                          "flamingo-sim run openimage_mobilenet --out resume --set engine=1 --resume")
