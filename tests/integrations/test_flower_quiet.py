@@ -78,3 +78,23 @@ def test_the_wait_line_counts_on_a_terminal_and_clears_itself():
     time.sleep(0.15)
     quiet.close()
     assert piped.getvalue() == ""
+
+
+@needs_flower
+def test_ray_not_starting_is_one_line(monkeypatch):
+    import ray
+
+    from flamingo_sim.errors import FlamingoError
+    from flamingo_sim.integrations.flower.simulation import _start_ray
+
+    def timed_out(**kwargs):  # what ray.init raised on an overloaded machine
+        raise Exception("The current node timed out during startup. This could happen because some of the raylet failed to "
+                        "startup or the GCS has become overloaded.")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", timed_out)
+    with pytest.raises(FlamingoError) as info:
+        _start_ray(1)
+    assert str(info.value) == ("Flower's Ray backend did not start: The current node timed out during startup. This could happen "
+                               "because some of the raylet failed to startup or the GCS has become overloaded.; try again when "
+                               "the machine is less busy")

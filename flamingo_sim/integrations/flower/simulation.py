@@ -219,7 +219,13 @@ def _start_ray(num_cpus: int) -> None:
     main = threading.current_thread() is threading.main_thread()
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     path = os.pathsep.join([*sys.path, *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
-    ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    try:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    except Exception as exc:  # Ray raises a bare Exception when its node does not come up (an overloaded machine)
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise FlamingoError(f"Flower's Ray backend did not start: {reason}; try again when the machine is less busy") from None
     for sig, handler in handlers.items():
         if handler is not None:
             signal.signal(sig, handler)
