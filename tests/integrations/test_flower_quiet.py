@@ -96,5 +96,5 @@ def test_ray_not_starting_is_one_line(monkeypatch):
     with pytest.raises(FlamingoError) as info:
         _start_ray(1)
     assert str(info.value) == ("Flower's Ray backend did not start: The current node timed out during startup. This could happen "
-                               "because some of the raylet failed to startup or the GCS has become overloaded.; try again when "
+                               "because some of the raylet failed to startup or the GCS has become overloaded; try again when "
                                "the machine is less busy")

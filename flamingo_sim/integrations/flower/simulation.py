@@ -224,7 +224,7 @@ def _start_ray(num_cpus: int) -> None:
     except Exception as exc:  # Ray raises a bare Exception when its node does not come up (an overloaded machine)
         with contextlib.suppress(Exception):
             ray.shutdown()
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
         raise FlamingoError(f"Flower's Ray backend did not start: {reason}; try again when the machine is less busy") from None
     for sig, handler in handlers.items():
         if handler is not None:
