@@ -73,7 +73,7 @@ def test_sphinx_roles_become_optional_cross_references():
     text = records.docstring.value
     assert ":class:`" not in text and ":meth:`" not in text
     # a full path keeps its target; a bare name is found beside the object (here, in its module)
-    assert '<autoref identifier="flamingo_sim.fl.sim.engine.Simulation.finish_round" optional>' in text
+    assert '<autoref identifier="flamingo_sim.fl.sim.simulation.Simulation.finish_round" optional>' in text
     assert re.search(r'<autoref identifier="flamingo_sim\.fl\.sim\.records\.RoundRecord" optional><code>RoundRecord</code></autoref>', text)
 
 

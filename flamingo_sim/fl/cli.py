@@ -7,6 +7,10 @@ import argparse
 import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flamingo_sim.fl.runner.options import Execution
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,6 +70,13 @@ def add_parallel_arguments(p: argparse.ArgumentParser, what: str) -> None:
                    help="local (default: this machine) or ray: each unit a Ray task on the cluster at --ray-address or RAY_ADDRESS, "
                         "else on a local Ray instance; --out must be on a filesystem every node sees (pip install 'flamingo-sim[cluster]')")
     p.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to use with --executor ray, e.g. ray://head:10001 or auto")
+
+
+def execution(args: argparse.Namespace) -> Execution:
+    """The :class:`~flamingo_sim.fl.runner.options.Execution` of :func:`add_parallel_arguments`' flags."""
+    from flamingo_sim.fl.runner.options import Execution
+
+    return Execution(jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)
 
 
 def _jobs(text: str) -> int | None:
@@ -128,14 +139,14 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else getattr(args, "default_out", None)
     if args.nproc is not None:
         return _launch(args, out)
+    from flamingo_sim.fl.runner.options import RunOptions
     from flamingo_sim.fl.runner.run import run_experiment
 
-    run_experiment(
-        args.experiment, out_dir=out, overrides=args.overrides, n_seeds=args.seeds, resume=args.resume,
-        engine=args.engine, executors=args.executors, device=args.device, threads=args.threads,
-        jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, collective_timeout_s=args.collective_timeout_s,
+    run_experiment(args.experiment, RunOptions(
+        out_dir=out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
+        device=args.device, threads=args.threads, execution=execution(args), collective_timeout_s=args.collective_timeout_s,
         again=None if out is None else continue_command(args, out),
-    )
+    ))
     return 0
 
 
@@ -183,7 +194,7 @@ def _pack_data(args: argparse.Namespace) -> int:
         return 0
     if args.experiment is None or args.out is None:
         raise ConfigError("give an EXPERIMENT and --out DIR (or --verify DIR)")
-    from flamingo_sim.fl.runner.setup import pack_experiment
+    from flamingo_sim.fl.runner.datasets import pack_experiment
 
     info = pack_experiment(args.experiment, args.out, args.overrides, args.workers, log=lambda msg: print(msg, file=sys.stderr))
     print(info.describe())
