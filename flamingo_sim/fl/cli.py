@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,11 +90,12 @@ def _jobs(text: str) -> int | None:
 
 def _preflight(args: argparse.Namespace) -> None:
     """The checks that need no torch, made before it is imported so a mistake is reported in well under a second:
-    the counts, the experiment and its config with the overrides, and the run directory (run_experiment checks
-    them all again, for callers of the library)."""
+    the counts, the experiment and its config with the overrides and ``--seeds``, and the run directory
+    (run_experiment checks them all again, for callers of the library). Without ``--out``, fixes the
+    timestamped default here, so that a "continue it with" line can name it."""
     from flamingo_sim.errors import ConfigError
-    from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.rundir import check_run_dir
+    from flamingo_sim.fl.config import load_experiment, with_seeds
+    from flamingo_sim.fl.runner.rundir import check_run_dir, default_out_dir
     from flamingo_sim.resources import find_experiment
 
     if args.seeds is not None and args.seeds < 1:
@@ -106,38 +108,56 @@ def _preflight(args: argparse.Namespace) -> None:
         raise ConfigError("resume: needs out_dir, the run directory to continue")
     if args.nproc is not None and args.nproc < 1:
         raise ConfigError(f"--nproc: expected a process count >= 1, got {args.nproc}")
+    if args.nproc is not None and args.engine != "native":
+        raise ConfigError(f"--nproc: splits the native simulator's training over N processes; engine {args.engine!r} "
+                          "starts processes of its own: leave --nproc out")
     if args.nproc is not None and (args.jobs != 1 or args.executor != "local"):
         raise ConfigError("--nproc trains each (policy, seed) over all its processes, one after another: leave --jobs and --executor out")
     overrides = list(args.overrides) + [f"fl.{k}={v}" for k, v in (("device", args.device), ("threads", args.threads)) if v is not None]
-    cfg = load_experiment(find_experiment(args.experiment), overrides)
+    cfg = with_seeds(load_experiment(find_experiment(args.experiment), overrides), args.seeds)
     # under torchrun only rank 0 writes the directory (and may already have started): the others do not check it
-    if args.out is not None and os.environ.get("RANK", "0") == "0":
+    rank0 = os.environ.get("RANK", "0") == "0"
+    if args.out is None and "RANK" not in os.environ:
+        args.default_out = str(default_out_dir(cfg))
+    if args.out is not None and rank0:
         check_run_dir(Path(args.out), cfg, args.resume)
+
+
+def continue_command(args: argparse.Namespace, out: str | Path) -> str:
+    """The command that continues this run: the one typed (names, flags, ``--set`` as they were),
+    with ``--out`` where the run directory was the default, and ``--resume``."""
+    argv = list(getattr(args, "argv", []))
+    if args.out is None:
+        argv += ["--out", str(out)]
+    if not args.resume:
+        argv.append("--resume")
+    return "flamingo-sim " + shlex.join(argv)
 
 
 def _run(args: argparse.Namespace) -> int:
     _preflight(args)
+    out = args.out if args.out is not None else getattr(args, "default_out", None)
     if args.nproc is not None:
-        return _launch(args)
+        return _launch(args, out)
     from flamingo_sim.fl.runner.options import RunOptions
     from flamingo_sim.fl.runner.run import run_experiment
 
     run_experiment(args.experiment, RunOptions(
-        out_dir=args.out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
+        out_dir=out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
         device=args.device, threads=args.threads, execution=execution(args), collective_timeout_s=args.collective_timeout_s,
+        again=None if out is None else continue_command(args, out),
     ))
     return 0
 
 
-def _launch(args: argparse.Namespace) -> int:
+def _launch(args: argparse.Namespace, out: str | None) -> int:
     """``--nproc N``: the same command in N processes of one torch.distributed group (torchrun's launcher)."""
     from flamingo_sim.errors import FlamingoError
     from flamingo_sim.fl.distributed.launch import launch
 
-    out = args.out
     if out is None:  # every rank must name the same directory: fix the timestamped default here
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.prepare import default_out_dir
+        from flamingo_sim.fl.runner.rundir import default_out_dir
         from flamingo_sim.resources import find_experiment
 
         out = str(default_out_dir(load_experiment(find_experiment(args.experiment), args.overrides)))
@@ -148,7 +168,7 @@ def _launch(args: argparse.Namespace) -> int:
             worker += [flag, str(value)]
     if args.resume:
         worker.append("--resume")
-    again = f"continue it with: flamingo-sim run {args.experiment} --out {out} --resume --nproc {args.nproc} (and the same --set options)"
+    again = f"continue it with: {continue_command(args, out)}"
     try:
         launch(args.nproc, worker)
     except FlamingoError as exc:

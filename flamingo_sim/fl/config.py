@@ -8,7 +8,7 @@ first, then to the experiment file's directory (and its parent), then among the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -395,6 +395,15 @@ class ExperimentConfig:
 def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
     """Load and validate an experiment YAML, with ``--set`` overrides applied first."""
     return load_config(ExperimentConfig, path, overrides)
+
+
+def with_seeds(cfg: ExperimentConfig, n_seeds: int | None) -> ExperimentConfig:
+    """``cfg`` with ``n_seeds`` seeds counted from its first one (``--seeds N``); ``cfg`` itself for None."""
+    if n_seeds is None:
+        return cfg
+    if n_seeds < 1:
+        raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
+    return replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
 
 
 def resolve_path(value: Path, experiment_path: str | Path | None) -> Path:

@@ -109,7 +109,8 @@ def run_study(
         try:
             prepared.append(prepare_run(r.experiment, r.overrides, r.n_seeds, run_dir, resume=resume, say=quiet, label=r.name))
         except ConfigError as exc:
-            raise ConfigError(f"{command}: run {r.name}: {exc}") from None
+            also = f"; or start a new {command} with another --out" if resume else ""
+            raise ConfigError(f"{command}: run {r.name}: {exc}{also}") from None
     jobs = auto_jobs([p.cfg for p in prepared]) if execution.jobs is None else execution.jobs
     check_parallel(prepared, jobs, executor)
     units = [u for p in prepared for u in p.units(jobs)]

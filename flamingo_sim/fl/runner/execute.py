@@ -136,7 +136,10 @@ class Progress:
     def start(self, unit: Unit) -> None:
         self.running[unit] = time.monotonic()
         if not self.tty:
-            self._line(f"[{self.done + len(self.failed) + len(self.running)}/{self.total}] {unit.label}: started")
+            partial = unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed, done_only=False)
+            last = max((int(r.get("round", 0)) for r in partial["rows"]), default=0) if partial is not None else 0
+            what = f"resuming from round {last + 1}" if last else "started"
+            self._line(f"[{self.done + len(self.failed) + len(self.running)}/{self.total}] {unit.label}: {what}")
 
     def finish(self, unit: Unit) -> None:
         t0 = self.running.pop(unit, None)
@@ -291,6 +294,7 @@ def _run_local(pending: Sequence[Unit], jobs: int, progress: Progress) -> None:
     queue = collections.deque(_batches(pending, jobs))
     running: dict[subprocess.Popen, list[Unit]] = {}
     waiting: set[Unit] = set()  # launched, not yet started (a later unit of a batch)
+    settled: set[Unit] = set()  # done or failed while its batch's process goes on
     try:
         while queue or running:
             while queue and len(running) < jobs:
@@ -308,12 +312,23 @@ def _run_local(pending: Sequence[Unit], jobs: int, progress: Progress) -> None:
             for proc in [p for p in running if p.poll() is not None]:
                 for unit in running.pop(proc):
                     waiting.discard(unit)
+                    if unit in settled:
+                        continue
                     if unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed) is not None:
                         progress.finish(unit)
                     else:
                         progress.fail(unit, _error_of(unit, proc.returncode))
             for unit in [u for u in waiting if read_status(u) is not None]:
                 waiting.discard(unit)
+                # a batch runs its units one after another: the ones before this one have ended
+                batch = next(b for b in running.values() if unit in b)
+                for earlier in batch[: batch.index(unit)]:
+                    if earlier not in settled and earlier in progress.running:
+                        settled.add(earlier)
+                        if unit_result(Path(earlier.run_dir) / UNITS_DIR, earlier.policy, earlier.seed) is not None:
+                            progress.finish(earlier)
+                        else:
+                            progress.fail(earlier, _error_of(earlier, 1))
                 progress.start(unit)
             progress.tick()
             time.sleep(0.2)

@@ -67,6 +67,9 @@ class RunOptions:
     execution: Execution = field(default_factory=Execution)
     #: Seconds before a collective of a torchrun group times out (None: the default).
     collective_timeout_s: float | None = None
+    #: The command that continues the run, for the line an interruption or a failure prints (the
+    #: command line passes the command typed); None: one built from these options.
+    again: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "overrides", tuple(self.overrides))

@@ -5,6 +5,7 @@ resumes with another number of processes and ends exactly as an uninterrupted ru
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -101,7 +102,8 @@ def test_a_killed_rank_stops_the_run_with_one_line_and_it_resumes_with_another_w
     assert proc.returncode == 2
     lines = [line for line in err.splitlines() if "rank 1" in line or "error" in line.lower() or "exitcode" in line]
     assert lines == [f"flamingo-sim run: error: rank 1 (pid {victim}) was killed by SIGKILL; every other rank was stopped; "
-                     f"continue it with: flamingo-sim run {EXP} --out {cut} --resume --nproc 2 (and the same --set options)"], err
+                     "continue it with: flamingo-sim " + shlex.join(["run", str(EXP), "--out", str(cut), "--threads", "1",
+                                                                     *_sets(overrides), "--nproc", "2", "--resume"])], err
     assert "Traceback" not in err
     time.sleep(1.0)
     assert not [pid for pid in workers if _alive(pid)], "a rank outlived the launcher"
