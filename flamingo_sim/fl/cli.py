@@ -59,11 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def add_parallel_arguments(p: argparse.ArgumentParser, what: str) -> None:
     """``--jobs``, ``--executor`` and ``--ray-address``: where ``what`` (the units of work) run."""
     p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
-                   help=f"run {what} N at a time, each a process with its own share of the cores (default 1; auto: the "
+                   help=f"run {what} N at a time on N worker processes started once, each with its own share of the cores (default 1; auto: the "
                         "usable cores divided by fl.threads); the results are the same for any N")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
+    p.add_argument("--executor", default="local", metavar="NAME",
                    help="local (default: this machine) or ray: each unit a Ray task on the cluster at --ray-address or RAY_ADDRESS, "
-                        "else on a local Ray instance; --out must be on a filesystem every node sees (pip install 'flamingo-sim[cluster]')")
+                        "else on a local Ray instance; --out must be on a filesystem every node sees (pip install 'flamingo-sim[cluster]'); "
+                        "or a plug-in: package.module:ClassName, or a name registered under the entry-point group flamingo_sim.executors")
     p.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to use with --executor ray, e.g. ray://head:10001 or auto")
 
 

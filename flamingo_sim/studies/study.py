@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
-from flamingo_sim.fl.runner.execute import auto_jobs, check_executor
+from flamingo_sim.fl.runner.execute import auto_jobs, check_executor, warm_up
 from flamingo_sim.fl.runner.run import PreparedRun, RunResult, check_parallel, finish_run, prepare_run, run_units
 from flamingo_sim.fl.runner.rundir import run_guard
 from flamingo_sim.fl.runner.units import write_partial_metrics
@@ -98,6 +98,8 @@ def run_study(
         raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
     _check_out(out, command)
     check_executor(executor)
+    if jobs != 1:
+        warm_up(executor, jobs or 2)  # the pool's parent imports torch while the runs' configs are validated
     prepared: list[PreparedRun] = []
     quiet: Callable[[str], None] = lambda _m: None  # noqa: E731 - the runs' set-up lines, said once by the study
     for r in runs:

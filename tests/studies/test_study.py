@@ -59,19 +59,28 @@ def sequential(tmp_path_factory) -> dict[str, bytes]:
     return _outputs(out)
 
 
-def _cli(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flamingo_sim", *argv], capture_output=True, text=True, env=QUIET, timeout=300,
+def _cli(argv: list[str], env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flamingo_sim", *argv], capture_output=True, text=True, env=env or QUIET, timeout=300,
                           check=False, **kwargs)
 
 
 @pytest.mark.slow
 def test_two_jobs_write_what_one_job_writes(sequential, tmp_path):
     out = tmp_path / "grid"
-    proc = _cli(_argv(out, "--jobs", "2"))
+    schedule = tmp_path / "schedule.jsonl"
+    proc = _cli(_argv(out, "--jobs", "2"), env={**QUIET, "FLAMINGO_SIM_SCHEDULE": str(schedule)})
     assert proc.returncode == 0, proc.stderr
     assert _outputs(out) == sequential
-    # each unit ran in a worker process of its own and logged there
+    # each unit ran in a worker process and logged there
     assert sorted(p.name for p in (out / "runs" / "reference" / "units").glob("*.log")) == ["baseline-seed0.log", "flamingo-seed0.log"]
+    # two workers, each started once; each took one run's seed and reused its components for the second policy
+    events = [json.loads(line) for line in schedule.read_text().splitlines()]
+    assert sorted(e["worker"] for e in events if e["event"] == "start") == [0, 1]
+    done = [e for e in events if e["event"] == "done"]
+    assert sorted((e["run"], e["unit"], e["reused"]) for e in done) == [
+        ("fl.overcommit=1.0", "baseline-seed0", False), ("fl.overcommit=1.0", "flamingo-seed0", True),
+        ("reference", "baseline-seed0", False), ("reference", "flamingo-seed0", True)]
+    assert len({(e["worker"], e["run"]) for e in done}) == 2 and all(e["error"] is None for e in done)
 
 
 @pytest.mark.slow
@@ -178,18 +187,34 @@ def test_ray_missing_is_one_line_before_anything_is_written(tmp_path, monkeypatc
     assert not out.exists()
 
 
-def _workers_of(out: Path) -> list[int]:
-    """PIDs of processes whose command line names ``out`` (the study's worker processes)."""
-    pids = []
+def _descendants(pid: int) -> list[int]:
+    """PIDs of every process started, directly or not, by ``pid`` (the study's pool and its workers)."""
+    parents: dict[int, int] = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                cmdline = (proc / "cmdline").read_bytes()
+                stat = (proc / "stat").read_text()
             except OSError:
                 continue
-            if str(out).encode() in cmdline and b"flamingo_sim.fl.runner.worker" in cmdline:
-                pids.append(int(proc.name))
-    return pids
+            parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        kids = [p for p, parent in parents.items() if parent in frontier]
+        found += kids
+        frontier = kids
+    return found
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
 
 
 @pytest.mark.slow
@@ -201,13 +226,14 @@ def test_sigterm_stops_every_worker_and_says_how_to_continue(tmp_path):
     while not list((out / "runs").glob("*/units/*.status")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
-    assert _workers_of(out)
+    workers = _descendants(proc.pid)
+    assert len(workers) >= 3  # the pool's parent and two workers (and the resource tracker)
     proc.send_signal(signal.SIGTERM)
     t0 = time.monotonic()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == ("flamingo-sim sensitivity: interrupted (SIGTERM); finished units are kept; continue it with: "
                                             f"flamingo-sim {shlex.join(argv[3:])}")
-    while _workers_of(out) and time.monotonic() - t0 < 10:
+    while _alive(workers) and time.monotonic() - t0 < 10:
         time.sleep(0.1)
-    assert _workers_of(out) == []
+    assert _alive(workers) == []

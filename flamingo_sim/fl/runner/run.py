@@ -44,7 +44,7 @@ from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig, load_exp
 from flamingo_sim.fl.metrics.summary import format_summary, summarize
 from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
-from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute, unit_threads
+from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, describe, execute, unit_threads, warm_up
 from flamingo_sim.fl.runner.rundir import check_run_dir, run_guard
 from flamingo_sim.fl.runner.tracking import check_tracking
 from flamingo_sim.fl.runner.units import (
@@ -126,6 +126,8 @@ def run_experiment(
                                n_seeds=n_seeds, resume=resume, engine=engine, executors=executors)
     if collective_timeout_s is not None:
         raise ConfigError("--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)")
+    if jobs != 1:
+        warm_up(executor, jobs or 2)  # the pool's parent imports torch while this process validates the config
     run = prepare_run(experiment, overrides, n_seeds, out_dir, resume=resume, engine=engine, executors=executors, say=say)
     jobs = auto_jobs([run.cfg]) if jobs is None else jobs
     if callbacks and (jobs > 1 or executor != "local"):
@@ -275,8 +277,7 @@ def run_units(
         if runs[0].kernels[1]:
             say(runs[0].kernels[1])
     else:
-        threads = max(u.threads for u in units) if units else 1
-        say(f"{len(units)} units, {jobs} at a time ({'Ray' if executor == 'ray' else 'processes'}, {threads} CPU thread(s) each)")
+        say(describe(executor, units, jobs))
 
     def here(unit: Unit) -> None:
         run = by_dir[unit.run_dir]
