@@ -121,15 +121,44 @@ def run_study(
                                          how=how))
         resumed = sum((p.out / "units").is_dir() for p in prepared)
         say(f"{command}: {len(prepared)} run(s), {len(units)} units into {out}" + (f" ({resumed} run(s) continued)" if resumed else ""))
-        failures = run_units(prepared, units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, shared_dir=out)
+        with _EarlyFinish(jobs > 1 or executor != "local", quiet) as early:
+            failures = run_units(prepared, units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, shared_dir=out,
+                                 on_run_done=early.submit)
+            results = {str(p.out): early.result(p) for p in prepared if str(p.out) not in {f.unit.run_dir for f in failures}}
         if failures:
-            failed_dirs = {f.unit.run_dir for f in failures}
-            for p in prepared:  # the runs that did finish get their metrics and summary
-                if str(p.out) not in failed_dirs:
-                    finish_run(p, quiet, print_summary=False)
-                else:
+            for p in prepared:  # the runs that did finish have their metrics and summary; the others their rounds so far
+                if str(p.out) not in results:
                     write_partial_metrics(p.out, p.cfg)
             first = failures[0]
             raise StudyFailed(f"{len(failures)} of {len(units)} units failed, first {first.unit.label}: {first.error} "
                               f"(log {first.unit.path('.log')}); the other units finished and are kept; {how.partition('; ')[2]}")
-        return [finish_run(p, quiet, print_summary=False) for p in prepared]
+        return [results[str(p.out)] for p in prepared]
+
+
+class _EarlyFinish:
+    """A run's metrics and summary written (:func:`finish_run`) on a thread of this process as soon as
+    its last unit finished, while the workers run the other runs' units (``active``: units run
+    elsewhere; with ``jobs=1`` here, they would only take turns with the units); else at the end."""
+
+    def __init__(self, active: bool, say: Callable[[str], None]) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self.say = say
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="finish-run") if active else None
+        self.futures: dict[str, Future[RunResult]] = {}
+
+    def __enter__(self) -> "_EarlyFinish":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, run: PreparedRun) -> None:
+        if self.pool is not None:
+            self.futures[str(run.out)] = self.pool.submit(finish_run, run, self.say, print_summary=False)
+
+    def result(self, run: PreparedRun) -> RunResult:
+        """The run's result: the one written early, else written now."""
+        future = self.futures.get(str(run.out))
+        return future.result() if future is not None else finish_run(run, self.say, print_summary=False)

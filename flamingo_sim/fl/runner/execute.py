@@ -66,17 +66,19 @@ def execute(
     keep_going: bool = True,
     show: bool = True,
     shared_dir: Path | None = None,
+    on_finish: Callable[[Unit], None] | None = None,
 ) -> list[Failure]:
     """Run every unit not finished yet; the ones that failed (each already said through ``say``).
 
     ``in_process(unit)`` runs one unit in this process (``jobs=1``, local); ``keep_going=False``
     lets its first error propagate instead. ``shared_dir``: where Ray's workers must write
     (checked with a probe file before any unit starts). Ctrl-C or SIGTERM stops every unit
-    started here (their finished work stays) and propagates.
+    started here (their finished work stays) and propagates. ``on_finish(unit)``: called in this
+    process as each unit finishes.
     """
     runner = make_executor(executor)
     pending = [u for u in units if unit_result(Path(u.run_dir) / UNITS_DIR, u.policy, u.seed) is None]
-    progress = Progress(len(units), len(units) - len(pending), jobs, say, show=show)
+    progress = Progress(len(units), len(units) - len(pending), jobs, say, show=show, on_finish=on_finish)
     if not pending:
         return []
     try:

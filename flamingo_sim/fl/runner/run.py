@@ -254,9 +254,12 @@ def prepare_run(
 def run_units(
     runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
     say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
-    shared_dir: Path | None = None, comm: Any = None,
+    shared_dir: Path | None = None, comm: Any = None, on_run_done: Callable[[PreparedRun], None] | None = None,
 ) -> list[Failure]:
     """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
+
+    ``on_run_done(run)``: called in this process as soon as the last of a run's units given here
+    finished (while other runs' units may still be running), e.g. to write its summary meanwhile.
 
     With one local job they run in this process, the policies of a seed sharing its components
     (the runs' first seeds are already built); else as :func:`~flamingo_sim.fl.runner.execute.execute` says.
@@ -291,9 +294,16 @@ def run_units(
     if jobs > 1 or executor != "local":
         for r in runs:
             r.first_parts = None  # validated; the workers build their own
+    left = {d: sum(u.run_dir == d for u in units) for d in by_dir}
+
+    def finished(unit: Unit) -> None:
+        left[unit.run_dir] -= 1
+        if left[unit.run_dir] == 0 and on_run_done is not None:
+            on_run_done(by_dir[unit.run_dir])
+
     try:
         return execute(units, jobs=jobs, say=say, in_process=here, executor=executor, ray_address=ray_address,
-                       keep_going=keep_going, show=show, shared_dir=shared_dir)
+                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished)
     except BaseException:
         for r in runs:
             try:

@@ -116,6 +116,8 @@ class PartsCache:
     def __init__(self) -> None:
         self.key: tuple[str, int] | None = None
         self.parts: Any = None
+        #: Seconds the last build took (what a unit of the same seed saves).
+        self.built_s = 0.0
 
     def put(self, run_dir: str, seed: int, parts: Any) -> None:
         self.key, self.parts = (run_dir, seed), parts
@@ -175,9 +177,11 @@ def run_unit(
     runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=experiment, overrides=unit.overrides, log=say))
     parts = cache.get(unit.run_dir, unit.seed) if cache is not None else None
     if parts is None:
+        began = time.perf_counter()
         parts = build_components(cfg, experiment, unit.seed, log=lambda _m: None)
         if cache is not None:
             cache.put(unit.run_dir, unit.seed, parts)
+            cache.built_s = time.perf_counter() - began
     sim = make_simulation(cfg, parts, unit.policy, unit.seed, say)
     if split is not None:  # rank 0 of a distributed run: step 5 over the group (flamingo_sim.fl.runner.ranks.distribute)
         split(sim)

@@ -127,8 +127,9 @@ def serve(conn: Any, started: float) -> None:
 
     Protocol over ``conn`` (a :func:`multiprocessing.Pipe`): first this worker sends
     ``("ready", start_up_s)``; then it receives ``(unit_json, env)`` (``env``: the command's
-    environment, applied before the unit) and answers ``("done", error_or_None, cache_hit,
-    wall_s)``, until it receives None or the pipe closes. The components of the last (run, seed)
+    environment, applied before the unit) and answers ``("done", error_or_None, timing)``
+    (``timing``: the unit's wall seconds, whether it reused the seed's components or the seconds
+    it took to build them, this worker's CPU seconds so far), until it receives None or the pipe closes. The components of the last (run, seed)
     stay cached (:class:`~flamingo_sim.fl.runner.units.PartsCache`): the next unit of the same
     seed does not build them again. SIGINT and SIGTERM end the worker with 128 + the signal;
     it ends with SIGKILL when its parent does (``PR_SET_PDEATHSIG``), and stops on its own when the
@@ -160,7 +161,10 @@ def serve(conn: Any, started: float) -> None:
                         _say(f"error: {error}")
                     else:
                         error = run_logged(unit_json, cache)
-                conn.send(("done", error, hit, time.perf_counter() - t0))
+                cpu = os.times()
+                conn.send(("done", error, {"wall_s": round(time.perf_counter() - t0, 4), "reused": hit,
+                                           "build_s": 0.0 if hit else round(cache.built_s, 4),
+                                           "cpu_s": round(cpu.user + cpu.system, 3)}))
     except KeyboardInterrupt as exc:
         sys.exit(128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT))
 

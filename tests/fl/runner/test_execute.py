@@ -11,10 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from flamingo_sim.fl.cli import _jobs
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.cli import _jobs
 from flamingo_sim.fl.runner.execute import Progress, auto_jobs, unit_threads
-from flamingo_sim.fl.runner.executors import Dispatch, Executor, make_executor, progress as progress_module
+from flamingo_sim.fl.runner.executors import Dispatch, Executor, make_executor
+from flamingo_sim.fl.runner.executors import progress as progress_module
 from flamingo_sim.fl.runner.executors.local import LocalExecutor
 from flamingo_sim.fl.runner.executors.pool import _order, error_of, pick
 from flamingo_sim.fl.runner.units import Unit, unit_result

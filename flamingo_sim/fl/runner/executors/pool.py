@@ -19,8 +19,9 @@ is ended by the kernel if its parent goes (``PR_SET_PDEATHSIG``), and the forkse
 the study's process.
 
 ``FLAMINGO_SIM_SCHEDULE=PATH`` (for measurements): one JSON line per event (a worker started or
-ready, a unit sent or done, with the worker, the time since the pool started and whether the
-seed's components were reused) appended to ``PATH``.
+ready, with its start-up seconds; a unit sent or done, with its wall seconds, whether it reused
+the seed's components or how long it took to build them, and the worker's CPU seconds so far),
+each with the worker, the seconds since the pool started and the wall-clock time, appended to ``PATH``.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class _Schedule:
 
     def __call__(self, event: str, worker: int, **data: Any) -> None:
         if self.path is not None:
-            line = {"event": event, "worker": worker, "t_s": round(time.monotonic() - self.t0, 4), **data}
+            line = {"event": event, "worker": worker, "t_s": round(time.monotonic() - self.t0, 4), "at": round(time.time(), 4), **data}
             with open(self.path, "a") as fh:
                 fh.write(json.dumps(line) + "\n")
 
@@ -182,10 +183,10 @@ def _answer(w: _Worker, workers: list[_Worker], progress: Progress, log: _Schedu
         log("ready", w.index, start_up_s=round(msg[1], 4))
         return
     if msg is not None and msg[0] == "done":
-        _, error, hit, wall_s = msg
+        _, error, timing = msg
         unit, w.unit = w.unit, None
         assert unit is not None
-        log("done", w.index, unit=unit.name, run=Path(unit.run_dir).name, wall_s=round(wall_s, 4), reused=hit, error=error)
+        log("done", w.index, unit=unit.name, run=Path(unit.run_dir).name, error=error, **timing)
         if error is None and unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed) is not None:
             progress.finish(unit)
         else:

@@ -45,8 +45,10 @@ class Progress:
     every_s = 30.0
 
     def __init__(self, total: int, done: int, jobs: int, say: Callable[[str], None], *, show: bool = True,
-                 stream: Any = None) -> None:
+                 stream: Any = None, on_finish: Callable[[Unit], None] | None = None) -> None:
         self.total, self.done, self.jobs, self.say, self.show = total, done, jobs, say, show
+        #: Called with each unit that finished (after its line): what its run can do with it already.
+        self.on_finish = on_finish
         self.stream = sys.stderr if stream is None else stream
         self.tty = show and hasattr(self.stream, "isatty") and self.stream.isatty() and not os.environ.get("FLAMINGO_SIM_QUIET")
         self.failed: list[Failure] = []
@@ -92,6 +94,8 @@ class Progress:
         self.done += 1
         if not self.tty:
             self._line(f"{unit.label}: done ({self.summary()})")
+        if self.on_finish is not None:
+            self.on_finish(unit)
 
     def fail(self, unit: Unit, error: str) -> None:
         self.running.pop(unit, None)
