@@ -30,10 +30,12 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
-from flamingo_sim.fl.runner.execute import auto_jobs, check_executor, warm_up
-from flamingo_sim.fl.runner.run import PreparedRun, RunResult, check_parallel, finish_run, prepare_run, run_units
+from flamingo_sim.fl.runner.execute import auto_jobs
+from flamingo_sim.fl.runner.executors import make_executor
+from flamingo_sim.fl.runner.executors.base import Executor
+from flamingo_sim.fl.runner.run import PreparedRun, RunResult, build_first_parts, check_parallel, finish_run, prepare_run, run_units
 from flamingo_sim.fl.runner.rundir import run_guard
-from flamingo_sim.fl.runner.units import write_partial_metrics
+from flamingo_sim.fl.runner.units import Unit, write_partial_metrics
 from flamingo_sim.io import write_json
 
 __all__ = ["StudyRun", "StudyFailed", "run_study", "STUDY_FILE"]
@@ -97,23 +99,25 @@ def run_study(
     if len(set(names)) != len(names):
         raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
     _check_out(out, command)
-    check_executor(executor)
+    runner = make_executor(executor)
     if jobs != 1:
-        warm_up(executor, jobs or 2)  # the pool's parent imports torch while the runs' configs are validated
+        runner.warm_up(jobs or 2)  # the pool's parent imports torch while the runs' configs are read
     prepared: list[PreparedRun] = []
     quiet: Callable[[str], None] = lambda _m: None  # noqa: E731 - the runs' set-up lines, said once by the study
     for r in runs:
         run_dir = out / "runs" / r.name
         resume = (run_dir / "config.yaml").is_file()
         try:
-            prepared.append(prepare_run(r.experiment, r.overrides, r.n_seeds, run_dir, resume=resume, say=quiet, label=r.name))
+            prepared.append(prepare_run(r.experiment, r.overrides, r.n_seeds, run_dir, resume=resume, say=quiet, label=r.name, build=False))
         except ConfigError as exc:
             raise ConfigError(f"{command}: run {r.name}: {exc}") from None
     jobs = auto_jobs([p.cfg for p in prepared]) if jobs is None else jobs
     check_parallel(prepared, jobs, executor)
     units = [u for p in prepared for u in p.units(jobs)]
+    _validate(command, runs, prepared, units, runner, jobs)
     how = f"finished units are kept; continue it with: {again}" if again else f"finished units are kept; run the same {command} again"
     with run_lock(out), ExitStack() as held:
+        held.callback(runner.close)  # what validation kept, if the units do not run
         _check_out(out, command)  # again, under the lock: another writer may have been first
         write_json(out / STUDY_FILE, {"command": command, "runs": names})
         for p in prepared:
@@ -133,6 +137,22 @@ def run_study(
             raise StudyFailed(f"{len(failures)} of {len(units)} units failed, first {first.unit.label}: {first.error} "
                               f"(log {first.unit.path('.log')}); the other units finished and are kept; {how.partition('; ')[2]}")
         return [results[str(p.out)] for p in prepared]
+
+
+def _validate(command: str, runs: Sequence[StudyRun], prepared: Sequence[PreparedRun], units: Sequence[Unit], runner: Executor,
+              jobs: int) -> None:
+    """The last check of every run, before anything is written: its first seed's components built,
+    on the executor's workers where it builds them (in parallel, kept there for the units), else here."""
+    first = [next(u for u in units if u.run_dir == str(p.out) and u.seed == p.cfg.seeds[0]) for p in prepared]
+    errors = runner.validate(first, jobs)
+    for r, p, unit in zip(runs, prepared, first):
+        if errors is None:
+            try:
+                build_first_parts(p, lambda _m: None)
+            except ConfigError as exc:
+                raise ConfigError(f"{command}: run {r.name}: {exc}") from None
+        elif unit in errors:
+            raise ConfigError(f"{command}: run {r.name}: {errors[unit]}")
 
 
 class _EarlyFinish:

@@ -73,14 +73,18 @@ def test_two_jobs_write_what_one_job_writes(sequential, tmp_path):
     assert _outputs(out) == sequential
     # each unit ran in a worker process and logged there
     assert sorted(p.name for p in (out / "runs" / "reference" / "units").glob("*.log")) == ["baseline-seed0.log", "flamingo-seed0.log"]
-    # two workers, each started once; each took one run's seed and reused its components for the second policy
+    # two workers, each started once; each built one run's components to validate it (in parallel, before
+    # anything was written) and then ran that run's units on them, building nothing again
     events = [json.loads(line) for line in schedule.read_text().splitlines()]
     assert sorted(e["worker"] for e in events if e["event"] == "start") == [0, 1]
+    built = {e["run"]: e["worker"] for e in events if e["event"] == "built" and e["error"] is None and not e["reused"]}
+    assert sorted(built) == ["fl.overcommit=1.0", "reference"] and sorted(built.values()) == [0, 1]
     done = [e for e in events if e["event"] == "done"]
-    assert sorted((e["run"], e["unit"], e["reused"]) for e in done) == [
-        ("fl.overcommit=1.0", "baseline-seed0", False), ("fl.overcommit=1.0", "flamingo-seed0", True),
-        ("reference", "baseline-seed0", False), ("reference", "flamingo-seed0", True)]
-    assert len({(e["worker"], e["run"]) for e in done}) == 2 and all(e["error"] is None for e in done)
+    assert sorted((e["run"], e["unit"], e["reused"], e["worker"]) for e in done) == [
+        ("fl.overcommit=1.0", "baseline-seed0", True, built["fl.overcommit=1.0"]), ("fl.overcommit=1.0", "flamingo-seed0", True, built["fl.overcommit=1.0"]),
+        ("reference", "baseline-seed0", True, built["reference"]), ("reference", "flamingo-seed0", True, built["reference"])]
+    assert all(e["error"] is None for e in done) and max(e["at"] for e in events if e["event"] == "built") < min(
+        e["at"] for e in events if e["event"] == "send" and e["kind"] == "run")
 
 
 @pytest.mark.slow
@@ -237,3 +241,20 @@ def test_sigterm_stops_every_worker_and_says_how_to_continue(tmp_path):
     while _alive(workers) and time.monotonic() - t0 < 10:
         time.sleep(0.1)
     assert _alive(workers) == []
+
+
+@pytest.mark.slow
+def test_a_run_that_cannot_build_is_one_line_on_the_workers_too(tmp_path):
+    """With workers the runs' components are built there (in parallel, kept for the units): a run
+    whose build fails is the same one line as with one job, before anything is written."""
+    lines = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"grid-{jobs}"
+        argv = ["sensitivity", "openimage_mobilenet", "--vary", f"traces.path={tmp_path / 'nowhere'}",
+                *[a for s in TINY for a in ("--set", s)], "--out", str(out), "--jobs", jobs]
+        proc = _cli(argv)
+        assert proc.returncode == 2, proc.stderr
+        lines.append(proc.stderr.strip().splitlines()[-1].replace(str(out), "OUT"))
+        assert not out.exists()
+    assert lines[0] == lines[1]
+    assert lines[0].startswith(f"flamingo-sim sensitivity: error: sensitivity: run traces.path={tmp_path / 'nowhere'}: ")

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.faults import Interrupted, describe_os_error, stop_signals
-from flamingo_sim.fl.runner.units import PartsCache, Unit, run_unit
+from flamingo_sim.fl.runner.units import PartsCache, Unit, run_unit, unit_parts
 
 __all__ = ["run_logged", "write_probe", "serve", "PRELOAD", "package_root"]
 
@@ -121,23 +121,43 @@ def _check_kernels(env: dict[str, str]) -> str | None:
     return None
 
 
+def _build(unit_json: str, cache: PartsCache) -> str | None:
+    """Build (and keep) a unit's components, as a study's validation of its run; its error line or None."""
+    try:
+        unit_parts(Unit.from_json(unit_json), cache)
+    except FlamingoError as exc:
+        return str(exc)
+    except OSError as exc:
+        return describe_os_error(exc)
+    except Exception as exc:  # a bug or a library's error: the traceback to the worker's error stream
+        traceback.print_exc()
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return None
+
+
+#: The (run, seed) components a worker keeps: a study's validation may leave it two seeds to start from.
+WORKER_CACHE = 2
+
+
 def serve(conn: Any, started: float) -> None:
     """A long-lived worker of ``--jobs N`` (:mod:`flamingo_sim.fl.runner.executors.pool`), forked from
     the pool's parent process with :data:`PRELOAD` imported.
 
     Protocol over ``conn`` (a :func:`multiprocessing.Pipe`): first this worker sends
-    ``("ready", start_up_s)``; then it receives ``(unit_json, env)`` (``env``: the command's
-    environment, applied before the unit) and answers ``("done", error_or_None, timing)``
-    (``timing``: the unit's wall seconds, whether it reused the seed's components or the seconds
-    it took to build them, this worker's CPU seconds so far), until it receives None or the pipe closes. The components of the last (run, seed)
-    stay cached (:class:`~flamingo_sim.fl.runner.units.PartsCache`): the next unit of the same
-    seed does not build them again. SIGINT and SIGTERM end the worker with 128 + the signal;
-    it ends with SIGKILL when its parent does (``PR_SET_PDEATHSIG``), and stops on its own when the
-    study's process goes (the pipe closes).
+    ``("ready", start_up_s)``; then it receives ``(kind, unit_json, env)`` (``env``: the command's
+    environment, applied first) and answers ``(kind, error_or_None, timing)``: ``"build"`` builds
+    the unit's components (a study validating its runs before it writes anything), ``"run"`` runs
+    the unit (``timing``: its wall seconds, whether it reused its seed's components or the seconds
+    it took to build them, this worker's CPU seconds so far); until it receives None or the pipe
+    closes. The components of the last :data:`WORKER_CACHE` (run, seed) pairs stay cached
+    (:class:`~flamingo_sim.fl.runner.units.PartsCache`): a unit of such a seed does not build them
+    again. SIGINT and SIGTERM end the worker with 128 + the signal; it ends with SIGKILL when
+    its parent does (``PR_SET_PDEATHSIG``), and on its own when the study's process goes (the pipe closes).
     """
     os.setsid()  # Ctrl-C at the terminal reaches the study's process, which stops the workers
     _die_with_parent(os.getppid())
-    cache = PartsCache()
+    cache = PartsCache(WORKER_CACHE)
     conn.send(("ready", time.time() - started))
     checked = False
     try:
@@ -149,22 +169,24 @@ def serve(conn: Any, started: float) -> None:
                     return
                 if msg is None:
                     return
-                unit_json, env = msg
+                kind, unit_json, env = msg
                 os.environ.update(env)
                 unit = Unit.from_json(unit_json)
                 t0 = time.perf_counter()
                 hit = cache.get(unit.run_dir, unit.seed) is not None
-                with _into_log(unit.path(".log")):
-                    error = None if checked else _check_kernels(env)
-                    checked = error is None
-                    if error is not None:
-                        _say(f"error: {error}")
-                    else:
+                error = None if checked else _check_kernels(env)
+                checked = error is None
+                if error is None and kind == "build":
+                    error = _build(unit_json, cache)
+                elif error is None:
+                    with _into_log(unit.path(".log")):
                         error = run_logged(unit_json, cache)
+                elif kind == "run":
+                    with _into_log(unit.path(".log")):
+                        _say(f"error: {error}")
                 cpu = os.times()
-                conn.send(("done", error, {"wall_s": round(time.perf_counter() - t0, 4), "reused": hit,
-                                           "build_s": 0.0 if hit else round(cache.built_s, 4),
-                                           "cpu_s": round(cpu.user + cpu.system, 3)}))
+                conn.send((kind, error, {"wall_s": round(time.perf_counter() - t0, 4), "reused": hit,
+                                         "build_s": 0.0 if hit else round(cache.built_s, 4), "cpu_s": round(cpu.user + cpu.system, 3)}))
     except KeyboardInterrupt as exc:
         sys.exit(128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT))
 

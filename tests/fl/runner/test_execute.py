@@ -55,11 +55,12 @@ def test_the_pool_starts_the_costliest_seed_first_and_keeps_a_workers_seed(tmp_p
     assert [(Path(u.run_dir).name, u.seed, u.policy) for u in queue[:4]] == [
         ("b", 0, "baseline"), ("b", 0, "flamingo"), ("b", 1, "baseline"), ("b", 1, "flamingo")]
     b0, b1 = (str(tmp_path / "b"), 0), (str(tmp_path / "b"), 1)
-    assert pick(queue, None, set()) == 0  # a fresh worker: the first unit
-    assert pick(queue, None, {b0}) == 2  # not the seed another worker is building: the next seed
-    assert pick(queue, b1, {b0}) == 2  # its own seed first (its components are cached)
-    assert pick(queue[4:], b1, {b0}) == 0  # its seed is done: the first of a seed nobody holds
-    assert pick(queue[:2], None, {b0}) == 0  # only the busy seed is left: take it
+    assert pick(queue, [], set()) == 0  # a fresh worker: the first unit
+    assert pick(queue, [], {b0}) == 2  # not the seed another worker is building: the next seed
+    assert pick(queue, [b1], {b0}) == 2  # a seed it holds first (its components are cached)
+    assert pick(queue, [(str(tmp_path / "c"), 1), b1], {b0}) == 2  # it holds two: the first in the queue's order
+    assert pick(queue[4:], [b1], {b0}) == 0  # its seed is done: the first of a seed nobody holds
+    assert pick(queue[:2], [], {b0}) == 0  # only the busy seed is left: take it
 
 
 class Recorder(Executor):

@@ -13,8 +13,9 @@ reporting each start, end and failure to :attr:`Dispatch.progress`. It must:
   :meth:`Executor.run`) and let the interruption propagate; the finished units stay.
 
 Optional parts, with their defaults here: :meth:`Executor.check` (nothing to check),
-:meth:`Executor.warm_up` (nothing to start early), :meth:`Executor.describe` (the units, the jobs,
-the threads). Results must not depend on the executor: a unit's randomness is its own and
+:meth:`Executor.warm_up` (nothing to start early), :meth:`Executor.validate` (the caller builds
+the runs' components itself), :meth:`Executor.close` (nothing kept), :meth:`Executor.describe`
+(the units, the jobs, the threads). Results must not depend on the executor: a unit's randomness is its own and
 :func:`~flamingo_sim.fl.runner.units.gather` reads the units back in the config's order.
 """
 
@@ -65,6 +66,17 @@ class Executor(abc.ABC):
         """Start what takes time (a pool's parent process of workers) while the caller still
         validates the configs. Default: nothing; must not block for long, and must be harmless
         when :meth:`run` is never called."""
+        return None
+
+    def validate(self, units: Sequence[Unit], jobs: int) -> dict[Unit, str] | None:
+        """Build each unit's components where the units will run (a study's check of its runs
+        before it writes anything; what is built may be kept for the units): the units whose build
+        failed, with their error lines; or None when this executor does not, and the caller builds
+        them in its own process. Default: None."""
+        return None
+
+    def close(self) -> None:
+        """Free what :meth:`validate` kept when the units will not run after all. Default: nothing."""
         return None
 
     def describe(self, units: Sequence[Unit], jobs: int) -> str:

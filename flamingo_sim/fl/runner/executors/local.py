@@ -3,7 +3,8 @@
 - ``jobs=1``: one unit after another in the study's process, the policies of a seed sharing
   its components, as a single run always did; a unit's error propagates when ``keep_going`` is False;
 - ``jobs=N``: up to N at once on long-lived worker processes of this machine
-  (:mod:`flamingo_sim.fl.runner.executors.pool`).
+  (:mod:`flamingo_sim.fl.runner.executors.pool`), which also build the runs' components to
+  validate them (:meth:`LocalExecutor.validate`) and keep them for the units.
 """
 
 from __future__ import annotations
@@ -28,6 +29,22 @@ class LocalExecutor(Executor):
             from flamingo_sim.fl.runner.executors.pool import warm_up
 
             warm_up()
+
+    def validate(self, units: Sequence[Unit], jobs: int) -> dict[Unit, str] | None:
+        """With workers: each builds the components of the units it is given, in parallel, and keeps them for their units."""
+        if jobs == 1:
+            return None
+        from flamingo_sim.fl.runner.executors.pool import close_pool, pool
+
+        errors = pool().build(units, jobs)
+        if errors:
+            close_pool()
+        return errors
+
+    def close(self) -> None:
+        from flamingo_sim.fl.runner.executors.pool import close_pool
+
+        close_pool()
 
     def run(self, pending: Sequence[Unit], dispatch: Dispatch) -> None:
         if dispatch.jobs > 1:

@@ -26,6 +26,7 @@ each with the worker, the seconds since the pool started and the wall-clock time
 
 from __future__ import annotations
 
+import atexit
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -35,12 +36,13 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from flamingo_sim.fl.runner.executors.progress import Progress
 from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
+from flamingo_sim.fl.runner.worker import WORKER_CACHE
 
-__all__ = ["run_pool", "pick", "warm_up", "error_of", "STOP_GRACE_S", "SCHEDULE_ENV"]
+__all__ = ["Pool", "pool", "close_pool", "run_pool", "pick", "warm_up", "error_of", "STOP_GRACE_S", "SCHEDULE_ENV"]
 
 #: Seconds a stopped worker gets to end on SIGTERM before it is killed.
 STOP_GRACE_S = 8.0
@@ -65,23 +67,22 @@ def warm_up() -> None:
 
 @dataclass
 class _Worker:
-    """One worker process, the pipe to it, the unit it runs and the (run, seed) whose components it holds."""
+    """One worker process, the pipe to it, what it runs and the (run, seed) pairs whose components it holds."""
 
     index: int
     process: Any
     conn: Any
     ready: bool = False
     unit: Unit | None = None
-    holds: tuple[str, int] | None = None
-    sent_at: float = 0.0
-    events: list[dict[str, Any]] = field(default_factory=list)
+    kind: str = ""
+    holds: list[tuple[str, int]] = field(default_factory=list)
 
 
-def pick(queue: Sequence[Unit], holds: tuple[str, int] | None, busy: set[tuple[str, int]]) -> int:
-    """Which unit of ``queue`` (costliest first) a free worker holding ``holds`` takes: the first
-    of its own seed, else the first of a seed no worker in ``busy`` is on, else the first."""
+def pick(queue: Sequence[Unit], holds: Sequence[tuple[str, int]], busy: set[tuple[str, int]]) -> int:
+    """Which unit of ``queue`` (costliest first) a free worker holding the seeds ``holds`` takes: the
+    first of a seed it holds, else the first of a seed no worker in ``busy`` is on, else the first."""
     for i, u in enumerate(queue):
-        if (u.run_dir, u.seed) == holds:
+        if (u.run_dir, u.seed) in holds:
             return i
     for i, u in enumerate(queue):
         if (u.run_dir, u.seed) not in busy:
@@ -127,80 +128,156 @@ def _order(pending: Sequence[Unit]) -> list[Unit]:
     return [u for g in sorted(groups.values(), key=lambda g: -max(u.cost for u in g)) for u in g]
 
 
-def run_pool(pending: Sequence[Unit], jobs: int, progress: Progress) -> None:
-    """Run ``pending`` on up to ``jobs`` workers; each unit reported to ``progress``."""
-    ctx = _context()
-    log = _Schedule()
-    queue = _order(pending)
-    workers: list[_Worker] = []
-    started = 0
-    env = {**os.environ, "FLAMINGO_SIM_QUIET": "1"}
-    try:
-        while queue or any(w.unit is not None for w in workers):
-            while len(workers) < min(jobs, len(queue) + sum(w.unit is not None for w in workers)):
-                here, there = ctx.Pipe()
-                from flamingo_sim.fl.runner.worker import serve
+class Pool:
+    """Up to ``jobs`` long-lived workers, started as they are needed and kept between calls (a
+    study validates its runs on them, then runs its units there); :meth:`close` stops them."""
 
-                proc = ctx.Process(target=serve, args=(there, time.time()), name=f"flamingo-sim worker {started}", daemon=False)
-                proc.start()
-                there.close()
-                workers.append(_Worker(started, proc, here))
-                log("start", started, pid=proc.pid)
-                started += 1
-            busy = {w.holds for w in workers if w.unit is not None and w.holds is not None}
-            for w in workers:
+    def __init__(self) -> None:
+        self.ctx = _context()
+        self.log = _Schedule()
+        self.workers: list[_Worker] = []
+        self.started = 0
+
+    def _grow(self, n: int) -> None:
+        from flamingo_sim.fl.runner.worker import serve
+
+        while len(self.workers) < n:
+            here, there = self.ctx.Pipe()
+            proc = self.ctx.Process(target=serve, args=(there, time.time()), name=f"flamingo-sim worker {self.started}", daemon=False)
+            proc.start()
+            there.close()
+            self.workers.append(_Worker(self.started, proc, here))
+            self.log("start", self.started, pid=proc.pid)
+            self.started += 1
+
+    def _send(self, w: _Worker, kind: str, unit: Unit) -> None:
+        env = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": str(unit.threads)}
+        w.conn.send((kind, unit.to_json(), env))
+        w.unit, w.kind = unit, kind
+        key = (unit.run_dir, unit.seed)
+        w.holds = [k for k in w.holds if k != key][-(WORKER_CACHE - 1):] + [key] if WORKER_CACHE > 1 else [key]
+        self.log("send", w.index, kind=kind, unit=unit.name, run=Path(unit.run_dir).name)
+
+    def _loop(self, queue: list[Unit], jobs: int, kind: str, answer: Callable[[Unit, str | None, dict[str, Any] | None, int | None], None],
+              progress: Progress | None = None) -> None:
+        """Send every unit of ``queue`` as ``kind`` to a free worker (see :func:`pick`) until all are answered."""
+        while queue or any(w.unit is not None for w in self.workers):
+            self._grow(min(jobs, len(queue) + sum(w.unit is not None for w in self.workers)))
+            busy = {(w.unit.run_dir, w.unit.seed) for w in self.workers if w.unit is not None}
+            for w in self.workers:
                 if w.ready and w.unit is None and queue:
                     unit = queue.pop(pick(queue, w.holds, busy))
-                    for suffix in (".log", ".status"):
-                        unit.path(suffix).parent.mkdir(parents=True, exist_ok=True)
-                    unit.path(".log").write_text("")
-                    unit.path(".status").unlink(missing_ok=True)
-                    env["OMP_NUM_THREADS"] = str(unit.threads)
-                    w.conn.send((unit.to_json(), dict(env)))
-                    w.unit, w.holds, w.sent_at = unit, (unit.run_dir, unit.seed), time.monotonic()
-                    busy.add(w.holds)
-                    progress.start(unit)
-                    log("send", w.index, unit=unit.name, run=Path(unit.run_dir).name)
-            ready = multiprocessing.connection.wait([w.conn for w in workers] + [w.process.sentinel for w in workers], timeout=0.2)
-            for w in list(workers):
+                    if kind == "run":
+                        unit.path(".log").parent.mkdir(parents=True, exist_ok=True)
+                        unit.path(".log").write_text("")
+                        unit.path(".status").unlink(missing_ok=True)
+                    self._send(w, kind, unit)
+                    busy.add((unit.run_dir, unit.seed))
+                    if progress is not None:
+                        progress.start(unit)
+            ready = multiprocessing.connection.wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers], timeout=0.2)
+            for w in list(self.workers):
                 if w.conn in ready or w.process.sentinel in ready:
-                    _answer(w, workers, progress, log)
-            progress.tick()
-    finally:
-        _stop(workers)
+                    self._answer(w, answer)
+            if progress is not None:
+                progress.tick()
 
-
-def _answer(w: _Worker, workers: list[_Worker], progress: Progress, log: _Schedule) -> None:
-    """Read what worker ``w`` said (or see that it ended) and report its unit."""
-    msg = None
-    try:
-        if w.conn.poll():
-            msg = w.conn.recv()
-    except (EOFError, OSError):
+    def _answer(self, w: _Worker, answer: Callable[[Unit, str | None, dict[str, Any] | None, int | None], None]) -> None:
+        """Read what worker ``w`` said (or see that it ended) and pass its unit's outcome to ``answer``."""
         msg = None
-    if msg is not None and msg[0] == "ready":
-        w.ready = True
-        log("ready", w.index, start_up_s=round(msg[1], 4))
-        return
-    if msg is not None and msg[0] == "done":
-        _, error, timing = msg
-        unit, w.unit = w.unit, None
-        assert unit is not None
-        log("done", w.index, unit=unit.name, run=Path(unit.run_dir).name, error=error, **timing)
-        if error is None and unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed) is not None:
-            progress.finish(unit)
-        else:
-            progress.fail(unit, error or "ended without writing its result")
-        return
-    # EOF or the process ended (crashed, killed): its unit fails alone; a new worker takes its place when needed
-    w.process.join(timeout=1.0)
-    if w.process.exitcode is None:
-        return
-    workers.remove(w)
-    w.conn.close()
-    log("died", w.index, exitcode=w.process.exitcode)
-    if w.unit is not None:
-        progress.fail(w.unit, error_of(w.unit, w.process.exitcode))
+        try:
+            if w.conn.poll():
+                msg = w.conn.recv()
+        except (EOFError, OSError):
+            msg = None
+        if msg is not None and msg[0] == "ready":
+            w.ready = True
+            self.log("ready", w.index, start_up_s=round(msg[1], 4))
+            return
+        if msg is not None:
+            kind, error, timing = msg
+            unit, w.unit = w.unit, None
+            assert unit is not None
+            self.log("done" if kind == "run" else "built", w.index, unit=unit.name, run=Path(unit.run_dir).name, error=error, **timing)
+            answer(unit, error, timing, None)
+            return
+        # EOF or the process ended (crashed, killed): its unit fails alone; a new worker takes its place when needed
+        w.process.join(timeout=1.0)
+        if w.process.exitcode is None:
+            return
+        self.workers.remove(w)
+        w.conn.close()
+        self.log("died", w.index, exitcode=w.process.exitcode)
+        if w.unit is not None:
+            answer(w.unit, None, None, w.process.exitcode)
+
+    def build(self, units: Sequence[Unit], jobs: int) -> dict[Unit, str]:
+        """Build each unit's components on the workers (each keeps what it built); the units whose build failed, with their error lines."""
+        errors: dict[Unit, str] = {}
+
+        def answer(unit: Unit, error: str | None, timing: dict[str, Any] | None, exitcode: int | None) -> None:
+            if timing is None:
+                errors[unit] = f"its worker ended ({error_of(unit, exitcode)})"
+            elif error is not None:
+                errors[unit] = error
+
+        try:
+            self._loop(list(units), jobs, "build", answer)
+        except BaseException:
+            self.close()
+            raise
+        return errors
+
+    def run(self, pending: Sequence[Unit], jobs: int, progress: Progress) -> None:
+        """Run ``pending``, each unit reported to ``progress``; on an interruption every worker is stopped."""
+
+        def answer(unit: Unit, error: str | None, timing: dict[str, Any] | None, exitcode: int | None) -> None:
+            if timing is None:
+                progress.fail(unit, error_of(unit, exitcode))
+            elif error is None and unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed) is not None:
+                progress.finish(unit)
+            else:
+                progress.fail(unit, error or "ended without writing its result")
+
+        try:
+            self._loop(_order(pending), jobs, "run", answer, progress)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop every worker (see :func:`_stop`)."""
+        _stop(self.workers)
+        self.workers = []
+
+
+_POOL: Pool | None = None
+
+
+def pool() -> Pool:
+    """This process's pool (started on first use, kept until :func:`close_pool` or the process ends)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = Pool()
+        atexit.register(close_pool)
+    return _POOL
+
+
+def close_pool() -> None:
+    """Stop this process's workers, if any."""
+    global _POOL
+    if _POOL is not None:
+        _POOL.close()
+        _POOL = None
+
+
+def run_pool(pending: Sequence[Unit], jobs: int, progress: Progress) -> None:
+    """Run ``pending`` on up to ``jobs`` workers of this process's pool, each unit reported to ``progress``;
+    the workers stop afterwards (their caches belong to this study)."""
+    try:
+        pool().run(pending, jobs, progress)
+    finally:
+        close_pool()
 
 
 def _stop(workers: Sequence[_Worker]) -> None:
