@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 
@@ -119,18 +120,30 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def _launch(args: argparse.Namespace) -> int:
     """``--nproc N``: the same command in N processes of one torch.distributed group (torchrun's launcher)."""
     from flamingo_sim.errors import FlamingoError
-    from flamingo_sim.fl.distributed.launch import launch
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.distributed.launch import launch, proxy_notice
+    from flamingo_sim.resources import find_experiment
 
+    cfg = load_experiment(find_experiment(args.experiment), args.overrides)
+    device = str(args.device or cfg.fl.device).lower()
+    on_cpu = device == "cpu" or (device == "auto" and not _has_cuda())
+    notice = proxy_notice(args.nproc, cfg.data.root is not None, on_cpu)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
     out = args.out
     if out is None:  # every rank must name the same directory: fix the timestamped default here
-        from flamingo_sim.fl.config import load_experiment
         from flamingo_sim.fl.runner.run import default_out_dir
-        from flamingo_sim.resources import find_experiment
 
-        out = str(default_out_dir(load_experiment(find_experiment(args.experiment), args.overrides)))
+        out = str(default_out_dir(cfg))
     worker = ["run", args.experiment, "--out", out, *[a for s in args.overrides for a in ("--set", s)], "--engine", args.engine]
     for flag, value in (("--seeds", args.seeds), ("--device", args.device), ("--threads", args.threads),
                         ("--executors", args.executors or None), ("--collective-timeout-s", args.collective_timeout_s)):
