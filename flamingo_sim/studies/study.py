@@ -33,9 +33,12 @@ from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
 from flamingo_sim.fl.runner.execute import auto_jobs
 from flamingo_sim.fl.runner.executors import make_executor
 from flamingo_sim.fl.runner.executors.base import Executor
-from flamingo_sim.fl.runner.run import PreparedRun, RunResult, build_first_parts, check_parallel, finish_run, prepare_run, run_units
+from flamingo_sim.fl.runner.options import Execution
+from flamingo_sim.fl.runner.prepare import PreparedRun, build_first_parts, check_parallel, prepare_run
+from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
+from flamingo_sim.fl.runner.run import run_units
 from flamingo_sim.fl.runner.rundir import run_guard
-from flamingo_sim.fl.runner.units import Unit, write_partial_metrics
+from flamingo_sim.fl.runner.units import Unit
 from flamingo_sim.io import write_json
 
 __all__ = ["StudyRun", "StudyFailed", "run_study", "STUDY_FILE"]
@@ -80,16 +83,15 @@ def run_study(
     out_dir: str | Path,
     runs: Sequence[StudyRun],
     *,
-    jobs: int | None = 1,
-    executor: str = "local",
-    ray_address: str | None = None,
+    execution: Execution | None = None,
     log: Callable[[str], None] | None = None,
     again: str | None = None,
 ) -> list[RunResult]:
     """Run (or continue) every run of the study into ``out_dir/runs/<name>``; their results, in order.
 
     ``command`` names the study (``reproduce``, ``sensitivity``): a directory written by another
-    command is refused. ``jobs`` None: ``auto`` (the usable cores over the largest run's threads).
+    command is refused. ``execution``: where the units run
+    (:class:`~flamingo_sim.fl.runner.options.Execution`; default one at a time here).
     Raises :class:`StudyFailed` after every unit ended when some failed. ``again``: the command
     that continues the study (said when it is interrupted or a unit failed).
     """
@@ -99,9 +101,11 @@ def run_study(
     if len(set(names)) != len(names):
         raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
     _check_out(out, command)
+    execution = execution or Execution()
+    executor, ray_address = execution.executor, execution.ray_address
     runner = make_executor(executor)
-    if jobs != 1:
-        runner.warm_up(jobs or 2)  # the pool's parent imports torch while the runs' configs are read
+    if execution.jobs != 1:
+        runner.warm_up(execution.jobs or 2)  # the pool's parent imports torch while the runs' configs are read
     prepared: list[PreparedRun] = []
     quiet: Callable[[str], None] = lambda _m: None  # noqa: E731 - the runs' set-up lines, said once by the study
     for r in runs:
@@ -111,7 +115,7 @@ def run_study(
             prepared.append(prepare_run(r.experiment, r.overrides, r.n_seeds, run_dir, resume=resume, say=quiet, label=r.name, build=False))
         except ConfigError as exc:
             raise ConfigError(f"{command}: run {r.name}: {exc}") from None
-    jobs = auto_jobs([p.cfg for p in prepared]) if jobs is None else jobs
+    jobs = auto_jobs([p.cfg for p in prepared]) if execution.jobs is None else execution.jobs
     check_parallel(prepared, jobs, executor)
     units = [u for p in prepared for u in p.units(jobs)]
     _validate(command, runs, prepared, units, runner, jobs)

@@ -85,7 +85,7 @@ def _die_with_parent(parent_pid: int) -> None:
 #: any worker: torch, pandas and the modules a unit runs (no torch kernel runs at import, so a
 #: worker still chooses its CPU kernels).
 PRELOAD = ("torch", "numpy", "pandas", "pyarrow.parquet", "scipy.interpolate", "flamingo_sim.fl.runner.worker",
-           "flamingo_sim.fl.runner.setup", "flamingo_sim.fl.sim.engine", "flamingo_sim.fl.training.trainer")
+           "flamingo_sim.fl.runner.compose", "flamingo_sim.fl.sim.simulation", "flamingo_sim.fl.training.trainer")
 
 
 @contextlib.contextmanager

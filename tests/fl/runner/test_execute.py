@@ -93,11 +93,25 @@ def test_executors_by_name_import_path_and_entry_point(tmp_path, monkeypatch):
     assert isinstance(make_executor("recorder"), Recorder)
     with pytest.raises(ConfigError) as err:
         make_executor("slurm")
-    assert str(err.value) == "--executor: executor 'slurm': expected one of local, ray or an import path 'package.module:ClassName'"
+    assert str(err.value) == ("--executor: unknown executor 'slurm'; expected one of 'local', 'ray', 'recorder' (built-in or installed in "
+                              "entry-point group 'flamingo_sim.executors') or an import path 'package.module:ClassName'")
     with pytest.raises(ConfigError) as err:
         make_executor("collections:OrderedDict")
-    assert str(err.value) == ("--executor 'collections:OrderedDict': expected a subclass of flamingo_sim.fl.runner.executors.base.Executor, "
-                              "got OrderedDict")
+    assert str(err.value) == ("--executor: executor 'collections:OrderedDict' lacks run (see flamingo_sim.fl.runner.executors.base.Executor; "
+                              "subclass it for the defaults of the optional check, warm_up, validate, close, describe)")
+
+
+class Bare:
+    """A plug-in executor that is no subclass: it gets the contract's defaults for the optional parts."""
+
+    def run(self, pending, dispatch):
+        return None
+
+
+def test_an_executor_without_the_optional_parts_gets_their_defaults(tmp_path):
+    bare = make_executor(f"{__name__}:Bare")
+    assert bare.validate([], 2) is None and bare.warm_up(2) is None and bare.close() is None
+    assert bare.describe([_unit(tmp_path)], 2) == "1 units, 2 at a time (workers, 1 CPU thread(s) each)"
 
 
 def test_progress_eta_from_the_finished_units(tmp_path, monkeypatch):
@@ -150,3 +164,14 @@ def test_a_unit_result_is_checked_before_it_is_trusted(tmp_path):
         assert unit_result(units, "flamingo", 0) is None
     (units / "flamingo-seed0.json").write_text('{"format": 1, "pol')  # cut short
     assert unit_result(units, "flamingo", 0) is None
+
+
+def test_the_pools_preloaded_modules_exist():
+    """multiprocessing's forkserver skips a preload module it cannot import: a renamed module would
+    silently make every worker import it itself."""
+    import importlib
+
+    from flamingo_sim.fl.runner.worker import PRELOAD
+
+    for name in PRELOAD:
+        importlib.import_module(name)

@@ -6,55 +6,29 @@
 - :mod:`~flamingo_sim.fl.runner.executors.pool`         the pool: long-lived worker processes forked from a preloaded parent;
 - :mod:`~flamingo_sim.fl.runner.executors.ray_cluster`  ``ray``: each unit a Ray task.
 
-:func:`make_executor` builds one by name: a built-in name (:data:`BUILTIN`), an import path
+:func:`make_executor` builds one by name: a built-in name (:data:`REGISTRY`), an import path
 ``package.module:ClassName``, or a name registered by an installed package under the entry-point
-group ``flamingo_sim.executors``.
+group ``flamingo_sim.executors`` (the plug-in shape of :mod:`flamingo_sim.plugins`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from flamingo_sim.fl.runner.executors.base import CONTRACT, Dispatch, Executor
+from flamingo_sim.fl.runner.executors.local import LocalExecutor
+from flamingo_sim.fl.runner.executors.ray_cluster import RayExecutor
+from flamingo_sim.plugins import Registry
 
-from flamingo_sim.errors import ConfigError
-from flamingo_sim.fl.runner.executors.base import Dispatch, Executor
+__all__ = ["EXECUTORS", "REGISTRY", "Dispatch", "Executor", "make_executor"]
 
-__all__ = ["BUILTIN", "EXECUTORS", "ENTRY_POINTS", "Dispatch", "Executor", "make_executor"]
-
-#: The shipped executors: name -> ``module:Class``.
-BUILTIN = {
-    "local": "flamingo_sim.fl.runner.executors.local:LocalExecutor",
-    "ray": "flamingo_sim.fl.runner.executors.ray_cluster:RayExecutor",
-}
-EXECUTORS = tuple(BUILTIN)
-#: The entry-point group where an installed package registers its executors.
-ENTRY_POINTS = "flamingo_sim.executors"
-
-
-def _entry_point(name: str) -> Any:
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINTS):
-        if ep.name == name:
-            try:
-                return ep.load()
-            except Exception as exc:  # noqa: BLE001 - a plug-in's own import error, said in one line
-                raise ConfigError(f"--executor {name!r}: the entry point {ep.value!r} ({ENTRY_POINTS}) cannot be loaded: {exc}") from None
-    return None
+#: The shipped executors (neither imports its engine until it runs: Ray only for ``ray``).
+REGISTRY = Registry(CONTRACT, {"local": LocalExecutor, "ray": RayExecutor})
+EXECUTORS = tuple(REGISTRY.builtin)
 
 
 def make_executor(name: str) -> Executor:
-    """The executor called ``name`` (see the module's docstring); its :meth:`~Executor.check` has run."""
-    from flamingo_sim.plugins import load_object
-
-    cls: Any = None
-    if name in BUILTIN:
-        cls = load_object(BUILTIN[name], "--executor", kind="executor", known=BUILTIN)
-    elif ":" not in name:
-        cls = _entry_point(name)
-    if cls is None:
-        cls = load_object(name, "--executor", kind="executor", known=BUILTIN)
-    executor = cls() if isinstance(cls, type) else cls
-    if not isinstance(executor, Executor):
-        raise ConfigError(f"--executor {name!r}: expected a subclass of {Executor.__module__}.Executor, got {type(executor).__name__}")
+    """The executor called ``name`` (see the module's docstring), checked against the contract
+    (a missing optional part gets its default) and ready to run here (:meth:`Executor.check`)."""
+    plugin = REGISTRY.load(name, "--executor")
+    executor = REGISTRY.check(plugin() if isinstance(plugin, type) else plugin, name, "--executor")
     executor.check()
     return executor

@@ -28,8 +28,9 @@ from typing import Callable, ClassVar, Sequence
 
 from flamingo_sim.fl.runner.executors.progress import Progress
 from flamingo_sim.fl.runner.units import Unit
+from flamingo_sim.plugins import Contract
 
-__all__ = ["Dispatch", "Executor"]
+__all__ = ["CONTRACT", "Dispatch", "Executor"]
 
 
 @dataclass
@@ -82,8 +83,12 @@ class Executor(abc.ABC):
     def describe(self, units: Sequence[Unit], jobs: int) -> str:
         """The line said before the units start."""
         threads = max((u.threads for u in units), default=1)
-        return f"{len(units)} units, {jobs} at a time ({self.workers}, {threads} CPU thread(s) each)"
+        return f"{len(units)} units, {jobs} at a time ({getattr(self, 'workers', 'workers')}, {threads} CPU thread(s) each)"
 
     @abc.abstractmethod
     def run(self, pending: Sequence[Unit], dispatch: Dispatch) -> None:
         """Run every unit of ``pending``, reporting each to ``dispatch.progress`` (see the module's contract)."""
+
+
+#: The executors' extension point (:mod:`flamingo_sim.plugins`): ``run`` required, the rest with the defaults above.
+CONTRACT = Contract("executor", Executor, required=("run",), optional=("check", "warm_up", "validate", "close", "describe"))
