@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,11 +65,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def add_parallel_arguments(p: argparse.ArgumentParser, what: str) -> None:
     """``--jobs``, ``--executor`` and ``--ray-address``: where ``what`` (the units of work) run."""
     p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
-                   help=f"run {what} N at a time, each a process with its own share of the cores (default 1; auto: the "
+                   help=f"run {what} N at a time on N worker processes started once, each with its own share of the cores (default 1; auto: the "
                         "usable cores divided by fl.threads); the results are the same for any N")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
+    p.add_argument("--executor", default="local", metavar="NAME",
                    help="local (default: this machine) or ray: each unit a Ray task on the cluster at --ray-address or RAY_ADDRESS, "
-                        "else on a local Ray instance; --out must be on a filesystem every node sees (pip install 'flamingo-sim[cluster]')")
+                        "else on a local Ray instance; --out must be on a filesystem every node sees (pip install 'flamingo-sim[cluster]'); "
+                        "or a plug-in: package.module:ClassName, or a name registered under the entry-point group flamingo_sim.executors")
     p.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to use with --executor ray, e.g. ray://head:10001 or auto")
 
 
@@ -150,17 +152,29 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def _launch(args: argparse.Namespace, out: str | None) -> int:
     """``--nproc N``: the same command in N processes of one torch.distributed group (torchrun's launcher)."""
     from flamingo_sim.errors import FlamingoError
-    from flamingo_sim.fl.distributed.launch import launch
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.distributed.launch import launch, proxy_notice
+    from flamingo_sim.resources import find_experiment
 
+    cfg = load_experiment(find_experiment(args.experiment), args.overrides)
+    device = str(args.device or cfg.fl.device).lower()
+    on_cpu = device == "cpu" or (device == "auto" and not _has_cuda())
+    notice = proxy_notice(args.nproc, cfg.data.root is not None, on_cpu)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
     if out is None:  # every rank must name the same directory: fix the timestamped default here
-        from flamingo_sim.fl.config import load_experiment
         from flamingo_sim.fl.runner.rundir import default_out_dir
-        from flamingo_sim.resources import find_experiment
 
-        out = str(default_out_dir(load_experiment(find_experiment(args.experiment), args.overrides)))
+        out = str(default_out_dir(cfg))
     worker = ["run", args.experiment, "--out", out, *[a for s in args.overrides for a in ("--set", s)], "--engine", args.engine]
     for flag, value in (("--seeds", args.seeds), ("--device", args.device), ("--threads", args.threads),
                         ("--executors", args.executors or None), ("--collective-timeout-s", args.collective_timeout_s)):
