@@ -7,7 +7,11 @@ Public API (see each module's docstring for the models):
 - :mod:`.profiles`: :class:`Profile`, :class:`ChoiceProfile`, :func:`prune`,
   :func:`load_profile`, :func:`save_profile`, :class:`ProfileSet`.
 - :mod:`.calibrate`: the physical model behind the shipped ``calibrated`` profiles.
-- :mod:`.battery`: :func:`discharge_intervals`, :class:`EnergyBudget`.
+- :mod:`.battery`: :func:`discharge_intervals`, :class:`EnergyBudget`, ``PopulationBudget``
+  (one budget per trace/phone pair plus the clients training made deviate).
+- :mod:`.online`: ``OnlineIndex``, ``OnlineClients``: count and draw the online clients without
+  a whole-population pass.
+- :mod:`.sparse`: ``SparseVector``, per-client numbers held only for the clients that have one.
 - :mod:`.execution`: :class:`InterferenceModel`, :func:`run_ladder` (control loop, vectorised).
 - :mod:`.cores`: :func:`discover_cores` (this machine's cores grouped into core types).
 - :mod:`.energy`: :class:`EnergySource` readers (RAPL, battery sysfs, Termux, battery level),
