@@ -84,8 +84,10 @@ def test_excess_after_follows_the_two_phases():
     tasks = throttled_task(np.array([600.0]), np.array([1200.0]), np.array([0.0]), np.array([5.0]), np.array([0.5]), np.array([0.5]),
                            np.array([5.0]), np.array([500.0]))
     onset = 500.0 * math.log(2.0)
-    at = lambda t: float(excess_after(np.array([t]), np.array([0.0]), tasks, np.array([2.0]), np.array([0.5]), np.array([5.0]),
-                                      np.array([500.0]))[0])
+
+    def at(t: float) -> float:
+        return float(excess_after(np.array([t]), np.array([0.0]), tasks, np.array([2.0]), np.array([0.5]), np.array([5.0]), np.array([500.0]))[0])
+
     assert at(onset) == pytest.approx(5.0, abs=1e-9)  # the threshold at the onset
     # then at 1 W towards 5 K: it stays at 5 K (the throttled steady state equals the threshold here)
     assert at(onset + 200.0) == pytest.approx(5.0, abs=1e-9)

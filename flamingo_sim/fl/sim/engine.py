@@ -448,6 +448,7 @@ class Simulation:
             interference_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             training_foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
+            device_limits=None if self.limits is None else self.limits.columns(empty=True),
         )
 
     def _index_nonzero(self) -> None:

@@ -84,9 +84,9 @@ class DeviceLimits:
             self.power_frac = np.ones((len(phones), n_labels))
             for i, p in enumerate(phones):
                 for j, cores in enumerate(profiles.label_cores):
-                    rules = [p.soc.throttle.get(_core_type(p.soc, c)) for c in cores]
-                    rules = [r for r in rules if r is not None]
-                    if not rules or not all(_core_type(p.soc, c) for c in cores):
+                    types = [_core_type(p.soc, c) for c in cores]
+                    rules = [p.soc.throttle[t] for t in types if t in p.soc.throttle]
+                    if not rules or not all(types):  # a label of another phone, or clusters without a rule
                         continue
                     slow = min(rules, key=lambda r: r.speed_frac)
                     self.threshold_c[i, j] = min(r.threshold_c for r in rules) if cfg.throttle_threshold_c is None else cfg.throttle_threshold_c
@@ -170,9 +170,13 @@ class DeviceLimits:
         self.excess_c[idx] = end[ran]
         self.at_s[idx] = t0_s + elapsed[ran]
 
-    def columns(self) -> dict[str, float]:
-        """The round's metrics columns (per phone; only those of the models that are on)."""
+    def columns(self, empty: bool = False) -> dict[str, float]:
+        """The round's metrics columns (per phone; only those of the models that are on); ``empty``:
+        all zero (round 0, before any request)."""
         r = self._round
+        if empty:
+            none = np.zeros(0, dtype=bool)
+            r = {"phone": np.zeros(0, dtype=np.int64), "oom": none, "shrunk": none, "too_hot": none, "throttled_s": np.zeros(0)}
         ph = r["phone"]
         out: dict[str, float] = {}
         if self.memory:
