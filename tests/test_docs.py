@@ -96,3 +96,18 @@ def test_gpu_page_quotes_the_h200_run_from_its_results_file():
     for policy, rate in doc["samples_per_s"].items():
         row = f"| {policy} | {rate:,.0f} | {doc['s_per_paper_round'][policy]:.2f} |"
         assert row in page, row
+
+
+def test_modelling_notes_quote_the_thermal_table_from_its_results_file():
+    """docs/modelling-notes.md's sustained-training table is the one `flamingo-sim thermal --out` wrote
+    (docs/results/thermal_sustained.json), row for row."""
+    import json
+
+    doc = json.loads((ROOT / "docs/results/thermal_sustained.json").read_text())
+    page = (ROOT / "docs/modelling-notes.md").read_text()
+    assert doc["ambient_c"] == 30.0 and "at a 30 degC trace temperature" in page
+    for r in doc["rows"]:
+        onset = "never" if r["onset_s"] is None else f"{r['onset_s'] / 60:.1f} min"
+        row = (f"| {r['phone']} | {r['model']} | {r['policy']} | {r['choice']} | {r['power_w']:.2f} | {r['steady_c']:.1f} degC | {onset} | "
+               f"{r['step_latency_s']:.2f} | {r['throttled_step_latency_s']:.2f} | {r['throttled_steady_c']:.1f} degC |")
+        assert row in page, row
