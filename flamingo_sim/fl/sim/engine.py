@@ -40,6 +40,7 @@ import torch
 from flamingo_sim.devices.battery import EnergyBudget, PopulationBudget
 from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
 from flamingo_sim.fl.sim.cohort import ClientUpdates, Cohort, LocalCohort, TrainJob
@@ -335,7 +336,7 @@ class Simulation:
         """Train ``job`` with a minibatch per client (``devices.memory: shrink_batch``): one
         sub-job per batch size, the updates put back in the job's client order."""
         if not isinstance(self.cohort, LocalCohort):
-            raise RuntimeError("devices.memory: shrink_batch trains a round's clients in this process; run without --nproc")
+            raise ConfigError("devices.memory: 'shrink_batch' trains each client with its own minibatch in one process; run without --nproc")
         parts, rows = [], []
         for b in np.unique(batches):
             mine = np.flatnonzero(batches == b)
