@@ -6,8 +6,12 @@ Each (size, policy) runs in its own subprocess holding two simulations of the ma
 proxy task, one with the models off and one with both on; their rounds alternate (off, on, off,
 on, ...) so both see the same machine load. A round's cost is its wall time minus the time the
 engine itself measures in local training, FedAvg and evaluation (``Simulation.model_wall_s``).
-Prints the median ms per round of each, the spread, and the ratio on/off; ``--out`` writes them
-as JSON.
+Prints the median ms per round of each, the spread, and the ratio on/off. The two runs diverge
+(throttled and shrunk tasks change who trains and how long a round lasts, and a longer round
+steps the batteries through more trace ticks), so the script also times the hook itself: the
+models' four calls per round (:class:`~flamingo_sim.fl.sim.limits.DeviceLimits`: temperature,
+apply, settle, columns), whose share of the off round is the models' own cost. ``--out``
+writes everything as JSON.
 
     PYTHONPATH=. python benchmarks/device_limits.py [--rounds 20] [--repeats 3] [--out benchmarks/results/device_limits_2cores.json]
     PYTHONPATH=. python benchmarks/device_limits.py --smoke    # seconds: 200 clients, flamingo, 2 rounds
@@ -47,17 +51,36 @@ for name, over in (("off", base), ("on", base + on)):
     cfg = load_experiment(experiment, over)
     parts = build_components(cfg, experiment, 0, log=lambda _m: None)
     sims[name] = Simulation(parts, make_policy(policy, cfg), policy, 0, make_selector("uniform"))
+hook = [0.0]
+limits = sims["on"].limits
+
+
+def timed(method):
+    def call(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            hook[0] += time.perf_counter() - t
+    return call
+
+
+for name in ("temperature_c", "apply", "settle", "columns"):
+    setattr(limits, name, timed(getattr(limits, name)))
 for _ in range(warmup):
     for sim in sims.values():
         sim.step()
 cost = {name: [] for name in sims}
+cost["hook"] = []
 for _ in range(rounds):
     for name, sim in sims.items():  # alternating: off and on see the same load
-        model_before = sim.model_wall_s
+        model_before, hook_before = sim.model_wall_s, hook[0]
         t = time.perf_counter()
         plan = sim.plan_round()
         sim.finish_round(plan, sim.train_round(plan))
         cost[name].append(1000.0 * (time.perf_counter() - t - (sim.model_wall_s - model_before)))
+        if name == "on":
+            cost["hook"].append(1000.0 * (hook[0] - hook_before))
 print(json.dumps(cost))
 """
 
@@ -90,18 +113,19 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()
     rows = []
     print(f"ms per round, all but training (median over {args.repeats} process(es) x {args.rounds} rounds; off and on alternate)")
-    print(f"{'policy':<10} {'clients':>9} {'off':>9} {'on':>9} {'on/off':>8}  {'spread off':>15} {'spread on':>15}")
+    print(f"{'policy':<10} {'clients':>9} {'off':>9} {'on':>9} {'on/off':>8}  {'spread off':>15} {'spread on':>15} {'hook':>7} {'hook/off':>9}")
     for n in (int(s) for s in args.sizes.split(",")):
         for policy in args.policies.split(","):
-            pooled: dict[str, list[float]] = {"off": [], "on": []}
+            pooled: dict[str, list[float]] = {"off": [], "on": [], "hook": []}
             for _ in range(args.repeats):
                 for name, values in measure(n, policy, args.rounds, extra).items():
                     pooled[name] += values
-            off, on = statistics.median(pooled["off"]), statistics.median(pooled["on"])
-            rows.append({"policy": policy, "clients": n, "off_ms": off, "on_ms": on, "ratio": on / off,
-                         "off_ms_range": [min(pooled["off"]), max(pooled["off"])], "on_ms_range": [min(pooled["on"]), max(pooled["on"])]})
+            off, on, hook = (statistics.median(pooled[k]) for k in ("off", "on", "hook"))
+            rows.append({"policy": policy, "clients": n, "off_ms": off, "on_ms": on, "ratio": on / off, "hook_ms": hook,
+                         "hook_share_of_off": hook / off, "off_ms_range": [min(pooled["off"]), max(pooled["off"])],
+                         "on_ms_range": [min(pooled["on"]), max(pooled["on"])], "hook_ms_range": [min(pooled["hook"]), max(pooled["hook"])]})
             print(f"{policy:<10} {n:>9,} {off:>9.2f} {on:>9.2f} {on / off:>7.2f}x  {min(pooled['off']):6.2f}-{max(pooled['off']):7.2f} "
-                  f"{min(pooled['on']):6.2f}-{max(pooled['on']):7.2f}")
+                  f"{min(pooled['on']):6.2f}-{max(pooled['on']):7.2f} {hook:>7.2f} {hook / off:>8.1%}")
     load_after = os.getloadavg()
     print(f"load average (1 min) before {load_before[0]:.1f}, after {load_after[0]:.1f}")
     if args.out:
