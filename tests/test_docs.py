@@ -111,3 +111,45 @@ def test_modelling_notes_quote_the_thermal_table_from_its_results_file():
         row = (f"| {r['phone']} | {r['model']} | {r['policy']} | {r['choice']} | {r['power_w']:.2f} | {r['steady_c']:.1f} degC | {onset} | "
                f"{r['step_latency_s']:.2f} | {r['throttled_step_latency_s']:.2f} | {r['throttled_steady_c']:.1f} degC |")
         assert row in page, row
+
+
+DEVICE_LIMITS = ROOT / "docs" / "results" / "device_limits"
+LIMIT_TASKS = (("openimage_mobilenet", "OpenImage / MobileNetV2"), ("openimage_shufflenet", "OpenImage / ShuffleNetV2 x2"),
+               ("speech_resnet34", "Google Speech / ResNet-34"))
+LIMIT_PHONES = {"galaxy_tab_s6": "Galaxy Tab S6", "oneplus_8": "OnePlus 8", "pixel_3": "Pixel 3", "galaxy_s10e": "Galaxy S10e", "mi_10": "Mi 10"}
+
+
+def _table(mode: str, prefix: str) -> dict:
+    import json
+
+    tables = json.loads((DEVICE_LIMITS / f"reproduce_{mode}" / "tables.json").read_text())
+    return {(r[0], r[1]): r for r in tables[next(k for k in tables if k.startswith(prefix))]["rows"]}
+
+
+def test_modelling_notes_quote_the_device_limit_runs_from_their_results_files():
+    """The heat-and-memory effect tables are the reproduce runs' tables.json and summary.json, row for row."""
+    import json
+
+    page = (ROOT / "docs/modelling-notes.md").read_text()
+    for mode in ("off", "on"):
+        t2 = _table(mode, "Table 2")
+        for task, label in LIMIT_TASKS:
+            s = json.loads((DEVICE_LIMITS / f"reproduce_{mode}" / f"{task}.summary.json").read_text())["policies"]
+            tt, ee = t2[(label, "time to target (h)")], t2[(label, "energy to target (kJ)")]
+            lost = f"{s['baseline']['clients_lost']:.1f} / {s['flamingo']['clients_lost']:.1f}"
+            row = f"| {label} | {mode} | {tt[2]} | {tt[4]} | {tt[6]} | {ee[6]} | {lost} |"
+            assert row in page, row
+            if mode == "on":
+                for policy in ("baseline", "flamingo"):
+                    d = s[policy]["device_limits"]
+
+                    def per(key: str, scale: float = 1.0, digits: int = 0) -> str:
+                        return ", ".join(f"{LIMIT_PHONES.get(p, p)} {v / scale:.{digits}f}" for p, v in d[key].items() if v) or "0"
+
+                    row = (f"| {label} | {policy} | {per('out_of_memory')} | {per('batch_shrunk')} | {per('throttled')} | "
+                           f"{per('throttled_s', 3600, 1)} | {d['declined_too_hot']:.0f} |")
+                    assert row in page, row
+    off, on = _table("off", "Table 3"), _table("on", "Table 3")
+    for key, r in off.items():
+        row = f"| {key[0]} | {key[1]} | {r[7]} | {on[key][7]} | {r[5]} | {on[key][5]} |"
+        assert row in page, row
