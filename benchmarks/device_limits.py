@@ -38,8 +38,8 @@ import json, sys, time
 import torch
 torch.set_num_threads(1)
 from flamingo_sim.fl.config import load_experiment
-from flamingo_sim.fl.runner.setup import build_components, make_policy
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.runner.compose import build_components, make_policy
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import make_selector
 
 experiment, n_clients, policy, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])

@@ -73,7 +73,7 @@ def test_sphinx_roles_become_optional_cross_references():
     text = records.docstring.value
     assert ":class:`" not in text and ":meth:`" not in text
     # a full path keeps its target; a bare name is found beside the object (here, in its module)
-    assert '<autoref identifier="flamingo_sim.fl.sim.engine.Simulation.finish_round" optional>' in text
+    assert '<autoref identifier="flamingo_sim.fl.sim.simulation.Simulation.finish_round" optional>' in text
     assert re.search(r'<autoref identifier="flamingo_sim\.fl\.sim\.records\.RoundRecord" optional><code>RoundRecord</code></autoref>', text)
 
 
@@ -126,6 +126,10 @@ def _table(mode: str, prefix: str) -> dict:
     return {(r[0], r[1]): r for r in tables[next(k for k in tables if k.startswith(prefix))]["rows"]}
 
 
+def _per(d: dict, key: str, scale: float = 1.0, digits: int = 0) -> str:
+    return ", ".join(f"{LIMIT_PHONES.get(p, p)} {v / scale:.{digits}f}" for p, v in d[key].items() if v) or "0"
+
+
 def test_modelling_notes_quote_the_device_limit_runs_from_their_results_files():
     """The heat-and-memory effect tables are the reproduce runs' tables.json and summary.json, row for row."""
     import json
@@ -143,11 +147,8 @@ def test_modelling_notes_quote_the_device_limit_runs_from_their_results_files():
                 for policy in ("baseline", "flamingo"):
                     d = s[policy]["device_limits"]
 
-                    def per(key: str, scale: float = 1.0, digits: int = 0) -> str:
-                        return ", ".join(f"{LIMIT_PHONES.get(p, p)} {v / scale:.{digits}f}" for p, v in d[key].items() if v) or "0"
-
-                    row = (f"| {label} | {policy} | {per('out_of_memory')} | {per('batch_shrunk')} | {per('throttled')} | "
-                           f"{per('throttled_s', 3600, 1)} | {d['declined_too_hot']:.0f} |")
+                    row = (f"| {label} | {policy} | {_per(d, 'out_of_memory')} | {_per(d, 'batch_shrunk')} | {_per(d, 'throttled')} | "
+                           f"{_per(d, 'throttled_s', 3600, 1)} | {d['declined_too_hot']:.0f} |")
                     assert row in page, row
     off, on = _table("off", "Table 3"), _table("on", "Table 3")
     for key, r in off.items():

@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from flamingo_sim.fl.runner.options import Execution
+
 __all__ = ["reproduce"]
 
 
@@ -24,22 +26,20 @@ def reproduce(
     tasks: Sequence[str] | None = None,
     overrides: Sequence[str] = (),
     log: Callable[[str], Any] | None = None,
-    jobs: int | None = 1,
-    executor: str = "local",
-    ray_address: str | None = None,
+    execution: Execution | None = None,
     again: str | None = None,
 ) -> Path:
     """Run (or resume) the paper's tasks into ``out_dir/runs/`` and write the report; returns ``report.md``.
 
-    ``jobs`` (None: auto), ``executor`` and ``ray_address``: where the (task, seed, policy) units
+    ``execution``: where the (task, seed, policy) units
     run (:mod:`flamingo_sim.studies.study`); ``again``: the command that continues an interrupted run."""
     from flamingo_sim.fl.config import load_experiment
     from flamingo_sim.studies.reproduce.paper import TASKS
     from flamingo_sim.studies.reproduce.run import experiment_path, run_tasks
 
     done = run_tasks(out_dir, tasks=tuple(tasks or TASKS), n_seeds=n_seeds, quick=quick, overrides=overrides, log=log,
-                     jobs=jobs, executor=executor, ray_address=ray_address, again=again)
-    from flamingo_sim.fl.runner.setup import profile_dirs  # torch and matplotlib: after every argument and config is checked
+                     execution=execution, again=again)
+    from flamingo_sim.fl.runner.compose import profile_dirs  # torch and matplotlib: after every argument and config is checked
     from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
 
     first = experiment_path(done[0].task)

@@ -29,7 +29,7 @@ CURVE_CAPTION = ("Speedup and energy efficiency of Flamingo over the baseline ag
 def load_results(run_dirs: Sequence[tuple[str, Path]], slowdowns: Mapping[str, Mapping[str, float]] | None = None) -> list[TaskResult]:
     """Read each ``(task, run directory)`` back; ``slowdowns``: task -> phone -> ``shared_core_slowdown``
     (kept in ``extra["slowdown"]`` for Table 3's intensity)."""
-    from flamingo_sim.fl.runner.run import load_run
+    from flamingo_sim.fl.runner.results import load_run
 
     out = []
     for task, run_dir in run_dirs:

@@ -20,11 +20,11 @@ from flamingo_sim.devices.policies import PolicyConfig
 from flamingo_sim.devices.soc import load_phones
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import DevicesConfig, ExperimentConfig
-from flamingo_sim.fl.runner.setup import make_policy
-from flamingo_sim.fl.sim.engine import Components, Simulation
+from flamingo_sim.fl.runner.compose import make_policy
 from flamingo_sim.fl.sim.limits import DeviceLimits, training_memory_bytes
+from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
-from tests.fl.sim.test_engine import COMM_S, LAT_S, POWER_W, ROOT, STEPS, scripted_parts
+from tests.fl.sim.test_simulation import COMM_S, LAT_S, POWER_W, ROOT, STEPS, scripted_parts
 
 PIXEL3 = load_phones(ROOT / "profiles")["pixel_3"]
 assert PIXEL3.body is not None and PIXEL3.memory is not None

@@ -9,7 +9,7 @@ Each round (numbered steps match the code):
    execution choices, interference with the owner), plus model download/upload time;
 4. settle the round (:func:`flamingo_sim.fl.sim.rounds.settle_round`): drop who declines, runs out
    of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
-5. train the kept clients for real (:attr:`Simulation.cohort`, :mod:`flamingo_sim.fl.sim.cohort`:
+5. train the kept clients for real (:attr:`Simulation.seam`, :mod:`flamingo_sim.fl.sim.seam`:
    in this process, or split over processes by :mod:`flamingo_sim.fl.distributed`) and aggregate them
    (:mod:`flamingo_sim.fl.strategy.aggregators`; FedAvg weighted by samples by default);
 6. advance the clock and every client's battery along its trace, training energy included
@@ -43,12 +43,12 @@ from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
-from flamingo_sim.fl.sim.cohort import ClientUpdates, Cohort, LocalCohort, TrainJob
 from flamingo_sim.fl.sim.fairness import jain_index, merge_sorted
 from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY, DeviceLimits
 from flamingo_sim.fl.sim.population import Population
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
+from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainingSeam, TrainJob
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
 from flamingo_sim.fl.training.device import device_cache_bytes, resolve_device
@@ -126,7 +126,7 @@ class Simulation:
         self.cfg = parts.cfg
         size_mb = parts.cfg.network.model_size_mb
         if size_mb is None:
-            raise ValueError("Components.cfg.network.model_size_mb is unset; flamingo_sim.fl.runner.setup.build_components resolves it")
+            raise ValueError("Components.cfg.network.model_size_mb is unset; flamingo_sim.fl.runner.compose.build_components resolves it")
         self.model_size_mb: float = size_mb  # one model transfer, each way
         self.policy = policy
         self.policy_name = policy_name
@@ -172,9 +172,9 @@ class Simulation:
         self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget, cuda_graphs=fl.cuda_graphs)
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
         self._test_data = tuple(t.to(self.device) for t in parts.test_data)
-        #: Step 5's worker: trains jobs and evaluates (:mod:`flamingo_sim.fl.sim.cohort`); the
-        #: torch.distributed engine replaces it with one that splits the work over processes.
-        self.cohort: Cohort = LocalCohort(self.dataset, self.trainer, self._test_data, local_steps=fl.local_steps, batch_size=fl.batch_size,
+        #: Step 5's worker: trains jobs and evaluates (:mod:`flamingo_sim.fl.sim.seam`); the
+        #: torch.distributed run replaces it with one that splits the work over processes.
+        self.seam: TrainingSeam = LocalSeam(self.dataset, self.trainer, self._test_data, local_steps=fl.local_steps, batch_size=fl.batch_size,
                                           lr=fl.lr, seed=seed, precision=fl.precision, device=self.device)
         self.model_wall_s = 0.0  # wall time in local training, FedAvg and evaluation (not checkpointed)
         self.train_wall_s = 0.0  # of which local training and FedAvg (data decoding excluded)
@@ -317,7 +317,7 @@ class Simulation:
         ids = tuple(int(c) for c in plan.kept)
         job = TrainJob(self.params, ids, ids, plan.round, self.aggregator.proximal_mu, augment_round=plan.round)
         if plan.batch_size is None:
-            updates = self.cohort.train(job)
+            updates = self.seam.train(job)
             batches = np.full(len(ids), cfg.fl.batch_size)
         else:
             batches = plan.batch_size[plan.settled.kept]
@@ -335,14 +335,14 @@ class Simulation:
     def _train_by_batch(self, job: TrainJob, batches: np.ndarray) -> ClientUpdates:
         """Train ``job`` with a minibatch per client (``devices.memory: shrink_batch``): one
         sub-job per batch size, the updates put back in the job's client order."""
-        if not isinstance(self.cohort, LocalCohort):
+        if not isinstance(self.seam, LocalSeam):
             raise ConfigError("devices.memory: 'shrink_batch' trains each client with its own minibatch in one process; run without --nproc")
         parts, rows = [], []
         for b in np.unique(batches):
             mine = np.flatnonzero(batches == b)
             sub = TrainJob(job.start, tuple(job.clients[i] for i in mine), tuple(job.keys[i] for i in mine), job.round_idx, job.prox_mu,
                            job.augment_round, batch_size=int(b))
-            parts.append(self.cohort.train(sub))
+            parts.append(self.seam.train(sub))
             rows.append(mine)
         order = torch.from_numpy(np.argsort(np.concatenate(rows), kind="stable"))
         return ClientUpdates(
@@ -499,7 +499,7 @@ class Simulation:
 
     def evaluate(self) -> tuple[float, float]:
         started = time.perf_counter()
-        result = self.cohort.evaluate(self.params)
+        result = self.seam.evaluate(self.params)
         self.model_wall_s += time.perf_counter() - started
         return result
 
