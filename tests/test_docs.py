@@ -154,3 +154,34 @@ def test_modelling_notes_quote_the_device_limit_runs_from_their_results_files():
     for key, r in off.items():
         row = f"| {key[0]} | {key[1]} | {r[7]} | {on[key][7]} | {r[5]} | {on[key][5]} |"
         assert row in page, row
+
+
+def test_modelling_notes_quote_the_device_limit_sensitivity_from_its_results_files():
+    """The sensitivity table of the heat and memory knobs is the study's sensitivity.csv and its points' summary.json."""
+    import csv
+    import json
+
+    folder = DEVICE_LIMITS / "sensitivity"
+    page = (ROOT / "docs/modelling-notes.md").read_text()
+
+    def fmt(x: str, digits: int, unit: str = "") -> str:
+        return "-" if x == "" else f"{float(x):.{digits}f}{unit}"
+
+    rows = list(csv.DictReader((folder / "sensitivity.csv").open()))
+    assert len(rows) == 10
+    for r in rows:
+        name = "reference" if r["knob"] == "reference" else f"{r['knob']}={r['value']}"
+        s = json.loads((folder / f"{name}.summary.json").read_text())["policies"]
+        cells = []
+        for keys in (("batch_shrunk", "out_of_memory"), ("throttled",)):
+            per_policy = []
+            for policy in ("baseline", "flamingo"):
+                d = s[policy].get("device_limits", {})
+                per_policy.append("-" if keys[0] not in d else " / ".join(f"{sum(d[k].values()):.0f}" for k in keys))
+            cells.append("; ".join(per_policy))
+        hot = s["flamingo"].get("device_limits", {}).get("declined_too_hot")
+        row = (f"| {r['knob']} | {r['value']} | {fmt(r['speedup'], 2, 'x')} | {fmt(str(100 * float(r['speedup_change'])), 0, ' %')} | "
+               f"{fmt(r['energy_efficiency'], 2, 'x')} | {fmt(str(100 * float(r['energy_efficiency_change'])), 0, ' %')} | "
+               f"{fmt(r['baseline_time_to_target_h'], 2, ' h')} | {fmt(r['flamingo_time_to_target_h'], 2, ' h')} | {cells[0]} | {cells[1]} | "
+               f"{'-' if hot is None else f'{hot:.0f}'} |")
+        assert row in page, row
