@@ -185,3 +185,18 @@ def test_modelling_notes_quote_the_device_limit_sensitivity_from_its_results_fil
                f"{fmt(r['baseline_time_to_target_h'], 2, ' h')} | {fmt(r['flamingo_time_to_target_h'], 2, ' h')} | {cells[0]} | {cells[1]} | "
                f"{'-' if hot is None else f'{hot:.0f}'} |")
         assert row in page, row
+
+
+def test_benchmarks_page_quotes_the_device_limits_benchmark_from_its_results_file():
+    """docs/benchmarks.md's heat-and-memory cost line is benchmarks/results/device_limits_2cores.json."""
+    import json
+
+    doc = json.loads((ROOT / "benchmarks/results/device_limits_2cores.json").read_text())
+    page = (ROOT / "docs/benchmarks.md").read_text()
+    rows = {(r["policy"], r["clients"]): r for r in doc["rows"]}
+    for (policy, n), r in rows.items():
+        label = "baseline, " if (policy, n) == ("baseline", 2400) else "Flamingo, " if (policy, n) == ("flamingo", 2400) else ""
+        assert f"{r['off_ms']:.1f} / {r['on_ms']:.1f} ms ({label}{r['ratio']:.2f}x)" in page, (policy, n)
+    hooks = [r["hook_ms"] for r in doc["rows"]]
+    shares = [100 * r["hook_share_of_off"] for r in doc["rows"]]
+    assert f"{min(hooks):.2f}-{max(hooks):.2f} ms a round, {min(shares):.1f}-{max(shares):.1f} % of the off round" in page
