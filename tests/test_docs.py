@@ -200,3 +200,20 @@ def test_benchmarks_page_quotes_the_device_limits_benchmark_from_its_results_fil
     hooks = [r["hook_ms"] for r in doc["rows"]]
     shares = [100 * r["hook_share_of_off"] for r in doc["rows"]]
     assert f"{min(hooks):.2f}-{max(hooks):.2f} ms a round, {min(shares):.1f}-{max(shares):.1f} % of the off round" in page
+
+
+def test_modelling_notes_quote_the_main_job_with_the_device_models_from_its_results_files():
+    """The main job off and on, as docs/results/device_limits/main_job/{off,on}.summary.json have it."""
+    import json
+
+    page = (ROOT / "docs/modelling-notes.md").read_text()
+    for mode in ("off", "on"):
+        s = json.loads((DEVICE_LIMITS / "main_job" / f"{mode}.summary.json").read_text())["policies"]
+        b, f = s["baseline"], s["flamingo"]
+        row = (f"| {mode} | {b['time_to_target_s'] / 3600:.2f} h | {f['time_to_target_s'] / 3600:.2f} h | {f['speedup']:.2f}x | "
+               f"{f['energy_efficiency']:.2f}x | {b['clients_lost']:.0f} / {f['clients_lost']:.0f} |")
+        assert row in page, row
+    on = json.loads((DEVICE_LIMITS / "main_job" / "on.summary.json").read_text())["policies"]
+    assert f"smaller batch {on['baseline']['device_limits']['batch_shrunk']['pixel_3']:.0f} times" in page
+    assert f"Flamingo declined {on['flamingo']['device_limits']['declined_too_hot']:.0f} requests too hot" in page
+    assert f"and {sum(on['baseline']['device_limits']['throttled'].values()):.0f} baseline tasks throttled" in page
