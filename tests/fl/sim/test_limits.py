@@ -162,3 +162,12 @@ def test_models_off_is_bit_identical_to_the_code_before_them(tmp_path):
     assert proc.returncode == 0, proc.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), pd.read_parquet(REFERENCE / "metrics.parquet"), check_exact=True)
     assert json.loads((out / "summary.json").read_text()) == json.loads((REFERENCE / "summary.json").read_text())
+
+
+def test_shrink_batch_is_refused_on_engines_that_train_every_client_alike():
+    from flamingo_sim.fl.runner.compose import check_composition
+
+    cfg = from_mapping(ExperimentConfig, {"name": "x", "devices": {"memory": "shrink_batch"}})
+    with pytest.raises(ConfigError, match=r"x\.yaml: devices\.memory: 'shrink_batch' trains each client with its own minibatch natively only; use 'drop' with --engine flower"):
+        check_composition(cfg, "x.yaml", engine="flower")
+    check_composition(dataclasses.replace(cfg, devices=DevicesConfig(memory="drop")), "x.yaml", engine="flower")  # drop is fine
