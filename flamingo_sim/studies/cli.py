@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from flamingo_sim.fl.cli import add_parallel_arguments
+from flamingo_sim.fl.cli import add_parallel_arguments, add_readings_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="[TASK:]KEY=VALUE",
                    help="override a config key for every task, or for one with TASK:, e.g. "
                    "--set openimage_mobilenet:data.root=/data/openimage (repeatable)")
+    add_readings_argument(p)
+    p.add_argument("--attribution", action="store_true",
+                   help="also run the walk from the paper's readings to the default, one reading at a time, and add "
+                        "'Why our Table 2 differs from the paper's' (a table and a waterfall) to the report")
     add_parallel_arguments(p, "the (task, seed, policy) units")
     p.set_defaults(func=_reproduce, cli_flags={"overrides": "--set", "tasks": "--tasks", "n_seeds": "--seeds"})
 
@@ -51,7 +55,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     from flamingo_sim.studies.reproduce import reproduce
 
     md = reproduce(args.out, n_seeds=args.seeds, quick=args.quick, tasks=args.tasks, overrides=args.overrides,
-                   jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, again=_again(args))
+                   jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, again=_again(args),
+                   readings=args.readings, attribution=args.attribution)
     print(f"report: {md}")
     print(f"        {md.with_suffix('.html')}")
     return 0
