@@ -159,6 +159,8 @@ def attribute(task: str, metrics_by_config: Mapping[str, pd.DataFrame], baseline
         res = StepResult(task, step, None, None, None, None, per_seed=per_seed)
         if step.values["exploration"] != "none":
             res.exploration = exploration_cost(metrics_by_config[step.config], policy, baseline)
+            if res.exploration is not None:
+                res.exploration["per_request"] = per_request_estimate(metrics_by_config[step.config], policy)
         res.missed = [f"seed {s}: {who}" for s, row in per_seed.items() for who in (baseline, policy) if row[f"{who}|time"] is None]
         now: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
         for what, attr in (("time", "speedup"), ("energy", "energy_efficiency")):
@@ -203,6 +205,28 @@ def per_request_first_round(n_clients: int, selected_per_round: int, n_choices: 
         if per_model * float(binom.sf(n_choices - 1, r, q)) >= 1.0:
             return int(r)
     return None
+
+
+#: Execution choices of the shipped SoCs: SD845 (no Prime core) and SD855/SD865.
+N_CHOICES = (8, 11)
+
+
+def per_request_estimate(metrics: pd.DataFrame, policy: str = "flamingo") -> dict[str, Any] | None:
+    """What ``exploration: per_request`` would need on this fleet, from an exploring run's first round (where no
+    client has a profile): the share of requests that can explore (``p_eligible``: explorers over selected), the
+    clients online, the selections per round, the phone models, and for 8 and 11 choices the round by which the first
+    client of a model would have explored them all (:func:`per_request_first_round`)."""
+    first = metrics[(metrics["policy"] == policy) & (metrics["round"] == 1)]
+    if first.empty or not {"n_exploring", "n_selected", "n_online"} <= set(first.columns) or int(first["n_selected"].sum()) == 0:
+        return None
+    p = float(first["n_exploring"].sum() / first["n_selected"].sum())
+    n_clients = int(first["n_online"].mean())
+    selected = int(round(float(first["n_selected"].mean())))
+    n_models = sum(c.startswith("interference_s_") for c in metrics.columns) or 1
+    rounds = int(metrics["round"].max())
+    return {"p_eligible": p, "n_clients_online": n_clients, "selected_per_round": selected, "n_models": n_models,
+            "selections_per_client": rounds * selected / n_clients, "rounds": rounds,
+            "first_round": {str(n): per_request_first_round(n_clients, selected, n, p, n_models) for n in N_CHOICES}}
 
 
 def task_label(task: str) -> str:

@@ -85,6 +85,15 @@ def why_lines(walks: Sequence[Sequence[StepResult]]) -> list[str]:
                      f"1-{x['rounds']:.0f}, {x['time_s'] / 3600:.2f} h of virtual time and {x['energy_j'] / 1e3:.1f} kJ of "
                      f"Flamingo's training energy (the baseline's same rounds: {x['baseline_time_s'] / 3600:.2f} h); under "
                      "exploration none that one-time cost is paid before the job")
+            pr = x.get("per_request")
+            if pr:
+                fr = pr["first_round"]
+                text += (f". Under exploration per_request a client explores one choice per request: with {pr['selected_per_round']} "
+                         f"of {pr['n_clients_online']:,} clients selected a round, {pr['p_eligible']:.0%} of requests able to explore "
+                         f"(idle, unplugged) and {pr['n_models']} phone models, the first client of a model would have explored 8 "
+                         f"choices by round {fr['8'] or '-'} and 11 by round {fr['11'] or '-'} (a client is selected "
+                         f"{pr['selections_per_client']:.2f} times in {pr['rounds']} rounds), so such a run measures Flamingo "
+                         "without a profile")
         out.append(text + ".")
     return out
 

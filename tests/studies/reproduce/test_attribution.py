@@ -26,7 +26,7 @@ def frame(flamingo_dt_s: float, flamingo_j: float) -> pd.DataFrame:
             for i, a in enumerate(acc, start=1):
                 rows.append({"policy": policy, "seed": seed, "round": i, "time_s": i * dt, "accuracy": a, "energy_cum_j": i * e,
                              "n_exploring": int(policy == "flamingo" and i == 1 and flamingo_dt_s > 2),
-                             "energy_exploring_j": 0.0})
+                             "energy_exploring_j": 0.0, "n_selected": 10, "n_online": 100})
     return pd.DataFrame(rows)
 
 
@@ -56,6 +56,9 @@ def test_each_step_by_hand():
     assert got["exploration"].speedup_factor_ci == pytest.approx([0.5, 0.5])
     assert got["exploration"].energy_factor == pytest.approx(0.5)
     assert got["exploration"].exploration is not None and got["exploration"].exploration["rounds"] == 1
+    pr = got["exploration"].exploration["per_request"]  # 1 explorer of 10 selected, 100 online, no phone columns: 1 model
+    assert pr["p_eligible"] == pytest.approx(0.1) and pr["selections_per_client"] == pytest.approx(4 * 10 / 100)
+    assert pr["first_round"] == {str(n): per_request_first_round(100, 10, n, 0.1, 1) for n in (8, 11)}
     assert got["charge_state"].speedup_factor == pytest.approx(1.0)
     # smoothed (3): baseline 0.1, 0.2, 0.3, 0.4667; Flamingo 0.2, 0.3, 0.46, 0.5867 -> target 0.4667:
     # baseline round 4, Flamingo round 4 (16 s)
@@ -123,10 +126,9 @@ def test_table3_has_eas_beside_4567(out):
 
 @pytest.mark.slow
 def test_waterfall_bars_are_the_ratios(out):
+    from flamingo_sim.fl.runner.run import load_run
     from flamingo_sim.studies.reproduce.attribution import attribute
     from flamingo_sim.studies.reproduce.why import waterfall
-
-    from flamingo_sim.fl.runner.run import load_run
 
     where = {"paper": out, "exploration": out / "attribution" / "exploration", "default": out / "attribution" / "default"}
     walk = attribute("openimage_mobilenet", {n: load_run(d / "runs" / "openimage_mobilenet")[0] for n, d in where.items()})
