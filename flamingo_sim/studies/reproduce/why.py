@@ -21,7 +21,7 @@ from flamingo_sim.report.plots import STYLE
 from flamingo_sim.studies.reproduce.attribution import StepResult, paper_headline, task_label
 from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
-__all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION"]
+__all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md"]
 
 #: Caption of the waterfall in the report.
 WHY_CAPTION = ("From the paper's readings (left) to the simulator's default (right), one reading switched per step, per task: "
@@ -149,3 +149,71 @@ def waterfall(walks: Sequence[Sequence[StepResult]]) -> Figure:
                 if j == 0:
                     ax.set_ylabel(f"Flamingo over baseline, {title} (x)")
     return fig
+
+
+# -- the documentation's tables, rendered from the committed results files (a test compares the page with them) ---------
+
+def _cell(value: float | None, ci: Sequence[float] | None = None, factor: bool = False) -> str:
+    if value is None:
+        return "-"
+    text = f"x{value:.2f}" if factor else f"{value:.2f}x"
+    return text + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def headline_md(attribution: dict[str, Any]) -> list[str]:
+    """Markdown: per task, the default's and the paper's readings' headline beside the paper's Table 2 (from ``attribution.json``)."""
+    out = ["| task | speedup, our default [95 % CI] | speedup, the paper's readings | speedup, paper's readings with our target rule "
+           "| paper | energy efficiency, our default | energy efficiency, paper's readings with our target rule | paper |",
+           "|---|---|---|---|---|---|---|---|"]
+    for task, steps in attribution.items():
+        by = {s["step"]: s for s in steps}
+        theirs = paper_headline(task)
+        first, default, target = by["paper"], steps[-1], by["target"]
+        literal = _cell(first["speedup"], first["speedup_ci"])
+        if first["speedup"] is None:
+            literal = "no ratio (" + "; ".join(first["missed"]) + " never reached)"
+        paper_cells = [f"{theirs[0]:.1f}x", f"{theirs[1]:.1f}x"] if theirs else ["-", "-"]
+        out.append(f"| {task_label(task)} | {_cell(default['speedup'], default['speedup_ci'])} | {literal} | "
+                   f"{_cell(target['speedup'], target['speedup_ci'])} | {paper_cells[0]} | "
+                   f"{_cell(default['energy_efficiency'], default['energy_efficiency_ci'])} | "
+                   f"{_cell(target['energy_efficiency'], target['energy_efficiency_ci'])} | {paper_cells[1]} |")
+    return out
+
+
+def walk_md(attribution: dict[str, Any]) -> list[str]:
+    """Markdown: the walk, one row per step, one speedup column and one factor column per task."""
+    tasks = list(attribution)
+    out = ["| step | runs | " + " | ".join(f"{task_label(t)}: speedup | factor" for t in tasks) + " |",
+           "|---|---|" + "---|---|" * len(tasks)]
+    for i, step in enumerate(attribution[tasks[0]]):
+        cells = []
+        for t in tasks:
+            s = attribution[t][i]
+            cells += [_cell(s["speedup"], s["speedup_ci"]), _cell(s["speedup_factor"], s["speedup_factor_ci"], factor=True)]
+        out.append(f"| {step['label']} | {step['runs']} | " + " | ".join(cells) + " |")
+    return out
+
+
+def readings_md(attribution: dict[str, Any], sensitivity: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """Markdown: every reading: the option, the paper's words, our default and why, and its measured effect on the
+    speedup per task (the attribution's factor; for the choices the paper does not make, ``sensitivity`` rows:
+    ``{"key", "value", "effect"}``, the main job's speedup with the value over the reference's)."""
+    from flamingo_sim.fl.readings import SILENT
+
+    tasks = list(attribution)
+    out = ["| reading | option (paper / our default) | the paper's words (section) | our default, and why | measured effect on the "
+           "speedup (" + ", ".join(task_label(t) for t in tasks) + ") |", "|---|---|---|---|---|"]
+    for r in READINGS:
+        if r.key.startswith("reproduce."):
+            effect = "Table 3 only (Table 2 unchanged): the report prints both comparisons"
+        else:
+            steps = [next(s for s in attribution[t] if s["step"] == r.name) for t in tasks]
+            effect = " / ".join(_cell(s["speedup_factor"], s["speedup_factor_ci"], factor=True) for s in steps)
+            if all(s["speedup_factor"] is None for s in steps):
+                effect = "the paper's reading has no ratio where a policy never reaches the target (see the walk)"
+        out.append(f"| {r.name} | `{r.key}`: `{r.paper}` / `{r.default}` | {r.words} ({r.section}) | `{r.default}`: {r.why} | {effect} |")
+    for key, (default, what) in SILENT.items():
+        rows = [s for s in sensitivity if s["key"] == key]
+        effect = "; ".join(f"`{s['value']}`: x{s['effect']:.2f}" for s in rows) if rows else "not measured here"
+        out.append(f"| {what} | `{key}` | not in the paper | `{default}` | {effect} |")
+    return out
