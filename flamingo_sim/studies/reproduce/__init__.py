@@ -75,9 +75,9 @@ def reproduce(
     profiles = profile_dirs(cfg, first)
     catalogue = profiles.phones()
     slowdowns = {}
-    for d in done:  # each phone's shared_core_slowdown as the task ran it (Table 3's intensity)
+    for d in done:  # each phone's foreground slowdown as the task ran it (Table 3's intensity)
         model = load_experiment(experiment_path(d.task), d.overrides).policy.interference
-        slowdowns[d.task] = {name: model.slowdown_for(phone.soc.shared_core_slowdown) for name, phone in catalogue.items()}
+        slowdowns[d.task] = {name: model.foreground_slowdown_for(phone.soc.shared_core_slowdown) for name, phone in catalogue.items()}
     results = load_results([(d.task, d.run_dir) for d in done], slowdowns, eas_dirs)
     return write_reproduction(results, out_dir, quick=quick, profiles=profiles, overrides={d.task: d.overrides for d in done},
                               profile_set=cfg.phones.profile_set, readings=readings, table3_against=against, walks=walks)
