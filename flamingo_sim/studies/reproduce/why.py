@@ -10,7 +10,8 @@ carries the ``gid`` ``"<task>|<quantity>|<step>"`` so a test can compare it with
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import re
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -21,7 +22,7 @@ from flamingo_sim.report.plots import STYLE
 from flamingo_sim.studies.reproduce.attribution import StepResult, paper_headline, task_label
 from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
-__all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md"]
+__all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md", "fill_doc", "DOC_BLOCK", "sensitivity_effects"]
 
 #: Caption of the waterfall in the report.
 WHY_CAPTION = ("From the paper's readings (left) to the simulator's default (right), one reading switched per step, per task: "
@@ -68,7 +69,7 @@ def why_lines(walks: Sequence[Sequence[StepResult]]) -> list[str]:
             continue
         first, last = walk[0], walk[-1]
         steps = [r for r in walk[1:] if r.speedup_factor is not None]
-        text = (f"{task_label(first.task)}: {ratio_text(first.speedup, None)} under the paper's readings, "
+        text = (f"{task_label(first.task)}: {ratio_text(first.speedup, None) if first.speedup is not None else 'no ratio'} under the paper's readings, "
                 f"{ratio_text(last.speedup, None)} under our default")
         theirs = paper_headline(first.task)
         if theirs:
@@ -217,3 +218,33 @@ def readings_md(attribution: dict[str, Any], sensitivity: Sequence[dict[str, Any
         effect = "; ".join(f"`{s['value']}`: x{s['effect']:.2f}" for s in rows) if rows else "not measured here"
         out.append(f"| {what} | `{key}` | not in the paper | `{default}` | {effect} |")
     return out
+
+
+#: A generated block of a documentation page: ``<!-- results: FILE KIND [FILE2] -->`` ... ``<!-- end results -->``.
+DOC_BLOCK = re.compile(r"(<!-- results: (\S+) (\w+)(?: (\S+))? -->\n)(.*?)(<!-- end results -->)", re.S)
+
+
+def sensitivity_effects(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``sensitivity.csv``'s rows (as dicts) as the readings table takes them: each varied value's speedup over the reference's."""
+    return [{"key": r["knob"], "value": r["value"], "effect": float(r["speedup_change"]) + 1.0}
+            for r in rows if r["knob"] != "reference" and r.get("speedup_change") not in (None, "") and r["speedup_change"] == r["speedup_change"]]
+
+
+def fill_doc(page: str, load: Callable[[str], Any]) -> str:
+    """``page`` with every generated block re-rendered from its results files (``load(FILE)``: the parsed JSON, or a
+    CSV's rows as dicts). KIND ``headline``, ``walk`` or ``readings`` (:func:`headline_md`, :func:`walk_md`,
+    :func:`readings_md`) of an ``attribution.json``; ``readings`` takes a ``sensitivity.csv`` as FILE2 for the choices
+    the paper does not make. A page equal to its ``fill_doc`` quotes exactly what its files hold."""
+    def one(m: re.Match) -> str:
+        kind, data = m.group(3), load(m.group(2))
+        if kind == "headline":
+            lines = headline_md(data)
+        elif kind == "walk":
+            lines = walk_md(data)
+        elif kind == "readings":
+            lines = readings_md(data, sensitivity_effects(load(m.group(4))) if m.group(4) else ())
+        else:
+            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk or readings)")
+        return m.group(1) + "\n".join(lines) + "\n" + m.group(6)
+
+    return DOC_BLOCK.sub(one, page)
