@@ -22,7 +22,8 @@ from flamingo_sim.report.plots import STYLE
 from flamingo_sim.studies.reproduce.attribution import StepResult, paper_headline, task_label
 from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
-__all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md", "fill_doc", "DOC_BLOCK", "sensitivity_effects"]
+__all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md",
+           "fill_doc", "DOC_BLOCK", "sensitivity_effects"]
 
 #: Caption of the waterfall in the report.
 WHY_CAPTION = ("From the paper's readings (left) to the simulator's default (right), one reading switched per step, per task: "
