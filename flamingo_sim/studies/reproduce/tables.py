@@ -205,7 +205,7 @@ def table3(results: Sequence[TaskResult], against: str = "4567") -> Table:
                 largest[what].append("all tied" if len(first) == len(base) > 1 else " = ".join(first))
         for phone in base_e:
             gain_i, gain_e = improvement_pct(base_i[phone], flam_i[phone]), improvement_pct(base_e[phone], flam_e[phone])
-            gain_x = improvement_pct(eas_i.get(phone), flam_vs.get(phone))
+            gain_x = _improvement(eas_i.get(phone), flam_vs.get(phone))
             theirs = paper.TABLE3.get(phone)
             cells = ["-", "-", "-"]
             if theirs is not None:
@@ -251,7 +251,17 @@ BUILT_IN = ("Built into the model, not findings: a step sharing a core with the 
             "and which phone ranks worst.")
 
 
+def _improvement(base: float | None, policy: float | None) -> float | None:
+    """:func:`improvement_pct`, except where the comparison had no impact and the policy had some: ``-inf`` (the
+    policy is worse; the direction disagrees with any improvement), not a missing value."""
+    if base == 0 and policy is not None and policy < 0:
+        return -math.inf
+    return improvement_pct(base, policy)
+
+
 def _pct(x: float | None) -> str:
+    if x is not None and math.isinf(x):
+        return "worse (none before)"
     return "-" if x is None else f"{x:.0f} %"
 
 

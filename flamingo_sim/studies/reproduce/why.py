@@ -23,7 +23,7 @@ from flamingo_sim.studies.reproduce.attribution import StepResult, paper_headlin
 from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
 __all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md",
-           "fill_doc", "DOC_BLOCK", "sensitivity_effects"]
+           "fill_doc", "DOC_BLOCK", "sensitivity_effects", "table3_md"]
 
 #: Caption of the waterfall in the report.
 WHY_CAPTION = ("From the paper's readings (left) to the simulator's default (right), one reading switched per step, per task: "
@@ -225,6 +225,16 @@ def readings_md(attribution: dict[str, Any], sensitivity: Sequence[dict[str, Any
 DOC_BLOCK = re.compile(r"(<!-- results: (\S+) (\w+)(?: (\S+))? -->\n)(.*?)(<!-- end results -->)", re.S)
 
 
+def table3_md(tables: dict[str, Any]) -> list[str]:
+    """Markdown: Table 3 of a report's ``tables.json``, the first task's rows, and its reading line."""
+    (title,) = [t for t in tables if t.startswith("Table 3")]
+    t = tables[title]
+    task = t["rows"][0][0]
+    out = ["| " + " | ".join(t["columns"][1:]) + " |", "|" + "---|" * (len(t["columns"]) - 1)]
+    out += ["| " + " | ".join(r[1:]) + " |" for r in t["rows"] if r[0] == task]
+    return [f"{task}:", "", *out, "", t["reading"]]
+
+
 def sensitivity_effects(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``sensitivity.csv``'s rows (as dicts) as the readings table takes them: each varied value's speedup over the reference's."""
     return [{"key": r["knob"], "value": r["value"], "effect": float(r["speedup_change"]) + 1.0}
@@ -235,7 +245,8 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
     """``page`` with every generated block re-rendered from its results files (``load(FILE)``: the parsed JSON, or a
     CSV's rows as dicts). KIND ``headline``, ``walk`` or ``readings`` (:func:`headline_md`, :func:`walk_md`,
     :func:`readings_md`) of an ``attribution.json``; ``readings`` takes a ``sensitivity.csv`` as FILE2 for the choices
-    the paper does not make. A page equal to its ``fill_doc`` quotes exactly what its files hold."""
+    the paper does not make; ``table3`` (:func:`table3_md`) of a report's ``tables.json``. A page equal to its
+    ``fill_doc`` quotes exactly what its files hold."""
     def one(m: re.Match) -> str:
         kind, data = m.group(3), load(m.group(2))
         if kind == "headline":
@@ -244,8 +255,10 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
             lines = walk_md(data)
         elif kind == "readings":
             lines = readings_md(data, sensitivity_effects(load(m.group(4))) if m.group(4) else ())
+        elif kind == "table3":
+            lines = table3_md(data)
         else:
-            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk or readings)")
+            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings or table3)")
         return m.group(1) + "\n".join(lines) + "\n" + m.group(6)
 
     return DOC_BLOCK.sub(one, page)
