@@ -23,7 +23,8 @@ from flamingo_sim.studies.reproduce.attribution import StepResult, paper_headlin
 from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
 __all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md",
-           "fill_doc", "DOC_BLOCK", "sensitivity_effects", "table3_md"]
+           "fill_doc", "DOC_BLOCK", "DOC_VALUE", "doc_value",
+           "sensitivity_effects", "table3_md"]
 
 #: Caption of the waterfall in the report.
 WHY_CAPTION = ("From the paper's readings (left) to the simulator's default (right), one reading switched per step, per task: "
@@ -106,7 +107,7 @@ def attribution_json(walks: Sequence[Sequence[StepResult]]) -> dict[str, Any]:
         "step": r.step.name, "label": r.step.label, "readings": r.step.values, "runs": r.step.config,
         "speedup": r.speedup, "speedup_ci": r.speedup_ci, "speedup_factor": r.speedup_factor, "speedup_factor_ci": r.speedup_factor_ci,
         "energy_efficiency": r.energy_efficiency, "energy_efficiency_ci": r.energy_efficiency_ci,
-        "energy_factor": r.energy_factor, "energy_factor_ci": r.energy_factor_ci, "missed": r.missed,
+        "energy_factor": r.energy_factor, "energy_factor_ci": r.energy_factor_ci, "missed": r.missed, "exploration": r.exploration,
         "per_seed": {str(s): v for s, v in r.per_seed.items()},
     } for r in walk] for walk in walks if walk}
 
@@ -261,4 +262,23 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
             raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings or table3)")
         return m.group(1) + "\n".join(lines) + "\n" + m.group(6)
 
-    return DOC_BLOCK.sub(one, page)
+    def value(m: re.Match) -> str:
+        return m.group(1) + doc_value(load(m.group(2)), m.group(3), m.group(4)) + m.group(6)
+
+    return DOC_VALUE.sub(value, DOC_BLOCK.sub(one, page))
+
+
+#: A generated value inside a sentence: ``<!-- results-value: FILE TASK FIELD -->VALUE<!-- end -->``.
+DOC_VALUE = re.compile(r"(<!-- results-value: (\S+) (\w+) (\w+) -->)(.*?)(<!-- end -->)", re.S)
+
+
+def doc_value(attribution: dict[str, Any], task: str, name: str) -> str:
+    """One figure of ``attribution.json`` as a page quotes it: ``first_round_8``, ``first_round_11`` or
+    ``selections_per_client`` of the task's ``exploration: per_request`` estimate."""
+    step = next(s for s in attribution[task] if s.get("exploration") and s["exploration"].get("per_request"))
+    pr = step["exploration"]["per_request"]
+    if name.startswith("first_round_"):
+        return str(pr["first_round"][name[len("first_round_"):]])
+    if name == "selections_per_client":
+        return f"{pr['selections_per_client']:.2f}"
+    raise ValueError(f"unknown generated value {name!r}")
