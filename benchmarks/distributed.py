@@ -53,11 +53,11 @@ def worker(spec: dict[str, Any]) -> None:
 
     class Timer(Callback):
         def on_round_begin(self, sim: Any) -> None:
-            comm = getattr(sim.cohort, "comm", None)
+            comm = getattr(sim.seam, "comm", None)
             self.began = (time.perf_counter(), comm.seconds if comm else 0.0, comm.bytes_moved if comm else 0, comm.wait_s if comm else 0.0)
 
         def on_round_end(self, sim: Any, record: Any) -> bool:
-            comm = getattr(sim.cohort, "comm", None)
+            comm = getattr(sim.seam, "comm", None)
             t, s, b, w = self.began
             rounds.append({"policy": sim.policy_name, "round": sim.round, "wall_s": time.perf_counter() - t,
                            "collective_s": (comm.seconds if comm else 0.0) - s, "bytes": (comm.bytes_moved if comm else 0) - b,

@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flamingo_sim.fl.config import load_experiment  # noqa: E402
-from flamingo_sim.fl.runner.setup import build_components, make_policy  # noqa: E402
-from flamingo_sim.fl.sim.engine import Simulation  # noqa: E402
+from flamingo_sim.fl.runner.compose import build_components, make_policy  # noqa: E402
+from flamingo_sim.fl.sim.simulation import Simulation  # noqa: E402
 from flamingo_sim.fl.strategy.selection import make_selector  # noqa: E402
 
 SMOKE = {"clients": 40, "participants": 4, "steps": 3, "rounds": 3, "repeats": 1}

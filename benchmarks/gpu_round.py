@@ -19,6 +19,7 @@ the loop, and the largest parameter difference between the engine's result and t
     PYTHONPATH=. python benchmarks/gpu_round.py --device cuda              # the table, on a GPU
     PYTHONPATH=. python benchmarks/gpu_round.py --device cpu --small       # every row, tiny, on a CPU
     PYTHONPATH=. python benchmarks/gpu_round.py --smoke                    # two rows, seconds, on the CPU
+    PYTHONPATH=. python benchmarks/gpu_round.py --device cuda --paper --bf16 --loop-clients 10 --json r.json  # the paper's networks
     PYTHONPATH=. python benchmarks/gpu_round.py --device cpu --clients 8 --steps 3 --image-divisor 4 --rows 2,3,4 --repeats 5
 
 ``--smoke`` runs rows 2 and 6 on the CPU in seconds (2 clients x 1 step x batch 4, 32 px images,
@@ -30,9 +31,12 @@ MLP row 8 clients, one timed round): the same code, so a change that breaks it f
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -59,6 +63,12 @@ def rows(args: argparse.Namespace) -> list[Row]:
         s = max(args.min_side, side // args.image_divisor)
         return (3, s, s)
 
+    if args.paper:  # the paper's three networks at the sizes they train at (issue 31)
+        return [
+            Row(f"MobileNetV2, {img(224)[1]} px", "mobilenet_v2", img(224)),
+            Row(f"ShuffleNetV2 x2, {img(224)[1]} px", "shufflenet_v2_x2_0", img(224)),
+            Row(f"ResNet-34, 3x{img(32)[1]}x{img(32)[1]} (speech)", "resnet34", img(32)),
+        ]
     return [
         Row(f"MobileNetV2, {img(224)[1]} px", "mobilenet_v2", img(224)),
         Row(f"MobileNetV2, {img(64)[1]} px", "mobilenet_v2", img(64)),
@@ -101,7 +111,8 @@ def candidates(device: torch.device, bf16: bool) -> dict[str, dict]:
     return out
 
 
-def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> None:
+def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> dict:
+    """Time one row; returns its results (seconds per round of every candidate, medians and spreads)."""
     n_clients = row.clients or args.clients
     n_classes = 10 if row.model == "mlp" else 600
     gen = torch.Generator().manual_seed(0)
@@ -116,26 +127,48 @@ def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> None:
                 if not (name == "loop" and n_clients > args.max_loop_clients)}
     if len(trainers) < len(candidates(device, args.bf16)):
         print(f"  {'loop':<16} skipped (more than --max-loop-clients {args.max_loop_clients})")
+    # The loop's cost is linear in the clients (one client after another): --loop-clients times it on
+    # fewer and scales up, so that the baseline is measured in the same run at a fraction of its cost.
+    loop_n = min(args.loop_clients or n_clients, n_clients)
+    loop_scale = n_clients / loop_n
     times: dict[str, list[float]] = {name: [] for name in trainers}
     results: dict[str, CohortResult] = {}
     for r in range(args.repeats + 1):  # interleaved, so every candidate sees the same load; round 0 warms up
         for name, trainer in list(trainers.items()):
             try:
-                secs, results[name] = _time_once(lambda t=trainer: t.train(state, CohortTask(datas, ids, args.steps, args.batch_size, 0.01, 0, 1)), device)
+                n = loop_n if name == "loop" else n_clients
+                secs, results[name] = _time_once(
+                    lambda t=trainer, n=n: t.train(state, CohortTask(datas[:n], ids[:n], args.steps, args.batch_size, 0.01, 0, 1)), device)
+                secs *= loop_scale if name == "loop" else 1.0
             except torch.OutOfMemoryError:
                 print(f"  {name:<16} out of memory")
                 del trainers[name]
                 continue
+            except RuntimeError as exc:  # a candidate this torch cannot run (e.g. bf16 under vmap + graph) is reported, not fatal
+                print(f"  {name:<16} failed: {str(exc).splitlines()[0][:160]}")
+                del trainers[name]
+                continue
             if r:
                 times[name].append(secs)
+            # each timing as it comes, so that a run stopped by a time limit still reports what it measured
+            print(f"    round {r}{' (warm-up)' if not r else ''} {name}: {secs:.3f} s", flush=True)
     loop_s = statistics.median(times["loop"]) if times.get("loop") else None
+    if loop_s and loop_n < n_clients:
+        print(f"  (loop timed on {loop_n} clients and scaled x{loop_scale:g}: one client after another, its cost is linear in the clients)")
+    out: dict = {"row": row.label, "model": row.model, "input_shape": list(row.input_shape), "clients": n_clients,
+                 "steps": args.steps, "batch_size": args.batch_size, "loop_clients_timed": loop_n, "candidates": {}}
     for name in trainers:
         secs, res = statistics.median(times[name]), results[name]
         ratio = f"{loop_s / secs:6.2f}x" if loop_s else "     -"
         spread = f"  spread {min(times[name]):.3f}-{max(times[name]):.3f} s"
-        diff = f"  max|d| {_max_param_diff(model, res, results['loop']):.1e}" if "loop" in results and name != "loop" else ""
+        diff = ""
+        if "loop" in results and name != "loop" and loop_n == n_clients:
+            diff = f"  max|d| {_max_param_diff(model, res, results['loop']):.1e}"
         label = f"{name} ({res.mode})" if name == "engine" else name
         print(f"  {label:<22} {secs:9.4f} s/round {samples / secs:12,.0f} samples/s  vs loop {ratio}{spread}{diff}")
+        out["candidates"][label] = {"s_per_round": secs, "min_s": min(times[name]), "max_s": max(times[name]),
+                                    "samples_per_s": samples / secs, "vs_loop": (loop_s / secs) if loop_s else None}
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -150,6 +183,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-side", type=int, default=32, help="...but keep at least this many pixels")
     parser.add_argument("--mlp-clients", type=int, nargs=2, default=[100, 10_000])
     parser.add_argument("--max-loop-clients", type=int, default=1000, help="skip the loop above this many clients")
+    parser.add_argument("--loop-clients", type=int, help="time the loop on this many clients and scale to the round (default: all)")
+    parser.add_argument("--paper", action="store_true", help="rows: the paper's three networks at their sizes (MobileNetV2 and "
+                        "ShuffleNetV2 x2 at 224 px, ResNet-34 on 32x32 spectrograms)")
+    parser.add_argument("--json", help="also write the results (device, torch, every row) to this JSON file")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rows", help="comma-separated row numbers (1-6) to run, default all")
     parser.add_argument("--bf16", action="store_true", help="also time bf16 autocast candidates (CUDA)")
@@ -168,8 +205,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"device {device} ({where}), torch {torch.__version__}, fp32 unless a row says bf16")
     chosen = rows(args)
     keep = [int(r) for r in args.rows.split(",")] if args.rows else range(1, len(chosen) + 1)
-    for i in keep:
-        bench_row(chosen[i - 1], args, device)
+    results = [bench_row(chosen[i - 1], args, device) for i in keep]
+    if args.json:
+        doc = {"command": "benchmarks/gpu_round.py " + " ".join(sys.argv[1:] if argv is None else argv), "device": where,
+               "torch": torch.__version__, "rows": results}
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"results: {args.json}")
 
 
 if __name__ == "__main__":

@@ -39,9 +39,9 @@ import json, sys, time
 import numpy as np, torch
 torch.set_num_threads(int(sys.argv[5]))
 from flamingo_sim.fl.config import load_experiment
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import make_selector
-from flamingo_sim.fl.runner.setup import build_components, make_policy
+from flamingo_sim.fl.runner.compose import build_components, make_policy
 
 experiment, n_clients, policy, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 warmup = 3

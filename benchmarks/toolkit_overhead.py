@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from flamingo_sim.fl.config import AggregationConfig, load_experiment
-from flamingo_sim.fl.runner.setup import build_components, make_policy
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.runner.compose import build_components, make_policy
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.selection import make_selector
 

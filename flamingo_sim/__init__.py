@@ -7,8 +7,8 @@ list (``pyproject.toml``'s import-linter contracts keep it so; ``lint-imports`` 
 - :mod:`flamingo_sim.cli`          the ``flamingo-sim`` command: parses arguments, prints errors as one line;
 - :mod:`flamingo_sim.studies`      analyses that run whole experiments: ``reproduce``, ``sensitivity``;
 - :mod:`flamingo_sim.report`       figures and summaries of run directories;
-- :mod:`flamingo_sim.integrations` other FL systems (FedScale), imported only when used;
-- :mod:`flamingo_sim.fl`           the FL engine: data, local training, the round loop, metrics, the runner;
+- :mod:`flamingo_sim.integrations` other FL systems (FedScale, Flower), imported only when used;
+- :mod:`flamingo_sim.fl`           federated learning: data, local training, the round loop, metrics, the runner;
 - :mod:`flamingo_sim.traces`       GreenHub readers, cleaning, selection, PCHIP resampling, shifts;
 - :mod:`flamingo_sim.devices`      SoCs, execution choices, profiles, battery/energy, policies;
 - :mod:`flamingo_sim.models`       the networks (the paper's and the proxy's), shared by devices and fl;

@@ -10,6 +10,11 @@ loader turns that into a :class:`~flamingo_sim.errors.ConfigError` naming the fi
 key and what was expected (``e.yaml: fl.lr: expected a number > 0, got -1.0``). Cross-field
 rules raise a plain ``ValueError``, reported with the file and the section.
 
+A plug-in's parameters sit in its own section (``selector:``, or beside ``aggregation.name``):
+a field marked ``metadata=PLUGIN_PARAMS`` takes the keys its section's other fields do not
+(they are checked later, by the plug-in's ``Params`` dataclass, once the plug-in is known),
+and :func:`to_mapping` writes them back in place.
+
 Overrides (``--set fl.rounds=20``) are applied to the raw mapping *before* validation, so
 they get exactly the same checks as the file.
 """
@@ -29,7 +34,19 @@ from flamingo_sim.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["from_mapping", "load_yaml", "load_config", "apply_overrides", "to_mapping", "check_ranges", "FieldError"]
+__all__ = ["from_mapping", "load_yaml", "load_config", "apply_overrides", "to_mapping", "check_ranges", "FieldError", "PLUGIN_PARAMS",
+           "rest_field"]
+
+#: Field metadata: this ``dict`` field takes the section's keys that no other field names (a plug-in's parameters).
+PLUGIN_PARAMS = {"plugin_params": True}
+
+
+def rest_field(cls: Any) -> str | None:
+    """The name of ``cls``'s field marked :data:`PLUGIN_PARAMS`, if any."""
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("plugin_params"):
+            return f.name
+    return None
 
 
 class FieldError(ValueError):
@@ -142,7 +159,11 @@ def from_mapping(cls: type[T], data: Any, source: str = "<config>", path: str = 
 def to_mapping(obj: Any) -> Any:
     """The inverse of :func:`from_mapping`: plain dicts/lists, ready for YAML or JSON."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_mapping(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out = {f.name: to_mapping(getattr(obj, f.name)) for f in dataclasses.fields(obj) if not f.metadata.get("plugin_params")}
+        rest = rest_field(obj)
+        if rest is not None:
+            out.update(to_mapping(getattr(obj, rest)))
+        return out
     if isinstance(obj, (list, tuple)):
         return [to_mapping(v) for v in obj]
     if isinstance(obj, dict):
@@ -247,6 +268,11 @@ def _convert_dataclass(cls: Any, value: Any, source: str, path: str) -> Any:
         raise ConfigError(f"{_where(source, path)}: expected a mapping (section), got {value!r}")
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    rest = rest_field(cls)
+    if rest is not None:
+        fields.pop(rest)
+        value = {**{k: v for k, v in value.items() if k in fields}, rest: {k: v for k, v in value.items() if k not in fields}}
+        fields[rest] = next(f for f in dataclasses.fields(cls) if f.name == rest)
     unknown = [k for k in value if k not in fields]
     if unknown:
         known = ", ".join(sorted(fields))

@@ -1,16 +1,70 @@
-"""Loading user-supplied classes (policies, selectors) by import path, with clear errors."""
+"""One plug-in shape for every extension point: a registry of names, import paths and entry points.
+
+An extension point (policies, selectors, aggregators, engines, executors) is a :class:`Contract`,
+declared in its concept's ``base.py``: the parts a plug-in must have, the optional ones with
+their defaults (defined on the contract's base class), and the entry-point group third-party
+packages register in. A :class:`Registry` finds a plug-in by
+
+1. a built-in name (``fedprox``), the shipped implementations beside the contract;
+2. an import path ``package.module:Name`` (the module also looked for beside the experiment);
+3. an entry point of the contract's group, declared by an installed package::
+
+       [project.entry-points."flamingo_sim.policies"]
+       charging = "my_package.policy:ChargingPolicy"
+
+:meth:`Registry.build` makes the plug-in with the parameters of its YAML section, validated by
+the plug-in's own ``Params`` dataclass (frozen, ranges checked by
+:func:`~flamingo_sim.config.check_ranges`, each field passed to the constructor as a keyword),
+and :meth:`Registry.check` gives an object lacking an optional part the contract's default.
+Every failure is one :class:`~flamingo_sim.errors.ConfigError` line naming the config key.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import importlib.metadata
 import sys
+import types
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from flamingo_sim.config import from_mapping
 from flamingo_sim.errors import ConfigError
 
+__all__ = ["Contract", "Registry", "GROUPS", "load_object", "entry_points", "params_class", "check_params", "check_name", "unknown_message"]
 
-def load_object(path: str, source: str, *, kind: str, known: Mapping[str, Any], search: Sequence[Path] = ()) -> Any:
+#: The entry-point group of each extension point.
+GROUPS = {
+    "policy": "flamingo_sim.policies",
+    "selector": "flamingo_sim.selectors",
+    "aggregator": "flamingo_sim.aggregators",
+    "engine": "flamingo_sim.engines",
+    "executor": "flamingo_sim.executors",
+}
+
+
+@dataclass(frozen=True)
+class Contract:
+    """An extension point: its ``kind`` (``"policy"``), the ``base`` class that documents it and
+    defines the defaults of its ``optional`` parts, and the ``required`` parts a plug-in must have."""
+
+    kind: str
+    base: type
+    required: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+
+    @property
+    def group(self) -> str:
+        return GROUPS[self.kind]
+
+    @property
+    def where(self) -> str:
+        return f"{self.base.__module__}.{self.base.__qualname__}"
+
+
+def load_object(path: str, source: str, *, kind: str, known: Mapping[str, Any] | Sequence[str], search: Sequence[Path] = ()) -> Any:
     """Import ``package.module:Name``; errors name the config key and what was expected.
 
     ``search``: folders also tried for the module (after ``sys.path``), such as the experiment
@@ -33,3 +87,157 @@ def load_object(path: str, source: str, *, kind: str, known: Mapping[str, Any], 
         return getattr(module, attr)
     except AttributeError:
         raise ConfigError(f"{source}: {kind} {path!r}: cannot import (module {module_name!r} has no attribute {attr!r})") from None
+
+
+def _source_tree_entry_points(group: str) -> dict[str, str]:
+    """The entry points this package declares in the ``pyproject.toml`` beside it (a source
+    checkout), for an install whose metadata predates them; empty elsewhere (and before Python 3.11)."""
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    if sys.version_info >= (3, 11) and pyproject.is_file():
+        import tomllib
+
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError):
+            return {}
+        project = data.get("project", {})
+        if project.get("name") == "flamingo-sim":
+            return {str(k): str(v) for k, v in project.get("entry-points", {}).get(group, {}).items()}
+    return {}
+
+
+def entry_points(group: str) -> dict[str, str]:
+    """Name -> ``module:attr`` of every entry point installed in ``group`` (this package's own
+    declarations included when its installed metadata is older than its source)."""
+    found = {ep.name: ep.value for ep in importlib.metadata.entry_points(group=group)}
+    for name, value in _source_tree_entry_points(group).items():
+        found.setdefault(name, value)
+    return found
+
+
+def params_class(obj: Any) -> type | None:
+    """The plug-in's ``Params`` dataclass, or None when it takes no parameters."""
+    params = getattr(obj, "Params", None)
+    if params is None:
+        return None
+    if not (isinstance(params, type) and dataclasses.is_dataclass(params)):
+        raise TypeError(f"{obj!r}: Params must be a dataclass")
+    return params
+
+
+_NO_SOURCE = "\0"
+
+
+def unknown_message(kind: str, spec: str, builtin: Sequence[str] | Mapping[str, Any]) -> str:
+    """What is said of a ``spec`` that is no built-in name, installed entry point or import path."""
+    installed = entry_points(GROUPS[kind])
+    names = ", ".join(map(repr, [*builtin, *(n for n in sorted(installed) if n not in builtin)]))
+    return (f"unknown {kind} {spec!r}; expected one of {names} (built-in or installed in entry-point group {GROUPS[kind]!r}) "
+            "or an import path 'package.module:ClassName'")
+
+
+def check_name(kind: str, spec: str, builtin: Sequence[str] | Mapping[str, Any], key: str) -> None:
+    """A :class:`ValueError` (inside a config's own check) if ``spec`` names no plug-in of ``kind``
+    that can be found without importing anything."""
+    if ":" not in spec and spec not in builtin and spec not in entry_points(GROUPS[kind]):
+        raise ValueError(f"{key}: {unknown_message(kind, spec, builtin)}")
+
+
+def check_params(params: type | None, kind: str, spec: str, section: Mapping[str, Any] | None, key: str, source: str = "") -> dict[str, Any]:
+    """The constructor keywords from ``section`` (config key ``key``), checked by the plug-in's
+    ``params`` dataclass with its defaults filled in. Without ``source`` (inside a config's own
+    check) a bad value raises :class:`ValueError` (the loader adds the file), else a
+    :class:`~flamingo_sim.errors.ConfigError` naming ``source`` and the key."""
+    section = dict(section or {})
+    if params is None:
+        if section:
+            message = f"{key}: {kind} {spec!r} takes no parameters (it declares no Params), got {', '.join(sorted(section))}"
+            raise ConfigError(f"{source}: {message}") if source else ValueError(message)
+        return {}
+    try:
+        value: Any = from_mapping(params, section, source=source or _NO_SOURCE, path=key)
+    except ConfigError as exc:
+        if source:
+            raise
+        raise ValueError(str(exc).removeprefix(f"{_NO_SOURCE}: ")) from None
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+
+
+class Registry:
+    """The plug-ins of one :class:`Contract`: the built-ins, import paths and entry points.
+
+    ``builtin`` maps a name to the plug-in (a class or factory). Built-in names win over an
+    entry point of the same name.
+    """
+
+    def __init__(self, contract: Contract, builtin: dict[str, Any]) -> None:
+        self.contract = contract
+        self.builtin = builtin
+
+    def names(self) -> list[str]:
+        """Built-in names, then installed entry points' names."""
+        return [*self.builtin, *(n for n in sorted(entry_points(self.contract.group)) if n not in self.builtin)]
+
+    def load(self, spec: str, key: str, search: Sequence[Path] = ()) -> Any:
+        """The plug-in (class or factory) named ``spec`` at config key ``key``."""
+        kind = self.contract.kind
+        if spec in self.builtin:
+            return self.builtin[spec]
+        if ":" in spec:
+            return load_object(spec, key, kind=kind, known=self.names(), search=search)
+        installed = entry_points(self.contract.group)
+        if spec not in installed:
+            raise ConfigError(f"{key}: {unknown_message(kind, spec, self.builtin)}")
+        value = installed[spec]
+        try:
+            module_name, _, attr = value.partition(":")
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split(".") if attr else ():
+                obj = getattr(obj, part)
+        except ImportError as exc:
+            raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {exc}") from None
+        except AttributeError as exc:
+            raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {exc}") from None
+        return obj
+
+    def params(self, plugin: Any, spec: str, section: Mapping[str, Any] | None, source: str, key: str) -> dict[str, Any]:
+        """The constructor keywords from ``section``, validated by the plug-in's ``Params`` (its
+        defaults filled in); errors name ``source`` (the experiment file) and the dotted ``key``."""
+        return check_params(params_class(plugin), self.contract.kind, spec, section, key, source or "config")
+
+    def build(self, spec: str, section: Mapping[str, Any] | None, *, source: str, key: str, params_key: str,
+              search: Sequence[Path] = (), args: Sequence[Any] = (), extra: Callable[[Any], Mapping[str, Any]] | None = None) -> Any:
+        """Load ``spec`` (named at ``key``), construct it as ``plugin(*args, **params, **extra(plugin))``
+        with the parameters of ``section`` (the config key ``params_key``), and :meth:`check` it."""
+        where = f"{source}: {key}" if source else key
+        plugin = self.load(spec, where, search)
+        kwargs = self.params(plugin, spec, section, source, params_key)
+        if extra is not None:
+            kwargs.update(extra(plugin))
+        try:
+            obj = plugin(*args, **kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"{where}: {self.contract.kind} {spec!r} cannot be built with {sorted(kwargs) or 'no parameters'} ({exc})") from None
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {params_key}: {exc}") from None
+        return self.check(obj, spec, where)
+
+    def check(self, obj: Any, spec: str, key: str) -> Any:
+        """``obj`` with the required parts present (else one error line) and each missing
+        optional part set to the contract's default (a method of the base class, or its value)."""
+        c = self.contract
+        missing = [m for m in c.required if not hasattr(obj, m)]
+        if missing:
+            raise ConfigError(f"{key}: {c.kind} {spec!r} lacks {', '.join(missing)} (see {c.where}; subclass it for the defaults of "
+                              f"the optional {', '.join(c.optional) or 'parts'})")
+        for name in c.optional:
+            if hasattr(obj, name):
+                continue
+            default = getattr(c.base, name)
+            value = types.MethodType(default, obj) if isinstance(default, types.FunctionType) else default
+            try:
+                setattr(obj, name, value)
+            except (AttributeError, TypeError):
+                raise ConfigError(f"{key}: {c.kind} {spec!r} lacks the optional {name} and cannot take its default; "
+                                  f"subclass {c.where}") from None
+        return obj

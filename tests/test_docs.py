@@ -73,7 +73,7 @@ def test_sphinx_roles_become_optional_cross_references():
     text = records.docstring.value
     assert ":class:`" not in text and ":meth:`" not in text
     # a full path keeps its target; a bare name is found beside the object (here, in its module)
-    assert '<autoref identifier="flamingo_sim.fl.sim.engine.Simulation.finish_round" optional>' in text
+    assert '<autoref identifier="flamingo_sim.fl.sim.simulation.Simulation.finish_round" optional>' in text
     assert re.search(r'<autoref identifier="flamingo_sim\.fl\.sim\.records\.RoundRecord" optional><code>RoundRecord</code></autoref>', text)
 
 
@@ -84,3 +84,15 @@ def test_sphinx_attribute_comments_become_docstrings():
     assert overcommit.docstring.value == "Select ceil(K x overcommit) clients, keep the K fastest (FedScale's over-commitment)."
     reentry = config["TracesConfig"].members["reentry_pct"]  # two comment lines, joined
     assert reentry.docstring.value.startswith("Level (%) at which an offline client comes back") and reentry.docstring.value.endswith("the paper does not have).")
+
+
+def test_gpu_page_quotes_the_h200_run_from_its_results_file():
+    """docs/gpu.md's H200 table is the one benchmarks/gpu_run.py wrote (benchmarks/results/gpu_run_h200.json)."""
+    import json
+
+    doc = json.loads((ROOT / "benchmarks/results/gpu_run_h200.json").read_text())
+    page = (ROOT / "docs/gpu.md").read_text()
+    assert doc["gpu"] == "NVIDIA H200" and "NVIDIA H200" in page
+    for policy, rate in doc["samples_per_s"].items():
+        row = f"| {policy} | {rate:,.0f} | {doc['s_per_paper_round'][policy]:.2f} |"
+        assert row in page, row

@@ -5,8 +5,8 @@ earlier target rule say so."""
 from __future__ import annotations
 
 import csv
-import math
 import json
+import math
 import re
 from pathlib import Path
 

@@ -6,9 +6,10 @@ import-linter contract keeps it so):
 - :mod:`~flamingo_sim.fl.strategy`  who trains (selectors) and how updates combine (aggregators, pure maths);
 - :mod:`~flamingo_sim.fl.data`      client-partitioned datasets: the contract, the proxy, FedScale layouts, packs;
 - :mod:`~flamingo_sim.fl.training`  local training of a cohort (vmap, threads, streams, sequential), device, memory;
-- :mod:`flamingo_sim.fl.config`     the typed experiment config and its loader;
+- :mod:`flamingo_sim.fl.config`     the typed experiment config and its loader; :mod:`flamingo_sim.fl.config_reference` the reference page generated from it;
 - :mod:`~flamingo_sim.fl.sim`       the synchronous round loop, FedBuff, the rules of a round, records, population;
 - :mod:`~flamingo_sim.fl.metrics`   ``metrics.parquet`` columns, the run summary, comparisons with intervals;
-- :mod:`~flamingo_sim.fl.runner`    run an experiment: set-up, engines, callbacks, tracking, checkpoints, run directory;
+- :mod:`~flamingo_sim.fl.distributed` one round's training split over torchrun's processes (world, seam, launch);
+- :mod:`~flamingo_sim.fl.runner`    run an experiment: preparing, composing, units, executors, engines, callbacks, checkpoints, results;
 - :mod:`flamingo_sim.fl.cli`        ``flamingo-sim run`` and ``pack-data``.
 """

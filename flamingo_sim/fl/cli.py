@@ -6,6 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flamingo_sim.fl.runner.options import Execution
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,6 +80,13 @@ def add_parallel_arguments(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to use with --executor ray, e.g. ray://head:10001 or auto")
 
 
+def execution(args: argparse.Namespace) -> Execution:
+    """The :class:`~flamingo_sim.fl.runner.options.Execution` of :func:`add_parallel_arguments`' flags."""
+    from flamingo_sim.fl.runner.options import Execution
+
+    return Execution(jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)
+
+
 def _jobs(text: str) -> int | None:
     """``--jobs``: a count >= 1, or ``auto`` (None); anything else is argparse's one-line usage error."""
     if text == "auto":
@@ -120,13 +131,13 @@ def _run(args: argparse.Namespace) -> int:
     _preflight(args)
     if args.nproc is not None:
         return _launch(args)
+    from flamingo_sim.fl.runner.options import RunOptions
     from flamingo_sim.fl.runner.run import run_experiment
 
-    run_experiment(
-        args.experiment, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds, resume=args.resume,
-        engine=args.engine, executors=args.executors, device=args.device, threads=args.threads,
-        jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, collective_timeout_s=args.collective_timeout_s,
-    )
+    run_experiment(args.experiment, RunOptions(
+        out_dir=args.out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
+        device=args.device, threads=args.threads, execution=execution(args), collective_timeout_s=args.collective_timeout_s,
+    ))
     return 0
 
 
@@ -138,7 +149,7 @@ def _launch(args: argparse.Namespace) -> int:
     out = args.out
     if out is None:  # every rank must name the same directory: fix the timestamped default here
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.run import default_out_dir
+        from flamingo_sim.fl.runner.prepare import default_out_dir
         from flamingo_sim.resources import find_experiment
 
         out = str(default_out_dir(load_experiment(find_experiment(args.experiment), args.overrides)))
@@ -175,7 +186,7 @@ def _pack_data(args: argparse.Namespace) -> int:
         return 0
     if args.experiment is None or args.out is None:
         raise ConfigError("give an EXPERIMENT and --out DIR (or --verify DIR)")
-    from flamingo_sim.fl.runner.setup import pack_experiment
+    from flamingo_sim.fl.runner.datasets import pack_experiment
 
     info = pack_experiment(args.experiment, args.out, args.overrides, args.workers, log=lambda msg: print(msg, file=sys.stderr))
     print(info.describe())

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
-from flamingo_sim.config import FieldError, check_ranges, load_config
+from flamingo_sim.config import PLUGIN_PARAMS, FieldError, check_ranges, load_config
 from flamingo_sim.devices.policies import PolicyConfig
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.resources import data_root
@@ -226,60 +226,35 @@ class FLConfig:
 
 @dataclass(frozen=True)
 class AggregationConfig:
-    """How the server aggregates (:mod:`flamingo_sim.fl.strategy.aggregators`); unset parameters take the aggregator's default."""
+    """How the server aggregates (:mod:`flamingo_sim.fl.strategy.aggregators`): its name, the weighting, and beside
+    them the aggregator's own parameters (``mu: 0.1`` for fedprox), checked by its ``Params``; unset ones take their default."""
 
-    #: ``fedavg``, ``fedprox``, ``fedadam``, ``fedyogi`` or ``package.module:Class``.
+    #: ``fedavg``, ``fedprox``, ``fedadam``, ``fedyogi``, an installed aggregator or ``package.module:Class``.
     name: str = "fedavg"
     #: ``samples``: the mean weighted by the clients' samples (FedAvg); ``uniform``: the plain mean (FedScale's).
     weighting: Literal["samples", "uniform"] = "samples"
-    #: fedprox: weight of the proximal term mu/2 ||w - w_global||^2 (unset: 0.01).
-    mu: Optional[float] = None
-    #: fedadam/fedyogi: server learning rate (unset: 0.01).
-    server_lr: Optional[float] = None
-    #: fedadam/fedyogi: first-moment decay (unset: 0.9).
-    beta1: Optional[float] = None
-    #: fedadam/fedyogi: second-moment decay (unset: 0.99).
-    beta2: Optional[float] = None
-    #: fedadam/fedyogi: adaptivity, the epsilon of the update (unset: 0.001).
-    tau: Optional[float] = None
+    #: The aggregator's parameters: the section's other keys (see the aggregators' tables below).
+    params: dict[str, Any] = field(default_factory=dict, metadata=PLUGIN_PARAMS)
 
     def __post_init__(self) -> None:
-        from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMETERS as PARAMETERS
+        if not self.name:
+            raise FieldError("name", "an aggregator name or package.module:Class", self.name)
 
-        check_ranges(self, mu=">= 0", server_lr="> 0", beta1="[0, 1)", beta2="[0, 1)", tau="> 0")
-        if self.name in PARAMETERS:
-            allowed = PARAMETERS[self.name]
-            extra = [k for k in self.parameters() if k not in allowed]
-            if extra:
-                takes = ", ".join(allowed) if allowed else "none besides weighting"
-                raise ValueError(f"{extra[0]} is not a parameter of {self.name!r} (its parameters: {takes})")
-        elif ":" not in self.name:
-            raise ValueError(f"name: unknown aggregator {self.name!r} (known: {', '.join(PARAMETERS)}, or 'package.module:Class')")
-
-    def parameters(self) -> dict[str, float]:
-        """The aggregator parameters that are set (not None)."""
-        return {k: v for k in ("mu", "server_lr", "beta1", "beta2", "tau") if (v := getattr(self, k)) is not None}
+    def parameters(self) -> dict[str, Any]:
+        """The aggregator parameters that are set."""
+        return dict(self.params)
 
 
 @dataclass(frozen=True)
 class SelectorConfig:
-    """Parameters of the selector named in ``fl.selection`` (:mod:`flamingo_sim.fl.strategy.selection`); unset ones take its default."""
+    """Parameters of the selector named in ``fl.selection``, checked by its ``Params`` (see the selectors' tables below)."""
 
-    #: battery: weight of a client at the offline threshold (unset: 0.1).
-    floor: Optional[float] = None
-    #: oort: share of the slots for never-seen clients (unset: 0.2).
-    exploration: Optional[float] = None
-    #: oort: exponent of the system utility (unset: 2).
-    straggler_penalty: Optional[float] = None
-    #: oort: preferred round duration T in seconds (unset: the median reported duration).
-    preferred_duration_s: Optional[float] = None
+    #: The selector's parameters: every key of the section.
+    params: dict[str, Any] = field(default_factory=dict, metadata=PLUGIN_PARAMS)
 
-    def __post_init__(self) -> None:
-        check_ranges(self, floor="(0, 1]", exploration="[0, 1]", straggler_penalty=">= 0", preferred_duration_s="> 0")
-
-    def parameters(self) -> dict[str, float]:
-        """The selector parameters that are set (not None)."""
-        return {k: v for k in ("floor", "exploration", "straggler_penalty", "preferred_duration_s") if (v := getattr(self, k)) is not None}
+    def parameters(self) -> dict[str, Any]:
+        """The selector parameters that are set."""
+        return dict(self.params)
 
 
 @dataclass(frozen=True)
@@ -366,10 +341,12 @@ class ExperimentConfig:
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
     #: How time to ``target_accuracy`` is read: the curve (smoothed or raw) and the margin below a computed target.
     target: TargetConfig = field(default_factory=TargetConfig)
-    #: The policies compared: ``baseline``, ``flamingo``, ``eas`` or ``package.module:Class``.
+    #: The policies compared: ``baseline``, ``flamingo``, ``eas``, an installed policy or ``package.module:Class``.
     policies: list[str] = field(default_factory=lambda: ["baseline", "flamingo"])
     #: Parameters every policy is built with.
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    #: Each policy's own parameters, by its name in ``policies`` (``eas: {margin: 0.7}``), checked by its ``Params``.
+    policy_params: dict[str, dict[str, Any]] = field(default_factory=dict, metadata={"plugins": "policy"})
     #: The run seeds (phones drawn from the mix, bandwidths, selection, initial model, minibatches).
     seeds: list[int] = field(default_factory=lambda: [0])
     #: Rounds between checkpoints (and metrics.parquet rewrites).
@@ -393,13 +370,29 @@ class ExperimentConfig:
             raise FieldError("seeds", "each seed once", self.seeds)
         if self.fl.mode == "fedbuff" and self.aggregation != AggregationConfig():
             raise ValueError("aggregation: fl.mode 'fedbuff' updates the server with FedBuff's own step (fedbuff.server_lr); leave aggregation at its default")
-        from flamingo_sim.fl.strategy.selection import PARAMETERS as SELECTOR_PARAMETERS
+        unused = [k for k in self.policy_params if k not in self.policies]
+        if unused:
+            raise ValueError(f"policy_params.{unused[0]}: not a policy of this experiment (policies: {', '.join(self.policies)})")
+        self._check_builtin_params()
 
-        allowed = SELECTOR_PARAMETERS.get(self.fl.selection)
-        extra = [k for k in self.selector.parameters() if allowed is not None and k not in allowed]
-        if extra:
-            takes = ", ".join(allowed) if allowed else "none"
-            raise ValueError(f"selector.{extra[0]}: not a parameter of selection {self.fl.selection!r} (its parameters: {takes})")
+    def _check_builtin_params(self) -> None:
+        """The shipped plug-ins' parameters, checked with the file (the others' once they are imported, before the run)."""
+        from flamingo_sim.devices.policies import POLICIES
+        from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMS
+        from flamingo_sim.fl.strategy.selection import SELECTORS
+        from flamingo_sim.plugins import check_name, check_params, params_class
+
+        for name in self.policies:
+            check_name("policy", name, POLICIES.builtin, "policies")
+        check_name("selector", self.fl.selection, SELECTORS.builtin, "fl.selection")
+        check_name("aggregator", self.aggregation.name, AGGREGATOR_PARAMS, "aggregation.name")
+        for name, section in self.policy_params.items():
+            if name in POLICIES.builtin:
+                check_params(params_class(POLICIES.builtin[name]), "policy", name, section, f"policy_params.{name}")
+        if self.fl.selection in SELECTORS.builtin:
+            check_params(params_class(SELECTORS.builtin[self.fl.selection]), "selector", self.fl.selection, self.selector.params, "selector")
+        if self.aggregation.name in AGGREGATOR_PARAMS:
+            check_params(AGGREGATOR_PARAMS[self.aggregation.name], "aggregator", self.aggregation.name, self.aggregation.params, "aggregation")
 
 
 def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:

@@ -10,7 +10,12 @@ directly above it (the Sphinx convention for attribute docs)::
 Its type and default come from the dataclass, its range from the ``check_ranges(self, key=...)``
 call in the class's ``__post_init__`` (the one way config values are range-checked). The
 source is read as text and parsed with :mod:`ast`, never executed, and nothing heavier than the
-config modules themselves is imported. The documentation site's build (``docs/hooks.py``) puts
+config modules themselves is imported.
+
+A plug-in's parameters (``policy_params.<name>``, ``selector``, the keys beside
+``aggregation.name``) are listed per plug-in, from its ``Params`` dataclass read the same way:
+the shipped plug-ins always, and with :func:`plugin_params_of` those an experiment names
+(``python -m flamingo_sim.fl.config_reference EXPERIMENT`` prints the reference with them). The documentation site's build (``docs/hooks.py``) puts
 :func:`reference_markdown` into the configuration page; a test fails when a key has no
 description.
 """
@@ -23,14 +28,20 @@ import functools
 import inspect
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-__all__ = ["ConfigKey", "config_keys", "reference_markdown", "MARKER"]
+__all__ = ["ConfigKey", "PluginParams", "config_keys", "plugin_params", "plugin_params_of", "reference_markdown", "plugins_markdown",
+           "MARKER", "PLUGINS_MARKER", "CHOSEN_BY"]
+
+#: The section holding a plug-in's parameters -> the key that chooses the plug-in.
+CHOSEN_BY = {"policy_params": "policies", "selector": "fl.selection", "aggregation": "aggregation.name"}
 
 #: The line of ``docs/configuration.md`` that the site's build replaces with the reference.
 MARKER = "<!-- config-reference -->"
+#: The line of ``docs/plugins.md`` that the site's build replaces with the examples' parameter tables.
+PLUGINS_MARKER = "<!-- example-plugin-reference -->"
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,17 @@ class ConfigKey:
     description: str
     section: str
     is_section: bool = False
+    #: The plug-in these parameters belong to (the value of :data:`CHOSEN_BY`'s key); '' for the others.
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class PluginParams:
+    """A plug-in's parameter section: where it sits, the plug-in's name, its ``Params`` dataclass."""
+
+    section: str
+    plugin: str
+    params: type
 
 
 @functools.lru_cache(maxsize=None)
@@ -170,7 +192,7 @@ def config_keys(cls: type | None = None, prefix: str = "") -> list[ConfigKey]:
     hints = get_type_hints(cls)
     keys: list[ConfigKey] = []
     for f in dataclasses.fields(cls):
-        if not f.init:
+        if not f.init or f.metadata.get("plugin_params"):
             continue
         key = f"{prefix}{f.name}"
         tp = hints[f.name]
@@ -190,24 +212,79 @@ def config_keys(cls: type | None = None, prefix: str = "") -> list[ConfigKey]:
     return keys
 
 
+def plugin_params() -> list[PluginParams]:
+    """The shipped plug-ins that take parameters (torch-free: the aggregators' come from their own module)."""
+    from flamingo_sim.devices.policies import POLICIES
+    from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMS
+    from flamingo_sim.fl.strategy.selection import SELECTORS
+    from flamingo_sim.plugins import params_class
+
+    out = [PluginParams(f"policy_params.{name}", name, p) for name, cls in POLICIES.builtin.items() if (p := params_class(cls))]
+    out += [PluginParams("selector", name, p) for name, cls in SELECTORS.builtin.items() if (p := params_class(cls))]
+    out += [PluginParams("aggregation", name, p) for name, p in AGGREGATOR_PARAMS.items() if p is not None]
+    return out
+
+
+def plugin_params_of(experiment: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> list[PluginParams]:
+    """The parameter sections of the plug-ins an experiment names that are not shipped (imported:
+    an import path's module is also looked for beside the experiment, as a run does)."""
+    from flamingo_sim.devices.policies import POLICIES
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMS
+    from flamingo_sim.fl.strategy.selection import SELECTORS
+    from flamingo_sim.plugins import Registry, params_class
+
+    cfg = load_experiment(experiment, overrides)
+    search = [Path(experiment).resolve().parent]
+    out = []
+
+    def add(registry: Registry, builtin: Any, spec: str, section: str, key: str) -> None:
+        if spec not in builtin and (p := params_class(registry.load(spec, f"{experiment}: {key}", search))):
+            out.append(PluginParams(section, spec, p))
+
+    for name in cfg.policies:
+        add(POLICIES, POLICIES.builtin, name, f"policy_params.{name}", "policies")
+    add(SELECTORS, SELECTORS.builtin, cfg.fl.selection, "selector", "fl.selection")
+    if cfg.aggregation.name not in AGGREGATOR_PARAMS:
+        from flamingo_sim.fl.strategy.aggregators import AGGREGATORS
+
+        add(AGGREGATORS, AGGREGATOR_PARAMS, cfg.aggregation.name, "aggregation", "aggregation.name")
+    return out
+
+
+def _plugin_keys(plugins: list[PluginParams]) -> list[ConfigKey]:
+    keys = []
+    for p in plugins:
+        intro = (inspect.getdoc(p.params) or "").split("\n\n")[0].replace("\n", " ")
+        keys.append(ConfigKey(key=p.section, type="section", default="", range="", description=intro, section="", is_section=True, plugin=p.plugin))
+        keys += [replace(k, section=p.section, plugin=p.plugin) for k in config_keys(p.params, prefix=f"{p.section}.")]
+    return keys
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def reference_markdown(cls: type | None = None) -> str:
-    """The reference as Markdown: one table per section (key, type, default, range, meaning)."""
-    keys = config_keys(cls)
-    intros = {k.key: k.description for k in keys if k.is_section}
-    sections: dict[str, list[ConfigKey]] = {}
+def _heading(section: str, plugin: str) -> str:
+    if not plugin:
+        return f"### `{section}`" if section else "### Top level"
+    if section.startswith("policy_params."):
+        return f"### `{section}` (policy `{plugin}`)"
+    return f"### `{section}` with `{'name' if section == 'aggregation' else CHOSEN_BY[section]}: {plugin}`"
+
+
+def _tables(keys: list[ConfigKey]) -> str:
+    intros = {(k.key, k.plugin): k.description for k in keys if k.is_section}
+    sections: dict[tuple[str, str], list[ConfigKey]] = {}
     for k in keys:
         if not k.is_section:
-            sections.setdefault(k.section, []).append(k)
+            sections.setdefault((k.section, k.plugin), []).append(k)
     out = []
-    for section, rows in sections.items():
-        out.append(f"### `{section}`" if section else "### Top level")
+    for (section, plugin), rows in sections.items():
+        out.append(_heading(section, plugin))
         out.append("")
         if section:
-            out += [intros[section], ""]
+            out += [intros[section, plugin], ""]
         out.append("| key | type | default | range | meaning |")
         out.append("|---|---|---|---|---|")
         for k in rows:
@@ -218,5 +295,21 @@ def reference_markdown(cls: type | None = None) -> str:
     return "\n".join(out)
 
 
-if __name__ == "__main__":  # python -m flamingo_sim.fl.config_reference: print the reference
-    print(reference_markdown())
+def reference_markdown(cls: type | None = None, plugins: list[PluginParams] | None = None) -> str:
+    """The reference as Markdown: one table per section (key, type, default, range, meaning).
+
+    With the experiment config (``cls`` None), each plug-in's parameter section follows: the
+    shipped plug-ins' and ``plugins`` (:func:`plugin_params_of`)."""
+    keys = config_keys(cls)
+    if cls is None:
+        keys += _plugin_keys(plugin_params() + list(plugins or ()))
+    return _tables(keys)
+
+
+def plugins_markdown(plugins: list[PluginParams]) -> str:
+    """The parameter tables of ``plugins`` alone (the plug-in guide shows its examples' this way)."""
+    return _tables(_plugin_keys(plugins))
+
+
+if __name__ == "__main__":  # python -m flamingo_sim.fl.config_reference [EXPERIMENT]: print the reference
+    print(reference_markdown(plugins=plugin_params_of(sys.argv[1]) if len(sys.argv) > 1 else None))

@@ -5,6 +5,7 @@
 - :mod:`~flamingo_sim.report.write`   PNG + SVG figures, ``report.md`` and ``report.html``.
 - :mod:`~flamingo_sim.report.traces`  what prep-traces kept, battery levels, the time-zone shifts.
 - :mod:`~flamingo_sim.report.notebook` helpers the notebooks use (a small run of their own).
+- :mod:`~flamingo_sim.report.cli`     ``flamingo-sim report``.
 
 Nothing downstream reaches back: the report reads a run directory and never changes its data.
 """

@@ -89,7 +89,7 @@ class Curve:
 
 def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = None) -> list[Run]:
     """Read run directories (``metrics.parquet`` and ``summary.json``); labels default to the directory names."""
-    from flamingo_sim.fl.runner.run import load_run
+    from flamingo_sim.fl.runner.results import load_run
 
     if not run_dirs:
         raise FlamingoError("no run directory given")

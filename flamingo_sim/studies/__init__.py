@@ -1,1 +1,6 @@
-"""Analyses that run whole experiments: ``reproduce`` (the paper's evaluation) and ``sensitivity``."""
+"""Analyses that run whole experiments: ``reproduce`` (the paper's evaluation) and ``sensitivity``.
+
+- :mod:`~flamingo_sim.studies.study`        a study: several runs into one output directory, run as units;
+- :mod:`~flamingo_sim.studies.reproduce`    ``flamingo-sim reproduce``: the paper's three tasks, its tables and figures;
+- :mod:`~flamingo_sim.studies.sensitivity`  ``flamingo-sim sensitivity``: how much each modelling knob moves the headline ratios;
+- :mod:`~flamingo_sim.studies.cli`          the two commands' arguments."""

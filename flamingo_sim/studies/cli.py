@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from flamingo_sim.fl.cli import add_parallel_arguments, add_readings_argument
+from flamingo_sim.fl.cli import add_parallel_arguments, add_readings_argument, execution
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,8 +55,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     from flamingo_sim.studies.reproduce import reproduce
 
     md = reproduce(args.out, n_seeds=args.seeds, quick=args.quick, tasks=args.tasks, overrides=args.overrides,
-                   jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, again=_again(args),
-                   readings=args.readings, attribution=args.attribution)
+                   execution=execution(args), again=_again(args), readings=args.readings, attribution=args.attribution)
     print(f"report: {md}")
     print(f"        {md.with_suffix('.html')}")
     return 0
@@ -66,7 +65,7 @@ def _sensitivity(args: argparse.Namespace) -> int:
     from flamingo_sim.studies.sensitivity import run_sensitivity
 
     table = run_sensitivity(args.experiment, args.vary, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds,
-                            jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, again=_again(args))
+                            execution=execution(args), again=_again(args))
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return 0
 

@@ -37,6 +37,7 @@ import pandas as pd
 from flamingo_sim.config import to_mapping
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import load_experiment
+from flamingo_sim.fl.runner.options import Execution
 from flamingo_sim.io import atomic_path
 from flamingo_sim.resources import find_experiment
 
@@ -88,14 +89,12 @@ def run_sensitivity(
     overrides: Sequence[str] = (),
     n_seeds: int | None = None,
     log: Callable[[str], None] | None = None,
-    jobs: int | None = 1,
-    executor: str = "local",
-    ray_address: str | None = None,
+    execution: Execution | None = None,
     again: str | None = None,
 ) -> pd.DataFrame:
     """Run (or continue) the one-at-a-time grid and write the table and the tornado chart (module docstring).
 
-    ``jobs`` (None: auto), ``executor``, ``ray_address`` and ``again`` as for
+    ``execution`` and ``again`` as for
     :func:`~flamingo_sim.studies.study.run_study`: the grid is one study.
     """
     from flamingo_sim.studies.study import StudyRun, run_study
@@ -121,8 +120,8 @@ def run_sensitivity(
 
     runs = [StudyRun("reference", experiment, tuple(overrides), n_seeds)]
     runs += [StudyRun(_run_name(key, value), experiment, tuple(sets), n_seeds) for key, value, sets, same in plan if not same]
-    results = {r.name: res for r, res in zip(runs, run_study("sensitivity", out, runs, jobs=jobs, executor=executor,
-                                                               ray_address=ray_address, log=log, again=again))}
+    results = {r.name: res for r, res in zip(runs, run_study("sensitivity", out, runs, execution=execution, log=log,
+                                                               again=again))}
     ref_ratios = _ratios(results["reference"].summary, policy, baseline)
     rows = [{"knob": "reference", "value": "", **ref_ratios}]
     for key, value, _sets, same in plan:

@@ -31,9 +31,11 @@ from typing import Any, Callable, Sequence
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
 from flamingo_sim.fl.runner.execute import auto_jobs, check_executor
-from flamingo_sim.fl.runner.run import PreparedRun, RunResult, check_parallel, finish_run, prepare_run, run_units
+from flamingo_sim.fl.runner.options import Execution
+from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, prepare_run
+from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
+from flamingo_sim.fl.runner.run import run_units
 from flamingo_sim.fl.runner.rundir import run_guard
-from flamingo_sim.fl.runner.units import write_partial_metrics
 from flamingo_sim.io import write_json
 
 __all__ = ["StudyRun", "StudyFailed", "run_study", "STUDY_FILE"]
@@ -78,16 +80,15 @@ def run_study(
     out_dir: str | Path,
     runs: Sequence[StudyRun],
     *,
-    jobs: int | None = 1,
-    executor: str = "local",
-    ray_address: str | None = None,
+    execution: Execution | None = None,
     log: Callable[[str], None] | None = None,
     again: str | None = None,
 ) -> list[RunResult]:
     """Run (or continue) every run of the study into ``out_dir/runs/<name>``; their results, in order.
 
     ``command`` names the study (``reproduce``, ``sensitivity``): a directory written by another
-    command is refused. ``jobs`` None: ``auto`` (the usable cores over the largest run's threads).
+    command is refused. ``execution``: where the units run
+    (:class:`~flamingo_sim.fl.runner.options.Execution`; default one at a time here).
     Raises :class:`StudyFailed` after every unit ended when some failed. ``again``: the command
     that continues the study (said when it is interrupted or a unit failed).
     """
@@ -97,7 +98,9 @@ def run_study(
     if len(set(names)) != len(names):
         raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
     _check_out(out, command)
-    check_executor(executor)
+    execution = execution or Execution()
+    check_executor(execution.executor)
+    executor, ray_address = execution.executor, execution.ray_address
     prepared: list[PreparedRun] = []
     quiet: Callable[[str], None] = lambda _m: None  # noqa: E731 - the runs' set-up lines, said once by the study
     for r in runs:
@@ -107,7 +110,7 @@ def run_study(
             prepared.append(prepare_run(r.experiment, r.overrides, r.n_seeds, run_dir, resume=resume, say=quiet, label=r.name))
         except ConfigError as exc:
             raise ConfigError(f"{command}: run {r.name}: {exc}") from None
-    jobs = auto_jobs([p.cfg for p in prepared]) if jobs is None else jobs
+    jobs = auto_jobs([p.cfg for p in prepared]) if execution.jobs is None else execution.jobs
     check_parallel(prepared, jobs, executor)
     units = [u for p in prepared for u in p.units(jobs)]
     how = f"finished units are kept; continue it with: {again}" if again else f"finished units are kept; run the same {command} again"

@@ -125,7 +125,7 @@ def test_make_policy_and_config():
     assert isinstance(make_policy("flamingo_sim.devices.policies:BaselinePolicy"), BaselinePolicy)
     with pytest.raises(ConfigError, match="cannot import"):
         make_policy("no_such_module:Thing")
-    with pytest.raises(ConfigError, match="expected one of baseline, flamingo"):
+    with pytest.raises(ConfigError, match="^policies: unknown policy 'greedy'; expected one of 'baseline', 'flamingo', 'eas'"):
         make_policy("greedy")
     with pytest.raises(ConfigError, match="unknown key 'probe_secs'"):
         from_mapping(PolicyConfig, {"probe_secs": 3}, source="exp.yaml")
@@ -175,12 +175,33 @@ class FourMethodsSubclassed(FourMethods, Policy):
     """The same, subclassing the protocol: it inherits settle's default."""
 
 
-def test_an_imported_policy_declares_settle_or_inherits_it():
-    with pytest.raises(ConfigError, match=r"^policy 'tests.devices.test_policies:FourMethods': lacks settle \(see flamingo_sim.devices.policies.Policy; "
-                                          r"subclass it for the default of the optional settle\)$"):
-        make_policy("tests.devices.test_policies:FourMethods")
+def test_an_imported_policy_gets_settle_from_the_contract_or_inherits_it():
+    policy = make_policy("tests.devices.test_policies:FourMethods")  # settle: the default defined on Policy, given by the factory
+    assert policy.settle(None, np.ones(1)) is None  # type: ignore[arg-type]
+    assert policy.settle.__func__ is Policy.settle  # type: ignore[attr-defined]
     policy = make_policy("tests.devices.test_policies:FourMethodsSubclassed")
     assert isinstance(policy, Policy) and policy.settle(None, np.ones(1)) is None  # type: ignore[arg-type]
+
+
+def test_a_policy_without_a_required_method_is_one_line():
+    class Bare:
+        def __init__(self, config=None):
+            pass
+
+        def init(self, n_clients, phone_idx, profile_set):
+            pass
+
+    import sys
+    import types
+    mod = types.ModuleType("bare_policy_mod")
+    mod.Bare = Bare  # type: ignore[attr-defined]
+    sys.modules["bare_policy_mod"] = mod
+    try:
+        with pytest.raises(ConfigError, match=r"^policies: policy 'bare_policy_mod:Bare' lacks run_tasks, state_dict, load_state_dict "
+                                              r"\(see flamingo_sim.devices.policies.base.Policy; subclass it for the defaults of the optional settle\)$"):
+            make_policy("bare_policy_mod:Bare")
+    finally:
+        del sys.modules["bare_policy_mod"]
 
 
 def test_baseline_admission_monitored_declines_as_flamingo_monitors(ps, profiles_dir):

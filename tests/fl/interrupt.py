@@ -8,7 +8,7 @@ from typing import Sequence
 import pytest
 
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.simulation import Simulation
 
 
 def run_interrupted(monkeypatch: pytest.MonkeyPatch, experiment: Path, out_dir: Path, overrides: Sequence[str],

@@ -11,7 +11,7 @@ import pytest
 from flamingo_sim.config import check_ranges, from_mapping, to_mapping
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
-from flamingo_sim.fl.config_reference import config_keys, reference_markdown
+from flamingo_sim.fl.config_reference import CHOSEN_BY, _plugin_keys, config_keys, plugin_params, reference_markdown
 
 LOW = 3
 
@@ -38,7 +38,7 @@ def test_descriptions_defaults_and_ranges_are_read_from_the_source():
 
 
 def test_every_experiment_key_has_a_description():
-    missing = [k.key for k in config_keys() if not k.description]
+    missing = [k.key for k in config_keys() + _plugin_keys(plugin_params()) if not k.description]
     assert missing == [], f"add a '#: one-line description' above these config fields: {missing}"
 
 
@@ -54,7 +54,7 @@ def test_the_reference_lists_exactly_the_keys_the_loader_takes():
 
     def flat(mapping, prefix=""):
         for key, value in mapping.items():
-            if isinstance(value, dict) and key != "mix":  # phones.mix is a mapping value, not a section
+            if isinstance(value, dict) and key not in ("mix", "policy_params"):  # mapping values, not sections
                 yield from flat(value, f"{prefix}{key}.")
             else:
                 yield f"{prefix}{key}"
@@ -62,10 +62,21 @@ def test_the_reference_lists_exactly_the_keys_the_loader_takes():
     assert sorted(k.key for k in config_keys() if not k.is_section) == sorted(flat(loaded))
 
 
+def test_each_shipped_plugin_has_its_parameter_table():
+    md = reference_markdown()
+    assert "### `policy_params.eas` (policy `eas`)" in md
+    assert "| `policy_params.eas.margin` | float | `0.8` | `(0, 1]` |" in md
+    assert "### `selector` with `fl.selection: oort`" in md and "| `selector.exploration` | float | `0.2` | `[0, 1]` |" in md
+    assert "### `aggregation` with `name: fedprox`" in md and "| `aggregation.mu` | float | `0.01` | `>= 0` |" in md
+    keys = plugin_params()
+    assert {(p.section, p.plugin) for p in keys} == {("policy_params.eas", "eas"), ("selector", "battery"), ("selector", "oort"),
+                                                    ("aggregation", "fedprox"), ("aggregation", "fedadam"), ("aggregation", "fedyogi")}
+
+
 def test_the_table_holds_known_keys_with_their_default_and_range():
     md = reference_markdown()
     assert "| `fl.overcommit` | float | `1.3` | `>= 1` | Select ceil(K x overcommit) clients, keep the K fastest" in md
-    assert "| `aggregation.beta2` | float or null | `null` | `[0, 1)` |" in md
+    assert "| `aggregation.beta2` | float | `0.99` | `[0, 1)` |" in md
     assert "| `data.image_size` | int | `64` | `>= 8` |" in md  # the range is an f-string of MIN_IMAGE_SIZE
     assert "| `fl.train_mode` | one of 'auto', 'batched', 'vmap', 'streams', 'threads', 'sequential' | `auto` |  |" in md
     assert "| `name` | str | required |  |" in md
@@ -82,7 +93,7 @@ def _outside(rule: str) -> float:
 
 
 def test_every_stated_range_is_enforced_by_the_loader():
-    ranged = [k for k in config_keys() if k.range]
+    ranged = [k for k in config_keys() + _plugin_keys(plugin_params()) if k.range]
     assert len(ranged) >= 40
     for k in ranged:
         value: object = _outside(k.range)
@@ -93,6 +104,11 @@ def test_every_stated_range_is_enforced_by_the_loader():
         elif k.type.startswith("mapping"):
             value = {"pixel_3": value}
         data: dict = {"name": "x"}
+        if k.plugin:  # choose the plug-in these parameters belong to
+            chooser = CHOSEN_BY[k.section.split(".")[0]]
+            value_of_chooser: object = [k.plugin] if chooser == "policies" else k.plugin
+            head, _, tail = chooser.rpartition(".")
+            (data.setdefault(head, {}) if head else data)[tail] = value_of_chooser
         node = data
         *sections, last = k.key.split(".")
         for s in sections:

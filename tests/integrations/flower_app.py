@@ -1,8 +1,9 @@
 """A small Flower app (Message API) for tests/integrations/test_flower.py: a linear classifier on generated partitions.
 
-Its ClientApp refuses a training message meant for another flamingo-sim client than its own
-``partition-id``, so a wrong node-to-client map shows up as failed replies. Importable by
-Flower's Ray workers (they import it by name).
+Its ClientApp ``app`` refuses a training message meant for another flamingo-sim client than its own
+``partition-id``, so a wrong node-to-client map shows up as failed replies; ``plain_app`` is a
+Flower app as written without flamingo-sim (no partition query, nothing from flamingo-sim).
+Importable by Flower's Ray workers (they import it by name).
 """
 
 from __future__ import annotations
@@ -51,6 +52,24 @@ def train(msg: Message, context: Context) -> Message:
     model = make_model()
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())  # type: ignore[union-attr]
     x, y = load_data(partition)
+    opt = torch.optim.SGD(model.parameters(), lr=float(msg.content["config"]["lr"]))  # type: ignore[arg-type]
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    metrics = MetricRecord({"train_loss": float(loss), "num-examples": len(y)})
+    return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=msg)
+
+
+plain_app = ClientApp()
+
+
+@plain_app.train()
+def plain_train(msg: Message, context: Context) -> Message:
+    """A plain Flower training function: this node's partition, one SGD step."""
+    model = make_model()
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())  # type: ignore[union-attr]
+    x, y = load_data(int(context.node_config["partition-id"]))
     opt = torch.optim.SGD(model.parameters(), lr=float(msg.content["config"]["lr"]))  # type: ignore[arg-type]
     loss = F.cross_entropy(model(x), y)
     opt.zero_grad()

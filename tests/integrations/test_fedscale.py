@@ -21,12 +21,12 @@ import torch
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.metrics.summary import COLUMNS
+from flamingo_sim.fl.runner.compose import build_components, make_policy
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.runner.setup import build_components, make_policy
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector
 from flamingo_sim.integrations import fedscale as fsi
-from tests.fl.sim.test_engine import COMM_S, LAT_S, STEPS, scripted_parts
+from tests.fl.sim.test_simulation import COMM_S, LAT_S, STEPS, scripted_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 EXP = ROOT / "experiments/openimage_mobilenet.yaml"
@@ -220,7 +220,7 @@ def test_run_experiment_with_the_fedscale_engine_writes_the_native_run_directory
 
 def test_bad_engine_options_are_config_errors(tmp_path):
     # library errors name the parameters, not the CLI's flags
-    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'fedscale', 'flower', 'native'$"):
+    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'native', 'fedscale', 'flower' \(built-in or installed in entry-point group 'flamingo_sim\.engines'\) or an import path 'package\.module:ClassName'$"):
         run_experiment(EXP, out_dir=tmp_path / "a", overrides=SMALL, engine="spark")
     with pytest.raises(ConfigError, match=r"^executors: 2 executor processes need engine 'fedscale', not 'native'$"):
         run_experiment(EXP, out_dir=tmp_path / "b", overrides=SMALL, executors=2)

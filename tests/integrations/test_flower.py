@@ -58,7 +58,7 @@ def test_flower_engine_matches_the_native_engine(engine_runs):
     assert flower.summary["policies"]["flamingo"]["total_energy_j"] == native.summary["policies"]["flamingo"]["total_energy_j"]
 
 
-def _user_app_run(out: Path, n_nodes: int, rounds: int, logs: list[str]):
+def _user_app_run(out: Path, n_nodes: int, rounds: int, logs: list[str], client_app: str = "app"):
     from flwr.app import ArrayRecord, ConfigRecord
     from flwr.serverapp import ServerApp
     from flwr.serverapp.strategy import FedAvg
@@ -76,7 +76,7 @@ def _user_app_run(out: Path, n_nodes: int, rounds: int, logs: list[str]):
         results.append(strategy.start(grid, ArrayRecord(flower_app.make_model().state_dict()), num_rounds=rounds,
                                       train_config=ConfigRecord({"lr": 0.5}), evaluate_fn=flower_app.central_evaluate))
 
-    run_simulation(app, flower_app.app, num_supernodes=n_nodes, backend_config=RAY)
+    run_simulation(app, getattr(flower_app, client_app), num_supernodes=n_nodes, backend_config=RAY)
     return strategy, results[0]
 
 
@@ -107,6 +107,18 @@ def test_flamingo_strategy_around_flowers_fedavg_in_a_flower_app(tmp_path):
 
 
 @needs_flower
+@pytest.mark.slow
+def test_a_plain_flower_app_runs_without_the_partition_query_line(tmp_path):
+    logs: list[str] = []
+    strategy, result = _user_app_run(tmp_path / "run", n_nodes=6, rounds=2, logs=logs, client_app="plain_app")
+    assert any("stand for flamingo-sim's clients in node-id order" in line for line in logs), logs
+    assert not [line for line in logs if "failed" in line], logs
+    rows = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
+    assert list(rows["round"]) == [0, 1, 2] and rows["n_kept"].iloc[1:].sum() > 0
+    assert list(strategy.node_of) == sorted(strategy.node_of)
+
+
+@needs_flower
 def test_flower_engine_refuses_what_it_cannot_run(tmp_path):
     with pytest.raises(ConfigError, match=r"^executors: 2 executor processes need engine 'fedscale', not 'flower'"):
         run_experiment(EXP, out_dir=tmp_path / "a", overrides=TINY, engine="flower", executors=2)
@@ -123,18 +135,87 @@ def test_flamingo_strategy_checks_its_arguments_before_any_work(tmp_path):
 
     with pytest.raises(TypeError, match="wraps a flwr.serverapp.strategy.Strategy, got dict"):
         fli.FlamingoStrategy({}, experiment=EXP)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="policy 'nope': expected one of"):
-        fli.FlamingoStrategy(FedAvg(), experiment=EXP, policy="nope")
+    with pytest.raises(ConfigError, match="policies: unknown policy 'nope'; expected one of 'baseline'"):
+        fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, policy="nope")
     with pytest.raises(ConfigError, match=r"fl\.mode: 'fedbuff' is not offered under Flower"):
-        fli.FlamingoStrategy(FedAvg(), experiment=EXP, overrides=["fl.mode=fedbuff"])
+        fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, overrides=["fl.mode=fedbuff"])
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="run directory exists and is not empty"):
-        fli.FlamingoStrategy(FedAvg(), experiment=EXP, out_dir=tmp_path / "used")
+        fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, out_dir=tmp_path / "used")
     assert (tmp_path / "used" / "notes.txt").read_text() == "mine"
-    strategy = fli.FlamingoStrategy(FedAvg(), experiment=EXP)
+    strategy = fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP)
     with pytest.raises(FlamingoError, match=r"run it with strategy.start\(grid, ...\)"):
         strategy._ensure_ready()
+
+
+@needs_flower
+def test_federated_evaluation_is_refused_in_one_line_before_any_work(tmp_path):
+    from flwr.serverapp.strategy import FedAvg
+
+    with pytest.raises(ConfigError, match=r"^FlamingoStrategy: FedAvg\(fraction_evaluate=0.2\): federated evaluation is not offered: "
+                                          r"flamingo-sim prices training on the phones .* give start\(\) an evaluate_fn"):
+        fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.2), experiment=EXP, out_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+    class AsksAnyway(FedAvg):  # no fraction_evaluate to read up front: refused when it asks
+        def configure_evaluate(self, server_round, arrays, config, grid):
+            return ["a message"]
+
+    strategy = fli.FlamingoStrategy(AsksAnyway(fraction_evaluate=0.0), experiment=EXP)
+    with pytest.raises(FlamingoError, match=r"AsksAnyway asked 1 nodes to evaluate in round 2: federated evaluation is not offered"):
+        strategy.configure_evaluate(2, None, None, None)  # type: ignore[arg-type]
+
+
+class _Grid:
+    """Nodes whose ClientApp answers the partition query with ``answer(node)`` (None: Flower's reply for an app without it)."""
+
+    def __init__(self, nodes, answer):
+        self.nodes, self.answer = nodes, answer
+
+    def get_node_ids(self):
+        return list(self.nodes)
+
+    def send_and_receive(self, messages, timeout=None):
+        from flwr.app import ConfigRecord, Error, Message, RecordDict
+
+        out = []
+        for m in messages:
+            pid = self.answer(m.metadata.dst_node_id)
+            if pid is None:
+                reply = Message(Error(code=3, reason=f"<class 'ClientAppException'>:<'{fli.strategy.NO_QUERY}'>"), reply_to=m)
+            else:
+                reply = Message(RecordDict({"flamingo": ConfigRecord({"partition-id": pid})}), reply_to=m)
+            reply.metadata.__dict__["_src_node_id"] = m.metadata.dst_node_id
+            out.append(reply)
+        return out
+
+
+@needs_flower
+@pytest.mark.slow
+def test_a_clientapp_without_the_partition_query_needs_no_extra_line(monkeypatch):
+    from flwr.serverapp.strategy import FedAvg
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for key in ("_run_id", "_node_id", "_task_id"):  # what a Flower run sets before messages are made
+        monkeypatch.setattr(TaskIdentity, key, 1)
+    nodes = [905, 17, 4242, 3]
+    logs: list[str] = []
+    strategy = fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, num_nodes=4, log=logs.append)
+    strategy._grid, strategy._timeout = _Grid(nodes, lambda node: None), 5.0
+    strategy._ensure_ready()
+    assert list(strategy.node_of) == [3, 17, 905, 4242]  # no answer: node-id order
+    assert any("does not say its nodes' partition-id" in line and "register_partition_query(app) or partitions=" in line for line in logs)
+    # an app that answers is mapped by its partition ids
+    answered = fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, num_nodes=4, log=logs.append)
+    answered._grid, answered._timeout = _Grid(nodes, lambda node: nodes.index(node)), 5.0
+    answered._ensure_ready()
+    assert list(answered.node_of) == nodes
+    # a mix (some answer, some fail) is an error, not a guess
+    mixed = fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, num_nodes=4, log=logs.append)
+    mixed._grid, mixed._timeout = _Grid(nodes, lambda node: 0 if node == 905 else None), 5.0
+    with pytest.raises(FlamingoError, match="did not say its partition-id"):
+        mixed._ensure_ready()
 
 
 def test_missing_flower_names_the_install_command(monkeypatch, tmp_path):

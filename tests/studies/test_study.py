@@ -22,7 +22,7 @@ import pytest
 
 from flamingo_sim.cli import main
 from flamingo_sim.faults import run_lock
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.simulation import Simulation
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["fl.rounds=6", "fl.participants_per_round=4", "fl.local_steps=2", "fl.eval_every=2", "data.proxy.n_clients=100",

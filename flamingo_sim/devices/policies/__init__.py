@@ -7,17 +7,21 @@
 - :mod:`.flamingo`: :class:`FlamingoPolicy`, Flamingo's runtime;
 - :mod:`.eas`: :class:`EasPolicy`, Android's Energy-Aware Scheduler, as the paper compared it.
 
-:func:`make_policy` builds one by name (``baseline``, ``flamingo``, ``eas``) or import path
-``package.module:ClassName``, constructed as ``cls(config)`` with a :class:`PolicyConfig`.
+:func:`make_policy` builds one from :data:`POLICIES` (:class:`~flamingo_sim.plugins.Registry`): by
+name (``baseline``, ``flamingo``, ``eas``), import path ``package.module:ClassName`` or an entry
+point of group ``flamingo_sim.policies``, constructed as ``cls(config, **params)`` with the shared
+:class:`PolicyConfig` and the policy's own parameters (``policy_params.<name>``, checked by its
+``Params`` dataclass, e.g. :class:`~flamingo_sim.devices.policies.eas.EasParams`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from flamingo_sim.devices.policies.base import (
+    CONTRACT,
     DECLINE_REASONS,
-    POLICY_METHODS,
     Policy,
     PolicyConfig,
     PricedPolicy,
@@ -25,28 +29,26 @@ from flamingo_sim.devices.policies.base import (
     TaskRequest,
 )
 from flamingo_sim.devices.policies.baseline import BaselinePolicy
-from flamingo_sim.devices.policies.eas import EasPolicy
+from flamingo_sim.devices.policies.eas import EasParams, EasPolicy
 from flamingo_sim.devices.policies.flamingo import FlamingoPolicy
-from flamingo_sim.errors import ConfigError
-from flamingo_sim.plugins import load_object
+from flamingo_sim.plugins import Registry
 
 __all__ = [
     "DECLINE_REASONS", "Policy", "PolicyConfig", "PricedPolicy", "TaskOutcome", "TaskRequest",
-    "BaselinePolicy", "EasPolicy", "FlamingoPolicy", "make_policy",
+    "BaselinePolicy", "EasParams", "EasPolicy", "FlamingoPolicy", "POLICIES", "make_policy",
 ]
 
-_BUILTIN: dict[str, Callable[[PolicyConfig | None], Policy]] = {
-    "baseline": BaselinePolicy, "flamingo": FlamingoPolicy, "eas": EasPolicy}
+#: The shipped policies by name; import paths and entry points (group ``flamingo_sim.policies``) find the rest.
+POLICIES = Registry(CONTRACT, {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy, "eas": EasPolicy})
 
 
-def make_policy(spec: str, config: PolicyConfig | None = None) -> Policy:
-    """A policy by name (``baseline``, ``flamingo``, ``eas``) or import path ``package.module:ClassName``."""
-    if spec in _BUILTIN:
-        return _BUILTIN[spec](config)
-    cls = load_object(spec, "policies", kind="policy", known=_BUILTIN)
-    policy = cls(config)
-    missing = [m for m in POLICY_METHODS if not callable(getattr(policy, m, None))]
-    if missing:
-        raise ConfigError(f"policy {spec!r}: lacks {', '.join(missing)} (see flamingo_sim.devices.policies.Policy; "
-                          "subclass it for the default of the optional settle)")
+def make_policy(spec: str, config: PolicyConfig | None = None, params: Mapping[str, Any] | None = None, *,
+                source: str = "", search: Sequence[Path] = ()) -> Policy:
+    """A policy by name (``baseline``, ``flamingo``, ``eas``, an installed entry point) or import path
+    ``package.module:ClassName``, built with the shared ``config`` and its own ``params``
+    (the mapping ``policy_params.<spec>``, checked by the policy's ``Params``); ``source`` (the
+    experiment file) and ``search`` (folders for an import path's module) as
+    :meth:`~flamingo_sim.plugins.Registry.build` takes them."""
+    policy: Policy = POLICIES.build(spec, params, source=source, key="policies", params_key=f"policy_params.{spec}",
+                                    search=search, args=(config,))
     return policy

@@ -10,7 +10,10 @@ The engine calls, once per round, for the cohort of ``k`` participants::
 
 A policy is any object with those methods (:class:`Policy`, a ``typing.Protocol``); the one
 optional hook, ``settle``, has its default here (nothing), which a subclass of :class:`Policy`
-inherits. Per-client state lives in arrays sized ``n_clients`` created by ``init``.
+inherits and :func:`~flamingo_sim.devices.policies.make_policy` gives a policy that lacks it
+(:data:`CONTRACT`). A policy is constructed as ``cls(config, **params)``: ``config`` the shared
+:class:`PolicyConfig` (the experiment's ``policy`` section), ``params`` the fields of its own
+``Params`` dataclass, read from ``policy_params.<name>``. Per-client state lives in arrays sized ``n_clients`` created by ``init``.
 :class:`PricedPolicy` holds the public pricing helpers (:func:`~flamingo_sim.devices.execution.run_ladder`
 under the interference model) that the baseline, Flamingo and EAS are written with.
 """
@@ -25,8 +28,9 @@ import numpy as np
 from flamingo_sim.config import check_ranges
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.plugins import Contract
 
-__all__ = ["DECLINE_REASONS", "PolicyConfig", "TaskRequest", "TaskOutcome", "Policy", "PricedPolicy", "POLICY_METHODS"]
+__all__ = ["DECLINE_REASONS", "PolicyConfig", "TaskRequest", "TaskOutcome", "Policy", "PricedPolicy", "POLICY_METHODS", "CONTRACT"]
 
 DECLINE_REASONS = ("too_hot", "in_use_exploring", "low_battery_in_use")
 
@@ -162,8 +166,11 @@ class Policy(Protocol):
         return None
 
 
-#: The methods a policy must have (what :func:`~flamingo_sim.devices.policies.make_policy` checks).
+#: The methods a policy has (what :func:`~flamingo_sim.devices.policies.make_policy` checks; ``settle`` is optional).
 POLICY_METHODS = ("init", "run_tasks", "state_dict", "load_state_dict", "settle")
+
+#: The policy extension point: required methods, the optional ``settle`` (default above), entry-point group ``flamingo_sim.policies``.
+CONTRACT = Contract("policy", Policy, required=POLICY_METHODS[:4], optional=("settle",))
 
 
 class PricedPolicy(Policy):

@@ -19,12 +19,15 @@ is what separates it from Flamingo, which gives cores back under interference.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from flamingo_sim.config import check_ranges
 from flamingo_sim.devices.policies.base import PolicyConfig, PricedPolicy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 
-__all__ = ["EasPolicy", "CAPACITY_MARGIN", "eas_choice"]
+__all__ = ["EasPolicy", "EasParams", "CAPACITY_MARGIN", "eas_choice"]
 
 #: A task fits on CPUs whose capacity exceeds its utilisation by 25 % (utilisation <= 80 %).
 CAPACITY_MARGIN = 0.8
@@ -39,10 +42,22 @@ def eas_choice(latency_s: np.ndarray, power_w: np.ndarray, margin: float = CAPAC
     return int(np.flatnonzero(fits)[np.argmin(energy[fits])])
 
 
+@dataclass(frozen=True)
+class EasParams:
+    """EAS's parameters (``policy_params.eas``)."""
+
+    #: A choice fits when its step latency is at most the phone's fastest divided by this (Linux's 1024/1280 = 0.8).
+    margin: float = CAPACITY_MARGIN
+
+    def __post_init__(self) -> None:
+        check_ranges(self, margin="(0, 1]")
+
+
 class EasPolicy(PricedPolicy):
     """Energy-Aware-Scheduler-like placement: the cheapest choice that fits, every request, no feedback."""
 
     name = "eas"
+    Params = EasParams
 
     def __init__(self, config: PolicyConfig | None = None, margin: float = CAPACITY_MARGIN) -> None:
         super().__init__(config)

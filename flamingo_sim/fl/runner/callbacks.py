@@ -1,6 +1,6 @@
 """Callbacks of the run loop: hooks called around every (policy, seed) run and every round.
 
-An engine (:mod:`flamingo_sim.fl.runner.engines`) drives one :class:`~flamingo_sim.fl.sim.engine.Simulation`
+An engine (:mod:`flamingo_sim.fl.runner.engines`) drives one :class:`~flamingo_sim.fl.sim.simulation.Simulation`
 and calls, through a :class:`CallbackList`::
 
     on_run_begin(sim, records)        # once; ``records``: rounds already done (resumed run)
@@ -10,7 +10,7 @@ and calls, through a :class:`CallbackList`::
 
 Every callback sees every hook, in the order given, even when an earlier one asked to stop.
 Checkpoints, the metrics file and the progress bar are callbacks
-(:mod:`flamingo_sim.fl.runner.run` wires them); pass your own to
+(:func:`flamingo_sim.fl.runner.units.run_unit` wires them); pass your own to
 :func:`flamingo_sim.fl.runner.run.run_experiment` with ``callbacks=[...]``. Subclass
 :class:`Callback` and override the hooks you need (the others do nothing).
 """
@@ -25,7 +25,7 @@ from flamingo_sim.io import ProgressBar as ProgressBarType
 from flamingo_sim.io import progress
 
 if TYPE_CHECKING:
-    from flamingo_sim.fl.sim.engine import Simulation
+    from flamingo_sim.fl.sim.simulation import Simulation
 
 __all__ = ["Callback", "CallbackList", "ProgressBar"]
 

@@ -1,5 +1,8 @@
 """Checkpoints that are verified before they are trusted, and the inputs a resume must find unchanged.
 
+:func:`resume_simulation` loads a run's checkpoint into its simulation and :class:`Checkpointer`
+(a callback of the run loop) writes it every ``checkpoint_every`` rounds.
+
 A checkpoint file is a two-line header and a ``torch.save`` payload::
 
     FLAMINGO-SIM-CHECKPOINT 1
@@ -25,17 +28,24 @@ import io
 import json
 import os
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.fl.runner.callbacks import Callback
+from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.io import atomic_path, write_json
 
-__all__ = ["CheckpointError", "check_inputs", "config_diff", "input_files", "load_checkpoint", "record_inputs", "save_checkpoint"]
+if TYPE_CHECKING:
+    from flamingo_sim.fl.config import ExperimentConfig
+    from flamingo_sim.fl.sim.simulation import Simulation
+
+__all__ = ["CheckpointError", "Checkpointer", "check_inputs", "config_diff", "input_files", "load_checkpoint", "record_inputs",
+           "resume_simulation", "save_checkpoint"]
 
 MAGIC = b"FLAMINGO-SIM-CHECKPOINT 1\n"
 INPUTS_FILE = "inputs.json"
@@ -165,7 +175,7 @@ def load_checkpoint(path: str | Path, log: Callable[[str], None]) -> dict[str, A
 
 
 # -- inputs a resume depends on ------------------------------------------------------------------
-def input_files(cfg: Any, experiment: str | Path | None) -> dict[str, Path]:
+def input_files(cfg: ExperimentConfig, experiment: str | Path | None) -> dict[str, Path]:
     """Every input file the run reads, by a name for messages: trace set, catalogue, profiles, dataset mapping.
 
     The dataset's samples themselves are not hashed (too many); its mapping files name them.
@@ -176,7 +186,7 @@ def input_files(cfg: Any, experiment: str | Path | None) -> dict[str, Path]:
     traces = resolve_path(cfg.traces.path, experiment)
     for name in ("devices.parquet", "clients.parquet"):
         files[f"traces.path {name}"] = traces / name
-    from flamingo_sim.fl.runner.setup import profile_dirs
+    from flamingo_sim.fl.runner.compose import profile_dirs
 
     search = profile_dirs(cfg, experiment)
     if cfg.phones.mix == "from_traces":  # any phone of the catalogue may play a trace's phone; the table decides
@@ -208,12 +218,12 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def record_inputs(run_dir: Path, cfg: Any, experiment: str | Path | None) -> None:
+def record_inputs(run_dir: Path, cfg: ExperimentConfig, experiment: str | Path | None) -> None:
     """Write ``inputs.json``: path and SHA-256 of every input file."""
     write_json(run_dir / INPUTS_FILE, {k: {"path": str(p), "sha256": _sha256(p)} for k, p in input_files(cfg, experiment).items()})
 
 
-def check_inputs(run_dir: Path, cfg: Any, experiment: str | Path | None) -> None:
+def check_inputs(run_dir: Path, cfg: ExperimentConfig, experiment: str | Path | None) -> None:
     """Refuse a resume (one line naming the input) when an input recorded at the start changed or is gone."""
     recorded_path = run_dir / INPUTS_FILE
     if not recorded_path.is_file():
@@ -245,3 +255,40 @@ def config_diff(before: Any, after: Any, prefix: str = "") -> list[str]:
                 out += config_diff(before[key], after[key], dotted + ".")
         return out
     return [] if before == after else [f"{prefix.rstrip('.')} ({before!r} -> {after!r})"]
+
+
+def resume_simulation(sim: "Simulation", ckpt: Path, say: Callable[[str], None]) -> list[RoundRecord]:
+    """Load the newest good checkpoint of ``ckpt`` into ``sim``; the rounds it had done (none for a fresh run)."""
+    state = load_checkpoint(ckpt, say)
+    if state is None:
+        return []
+    try:
+        sim.load_state_dict(state["simulation"])
+        return [RoundRecord.from_row(row) for row in state["rows"]]
+    except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{ckpt}: does not fit this run ({exc})") from None
+
+
+class Checkpointer(Callback):
+    """Writes the run's checkpoint every ``every`` rounds, at its last round and at its end."""
+
+    def __init__(self, path: Path, every: int) -> None:
+        self.path, self.every = path, every
+
+    def on_run_begin(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:
+        self.records = list(records)
+        self.saved_round = sim.round
+
+    def on_round_end(self, sim: "Simulation", record: RoundRecord) -> bool:
+        self.records.append(record)
+        if sim.round % self.every == 0 or sim.is_done():
+            self._save(sim)
+        return False
+
+    def on_run_end(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:
+        if self.saved_round != sim.round:  # stopped early by a callback
+            self._save(sim)
+
+    def _save(self, sim: "Simulation") -> None:
+        save_checkpoint(self.path, {"simulation": sim.state_dict(), "rows": [r.to_row() for r in self.records]})
+        self.saved_round = sim.round

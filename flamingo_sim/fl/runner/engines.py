@@ -1,16 +1,18 @@
-"""Engines: what runs the rounds of one (policy, seed) :class:`~flamingo_sim.fl.sim.engine.Simulation`.
+"""Engines: what runs the rounds of one (policy, seed) :class:`~flamingo_sim.fl.sim.simulation.Simulation`.
 
 - ``"native"``: trains in this process (:meth:`Simulation.step`), resumable from checkpoints;
 - ``"fedscale"``: FedScale's aggregator and executors
-  (:class:`flamingo_sim.integrations.fedscale.engine.FedScaleEngine`, registered by import
-  path and imported only when this engine is made):
+  (:class:`flamingo_sim.integrations.fedscale.engine.FedScaleEngine`):
   in-process with ``executors=0``, else that many executor processes over gRPC on 127.0.0.1;
 - ``"flower"``: Flower's simulation engine on Ray, one virtual SuperNode per client
-  (:class:`flamingo_sim.integrations.flower.engine.FlowerEngine`, registered by import path).
+  (:class:`flamingo_sim.integrations.flower.engine.FlowerEngine`).
 
-All share every rule of a round (:meth:`Simulation.plan_round` / :meth:`Simulation.finish_round`)
+The contract is :class:`Engine` (:data:`CONTRACT`); ``native`` is built in, the integrations'
+engines sit a layer above this one and register as entry points of group
+``flamingo_sim.engines`` in ``pyproject.toml``, as a third-party engine does: no code here names
+them. All share every rule of a round (:meth:`Simulation.plan_round` / :meth:`Simulation.finish_round`)
 and call the same callbacks (:mod:`flamingo_sim.fl.runner.callbacks`). :func:`make_engine` builds one
-by name from :data:`ENGINES`; :func:`register_engine` adds another.
+by name from :data:`ENGINES`; :func:`register_engine` adds another in this process.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from typing import Callable, Protocol, Sequence
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.callbacks import CallbackList
-from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.records import RoundRecord
-from flamingo_sim.plugins import load_object
+from flamingo_sim.fl.sim.simulation import Simulation
+from flamingo_sim.plugins import Contract, Registry
 
-__all__ = ["Engine", "EngineOptions", "ENGINES", "make_engine", "register_engine", "NativeEngine"]
+__all__ = ["Engine", "EngineOptions", "CONTRACT", "ENGINES", "make_engine", "register_engine", "NativeEngine"]
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,11 @@ class EngineOptions:
 
 
 class Engine(Protocol):
-    """Runs one simulation to its end (or until a callback stops it)."""
+    """Runs one simulation to its end (or until a callback stops it); built as ``factory(options)``
+    with the :class:`EngineOptions`."""
 
-    #: Whether a killed run can continue from its checkpoint (``resume=True``).
-    resumable: bool
+    #: Optional: whether a killed run can continue from its checkpoint (``resume=True``). Default: no.
+    resumable: bool = False
 
     def run(self, sim: Simulation, callbacks: CallbackList, done: Sequence[RoundRecord], work_dir: Path) -> list[RoundRecord]:
         """Run ``sim`` from its current round; ``done`` are the rounds it already ran (a resumed
@@ -73,29 +76,23 @@ class NativeEngine:
         return records
 
 
-#: Engine name -> factory, called with the :class:`EngineOptions`, or the factory's import path
-#: ``package.module:Name`` (imported only when that engine is made: integrations sit above this
-#: layer and may not be imported from it).
-ENGINES: dict[str, Callable[[EngineOptions], Engine] | str] = {
-    "native": NativeEngine,
-    "fedscale": "flamingo_sim.integrations.fedscale.engine:FedScaleEngine",
-    "flower": "flamingo_sim.integrations.flower.engine:FlowerEngine",
-}
+#: The engine extension point (entry-point group ``flamingo_sim.engines``).
+CONTRACT = Contract("engine", Engine, required=("run",), optional=("resumable",))
+
+#: The built-in engine; FedScale's and Flower's are entry points (``pyproject.toml``), as third-party engines are.
+ENGINES = Registry(CONTRACT, {"native": NativeEngine})
 
 
 def register_engine(name: str, factory: Callable[[EngineOptions], Engine]) -> None:
-    """Make ``factory`` available as engine ``name`` (replacing one of that name)."""
-    ENGINES[name] = factory
+    """Make ``factory`` available as engine ``name`` in this process (replacing one of that name)."""
+    ENGINES.builtin[name] = factory
 
 
 def make_engine(name: str, options: EngineOptions = EngineOptions()) -> Engine:
-    """The engine registered as ``name``; a :class:`~flamingo_sim.errors.ConfigError` naming the
-    known engines if there is none, or (``fedscale``) the install command if its extra is missing."""
+    """The engine ``name`` (built in, an entry point or ``package.module:Factory``); a
+    :class:`~flamingo_sim.errors.ConfigError` naming the known engines if there is none, or
+    (``fedscale``, ``flower``) the install command if its extra is missing."""
     if options.executors < 0:
         raise ConfigError(f"executors: expected a count >= 0, got {options.executors}")
-    factory = ENGINES.get(name)
-    if factory is None:
-        raise ConfigError(f"engine: unknown engine {name!r}; expected one of {', '.join(map(repr, sorted(ENGINES)))}")
-    if isinstance(factory, str):
-        factory = load_object(factory, "engine", kind="engine", known=ENGINES)
-    return factory(options)
+    engine: Engine = ENGINES.build(name, None, source="", key="engine", params_key="engine", args=(options,))
+    return engine

@@ -21,7 +21,7 @@ unit itself.
 
 Results do not depend on the executor or on the order in which units finish: each unit's
 randomness is its own (per seed and round), it writes only its own files, and
-:func:`~flamingo_sim.fl.runner.units.gather` reads them in the config's order.
+:func:`~flamingo_sim.fl.runner.results.gather` reads them in the config's order.
 """
 
 from __future__ import annotations

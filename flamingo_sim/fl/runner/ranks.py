@@ -5,9 +5,9 @@ Each process :func:`run_distributed` is called in (by
 the group, then checks and builds the experiment; a failure on any rank is agreed on, so a bad
 config prints one line and every rank stops. Rank 0 then alone locks and writes the run
 directory (metrics, checkpoints, summary, progress) and runs every (policy, seed) with its
-simulation's step 5 split over the ranks (:class:`~flamingo_sim.fl.distributed.cohort.DistributedCohort`);
+simulation's step 5 split over the ranks (:class:`~flamingo_sim.fl.distributed.seam.DistributedSeam`);
 the other ranks build the same simulations and serve rank 0's jobs
-(:func:`~flamingo_sim.fl.distributed.cohort.serve`). Checkpoints are rank 0's simulation state, the
+(:func:`~flamingo_sim.fl.distributed.seam.serve`). Checkpoints are rank 0's simulation state, the
 same as a one-process run's, so a run resumes with any number of processes.
 
 Failures: an error on a rank is that rank's one line (``rank R: ...``); a rank that loses
@@ -20,15 +20,18 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
 
 from flamingo_sim.errors import ConfigError, FlamingoError
-from flamingo_sim.fl.distributed.cohort import DistributedCohort, prepare_trainer, serve
+from flamingo_sim.fl.distributed.seam import DistributedSeam, prepare_trainer, serve
 from flamingo_sim.fl.distributed.world import DEFAULT_TIMEOUT_S, LAUNCHER_ENV, PEER_EXIT, CollectiveError, Comm, World, start
 from flamingo_sim.fl.runner.rundir import run_guard
-from flamingo_sim.fl.sim.cohort import LocalCohort
+from flamingo_sim.fl.sim.seam import LocalSeam
+
+if TYPE_CHECKING:
+    from flamingo_sim.fl.config import ExperimentConfig
 
 __all__ = ["run_distributed", "distribute", "announce_pending", "describe_world", "describe_traffic"]
 
@@ -37,7 +40,7 @@ def _quiet(_msg: str) -> None:
     return None
 
 
-def _work_per_client(cfg: Any) -> float:
+def _work_per_client(cfg: ExperimentConfig) -> float:
     """What one client's local training costs: ``local_steps`` x ``batch_size`` samples through the model."""
     return float(cfg.fl.local_steps * cfg.fl.batch_size)
 
@@ -95,11 +98,11 @@ def run_distributed(world: World, prepare: Callable[..., Any], run_all: Callable
 
 def distribute(sim: Any, comm: Comm, say: Callable[[str], None]) -> None:
     """Rank 0: split ``sim``'s step 5 over the group."""
-    local = sim.cohort
-    assert isinstance(local, LocalCohort)
+    local = sim.seam
+    assert isinstance(local, LocalSeam)
     prepare_trainer(local, comm.world.size, say)
     comm.context = f"{sim.policy_name} seed {sim.seed}"
-    sim.cohort = DistributedCohort(local, comm, _work_per_client(sim.cfg))
+    sim.seam = DistributedSeam(local, comm, _work_per_client(sim.cfg))
 
 
 def announce_pending(comm: Comm, pending: list[bool]) -> None:
@@ -114,8 +117,9 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
     """A rank other than 0: the same (seed, policy) simulations as rank 0 runs, each serving its jobs."""
     import torch
 
-    from flamingo_sim.fl.runner.setup import build_components
-    from flamingo_sim.fl.runner.units import RunResult, make_simulation, training_on
+    from flamingo_sim.fl.runner.compose import build_components, compose
+    from flamingo_sim.fl.runner.kernels import training_on
+    from flamingo_sim.fl.runner.results import RunResult
 
     cfg = prep.cfg
     training_on(cfg, prep.kernels[0])  # this rank's CPU threads
@@ -128,8 +132,8 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
         if seed not in parts_of:
             parts_of.clear()
             parts_of[seed] = build_components(cfg, prep.experiment, seed, log=_quiet)
-        local = make_simulation(cfg, parts_of[seed], name, seed, _quiet).cohort
-        assert isinstance(local, LocalCohort)
+        local = compose(cfg, prep.experiment, seed, name, parts=parts_of[seed], log=_quiet).seam
+        assert isinstance(local, LocalSeam)
         prepare_trainer(local, comm.world.size, _quiet)
         comm.context = f"{name} seed {seed}"
         serve(local, comm, _work_per_client(cfg))

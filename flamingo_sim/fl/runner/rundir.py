@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -27,6 +27,9 @@ from flamingo_sim.faults import (
 )
 from flamingo_sim.io import _LEGACY_TEMP, _TEMP, atomic_path, clean_stale
 
+if TYPE_CHECKING:
+    from flamingo_sim.fl.config import ExperimentConfig
+
 __all__ = ["check_run_dir", "run_guard"]
 
 
@@ -37,7 +40,7 @@ def _outputs(out: Path) -> list[str]:
     return [p.name for p in out.iterdir() if p.name != LOCK_FILE and not (_TEMP.match(p.name) or _LEGACY_TEMP.match(p.name))]
 
 
-def check_run_dir(out: Path, cfg: Any, resume: bool) -> None:
+def check_run_dir(out: Path, cfg: ExperimentConfig, resume: bool) -> None:
     """Before any work: ``out`` can be written, and is empty (new run) or a run directory (resume)."""
     check_writable(out)
     if resume:
@@ -69,7 +72,7 @@ def _at_default(cfg: Any, dotted: str) -> bool:
     return False
 
 
-def _check_resumable(out: Path, cfg: Any) -> None:
+def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
     from flamingo_sim.fl.runner.checkpoint import config_diff  # torch: imported only where needed, so errors come fast
 
     saved = out / "config.yaml"
@@ -87,7 +90,7 @@ def _check_resumable(out: Path, cfg: Any) -> None:
 
 
 @contextlib.contextmanager
-def run_guard(out: Path, cfg: Any, experiment: str | Path | None, *, resume: bool, resumable: bool = True,
+def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *, resume: bool, resumable: bool = True,
               how: str | None = None, engine: str = "FedScale") -> Iterator[None]:
     """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume).
 

@@ -28,7 +28,8 @@ from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.sim.records import RoundRecord
 
 if TYPE_CHECKING:
-    from flamingo_sim.fl.sim.engine import Simulation
+    from flamingo_sim.fl.config import ExperimentConfig
+    from flamingo_sim.fl.sim.simulation import Simulation
 
 __all__ = ["Tracker", "TrackingCallback", "open_trackers", "check_tracking", "numeric_metrics"]
 
@@ -54,7 +55,7 @@ def numeric_metrics(row: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def check_tracking(cfg: Any, source: str) -> None:
+def check_tracking(cfg: ExperimentConfig, source: str) -> None:
     """Fail now, with the install command, if a switched-on tracker's package is missing."""
     if cfg.tracking.tensorboard:
         try:
@@ -127,7 +128,7 @@ class _All:
             t.close()
 
 
-def open_trackers(cfg: Any, out: Path, policy: str, seed: int, run_name: str) -> Tracker | None:
+def open_trackers(cfg: ExperimentConfig, out: Path, policy: str, seed: int, run_name: str) -> Tracker | None:
     """The trackers the experiment switches on for one (policy, seed), or None."""
     from flamingo_sim.config import to_mapping
 
@@ -145,7 +146,7 @@ def open_trackers(cfg: Any, out: Path, policy: str, seed: int, run_name: str) ->
 class TrackingCallback(Callback):
     """Logs every round of one (policy, seed) run to the trackers the experiment switches on."""
 
-    def __init__(self, cfg: Any, out: Path, run_name: str) -> None:
+    def __init__(self, cfg: ExperimentConfig, out: Path, run_name: str) -> None:
         self.cfg, self.out, self.run_name = cfg, out, run_name
         self.tracker: Tracker | None = None
 

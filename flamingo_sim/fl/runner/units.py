@@ -14,7 +14,7 @@ run directory can run at the same time:
 - ``units/<policy>-seed<k>.log``    its log, when it runs in another process;
 - ``checkpoints/<policy>-seed<k>.pt`` its checkpoint (native engine, ``fl.mode: sync``).
 
-:func:`gather` reads the units back in the config's order (seeds, then policies), so
+:func:`~flamingo_sim.fl.runner.results.gather` reads the units back in the config's order (seeds, then policies), so
 ``metrics.parquet`` and ``summary.json`` do not depend on which unit finished first. A unit whose
 result says done is not run again; one with a checkpoint continues from it.
 """
@@ -24,28 +24,24 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import pandas as pd
-
-from flamingo_sim.errors import ConfigError, FlamingoError
-from flamingo_sim.fl.config import ExperimentConfig, load_experiment
+from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
-from flamingo_sim.fl.runner.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from flamingo_sim.fl.runner.checkpoint import Checkpointer, resume_simulation
+from flamingo_sim.fl.runner.compose import compose, resolve_config
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
+from flamingo_sim.fl.runner.kernels import pin_run_kernels
 from flamingo_sim.fl.runner.tracking import TrackingCallback
-from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.fairness import participation_histogram
 from flamingo_sim.fl.sim.records import RoundRecord
-from flamingo_sim.fl.strategy.aggregators import make_aggregator
-from flamingo_sim.fl.strategy.selection import make_selector
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["Unit", "PartsCache", "Once", "Checkpointer", "resolve_config", "run_unit", "unit_result", "gather", "write_metrics",
-           "write_partial_metrics", "make_simulation", "resume_simulation", "log_rates", "read_status", "safe_name"]
+__all__ = ["Unit", "PartsCache", "run_unit", "unit_result", "log_rates", "read_status", "safe_name"]
 
 UNITS_DIR = "units"
 #: The result file's format (a file of another format is not trusted: the unit runs again).
@@ -99,16 +95,6 @@ def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
-def resolve_config(experiment: str | Path, overrides: Sequence[str], n_seeds: int | None) -> ExperimentConfig:
-    """The run's config: the experiment with its overrides, ``n_seeds`` seeds from its first one."""
-    cfg = load_experiment(experiment, list(overrides))
-    if n_seeds is not None:
-        if n_seeds < 1:
-            raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
-        cfg = replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
-    return cfg
-
-
 class PartsCache:
     """The components of the last (run directory, seed) built in this process: the policies of
     one seed share them, as they would in one run."""
@@ -157,7 +143,7 @@ def run_unit(
     ``after_write`` is called after each write of the unit's result (the run's own process
     refreshes ``metrics.parquet`` with it, so that a killed run leaves what it had done).
     """
-    from flamingo_sim.fl.runner.setup import build_components
+    from flamingo_sim.fl.runner.compose import build_components
     from flamingo_sim.fl.training.device import set_threads
 
     out = Path(unit.run_dir)
@@ -178,7 +164,7 @@ def run_unit(
         parts = build_components(cfg, experiment, unit.seed, log=lambda _m: None)
         if cache is not None:
             cache.put(unit.run_dir, unit.seed, parts)
-    sim = make_simulation(cfg, parts, unit.policy, unit.seed, say)
+    sim = compose(cfg, experiment, unit.seed, unit.policy, parts=parts, log=say)
     if split is not None:  # rank 0 of a distributed run: step 5 over the group (flamingo_sim.fl.runner.ranks.distribute)
         split(sim)
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
@@ -194,7 +180,7 @@ def run_unit(
         hooks.append(Checkpointer(ckpt, cfg.checkpoint_every))
     records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
     if split is not None:
-        sim.cohort.close()  # type: ignore[attr-defined]  # a DistributedCohort: the other ranks move on to the next unit
+        sim.seam.close()  # type: ignore[attr-defined]  # a DistributedSeam: the other ranks move on to the next unit
     writer.write(records, histogram=participation_histogram(sim.times_kept))
     log_rates(sim, say)
 
@@ -251,49 +237,6 @@ class _Status(Callback):
         return False
 
 
-# -- building and continuing one simulation -----------------------------------------------------
-@dataclass(frozen=True)
-class RunResult:
-    """A finished run: its directory, ``metrics.parquet`` and ``summary.json``."""
-
-    out_dir: Path
-    metrics: pd.DataFrame
-    summary: dict[str, Any]
-
-
-def pin_run_kernels(cfg: ExperimentConfig) -> tuple[str, str | None]:
-    """Pin the CPU kernels ``fl.cpu_kernels`` asks for (portable for the proxy task by default), before
-    this process's first kernel; the capability in use and, where it could not be pinned, a line saying so."""
-    from flamingo_sim.fl.training.device import pin_cpu_kernels, portable_kernels
-
-    return pin_cpu_kernels(portable_kernels(cfg.fl.cpu_kernels, real_data=cfg.data.root is not None))
-
-
-def training_on(cfg: ExperimentConfig, capability: str) -> str:
-    """Set torch's CPU threads for the run; the line that says where it trains."""
-    from flamingo_sim.fl.training.device import resolve_device, set_threads
-
-    n_threads = set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
-    where = resolve_device(cfg.fl.device)
-    import torch
-
-    hardware = f"({torch.cuda.get_device_name(where)})" if where.type == "cuda" else f"with {n_threads} CPU thread(s)"
-    return f"training on {where} {hardware}, precision {cfg.fl.precision}, {capability} CPU kernels"
-
-
-def make_simulation(cfg: ExperimentConfig, parts: Any, name: str, seed: int, log: Callable[[str], None]) -> Simulation:
-    """A fresh simulation of policy ``name``: synchronous, or FedBuff's (``fl.mode: fedbuff``)."""
-    from flamingo_sim.fl.runner.setup import make_policy
-
-    selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
-    if cfg.fl.mode == "fedbuff":
-        from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
-
-        return AsyncSimulation(parts, make_policy(name, cfg), name, seed, selector, log=log)
-    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()])
-    return Simulation(parts, make_policy(name, cfg), name, seed, selector, log=log, aggregator=aggregator)
-
-
 def log_rates(sim: Simulation, log: Any) -> None:
     """Samples/s trained, and beside it samples/s decoded where the data is decoded from files."""
     if not sim.samples_trained or sim.train_wall_s <= 0:
@@ -305,56 +248,6 @@ def log_rates(sim: Simulation, log: Any) -> None:
     log(line)
 
 
-class Once:
-    """A log that says each distinct line once (the trace-horizon warning of every run)."""
-
-    def __init__(self, log: Callable[[str], None]) -> None:
-        self.log = log
-        self.said: set[str] = set()
-
-    def __call__(self, msg: str) -> None:
-        if msg not in self.said:
-            self.said.add(msg)
-            self.log(msg)
-
-
-def resume_simulation(sim: Simulation, ckpt: Path, say: Callable[[str], None]) -> list[RoundRecord]:
-    """Load the newest good checkpoint of ``ckpt`` into ``sim``; the rounds it had done (none for a fresh run)."""
-    state = load_checkpoint(ckpt, say)
-    if state is None:
-        return []
-    try:
-        sim.load_state_dict(state["simulation"])
-        return [RoundRecord.from_row(row) for row in state["rows"]]
-    except (KeyError, ValueError, TypeError, RuntimeError) as exc:
-        raise CheckpointError(f"{ckpt}: does not fit this run ({exc})") from None
-
-
-class Checkpointer(Callback):
-    """Writes the run's checkpoint every ``every`` rounds, at its last round and at its end."""
-
-    def __init__(self, path: Path, every: int) -> None:
-        self.path, self.every = path, every
-
-    def on_run_begin(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
-        self.records = list(records)
-        self.saved_round = sim.round
-
-    def on_round_end(self, sim: Simulation, record: RoundRecord) -> bool:
-        self.records.append(record)
-        if sim.round % self.every == 0 or sim.is_done():
-            self._save(sim)
-        return False
-
-    def on_run_end(self, sim: Simulation, records: Sequence[RoundRecord]) -> None:
-        if self.saved_round != sim.round:  # stopped early by a callback
-            self._save(sim)
-
-    def _save(self, sim: Simulation) -> None:
-        save_checkpoint(self.path, {"simulation": sim.state_dict(), "rows": [r.to_row() for r in self.records]})
-        self.saved_round = sim.round
-
-
 def read_status(unit: Unit) -> tuple[int, int | None] | None:
     """``(round, rounds)`` of a running unit (None before its first write)."""
     try:
@@ -363,34 +256,3 @@ def read_status(unit: Unit) -> tuple[int, int | None] | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
-
-def gather(run_dir: Path, cfg: ExperimentConfig, *, partial: bool = False) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Every unit's rows in the config's order (seeds, then policies) and their results.
-
-    ``partial``: take what each unit has written so far (finished or not, absent ones left
-    out); otherwise every unit must have finished (a :class:`FlamingoError` names the first that has not).
-    """
-    rows: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for seed in cfg.seeds:
-        for policy in cfg.policies:
-            res = unit_result(run_dir / UNITS_DIR, policy, seed, done_only=not partial)
-            if res is None:
-                if partial:
-                    continue
-                raise FlamingoError(f"{run_dir}: unit {safe_name(policy)}-seed{seed} has not finished")
-            rows += res["rows"]
-            results.append(res)
-    return pd.DataFrame(rows), results
-
-
-def write_metrics(out: Path, metrics: pd.DataFrame) -> None:
-    with atomic_path(out / "metrics.parquet") as tmp:
-        metrics.to_parquet(tmp, index=False)
-
-
-def write_partial_metrics(run_dir: Path, cfg: ExperimentConfig) -> None:
-    """``metrics.parquet`` of the rounds the units have written so far (nothing if none has)."""
-    metrics, _ = gather(run_dir, cfg, partial=True)
-    if len(metrics):
-        write_metrics(run_dir, metrics)

@@ -40,11 +40,11 @@ import numpy as np
 import torch
 
 from flamingo_sim.devices.policies import Policy, TaskRequest
-from flamingo_sim.fl.sim.cohort import TrainJob
-from flamingo_sim.fl.sim.engine import DEFAULT_TEMPERATURE_C, Components, Simulation
 from flamingo_sim.fl.sim.fairness import jain_index
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
+from flamingo_sim.fl.sim.seam import TrainJob
+from flamingo_sim.fl.sim.simulation import DEFAULT_TEMPERATURE_C, Components, Simulation
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
 from flamingo_sim.rng import rng
@@ -188,7 +188,7 @@ class AsyncSimulation(Simulation):
         for version in sorted({t.version for t in tasks}):
             idx = [i for i, t in enumerate(tasks) if t.version == version]
             start = self.versions[version]
-            res = self.cohort.train(TrainJob(start, tuple(tasks[i].client for i in idx), tuple(tasks[i].dispatch for i in idx), round_idx=0,
+            res = self.seam.train(TrainJob(start, tuple(tasks[i].client for i in idx), tuple(tasks[i].dispatch for i in idx), round_idx=0,
                                             augment_round=0))
             self.train_wall_s += res.train_s
             self.samples_trained += len(idx) * cfg.fl.local_steps * cfg.fl.batch_size

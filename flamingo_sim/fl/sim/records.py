@@ -1,6 +1,6 @@
 """The per-round record: what one finished round of one (policy, seed) run produced.
 
-:meth:`flamingo_sim.fl.sim.engine.Simulation.finish_round` returns a :class:`RoundRecord`;
+:meth:`flamingo_sim.fl.sim.simulation.Simulation.finish_round` returns a :class:`RoundRecord`;
 callbacks receive it (:mod:`flamingo_sim.fl.runner.callbacks`) and :meth:`RoundRecord.to_row` gives
 the ``metrics.parquet`` row (columns in :data:`flamingo_sim.fl.metrics.summary.COLUMNS`, then
 ``steps_<choice>``, ``interference_s_<phone>``, ``foreground_s_<phone>`` and ``training_foreground_s_<phone>``). :meth:`RoundRecord.from_row` reads a row

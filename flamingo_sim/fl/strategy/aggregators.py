@@ -1,13 +1,15 @@
-"""Aggregators: how the server turns a round's client states into the next global model.
+"""Aggregators: how the server turns a round's client states into the next global model; the shipped ones.
 
-An aggregator is any object with the :class:`Aggregator` protocol: ``aggregate`` (a new global
-state from the old one and the stacked client states), ``proximal_mu`` (the FedProx term the
-clients add to their local loss; 0 for none), and ``state_dict``/``load_state_dict`` (the
+An aggregator has the :class:`~flamingo_sim.fl.strategy.base.Aggregator` contract: ``aggregate`` (a new global
+state from the old one and the stacked client states), the optional ``proximal_mu`` (the FedProx term the
+clients add to their local loss; default 0), and ``state_dict``/``load_state_dict`` (the
 server optimiser's moments, saved in every checkpoint so that a resumed run is bit-identical).
 The arithmetic is in :mod:`flamingo_sim.fl.strategy.aggregate` (pure functions); the classes here hold
 state and parameters only.
 
-Registered names (the experiment's ``aggregation:`` section names one, with its parameters):
+Registered names (the experiment's ``aggregation:`` section names one, with its parameters, checked
+by its ``Params`` in :mod:`flamingo_sim.fl.strategy.parameters`; :func:`make_aggregator` also finds
+import paths and entry points):
 
 ========== ============================================== ==========================================
 name       what                                           parameters (default)
@@ -29,29 +31,19 @@ at ``tau**2`` and the first at zero, as in Reddi et al.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+import inspect
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import Tensor
 
-from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.strategy.aggregate import fedavg, server_adam_step, server_yogi_step
-from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMETERS
-from flamingo_sim.plugins import load_object
+from flamingo_sim.fl.strategy.base import AGGREGATOR, Aggregator
+from flamingo_sim.fl.strategy.parameters import FedProxParams, ServerOptimizerParams
+from flamingo_sim.plugins import Registry
 
-__all__ = ["Aggregator", "FedAvg", "FedProx", "FedAdam", "FedYogi", "AGGREGATORS", "PARAMETERS", "make_aggregator"]
-
-
-class Aggregator(Protocol):
-    proximal_mu: float
-
-    def aggregate(self, global_state: dict[str, Tensor], stacked: dict[str, Tensor], n_samples: Tensor) -> dict[str, Tensor]:
-        """The next global state from the current one and the clients' (stacked) states."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+__all__ = ["Aggregator", "FedAvg", "FedProx", "FedAdam", "FedYogi", "AGGREGATORS", "make_aggregator"]
 
 
 def _weights(weighting: str, n_samples: Tensor | Sequence[float]) -> Tensor:
@@ -59,10 +51,8 @@ def _weights(weighting: str, n_samples: Tensor | Sequence[float]) -> Tensor:
     return w if weighting == "samples" else torch.ones_like(w)
 
 
-class FedAvg:
+class FedAvg(Aggregator):
     """The (sample-weighted or plain) mean of the client states; stateless."""
-
-    proximal_mu = 0.0
 
     def __init__(self, weighting: str = "samples", buffers: Sequence[str] = ()) -> None:
         self.weighting = weighting
@@ -70,15 +60,11 @@ class FedAvg:
     def aggregate(self, global_state: dict[str, Tensor], stacked: dict[str, Tensor], n_samples: Tensor) -> dict[str, Tensor]:
         return fedavg(stacked, _weights(self.weighting, n_samples))
 
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
-
 
 class FedProx(FedAvg):
     """FedAvg on the server; the clients add ``mu/2 ||w - w_global||^2`` to their local loss."""
+
+    Params = FedProxParams
 
     def __init__(self, mu: float = 0.01, weighting: str = "samples", buffers: Sequence[str] = ()) -> None:
         super().__init__(weighting)
@@ -88,10 +74,10 @@ class FedProx(FedAvg):
 StepFn = Callable[..., tuple[Tensor, Tensor, Tensor]]
 
 
-class _ServerOptimizer:
+class _ServerOptimizer(Aggregator):
     """Shared body of FedAdam and FedYogi: moments per floating-point parameter."""
 
-    proximal_mu = 0.0
+    Params = ServerOptimizerParams
     step_fn: StepFn
 
     def __init__(
@@ -144,24 +130,28 @@ class FedYogi(_ServerOptimizer):
     step_fn = staticmethod(server_yogi_step)
 
 
-AGGREGATORS: dict[str, type] = {"fedavg": FedAvg, "fedprox": FedProx, "fedadam": FedAdam, "fedyogi": FedYogi}
-
-#: The parameters each registered aggregator takes besides ``weighting``, with their defaults.
-PARAMETERS = AGGREGATOR_PARAMETERS
+#: The shipped aggregators by name; import paths and entry points (group ``flamingo_sim.aggregators``) find the rest.
+AGGREGATORS = Registry(AGGREGATOR, {"fedavg": FedAvg, "fedprox": FedProx, "fedadam": FedAdam, "fedyogi": FedYogi})
 
 
-def make_aggregator(cfg: Any, buffers: Sequence[str] = (), source: str = "aggregation") -> Aggregator:
+def make_aggregator(cfg: Any, buffers: Sequence[str] = (), source: str = "", *, search: Sequence[Path] = ()) -> Aggregator:
     """An aggregator from the experiment's ``aggregation`` section (:class:`~flamingo_sim.fl.config.AggregationConfig`).
 
     ``buffers``: the model's buffer names (averaged, never stepped by a server optimiser).
-    A ``package.module:Class`` name is called with the parameters that are set, ``weighting``
-    and ``buffers``.
+    The aggregator is built with the section's parameters (checked by its ``Params``) and, where
+    its constructor takes them, ``weighting`` and ``buffers``; ``source`` is the experiment file
+    the errors name, ``search`` folders for an import path's module.
     """
-    params = cfg.parameters()
-    if cfg.name in AGGREGATORS:
-        return AGGREGATORS[cfg.name](**params, weighting=cfg.weighting, buffers=tuple(buffers))
-    cls = load_object(cfg.name, f"{source}.name", kind="aggregator", known=AGGREGATORS)
-    try:
-        return cls(**params, weighting=cfg.weighting, buffers=tuple(buffers))
-    except TypeError as exc:
-        raise ConfigError(f"{source}: aggregator {cfg.name!r} cannot be built with {sorted(params)} ({exc})") from None
+
+    def extra(cls: Callable[..., Any]) -> dict[str, Any]:
+        try:
+            takes = inspect.signature(cls).parameters
+        except (TypeError, ValueError):
+            takes = {}  # type: ignore[assignment]
+        anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes.values())
+        given = {"weighting": cfg.weighting, "buffers": tuple(buffers)}
+        return {k: v for k, v in given.items() if anything or k in takes}
+
+    aggregator: Aggregator = AGGREGATORS.build(cfg.name, cfg.parameters(), source=source, key="aggregation.name", params_key="aggregation",
+                                               search=search, extra=extra)
+    return aggregator

@@ -1,12 +1,43 @@
-"""The built-in aggregators' names and parameters, in a module without torch, so that an experiment
-config is checked (:class:`~flamingo_sim.fl.config.AggregationConfig`) before torch is imported."""
+"""The shipped aggregators' parameters (their ``Params`` dataclasses), in a module without torch, so
+that the configuration reference and a config check do not import it."""
 
 from __future__ import annotations
 
-#: The parameters each registered aggregator takes besides ``weighting``, with their defaults.
-AGGREGATOR_PARAMETERS: dict[str, dict[str, float]] = {
-    "fedavg": {},
-    "fedprox": {"mu": 0.01},
-    "fedadam": {"server_lr": 0.01, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3},
-    "fedyogi": {"server_lr": 0.01, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3},
-}
+from dataclasses import dataclass
+
+from flamingo_sim.config import check_ranges
+
+__all__ = ["FedProxParams", "ServerOptimizerParams", "AGGREGATOR_PARAMS"]
+
+
+@dataclass(frozen=True)
+class FedProxParams:
+    """FedProx's parameter (``aggregation:`` with ``name: fedprox``)."""
+
+    #: Weight of the proximal term mu/2 ||w - w_global||^2 in the clients' local loss.
+    mu: float = 0.01
+
+    def __post_init__(self) -> None:
+        check_ranges(self, mu=">= 0")
+
+
+@dataclass(frozen=True)
+class ServerOptimizerParams:
+    """FedAdam's and FedYogi's parameters (``aggregation:`` with ``name: fedadam`` or ``fedyogi``)."""
+
+    #: Server learning rate.
+    server_lr: float = 0.01
+    #: First-moment decay.
+    beta1: float = 0.9
+    #: Second-moment decay.
+    beta2: float = 0.99
+    #: Adaptivity, the epsilon of the update.
+    tau: float = 1e-3
+
+    def __post_init__(self) -> None:
+        check_ranges(self, server_lr="> 0", beta1="[0, 1)", beta2="[0, 1)", tau="> 0")
+
+
+#: Each shipped aggregator's ``Params`` (None: no parameters besides ``weighting``).
+AGGREGATOR_PARAMS: dict[str, type | None] = {
+    "fedavg": None, "fedprox": FedProxParams, "fedadam": ServerOptimizerParams, "fedyogi": ServerOptimizerParams}

@@ -1,6 +1,6 @@
-"""Client selection: which of the online clients are asked to train this round.
+"""Client selection: which of the online clients are asked to train this round; the shipped selectors.
 
-A selector has the :class:`Selector` protocol: ``select(online, n, generator, view)`` returns
+A selector has the :class:`~flamingo_sim.fl.strategy.base.Selector` contract: ``select(online, n, generator, view)`` returns
 ``n`` distinct entries of ``online`` (the sorted online client indices); ``generator`` is a
 numpy Generator derived from (seed, "selection", round), so a resumed run selects exactly the
 same cohorts; ``view`` (:class:`CoordinatorView`) is what a real coordinator knows when it
@@ -9,7 +9,8 @@ selects: the battery level each client reports when it checks in. After a round,
 how long the client took from dispatch to upload); nothing else of the simulation is visible.
 ``state_dict``/``load_state_dict`` keep a stateful selector's memory in checkpoints.
 
-Registered names (``fl.selection``; parameters in the experiment's ``selector:`` section):
+Registered names (``fl.selection``; parameters in the experiment's ``selector:`` section, checked
+by the selector's ``Params``; :func:`make_selector` also finds import paths and entry points):
 
 - ``uniform``: uniformly at random without replacement (FedScale's default); no parameters.
 - ``battery``: battery-aware. Client ``i``'s weight is ``floor + (1 - floor) * e_i`` with
@@ -28,98 +29,31 @@ Registered names (``fl.selection``; parameters in the experiment's ``selector:``
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Protocol, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from flamingo_sim.errors import ConfigError
-from flamingo_sim.plugins import load_object
+from flamingo_sim.config import check_ranges
+from flamingo_sim.fl.strategy.base import SELECTOR, CoordinatorView, Selector
+from flamingo_sim.plugins import Registry
 
 __all__ = [
     "CoordinatorView",
     "Selector",
     "UniformSelector",
     "BatterySelector",
+    "BatteryParams",
     "OortSelector",
+    "OortParams",
     "SELECTORS",
-    "PARAMETERS",
     "battery_weights",
     "make_selector",
 ]
 
 
-class CoordinatorView:
-    """What the coordinator knows at selection time: the round, the offline threshold and the
-    battery level (percent, effective: training drains it) each client reports.
-
-    Give the levels either as an array over every client (``battery_pct``) or as a reader
-    ``level_pct_at(clients)`` plus ``n_clients``: the engine does the latter, so that a round
-    at 1,000,000 clients does not build a million-entry array unless a selector asks for
-    :attr:`battery_pct` (built once, on first use). Selectors that need a few clients' levels
-    call :meth:`battery_pct_at`.
-    """
-
-    def __init__(
-        self,
-        round: int,
-        battery_pct: np.ndarray | None = None,
-        min_pct: float = 10.0,
-        *,
-        level_pct_at: Callable[[np.ndarray], np.ndarray] | None = None,
-        n_clients: int | None = None,
-    ) -> None:
-        if (battery_pct is None) == (level_pct_at is None):
-            raise ValueError("CoordinatorView needs battery_pct or level_pct_at (exactly one)")
-        if level_pct_at is not None and n_clients is None:
-            raise ValueError("CoordinatorView: level_pct_at needs n_clients")
-        self.round = int(round)
-        self.min_pct = float(min_pct)
-        self._battery_pct = None if battery_pct is None else np.asarray(battery_pct, dtype=np.float64)
-        self._level_pct_at = level_pct_at
-        self.n_clients = int(n_clients) if n_clients is not None else len(self._battery_pct)  # type: ignore[arg-type]
-
-    @property
-    def battery_pct(self) -> np.ndarray:
-        """Effective battery level of every client, in [0, 100]."""
-        if self._battery_pct is None:
-            assert self._level_pct_at is not None
-            self._battery_pct = self._level_pct_at(np.arange(self.n_clients))
-        return self._battery_pct
-
-    def battery_pct_at(self, clients: np.ndarray) -> np.ndarray:
-        """Effective battery level of ``clients`` only."""
-        if self._battery_pct is not None:
-            return self._battery_pct[clients]
-        assert self._level_pct_at is not None
-        return self._level_pct_at(np.asarray(clients, dtype=np.int64))
-
-
-class Selector(Protocol):
-    def select(self, online: np.ndarray, n: int, generator: np.random.Generator, view: CoordinatorView) -> np.ndarray:
-        """Return ``n`` distinct entries of ``online``, sorted."""
-        ...
-
-    def observe(self, round: int, clients: np.ndarray, n_samples: np.ndarray, train_loss: np.ndarray, duration_s: np.ndarray) -> None:
-        """What arrived with the kept clients' updates after ``round``."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
-class _Stateless:
-    def observe(self, round: int, clients: np.ndarray, n_samples: np.ndarray, train_loss: np.ndarray, duration_s: np.ndarray) -> None:
-        pass
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
-
-
-class UniformSelector(_Stateless):
+class UniformSelector(Selector):
     """Uniformly at random, without replacement (FedScale's default)."""
 
     def select(self, online: np.ndarray, n: int, generator: np.random.Generator, view: CoordinatorView | None = None) -> np.ndarray:
@@ -147,8 +81,21 @@ def battery_weights(battery_pct: np.ndarray, min_pct: float, floor: float) -> np
     return floor + (1.0 - floor) * share
 
 
-class BatterySelector(_Stateless):
+@dataclass(frozen=True)
+class BatteryParams:
+    """The battery-aware selector's parameters (``selector:`` with ``fl.selection: battery``)."""
+
+    #: Weight of a client at the offline threshold (a full one has 1).
+    floor: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_ranges(self, floor="(0, 1]")
+
+
+class BatterySelector(Selector):
     """Battery-aware: the more energy above the threshold, the likelier to be picked."""
+
+    Params = BatteryParams
 
     def __init__(self, floor: float = 0.1) -> None:
         self.floor = float(floor)
@@ -158,8 +105,25 @@ class BatterySelector(_Stateless):
         return np.sort(_weighted_draw(online, w, n, generator))
 
 
-class OortSelector:
+@dataclass(frozen=True)
+class OortParams:
+    """Oort's parameters (``selector:`` with ``fl.selection: oort``)."""
+
+    #: Share of the slots for never-seen clients.
+    exploration: float = 0.2
+    #: Exponent of the system utility (T / t_i) ** straggler_penalty of a client slower than T.
+    straggler_penalty: float = 2.0
+    #: Preferred round duration T in seconds; null: the median reported duration.
+    preferred_duration_s: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        check_ranges(self, exploration="[0, 1]", straggler_penalty=">= 0", preferred_duration_s="> 0")
+
+
+class OortSelector(Selector):
     """Oort-style: exploit clients with high statistical and system utility, explore the unseen."""
+
+    Params = OortParams
 
     def __init__(self, exploration: float = 0.2, straggler_penalty: float = 2.0, preferred_duration_s: float | None = None) -> None:
         self.exploration = float(exploration)
@@ -208,21 +172,14 @@ class OortSelector:
         self.duration_s = np.asarray(state["duration_s"], dtype=np.float64).copy()
 
 
-SELECTORS: dict[str, type] = {"uniform": UniformSelector, "battery": BatterySelector, "oort": OortSelector}
-
-#: The parameters (``selector:`` section) each registered selector takes.
-PARAMETERS: dict[str, Sequence[str]] = {
-    "uniform": (),
-    "battery": ("floor",),
-    "oort": ("exploration", "straggler_penalty", "preferred_duration_s"),
-}
+#: The shipped selectors by name; import paths and entry points (group ``flamingo_sim.selectors``) find the rest.
+SELECTORS = Registry(SELECTOR, {"uniform": UniformSelector, "battery": BatterySelector, "oort": OortSelector})
 
 
-def make_selector(name: str, params: dict[str, float] | None = None, source: str = "fl.selection") -> Selector:
-    """A selector by registered name or ``package.module:Class`` import path, with its parameters."""
-    params = params or {}
-    cls = SELECTORS[name] if name in SELECTORS else load_object(name, source, kind="selector", known=SELECTORS)
-    try:
-        return cls(**params)
-    except TypeError as exc:
-        raise ConfigError(f"{source}: selector {name!r} cannot be built with {sorted(params)} ({exc})") from None
+def make_selector(name: str, params: Mapping[str, Any] | None = None, source: str = "", *, search: Sequence[Path] = ()) -> Selector:
+    """The selector ``fl.selection`` names (a shipped name, an installed entry point or an import path
+    ``package.module:Class``), built with the ``selector:`` section ``params`` (checked by its
+    ``Params``); ``source`` is the experiment file the errors name, ``search`` folders for an
+    import path's module."""
+    selector: Selector = SELECTORS.build(name, params, source=source, key="fl.selection", params_key="selector", search=search)
+    return selector

@@ -15,7 +15,7 @@ guarding FedScale 1.0's traps on the way:
 - Oort selection (which needs ``numpy<2``) is not offered: selection is flamingo-sim's.
 
 How the engines share the round rules: the aggregator subclass owns a native
-:class:`~flamingo_sim.fl.sim.engine.Simulation` and calls its :meth:`plan_round` from FedScale's
+:class:`~flamingo_sim.fl.sim.simulation.Simulation` and calls its :meth:`plan_round` from FedScale's
 ``select_participants`` / ``tictak_client_tasks`` hooks (who is online by our traces and energy
 budget, the policy's execution choices, durations, energy, who is dropped, the K fastest), so
 the virtual clock, the online set and the energy drawn equal the native engine's by
@@ -23,7 +23,7 @@ construction. FedScale's executors then really train the kept clients with a
 :class:`TorchClient` subclass (plain SGD at the experiment's learning rate, on the same
 minibatches the native engine draws), FedScale aggregates (FedAvg weighted by samples, like the
 native engine; ``weighted=False`` gives FedScale's unweighted mean), and
-:meth:`~flamingo_sim.fl.sim.engine.Simulation.finish_round` advances batteries and writes the same
+:meth:`~flamingo_sim.fl.sim.simulation.Simulation.finish_round` advances batteries and writes the same
 metrics row as the native engine.
 
 Two ways to run (:func:`run_fedscale`):
@@ -51,7 +51,8 @@ Layout (every name below is importable from this package, as before the split):
   imports FedScale);
 - :mod:`.in_process`, :mod:`.distributed`: the drivers (``run_in_process``;
   ``run_distributed``, ``executor_command``, and the executor process ``main``, which
-  ``python -m flamingo_sim.integrations.fedscale`` runs); :func:`run_fedscale` picks one.
+  ``python -m flamingo_sim.integrations.fedscale`` runs); :func:`run_fedscale` picks one;
+- :mod:`.engine`: ``FedScaleEngine``, the ``fedscale`` engine of ``flamingo-sim run``.
 """
 
 from __future__ import annotations

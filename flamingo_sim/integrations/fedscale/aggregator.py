@@ -1,12 +1,12 @@
 """FedScale's aggregator, subclassed so that flamingo-sim decides each round: :class:`FlamingoAggregator`.
 
-It owns a native :class:`~flamingo_sim.fl.sim.engine.Simulation` and calls its :meth:`plan_round`
+It owns a native :class:`~flamingo_sim.fl.sim.simulation.Simulation` and calls its :meth:`plan_round`
 from FedScale's ``select_participants`` / ``tictak_client_tasks`` hooks (who is online by our
 traces and energy budget, the policy's execution choices, durations, energy, who is dropped, the
 K fastest), so the virtual clock, the online set and the energy drawn equal the native engine's
 by construction. FedScale's executors train the kept clients; the aggregator averages their
 updates with the native engine's :func:`~flamingo_sim.fl.strategy.aggregate.fedavg` (weighted by samples;
-``weighted=False`` gives FedScale's unweighted mean), and :meth:`~flamingo_sim.fl.sim.engine.Simulation.finish_round` advances batteries
+``weighted=False`` gives FedScale's unweighted mean), and :meth:`~flamingo_sim.fl.sim.simulation.Simulation.finish_round` advances batteries
 and writes the native metrics row. A round in which nobody may train is settled here at once
 (FedScale would wait forever for its uploads).
 

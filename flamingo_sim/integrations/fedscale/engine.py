@@ -1,7 +1,7 @@
 """The ``fedscale`` engine: one (policy, seed) simulation's rounds on FedScale's aggregator and executors.
 
-Registered in :data:`flamingo_sim.fl.runner.engines.ENGINES` by import path, so the runner never
-imports this package; it is imported when ``--engine fedscale`` is asked for.
+Registered as an entry point of group ``flamingo_sim.engines`` (``pyproject.toml``), so the runner
+never names or imports this package; it is imported when ``--engine fedscale`` is asked for.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Sequence
 
 from flamingo_sim.fl.runner.callbacks import CallbackList
 from flamingo_sim.fl.runner.engines import EngineOptions
-from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.integrations.fedscale import load_fedscale, run_fedscale
 
 __all__ = ["FedScaleEngine"]

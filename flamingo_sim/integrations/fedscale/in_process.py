@@ -52,7 +52,7 @@ def run_in_process(
     stats: dict[str, Any] | None = None,
     callbacks: CallbackList | None = None,
 ) -> list[RoundRecord]:
-    """Run ``sim`` (a fresh or resumed :class:`~flamingo_sim.fl.sim.engine.Simulation`) to its end on
+    """Run ``sim`` (a fresh or resumed :class:`~flamingo_sim.fl.sim.simulation.Simulation`) to its end on
     FedScale's aggregator and ``n_executors`` executors in this process; returns the rounds' records.
 
     Deterministic: the executors are pumped in turn, no threads, no sockets. ``stats``, if

@@ -3,22 +3,26 @@
 Flower's simulation engine treats every client as always online, instantly fast and free to
 run. This package puts flamingo-sim's coordinator rules between a Flower ``ServerApp`` and its
 strategy, the way :mod:`flamingo_sim.integrations.fedscale` does for FedScale: each round is
-planned by :meth:`Simulation.plan_round <flamingo_sim.fl.sim.engine.Simulation.plan_round>`
+planned by :meth:`Simulation.plan_round <flamingo_sim.fl.sim.simulation.Simulation.plan_round>`
 (battery traces and energy budgets say who is online, the experiment's selector picks, every
 selected phone's task is priced by its profile and the policy, declines, drop-outs, the deadline
 and the K fastest settle the round) and closed by
-:meth:`~flamingo_sim.fl.sim.engine.Simulation.finish_round` (virtual clock, batteries, clients
+:meth:`~flamingo_sim.fl.sim.simulation.Simulation.finish_round` (virtual clock, batteries, clients
 lost, the owners' UX figures), so a Flower run writes the same ``metrics.parquet`` as a native one.
 
 - :class:`~flamingo_sim.integrations.flower.strategy.FlamingoStrategy` wraps a Flower Message
   API strategy (``flwr.serverapp.strategy.FedAvg``, ``FedProx``, ``FedAdam``, ...) in a user's
-  own Flower app; :func:`~flamingo_sim.integrations.flower.client.register_partition_query`
-  is the one line a user's ``ClientApp`` needs so that the server can map Flower node ids to
-  flamingo-sim clients through each node's ``partition-id``;
+  own Flower app, whose ``ClientApp`` needs nothing from flamingo-sim: a node stands for the
+  flamingo-sim client of its ``partition-id`` where the app answers the partition query
+  (:func:`~flamingo_sim.integrations.flower.client.register_partition_query`, optional: it fixes
+  the map between runs), else for one in node-id order; federated evaluation is refused (not
+  priced), the server evaluates;
 - :class:`~flamingo_sim.integrations.flower.engine.FlowerEngine` is ``flamingo-sim run
   --engine flower`` (:func:`~flamingo_sim.integrations.flower.simulation.run_flower`): a shipped
   experiment through Flower's simulation engine, its model trained on its data by
   :data:`~flamingo_sim.integrations.flower.client.experiment_client_app`.
+
+- :mod:`~flamingo_sim.integrations.flower.grid` the grid the strategy runs Flower's round loop on (stoppable, and the inner strategy's view).
 
 Flower is imported only when one of these is used (``pip install 'flamingo-sim[flower]'``);
 :func:`load_flower` says what to install when it is missing.

@@ -1,10 +1,10 @@
 """The ClientApp side: the partition query a user's app answers, and the experiment's own ClientApp.
 
-- :func:`register_partition_query` adds to a user's ``ClientApp`` the one handler
-  :class:`~flamingo_sim.integrations.flower.strategy.FlamingoStrategy` needs from it: a reply to
+- :func:`register_partition_query` adds to a user's ``ClientApp`` (optionally) a reply to
   ``query.flamingo`` with the node's ``partition-id``. Flower's server sees only random node
-  ids; this is how it learns which flamingo-sim client (phone, battery trace, bandwidth) each
-  node stands for. The app's training and evaluation stay as they are.
+  ids; with the reply, :class:`~flamingo_sim.integrations.flower.strategy.FlamingoStrategy`
+  maps each node to the flamingo-sim client (phone, battery trace, bandwidth) of its partition,
+  the same in every run; without it, to one in node-id order. The app's training stays as it is.
 - :data:`experiment_client_app` is the ClientApp of ``flamingo-sim run --engine flower``: it
   trains the experiment's model on the experiment's data, one client per message, exactly as the
   native engine trains that client (the ``threads`` strategy's per-client rule: its own
@@ -53,8 +53,8 @@ def _parts(experiment: str, overrides_json: str, seed: int) -> tuple[Any, Any]:
     key = (experiment, overrides_json, seed)
     if key not in _PARTS:
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.setup import build_components
-        from flamingo_sim.fl.runner.units import pin_run_kernels
+        from flamingo_sim.fl.runner.compose import build_components
+        from flamingo_sim.fl.runner.kernels import pin_run_kernels
         from flamingo_sim.fl.training.threads import threads_safe
         from flamingo_sim.fl.training.trainer import CohortTrainer
 

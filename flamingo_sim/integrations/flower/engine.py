@@ -1,7 +1,7 @@
 """The ``flower`` engine: one (policy, seed) simulation's rounds through Flower's simulation engine.
 
-Registered in :data:`flamingo_sim.fl.runner.engines.ENGINES` by import path, so the runner never
-imports this package; it is imported when ``--engine flower`` is asked for, and imports Flower
+Registered as an entry point of group ``flamingo_sim.engines`` (``pyproject.toml``), so the runner
+never names or imports this package; it is imported when ``--engine flower`` is asked for, and imports Flower
 (:mod:`flamingo_sim.integrations.flower.simulation`) only once :func:`load_flower` found it.
 """
 
@@ -13,8 +13,8 @@ from typing import Sequence
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.callbacks import CallbackList
 from flamingo_sim.fl.runner.engines import EngineOptions
-from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.integrations.flower import load_flower
 
 __all__ = ["FlowerEngine"]

@@ -1,7 +1,7 @@
 """One (policy, seed) simulation's rounds through Flower's simulation engine (:func:`run_flower`).
 
 :func:`run_flower` runs a Flower ``ServerApp`` in this process (it holds the runner's
-:class:`~flamingo_sim.fl.sim.engine.Simulation`) and
+:class:`~flamingo_sim.fl.sim.simulation.Simulation`) and
 :data:`~flamingo_sim.integrations.flower.client.experiment_client_app` on Flower's Ray backend,
 one virtual SuperNode per flamingo-sim client. The server's strategy is
 :class:`~flamingo_sim.integrations.flower.strategy.FlamingoStrategy` around
@@ -31,8 +31,8 @@ from flwr.serverapp.strategy import Strategy
 
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList
-from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.integrations.flower import load_flower
 from flamingo_sim.integrations.flower.client import EXPERIMENT_KEY, OVERRIDES_KEY, PROX_MU_KEY, experiment_client_app
 from flamingo_sim.integrations.flower.strategy import FlamingoStrategy

@@ -4,7 +4,7 @@ It wraps another strategy (``inner``: Flower's ``FedAvg``, ``FedProx``, ``FedAda
 user's own) and decides, round by round, what Flower cannot know:
 
 1. who is online, who is selected and which updates count: :meth:`Simulation.plan_round
-   <flamingo_sim.fl.sim.engine.Simulation.plan_round>` (traces and energy budgets, the
+   <flamingo_sim.fl.sim.simulation.Simulation.plan_round>` (traces and energy budgets, the
    experiment's selector, the policy pricing every task on its phone, declines, drop-outs,
    the deadline and the K fastest);
 2. the inner strategy configures the round (its config, FedProx's ``proximal-mu``, FedAdam's
@@ -14,26 +14,28 @@ user's own) and decides, round by round, what Flower cannot know:
    own sampling decides nothing;
 3. the replies, in the order of the settled round (fastest first), go to the inner strategy's
    ``aggregate_train``; the selector observes them (sample counts, training losses);
-4. federated evaluation, if the inner strategy does any, runs as Flower runs it (not priced);
-5. after the round's evaluation :meth:`~flamingo_sim.fl.sim.engine.Simulation.finish_round`
+4. no federated evaluation: it is refused in one line (:data:`EVALUATION_REFUSED`; a phone's
+   evaluation is not priced), and the server evaluates the global model with ``evaluate_fn``;
+5. after the round's evaluation :meth:`~flamingo_sim.fl.sim.simulation.Simulation.finish_round`
    advances the virtual clock, the batteries, clients lost and the per-phone UX figures and
    returns the round's metrics row.
 
 Two ways to make one:
 
-- a user's app: ``FlamingoStrategy(FedAvg(), experiment="openimage_mobilenet", out_dir=...)``.
+- a user's app: ``FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment="openimage_mobilenet", out_dir=...)``.
   The population is the Flower federation: one flamingo-sim client per node, client ``p`` being
-  the node whose ``partition-id`` is ``p`` (asked once with ``query.flamingo``: the user's
-  ClientApp answers it after :func:`~flamingo_sim.integrations.flower.client.register_partition_query`;
-  or pass ``partitions``). Phones, traces and bandwidths are assigned as in a native run of that
+  the node whose ``partition-id`` is ``p`` (asked once with ``query.flamingo``, which the user's
+  ClientApp answers after the optional
+  :func:`~flamingo_sim.integrations.flower.client.register_partition_query`; or pass
+  ``partitions``); an app that does not answer needs no change: its nodes stand for the clients
+  in node-id order (random between runs), with one line saying so. Phones, traces and bandwidths are assigned as in a native run of that
   many clients; the experiment's own data is not read (its generated proxy sizes the population,
-  nothing trains on it). Accuracy and loss come from Flower: the ``evaluate_fn`` given to
-  :meth:`start`, else the inner strategy's federated evaluation (keys ``accuracy``/``eval_acc``
-  and ``loss``/``eval_loss``). Flower's ``num_rounds`` counts the rounds. ``out_dir`` gets
+  nothing trains on it). Accuracy and loss come from the ``evaluate_fn`` given to :meth:`start`
+  (keys ``accuracy``/``eval_acc`` and ``loss``/``eval_loss``). Flower's ``num_rounds`` counts the rounds. ``out_dir`` gets
   ``config.yaml``, ``metrics.parquet`` (rewritten every round) and ``summary.json``, which
   ``flamingo-sim report`` reads.
 - the ``flower`` engine: :meth:`FlamingoStrategy.for_simulation` on the runner's own
-  :class:`~flamingo_sim.fl.sim.engine.Simulation`; node ``i`` in node-id order stands for client
+  :class:`~flamingo_sim.fl.sim.simulation.Simulation`; node ``i`` in node-id order stands for client
   ``i`` and the experiment's ClientApp trains the client each message names.
 """
 
@@ -55,8 +57,8 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList
-from flamingo_sim.fl.sim.engine import Simulation
 from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.integrations.flower.client import FLAMINGO_RECORD, QUERY_TYPE
 from flamingo_sim.integrations.flower.grid import KeptNodes, RunEnds, StoppableGrid
 from flamingo_sim.io import atomic_path, write_json
@@ -64,6 +66,12 @@ from flamingo_sim.io import atomic_path, write_json
 __all__ = ["FlamingoStrategy"]
 
 NAN = float("nan")
+#: Why federated evaluation is refused (said in one line when an inner strategy asks for it).
+EVALUATION_REFUSED = ("federated evaluation is not offered: flamingo-sim prices training on the phones (profiled training steps), "
+                      "not evaluation, so evaluating phones would spend no time and no battery; set fraction_evaluate=0.0 and "
+                      "give start() an evaluate_fn (the global model evaluated on the server, as flamingo-sim's own runs do)")
+#: What Flower's reply says when a ClientApp has no handler for the partition query.
+NO_QUERY = "No query function registered with name 'flamingo'"
 
 
 class _ReportedSimulation(Simulation):
@@ -122,6 +130,9 @@ class FlamingoStrategy(Strategy):
     ) -> None:
         if not isinstance(inner, Strategy):
             raise TypeError(f"FlamingoStrategy wraps a flwr.serverapp.strategy.Strategy, got {type(inner).__name__}")
+        fraction = getattr(inner, "fraction_evaluate", 0.0)
+        if isinstance(fraction, (int, float)) and fraction > 0:
+            raise ConfigError(f"FlamingoStrategy: {type(inner).__name__}(fraction_evaluate={fraction}): {EVALUATION_REFUSED}")
         self.inner = inner
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
         self.callbacks = CallbackList(list(callbacks))
@@ -142,8 +153,8 @@ class FlamingoStrategy(Strategy):
         if experiment is None:
             return  # for_simulation fills in the rest
         from flamingo_sim.fl.config import load_experiment
+        from flamingo_sim.fl.runner.compose import check_composition
         from flamingo_sim.fl.runner.rundir import check_run_dir
-        from flamingo_sim.fl.runner.setup import make_policy
         from flamingo_sim.resources import find_experiment
 
         self.experiment = find_experiment(experiment)
@@ -152,7 +163,7 @@ class FlamingoStrategy(Strategy):
         if cfg.fl.mode != "sync":
             raise ConfigError(f"{self.experiment}: fl.mode: {cfg.fl.mode!r} is not offered under Flower (rounds only)")
         self.policy = policy if policy is not None else cfg.policies[-1]
-        make_policy(self.policy, cfg)  # an unknown policy fails here, before any work
+        check_composition(cfg, self.experiment, engine="flower", policies=[self.policy])  # a bad setting fails here, before any work
         self.seed = cfg.seeds[0] if seed is None else int(seed)
         if self.out_dir is not None:
             check_run_dir(self.out_dir, cfg, resume=False)
@@ -267,7 +278,12 @@ class FlamingoStrategy(Strategy):
 
     # -- evaluation ----------------------------------------------------------------------------------
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
-        return self.inner.configure_evaluate(server_round, arrays, config, grid)
+        """No federated evaluation (:data:`EVALUATION_REFUSED`): an inner strategy that asks for some stops the run here."""
+        messages = list(self.inner.configure_evaluate(server_round, arrays, config, grid))
+        if messages:
+            raise FlamingoError(f"FlamingoStrategy: {type(self.inner).__name__} asked {len(messages)} nodes to evaluate in round {server_round}: "
+                                f"{EVALUATION_REFUSED}")
+        return []
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         self._client_eval = self.inner.aggregate_evaluate(server_round, replies)
@@ -309,6 +325,11 @@ class FlamingoStrategy(Strategy):
             node_of = np.array(nodes[:n], dtype=np.uint64)
         else:
             partitions = self._partitions if self._partitions is not None else self._ask_partitions(self._grid, nodes)
+            if partitions is None:  # the ClientApp has no partition query: the nodes in node-id order
+                self.log(f"FlamingoStrategy: the ClientApp does not say its nodes' partition-id, so the {len(nodes)} nodes stand for "
+                         "flamingo-sim's clients in node-id order (Flower draws node ids at random: which data partition is which "
+                         "phone changes from run to run; register_partition_query(app) or partitions= keeps it fixed)")
+                partitions = {node: i for i, node in enumerate(nodes)}
             got = sorted(partitions.values())
             if got != list(range(len(got))) or set(partitions) != set(nodes):
                 raise FlamingoError(f"FlamingoStrategy: the nodes' partition ids must be 0..{len(nodes) - 1}, one per node; got "
@@ -340,10 +361,13 @@ class FlamingoStrategy(Strategy):
                 raise FlamingoError(f"FlamingoStrategy: {len(nodes)} Flower nodes connected after {limit_s:.0f} s, waiting for {want}")
             time.sleep(0.05)
 
-    def _ask_partitions(self, grid: Grid, nodes: list[int]) -> dict[int, int]:
-        """Each node's partition id, asked once with ``query.flamingo``."""
+    def _ask_partitions(self, grid: Grid, nodes: list[int]) -> dict[int, int] | None:
+        """Each node's partition id, asked once with ``query.flamingo``; None when no node's ClientApp
+        has the query (every reply says so: the app was written without :func:`register_partition_query`)."""
         asked = [Message(RecordDict(), dst_node_id=node, message_type=QUERY_TYPE) for node in nodes]
         replies = list(grid.send_and_receive(asked, timeout=self._timeout))
+        if replies and all(m.has_error() and NO_QUERY in (m.error.reason or "") for m in replies):
+            return None
         partitions = {}
         for m in replies:
             if m.has_error():
@@ -358,15 +382,12 @@ class FlamingoStrategy(Strategy):
     def _build_simulation(self, n_clients: int) -> Simulation:
         """The user app's simulation: the experiment's phones, traces and policy for ``n_clients`` clients."""
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.setup import build_components, make_policy
-        from flamingo_sim.fl.strategy.selection import make_selector
+        from flamingo_sim.fl.runner.compose import compose
 
         sized = [*self.overrides, "data.root=null", "data.fallback=proxy", f"data.proxy.n_clients={n_clients}", "fl.device=cpu"]
         cfg = load_experiment(self.experiment, sized)
         self.log(f"FlamingoStrategy: {n_clients} Flower nodes are {n_clients} phones of {cfg.name} ({self.policy}, seed {self.seed})")
-        parts = build_components(cfg, self.experiment, self.seed, log=lambda _m: None)
-        selector = make_selector(cfg.fl.selection, cfg.selector.parameters())
-        return _ReportedSimulation(parts, make_policy(self.policy, cfg), self.policy, self.seed, selector, log=self.log)
+        return compose(cfg, self.experiment, self.seed, self.policy, log=self.log, simulation=_ReportedSimulation)
 
     # -- the run directory (user app) ----------------------------------------------------------------
     def _append(self, record: RoundRecord) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from flamingo_sim.fl.runner.options import Execution
+
 __all__ = ["reproduce"]
 
 
@@ -24,16 +26,14 @@ def reproduce(
     tasks: Sequence[str] | None = None,
     overrides: Sequence[str] = (),
     log: Callable[[str], Any] | None = None,
-    jobs: int | None = 1,
-    executor: str = "local",
-    ray_address: str | None = None,
+    execution: Execution | None = None,
     again: str | None = None,
     readings: str = "default",
     attribution: bool = False,
 ) -> Path:
     """Run (or resume) the paper's tasks into ``out_dir/runs/`` and write the report; returns ``report.md``.
 
-    ``jobs`` (None: auto), ``executor`` and ``ray_address``: where the (task, seed, policy) units
+    ``execution``: where the (task, seed, policy) units
     run (:mod:`flamingo_sim.studies.study`); ``again``: the command that continues an interrupted run.
     ``readings``: ``default`` or ``paper`` (:mod:`flamingo_sim.fl.readings`, set before ``overrides``; ``paper`` also
     runs EAS for Table 3, into ``out_dir/eas``); ``attribution``: also run the walk from the paper's readings to the
@@ -47,8 +47,7 @@ def reproduce(
     own = readings_overrides(readings)  # checks the name before anything runs
     against = reproduce_settings(readings)["table3_against"]
     todo = tuple(tasks or TASKS)
-    common: dict[str, Any] = dict(tasks=todo, n_seeds=n_seeds, quick=quick, log=log, jobs=jobs, executor=executor,
-                                  ray_address=ray_address, again=again)
+    common: dict[str, Any] = dict(tasks=todo, n_seeds=n_seeds, quick=quick, log=log, execution=execution, again=again)
     done = run_tasks(out_dir, overrides=(*own, *overrides), **common)
     eas_dirs: dict[str, Path] = {}
     if against == "eas":  # Table 3 as the paper compared it: EAS on the same tasks, seeds and readings
@@ -56,7 +55,7 @@ def reproduce(
         eas_dirs = {d.task: d.run_dir for d in eas}
     walks = None
     if attribution:
-        from flamingo_sim.fl.runner.run import load_run
+        from flamingo_sim.fl.runner.results import load_run
         from flamingo_sim.studies.reproduce.attribution import attribute, run_configs
 
         where: dict[str, Path] = {}
@@ -67,7 +66,7 @@ def reproduce(
             where[name] = Path(out_dir) / "attribution" / name
             run_tasks(where[name], overrides=(*config, *overrides), **common)
         walks = [attribute(t, {name: load_run(d / "runs" / t)[0] for name, d in where.items()}) for t in todo]
-    from flamingo_sim.fl.runner.setup import profile_dirs  # torch and matplotlib: after every argument and config is checked
+    from flamingo_sim.fl.runner.compose import profile_dirs  # torch and matplotlib: after every argument and config is checked
     from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
 
     first = experiment_path(done[0].task)

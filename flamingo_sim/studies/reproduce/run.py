@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.runner.options import Execution
 from flamingo_sim.studies.reproduce.paper import TASKS
 
 __all__ = ["DEFAULT_SEEDS", "QUICK_SEEDS", "QUICK_OVERRIDES", "TaskRun", "task_overrides", "run_tasks", "experiment_path"]
@@ -72,13 +73,11 @@ def run_tasks(
     quick: bool = False,
     overrides: Sequence[str] = (),
     log: Callable[[str], Any] | None = None,
-    jobs: int | None = 1,
-    executor: str = "local",
-    ray_address: str | None = None,
+    execution: Execution | None = None,
     again: str | None = None,
 ) -> list[TaskRun]:
     """Run (or continue) every task into ``out_dir/runs/<task>`` as one study
-    (:func:`~flamingo_sim.studies.study.run_study`: ``jobs``, ``executor``, ``again`` as there); return where each went."""
+    (:func:`~flamingo_sim.studies.study.run_study`: ``execution``, ``again`` as there); return where each went."""
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
         raise ConfigError(f"tasks: expected some of {', '.join(TASKS)}, got {', '.join(unknown) or 'none'}")
@@ -89,7 +88,7 @@ def run_tasks(
     from flamingo_sim.studies.study import StudyRun, run_study
 
     runs = [StudyRun(task, experiment_path(task), own, seeds) for task, own in plan]
-    results = run_study("reproduce", out_dir, runs, jobs=jobs, executor=executor, ray_address=ray_address, log=log, again=again)
+    results = run_study("reproduce", out_dir, runs, execution=execution, log=log, again=again)
     from flamingo_sim.fl.metrics.summary import format_summary
 
     for i, ((task, _own), res) in enumerate(zip(plan, results), start=1):  # each summary named by its task

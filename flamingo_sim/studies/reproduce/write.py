@@ -33,7 +33,7 @@ def load_results(run_dirs: Sequence[tuple[str, Path]], slowdowns: Mapping[str, M
     """Read each ``(task, run directory)`` back; ``slowdowns``: task -> phone -> ``shared_core_slowdown``
     (kept in ``extra["slowdown"]`` for Table 3's intensity); ``eas_dirs``: task -> the run directory of its EAS
     runs (their metrics kept in ``extra["eas_metrics"]`` for Table 3 against EAS)."""
-    from flamingo_sim.fl.runner.run import load_run
+    from flamingo_sim.fl.runner.results import load_run
 
     out = []
     for task, run_dir in run_dirs:

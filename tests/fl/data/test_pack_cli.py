@@ -15,7 +15,8 @@ from flamingo_sim.cli import main
 from flamingo_sim.errors import ConfigError, InputDataError
 from flamingo_sim.fl.data.openimage import FedScaleImageDataset
 from flamingo_sim.fl.data.pipeline import PACK_MANIFEST, PackedDataset, pack_dataset
-from flamingo_sim.fl.runner.run import load_run, run_experiment
+from flamingo_sim.fl.runner.results import load_run
+from flamingo_sim.fl.runner.run import run_experiment
 from tests.fl.data.test_data import _write_fedscale
 from tests.fl.runner.test_run import ROOT, TINY_REAL
 

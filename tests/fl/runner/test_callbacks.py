@@ -11,13 +11,13 @@ from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.metrics.summary import COLUMNS
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList
+from flamingo_sim.fl.runner.compose import build_components, make_policy
 from flamingo_sim.fl.runner.engines import ENGINES, EngineOptions, NativeEngine, make_engine, register_engine
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.runner.setup import build_components, make_policy
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector
 from tests.fl.runner.test_run import SMALL, quiet  # noqa: F401  (quiet: autouse, no progress bars)
-from tests.fl.sim.test_engine import scripted_parts
+from tests.fl.sim.test_simulation import scripted_parts
 
 ROOT = Path(__file__).resolve().parents[3]
 EXP = ROOT / "experiments/openimage_mobilenet.yaml"
@@ -76,7 +76,8 @@ def test_not_a_callback_is_a_type_error():
 
 
 def test_engine_registry():
-    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'fedscale', 'flower', 'native'$"):
+    with pytest.raises(ConfigError, match=r"^engine: unknown engine 'spark'; expected one of 'native', 'fedscale', 'flower' \(built-in or installed "
+                                          r"in entry-point group 'flamingo_sim.engines'\) or an import path 'package.module:ClassName'$"):
         make_engine("spark")
     assert isinstance(make_engine("native"), NativeEngine)
 
@@ -91,7 +92,7 @@ def test_engine_registry():
     try:
         assert isinstance(make_engine("counting"), Counting) and Counting.made == 1
     finally:
-        del ENGINES["counting"]
+        del ENGINES.builtin["counting"]
 
 
 def test_run_experiment_calls_user_callbacks_and_stops_early(tmp_path):

@@ -12,12 +12,12 @@ import torch
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import FedBuffConfig
+from flamingo_sim.fl.runner.compose import make_policy
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.runner.setup import make_policy
 from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
 from flamingo_sim.fl.strategy.selection import UniformSelector
-from tests.fl.sim.test_engine import COMM_S, LAT_S, STEPS, scripted_parts
+from tests.fl.sim.test_simulation import COMM_S, LAT_S, STEPS, scripted_parts
 
 ROOT = Path(__file__).resolve().parents[3]
 

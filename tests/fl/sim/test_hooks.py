@@ -14,11 +14,11 @@ import torch
 from flamingo_sim.devices.policies import BaselinePolicy
 from flamingo_sim.fl.config import FedBuffConfig
 from flamingo_sim.fl.data.proxy import SyntheticFederated
-from flamingo_sim.fl.runner.setup import make_policy
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.runner.compose import make_policy
 from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
-from tests.fl.sim.test_engine import scripted_parts
+from tests.fl.sim.test_simulation import scripted_parts
 
 
 class Recording(SyntheticFederated):
@@ -60,7 +60,7 @@ def test_the_round_loop_calls_the_hooks():
     policy = Settling(parts.cfg.policy)
     sim = Simulation(dataclasses.replace(parts, dataset=data), policy, "baseline", 7, UniformSelector())
     row = sim.step().to_row()
-    # client 0 is the one kept (tests/fl/sim/test_engine.py: test_scripted_round_by_hand)
+    # client 0 is the one kept (tests/fl/sim/test_simulation.py: test_scripted_round_by_hand)
     assert row["n_kept"] == 1 and data.calls == [("prefetch", [0]), ("augment", 0, 1, 7)]
     assert any(not torch.equal(plain.params[k], sim.params[k]) for k in sim.params)  # it trained on -x
     assert len(policy.settled) == 1 and policy.settled[0].shape == (3,) and policy.settled[0].max() == 1.0

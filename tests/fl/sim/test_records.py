@@ -10,12 +10,12 @@ import torch
 
 from flamingo_sim.devices.battery import EnergyBudget
 from flamingo_sim.devices.policies import BaselinePolicy
-from flamingo_sim.fl.runner.setup import make_policy
-from flamingo_sim.fl.sim.engine import Simulation
+from flamingo_sim.fl.runner.compose import make_policy
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import DROP_REASONS
+from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
-from tests.fl.sim.test_engine import STEPS, scripted_parts
+from tests.fl.sim.test_simulation import STEPS, scripted_parts
 
 
 def test_record_is_frozen_and_round_trips_through_its_row():

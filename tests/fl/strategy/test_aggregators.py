@@ -121,12 +121,13 @@ def cfg(section):
 @pytest.mark.parametrize(
     "section, message",
     [
-        ({"name": "fedyogi", "beta3": 0.9}, "exp.yaml: unknown key 'aggregation.beta3' (known here: beta1, beta2, mu, name, server_lr, tau, weighting)"),
+        ({"name": "fedyogi", "beta3": 0.9}, "exp.yaml: unknown key 'aggregation.beta3' (known here: beta1, beta2, server_lr, tau)"),
         ({"name": "fedyogi", "beta2": 1.0}, "exp.yaml: aggregation.beta2: expected a number in [0, 1), got 1.0"),
         ({"name": "fedadam", "server_lr": -1}, "exp.yaml: aggregation.server_lr: expected a number > 0, got -1.0"),
-        ({"name": "fedavg", "mu": 0.1}, "exp.yaml: aggregation: mu is not a parameter of 'fedavg' (its parameters: none besides weighting)"),
-        ({"name": "fedprox", "tau": 0.1}, "exp.yaml: aggregation: tau is not a parameter of 'fedprox' (its parameters: mu)"),
-        ({"name": "fedsgd"}, "exp.yaml: aggregation: name: unknown aggregator 'fedsgd' (known: fedavg, fedprox, fedadam, fedyogi, or 'package.module:Class')"),
+        ({"name": "fedavg", "mu": 0.1}, "exp.yaml: aggregation: aggregator 'fedavg' takes no parameters (it declares no Params), got mu"),
+        ({"name": "fedprox", "tau": 0.1}, "exp.yaml: unknown key 'aggregation.tau' (known here: mu)"),
+        ({"name": "fedsgd"}, "exp.yaml: aggregation.name: unknown aggregator 'fedsgd'; expected one of 'fedavg', 'fedprox', 'fedadam', 'fedyogi' "
+                             "(built-in or installed in entry-point group 'flamingo_sim.aggregators') or an import path 'package.module:ClassName'"),
         ({"weighting": "equal"}, "exp.yaml: aggregation.weighting: expected one of 'samples' or 'uniform', got 'equal'"),
     ],
 )
@@ -137,9 +138,10 @@ def test_bad_aggregation_sections(section, message):
 
 
 def test_registry_builds_with_defaults_and_overrides():
-    agg = make_aggregator(AggregationConfig(name="fedyogi", server_lr=0.03))
+    agg = make_aggregator(AggregationConfig(name="fedyogi", params={"server_lr": 0.03}))
     assert isinstance(agg, FedYogi) and agg.hyper == {"server_lr": 0.03, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3}
-    assert make_aggregator(AggregationConfig(name="fedprox", mu=0.2)).proximal_mu == 0.2
+    assert make_aggregator(AggregationConfig(name="fedprox", params={"mu": 0.2})).proximal_mu == 0.2
+    assert make_aggregator(AggregationConfig(name="fedavg")).proximal_mu == 0.0  # the contract's default, inherited
     with pytest.raises(ConfigError, match=r"aggregation\.name: aggregator 'nope\.mod:Agg': cannot import"):
         make_aggregator(AggregationConfig(name="nope.mod:Agg"))
 
@@ -163,7 +165,7 @@ def test_fedyogi_run_resumes_bit_identical(tmp_path, monkeypatch):
 def test_fedscale_engine_refuses_other_aggregators(tmp_path, capsys, monkeypatch):
     from flamingo_sim.fl.runner import engines
 
-    monkeypatch.setitem(engines.ENGINES, "fedscale", lambda options: engines.NativeEngine(engines.EngineOptions()))  # no FedScale needed
+    monkeypatch.setitem(engines.ENGINES.builtin, "fedscale", lambda options: engines.NativeEngine(engines.EngineOptions()))  # no FedScale needed
     args = ["run", str(ROOT / "experiments/toolkit_fedyogi.yaml"), "--out", str(tmp_path / "o"), "--engine", "fedscale"]
     assert main(args) == 2
     assert "aggregation: FedScale runs only the default (fedavg, weighting: samples); run 'fedyogi' natively" in capsys.readouterr().err

@@ -71,17 +71,17 @@ def test_uniform_is_unchanged_and_registry():
     online = np.arange(100)
     assert np.array_equal(UniformSelector().select(online, 5, np.random.default_rng(1), view([0] * 100)), np.sort(np.random.default_rng(1).choice(online, 5, replace=False)))
     assert isinstance(make_selector("battery", {"floor": 0.3}), BatterySelector)
-    with pytest.raises(ConfigError, match=r"fl\.selection: selector 'greedy': expected one of uniform, battery, oort"):
+    with pytest.raises(ConfigError, match=r"^fl\.selection: unknown selector 'greedy'; expected one of 'uniform', 'battery', 'oort'"):
         make_selector("greedy")
 
 
 @pytest.mark.parametrize(
     "data, message",
     [
-        ({"selector": {"floor": 0.2}}, "exp.yaml: selector.floor: not a parameter of selection 'uniform' (its parameters: none)"),
+        ({"selector": {"floor": 0.2}}, "exp.yaml: selector: selector 'uniform' takes no parameters (it declares no Params), got floor"),
         ({"fl": {"selection": "battery"}, "selector": {"floor": 0.0}}, "exp.yaml: selector.floor: expected a number in (0, 1], got 0.0"),
         ({"fl": {"selection": "oort"}, "selector": {"exploration": 1.5}}, "exp.yaml: selector.exploration: expected a number in [0, 1], got 1.5"),
-        ({"fl": {"selection": "oort"}, "selector": {"floor": 0.5}}, "exp.yaml: selector.floor: not a parameter of selection 'oort' (its parameters: exploration, straggler_penalty, preferred_duration_s)"),
+        ({"fl": {"selection": "oort"}, "selector": {"floor": 0.5}}, "exp.yaml: unknown key 'selector.floor' (known here: exploration, preferred_duration_s, straggler_penalty)"),
     ],
 )
 def test_bad_selector_sections(data, message):

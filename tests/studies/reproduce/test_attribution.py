@@ -126,7 +126,7 @@ def test_table3_has_eas_beside_4567(out):
 
 @pytest.mark.slow
 def test_waterfall_bars_are_the_ratios(out):
-    from flamingo_sim.fl.runner.run import load_run
+    from flamingo_sim.fl.runner.results import load_run
     from flamingo_sim.studies.reproduce.attribution import attribute
     from flamingo_sim.studies.reproduce.why import waterfall
 

@@ -11,9 +11,9 @@ import torch
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.data.base import FederatedDataset
-from flamingo_sim.fl.distributed.cohort import DistributedCohort, Layout, _evaluate_share, _layout, _train_share, prepare_trainer, serve, split_by_cost
+from flamingo_sim.fl.distributed.seam import DistributedSeam, Layout, _evaluate_share, _layout, _train_share, prepare_trainer, serve, split_by_cost
 from flamingo_sim.fl.distributed.world import World, start
-from flamingo_sim.fl.sim.cohort import LocalCohort, TrainJob
+from flamingo_sim.fl.sim.seam import LocalSeam, TrainJob
 from flamingo_sim.fl.training.trainer import CohortTrainer, model_state
 from flamingo_sim.models import build_model
 
@@ -69,7 +69,7 @@ def _local(model, strategy="auto"):
             return datas[c]
 
     test = (torch.randn(1500, 3, 8, 8, generator=g), torch.randint(0, 3, (1500,), generator=g))  # two evaluation batches
-    return LocalCohort(Data(), CohortTrainer(model, strategy=strategy), test, local_steps=2, batch_size=4, lr=0.005, seed=0,
+    return LocalSeam(Data(), CohortTrainer(model, strategy=strategy), test, local_steps=2, batch_size=4, lr=0.005, seed=0,
                        precision="fp32", device=torch.device("cpu"))
 
 
@@ -85,7 +85,7 @@ def test_one_process_group_gives_the_local_result(monkeypatch):
     want = local.train(job)
     comm = start(World(0, 1, 0, 1), timeout_s=30)
     try:
-        cohort = DistributedCohort(local, comm, work_per_client=8.0)
+        cohort = DistributedSeam(local, comm, work_per_client=8.0)
         for got in (cohort.train(job), _train_share(local, comm, _layout(local), job, 8.0)):  # a group of one skips the collectives
             assert got is not None
             for k in want.params:
@@ -96,7 +96,7 @@ def test_one_process_group_gives_the_local_result(monkeypatch):
         assert comm.train_jobs == 0 and comm.calls == 5 and comm.bytes_moved == 0  # two barriers, a receive, two gathers; nothing moved
         cohort.close()
         with pytest.raises(ValueError, match="unknown job kind 7"):  # a header no rank 0 sends
-            monkeypatch.setattr("flamingo_sim.fl.distributed.cohort._Job.receive", lambda self: (7, None, None))
+            monkeypatch.setattr("flamingo_sim.fl.distributed.seam._Job.receive", lambda self: (7, None, None))
             serve(local, comm, 8.0)
     finally:
         dist.destroy_process_group()

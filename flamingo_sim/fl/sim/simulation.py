@@ -9,7 +9,7 @@ Each round (numbered steps match the code):
    execution choices, interference with the owner), plus model download/upload time;
 4. settle the round (:func:`flamingo_sim.fl.sim.rounds.settle_round`): drop who declines, runs out
    of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
-5. train the kept clients for real (:attr:`Simulation.cohort`, :mod:`flamingo_sim.fl.sim.cohort`:
+5. train the kept clients for real (:attr:`Simulation.seam`, :mod:`flamingo_sim.fl.sim.seam`:
    in this process, or split over processes by :mod:`flamingo_sim.fl.distributed`) and aggregate them
    (:mod:`flamingo_sim.fl.strategy.aggregators`; FedAvg weighted by samples by default);
 6. advance the clock and every client's battery along its trace, training energy included
@@ -43,11 +43,11 @@ from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
-from flamingo_sim.fl.sim.cohort import Cohort, LocalCohort, TrainJob
 from flamingo_sim.fl.sim.fairness import jain_index, merge_sorted
 from flamingo_sim.fl.sim.population import Population
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
+from flamingo_sim.fl.sim.seam import LocalSeam, TrainingSeam, TrainJob
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
 from flamingo_sim.fl.training.device import device_cache_bytes, resolve_device
@@ -124,7 +124,7 @@ class Simulation:
         self.cfg = parts.cfg
         size_mb = parts.cfg.network.model_size_mb
         if size_mb is None:
-            raise ValueError("Components.cfg.network.model_size_mb is unset; flamingo_sim.fl.runner.setup.build_components resolves it")
+            raise ValueError("Components.cfg.network.model_size_mb is unset; flamingo_sim.fl.runner.compose.build_components resolves it")
         self.model_size_mb: float = size_mb  # one model transfer, each way
         self.policy = policy
         self.policy_name = policy_name
@@ -166,9 +166,9 @@ class Simulation:
         self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget, cuda_graphs=fl.cuda_graphs)
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
         self._test_data = tuple(t.to(self.device) for t in parts.test_data)
-        #: Step 5's worker: trains jobs and evaluates (:mod:`flamingo_sim.fl.sim.cohort`); the
-        #: torch.distributed engine replaces it with one that splits the work over processes.
-        self.cohort: Cohort = LocalCohort(self.dataset, self.trainer, self._test_data, local_steps=fl.local_steps, batch_size=fl.batch_size,
+        #: Step 5's worker: trains jobs and evaluates (:mod:`flamingo_sim.fl.sim.seam`); the
+        #: torch.distributed run replaces it with one that splits the work over processes.
+        self.seam: TrainingSeam = LocalSeam(self.dataset, self.trainer, self._test_data, local_steps=fl.local_steps, batch_size=fl.batch_size,
                                           lr=fl.lr, seed=seed, precision=fl.precision, device=self.device)
         self.model_wall_s = 0.0  # wall time in local training, FedAvg and evaluation (not checkpointed)
         self.train_wall_s = 0.0  # of which local training and FedAvg (data decoding excluded)
@@ -304,7 +304,7 @@ class Simulation:
         started = time.perf_counter()
         ids = tuple(int(c) for c in plan.kept)
         job = TrainJob(self.params, ids, ids, plan.round, self.aggregator.proximal_mu, augment_round=plan.round)
-        updates = self.cohort.train(job)
+        updates = self.seam.train(job)
         aggregated_from = time.perf_counter()
         n_samples = updates.n_samples
         self.params = self.aggregator.aggregate(self.params, updates.params, n_samples)
@@ -454,7 +454,7 @@ class Simulation:
 
     def evaluate(self) -> tuple[float, float]:
         started = time.perf_counter()
-        result = self.cohort.evaluate(self.params)
+        result = self.seam.evaluate(self.params)
         self.model_wall_s += time.perf_counter() - started
         return result
 

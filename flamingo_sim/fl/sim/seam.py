@@ -1,12 +1,12 @@
-"""Who trains a round's clients and evaluates the model: the round loop's step 5, behind one seam.
+"""The training seam: who trains a round's cohort (its kept clients) and evaluates the model, the round loop's step 5.
 
-:class:`~flamingo_sim.fl.sim.engine.Simulation` (and FedBuff's
+:class:`~flamingo_sim.fl.sim.simulation.Simulation` (and FedBuff's
 :class:`~flamingo_sim.fl.sim.fedbuff.AsyncSimulation`) hand a :class:`TrainJob` (a start model,
-the clients, the keys their randomness derives from) to their :attr:`cohort` and get every
+the clients, the keys their randomness derives from) to their :attr:`seam` and get every
 client's trained state back, in the job's client order; they ask it for the test accuracy the
-same way. :class:`LocalCohort` does both in this process with a
-:class:`~flamingo_sim.fl.training.trainer.CohortTrainer`; the torch.distributed engine
-(:mod:`flamingo_sim.fl.distributed`) puts a cohort in its place that splits the same job over
+same way. :class:`LocalSeam` does both in this process with a
+:class:`~flamingo_sim.fl.training.trainer.CohortTrainer`; the torch.distributed run
+(:mod:`flamingo_sim.fl.distributed`) puts a :class:`~flamingo_sim.fl.distributed.seam.DistributedSeam` in its place that splits the same job over
 processes. Everything else about a round (who is online, selection, pricing, settlement,
 aggregation) stays with the simulation.
 """
@@ -23,7 +23,7 @@ from torch import Tensor
 from flamingo_sim.fl.training.device import precision_context
 from flamingo_sim.fl.training.trainer import CohortTask, CohortTrainer, evaluate_batches
 
-__all__ = ["TrainJob", "ClientUpdates", "Cohort", "LocalCohort", "EVAL_BATCH", "combine_evaluation"]
+__all__ = ["TrainJob", "ClientUpdates", "TrainingSeam", "LocalSeam", "EVAL_BATCH", "combine_evaluation"]
 
 #: Test samples per evaluation batch; a split evaluation splits whole batches (the same sums).
 EVAL_BATCH = 1024
@@ -63,7 +63,7 @@ class ClientUpdates:
     train_s: float = 0.0
 
 
-class Cohort(Protocol):
+class TrainingSeam(Protocol):
     """Trains jobs and evaluates models for a simulation."""
 
     def train(self, job: TrainJob) -> ClientUpdates: ...
@@ -73,7 +73,7 @@ class Cohort(Protocol):
         ...
 
 
-class LocalCohort:
+class LocalSeam:
     """Everything in this process: the dataset's clients through one :class:`CohortTrainer`."""
 
     def __init__(self, dataset: Any, trainer: CohortTrainer, test_data: Sequence[Tensor], *, local_steps: int, batch_size: int, lr: float,

@@ -1,8 +1,8 @@
 """A round's local training and evaluation split over the ranks of a process group.
 
-Rank 0 runs the whole coordinator (:class:`~flamingo_sim.fl.sim.engine.Simulation`: who is
+Rank 0 runs the whole coordinator (:class:`~flamingo_sim.fl.sim.simulation.Simulation`: who is
 online, selection, policies, pricing, settlement, clock, energy, aggregation, checkpoints) and
-hands each job to :class:`DistributedCohort`; the other ranks run :func:`serve`, which does
+hands each job to :class:`DistributedSeam`; the other ranks run :func:`serve`, which does
 only what a job asks. A job crosses as tensors broadcast from rank 0: an int64 header, the
 clients and their randomness keys, the start model (one flat buffer per dtype). Each rank takes
 a contiguous share of the clients (:func:`split_by_cost`), trains it with the
@@ -33,7 +33,7 @@ Why the result does not depend on the number of ranks (bit for bit on the CPU):
   clients would deadlock. The other ranks only need the job, which is small.
 
 Evaluation is split the same way, by whole test batches, and the per-batch sums are added on
-rank 0 in batch order (:func:`~flamingo_sim.fl.sim.cohort.combine_evaluation`).
+rank 0 in batch order (:func:`~flamingo_sim.fl.sim.seam.combine_evaluation`).
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ from torch import Tensor
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.distributed.world import Comm
-from flamingo_sim.fl.sim.cohort import ClientUpdates, LocalCohort, TrainJob, combine_evaluation
+from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainJob, combine_evaluation
 from flamingo_sim.fl.training.threads import draws_random, threads_safe
 from flamingo_sim.fl.training.trainer import choose_strategy
 
-__all__ = ["DistributedCohort", "Layout", "serve", "split_by_cost", "prepare_trainer"]
+__all__ = ["DistributedSeam", "Layout", "serve", "split_by_cost", "prepare_trainer"]
 
 TRAIN, EVAL, STOP = 1, 2, 3
 _HEADER = 5  # kind, round_idx, augment_round (-1: none), n clients, prox_mu (float64 bits)
@@ -114,7 +114,7 @@ class Layout:
         return {dt: torch.zeros(k, w, dtype=dt, device=device) for dt, w in self.widths.items()}
 
 
-def prepare_trainer(local: LocalCohort, world_size: int, log: Callable[[str], None]) -> None:
+def prepare_trainer(local: LocalSeam, world_size: int, log: Callable[[str], None]) -> None:
     """Make ``local``'s strategy give each client the same result whichever rank trains it (see
     the module docstring): ``auto`` -> ``threads`` for a CPU model with dropout, the other
     shared-generator strategies refused on the CPU, said once on a GPU."""
@@ -184,7 +184,7 @@ class _Job:
         return kind, TrainJob(state, clients, keys, int(header[1]), mu, augment), None
 
 
-def _train_share(local: LocalCohort, comm: Comm, layout: Layout, job: TrainJob, work: float) -> ClientUpdates | None:
+def _train_share(local: LocalSeam, comm: Comm, layout: Layout, job: TrainJob, work: float) -> ClientUpdates | None:
     """This rank's share of ``job``, trained and gathered on rank 0 (the whole job's updates there, None elsewhere).
 
     Each other rank packs its share into one buffer per dtype and sends it; rank 0 keeps its
@@ -209,7 +209,7 @@ def _train_share(local: LocalCohort, comm: Comm, layout: Layout, job: TrainJob, 
     return ClientUpdates(state, losses, n_samples.cpu(), mine.train_s if mine is not None else 0.0)
 
 
-def _evaluate_share(local: LocalCohort, comm: Comm, params: dict[str, Tensor]) -> tuple[float, float] | None:
+def _evaluate_share(local: LocalSeam, comm: Comm, params: dict[str, Tensor]) -> tuple[float, float] | None:
     shares = split_by_cost(np.ones(local.n_eval_batches), comm.world.size)
     lo, hi = shares[comm.world.rank]
     widest = max(b - a for a, b in shares)
@@ -229,26 +229,26 @@ def _evaluate_share(local: LocalCohort, comm: Comm, params: dict[str, Tensor]) -
     return combine_evaluation(c_all, s_all, int(local.test_x.shape[0]))
 
 
-def _layout(local: LocalCohort) -> Layout:
+def _layout(local: LocalSeam) -> Layout:
     template = {k: v for k, v in local.trainer.model.state_dict().items()}
     template[_LOSS] = torch.zeros((), dtype=torch.float32)
     template[_SAMPLES] = torch.zeros((), dtype=torch.float64)
     return Layout(template)
 
 
-def _model_layout(local: LocalCohort) -> Layout:
+def _model_layout(local: LocalSeam) -> Layout:
     return Layout(dict(local.trainer.model.state_dict()))
 
 
-class DistributedCohort:
-    """Rank 0's cohort: each job broadcast, trained in shares by every rank, gathered in order.
+class DistributedSeam:
+    """Rank 0's training seam: each job broadcast, trained in shares by every rank, gathered in order.
 
     ``work_per_client``: the cost each client's training adds to its rank's share (every client
     runs ``local_steps`` steps of ``batch_size`` samples, so it is the same for all of them and the
     split is by count; the split itself takes any costs, :func:`split_by_cost`).
     """
 
-    def __init__(self, local: LocalCohort, comm: Comm, work_per_client: float) -> None:
+    def __init__(self, local: LocalSeam, comm: Comm, work_per_client: float) -> None:
         self.local, self.comm, self.work = local, comm, float(work_per_client)
         self.layout = _layout(local)
         self.jobs = _Job(comm, _model_layout(local))
@@ -277,7 +277,7 @@ class DistributedCohort:
             self.jobs.send(STOP)
 
 
-def serve(local: LocalCohort, comm: Comm, work_per_client: float) -> int:
+def serve(local: LocalSeam, comm: Comm, work_per_client: float) -> int:
     """A rank other than 0: do rank 0's jobs until it says stop; returns the jobs done."""
     layout, jobs, done = _layout(local), _Job(comm, _model_layout(local)), 0
     while True:

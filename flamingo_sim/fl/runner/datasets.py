@@ -1,161 +1,31 @@
-"""Building a simulation's parts from an experiment config: traces, phones, data, model.
+"""A run's dataset from its ``data`` section: the generated proxy, the user's own arrays, FedScale's layouts, packs.
 
-Every lookup that can fail on user input (a missing trace set, an unknown phone or DNN model,
-a dataset that is not there) raises a :class:`~flamingo_sim.errors.ConfigError` naming the
-experiment file and the key.
+Every lookup that can fail on user input (a dataset that is not there, a pack decoded with
+other settings, a model with no trainable architecture) raises a
+:class:`~flamingo_sim.errors.ConfigError` naming the experiment file and the key.
+:func:`pack_experiment` decodes the data an experiment reads into a pack (``flamingo-sim pack-data``).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-import torch
-
-from flamingo_sim.devices.catalogue import ProfileDirs
-from flamingo_sim.devices.policies import Policy
-from flamingo_sim.devices.policies import make_policy as _make_policy
-from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
-from flamingo_sim.fl.config import PROXY_MIN_SAMPLES, ExperimentConfig, require_path, resolve_path
+from flamingo_sim.errors import ConfigError, InputDataError
+from flamingo_sim.fl.config import PROXY_MIN_SAMPLES, ExperimentConfig, resolve_path
 from flamingo_sim.fl.data.base import FederatedDataset
-from flamingo_sim.fl.sim.engine import Components
-from flamingo_sim.fl.sim.population import Population, build_population
-from flamingo_sim.models import build_model, check_forward
-from flamingo_sim.resources import shipped, user_profiles_dir
 
 if TYPE_CHECKING:
     from flamingo_sim.fl.data.pipeline import PackInfo
+
+__all__ = ["ARCHITECTURES", "make_dataset", "pack_experiment"]
+
 
 #: Profile model name -> torchvision architecture trained on real data.
 ARCHITECTURES = {"mobilenet_v2": "mobilenet_v2", "shufflenet_v2_x2": "shufflenet_v2_x2_0", "resnet34": "resnet34"}
 
 
-def make_policy(name: str, cfg: ExperimentConfig) -> Policy:
-    """A fresh policy instance for one run, configured by the experiment's ``policy`` section."""
-    return _make_policy(name, cfg.policy)
-
-
-def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> ProfileDirs:
-    """The experiment's profile search path: ``phones.profiles_dir`` (default: the user's
-    profiles directory, if it exists), then the shipped profiles."""
-    given = cfg.phones.profiles_dir
-    if given is None:
-        dirs = [user_profiles_dir()]
-    else:
-        key = "phones.profiles_dir"
-        dirs = [require_path(p, experiment_path, key, "profiles directory") for p in (given if isinstance(given, list) else [given])]
-    return ProfileDirs.of([*dirs, shipped("profiles")])
-
-
-def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> Components:
-    """Load traces, profiles and data; assign traces, phones and bandwidths to clients."""
-    from flamingo_sim.rng import derive_seed
-    from flamingo_sim.traces.store import load_client_traces
-
-    src = str(experiment_path)
-    traces_dir = require_path(cfg.traces.path, experiment_path, "traces.path", "trace set")
-    try:
-        traces = load_client_traces(traces_dir)
-    except InputDataError as exc:
-        raise ConfigError(f"{src}: traces.path: {exc}") from None
-
-    search = profile_dirs(cfg, experiment_path)
-    dataset, model_name = _dataset(cfg, experiment_path, log)
-    phones, mix, trace_phones = phone_assignment(cfg, experiment_path, search.phones(), traces, traces_dir, dataset.n_clients)
-    if trace_phones is not None:
-        log("phones from traces: " + ", ".join(f"{rule} -> {e['phone']}: {e['devices']} devices, {e['clients']} clients"
-                                               for rule, e in trace_phones[2]["rules"].items() if e["devices"]))
-    pset = cfg.phones.profile_set
-    missing = [p for p in phones if search.find(p, cfg.model, pset) is None]
-    if missing:
-        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} in profile set "
-                          f"{pset!r} (profiled models: {', '.join(search.models())})")
-    profiles = search.load_set(phones, cfg.model, pset)
-
-    log(f"data: {dataset.description}")
-    beside = [Path(experiment_path).resolve().parent] if experiment_path is not None else []
-    try:
-        model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"), search=beside)
-    except FlamingoError as exc:
-        raise ConfigError(f"{src}: {exc}") from None
-    if ":" in model_name:  # your own network: tried on two samples before the run directory exists
-        try:
-            check_forward(model, model_name, dataset.client_data(0)[0][:2], dataset.n_classes)
-        except FlamingoError as exc:
-            raise ConfigError(f"{src}: data.model: {exc}") from None
-    size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
-    cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
-    log(f"model update: {size_mb:.2f} MB each way ({size_source})")
-    return Components(
-        cfg=cfg,
-        traces=traces,
-        population=experiment_population(cfg, dataset.n_clients, traces.n_clients, mix, trace_phones, seed),
-        profiles=profiles,
-        dataset=dataset,
-        model=model,
-        test_data=dataset.test_data(),
-        choice_labels=tuple(profiles.labels),
-        model_size_source=size_source,
-    )
-
-
-def update_size_mb(cfg: ExperimentConfig, n_classes: int, trained: str, model: torch.nn.Module) -> tuple[float, str]:
-    """The size of one model transfer in MB, and where it comes from.
-
-    ``network.model_size_mb`` if set; else the parameters of the DNN ``cfg.model`` names (the
-    network the device profiles price) for ``n_classes`` outputs, 4 bytes (float32) each. When
-    ``cfg.model`` is no trainable architecture (a user-profiled model), the model trained.
-    """
-    if cfg.network.model_size_mb is not None:
-        return cfg.network.model_size_mb, "network.model_size_mb"
-    arch = ARCHITECTURES.get(cfg.model)
-    if arch is not None and arch != trained:
-        model = build_model(arch, (3, 32, 32), n_classes)  # the input size does not change the parameter count
-        trained = arch
-    n = sum(p.numel() for p in model.parameters())
-    return n * 4 / 1e6, f"derived: {trained} with {n_classes} classes, {n:,} parameters x 4 bytes"
-
-
-def experiment_population(cfg: ExperimentConfig, n_clients: int, n_trace_clients: int, mix: dict[str, float] | None,
-                          trace_phones: Any, seed: int) -> Population:
-    """The population an experiment draws for ``seed``: ``mix`` and ``trace_phones`` from
-    :func:`phone_assignment`, bandwidths from its ``network`` section."""
-    return build_population(n_clients=n_clients, n_trace_clients=n_trace_clients, phone_mix=mix, bandwidth_mbps=cfg.network.bandwidth_mbps,
-                            bandwidth_sigma=cfg.network.bandwidth_sigma, seed=seed, trace_phones=trace_phones)
-
-
-def phone_assignment(
-    cfg: ExperimentConfig, experiment_path: str | Path | None, catalogue: Any, traces: Any, traces_dir: Path, n_fl_clients: int,
-) -> tuple[list[str], dict[str, float] | None, tuple[Any, tuple[str, ...], dict[str, Any]] | None]:
-    """The phones a run uses, and either the mix's shares or (``from_traces``) each trace client's phone.
-
-    ``catalogue`` maps phone names to phones. Returns ``(phones, mix, trace_phones)`` for
-    :func:`~flamingo_sim.fl.sim.population.build_population`.
-    """
-    from flamingo_sim.devices.phone_models import load_phone_models, map_trace_phones
-    from flamingo_sim.traces.store import load_device_models
-
-    src = str(experiment_path)
-    if cfg.phones.mix == "from_traces":
-        given = cfg.phones.models
-        table_path = shipped("profiles/phone_models.yaml") if given is None else require_path(given, experiment_path, "phones.models", "phone model table")
-        table = load_phone_models(table_path, catalogue)
-        models = load_device_models(traces_dir)
-        if not models:
-            raise ConfigError(f"{src}: phones.mix: from_traces needs device models, and trace set {traces_dir} has none "
-                              "(its dump had no devices table); give a mix of phones instead")
-        per_trace, names, report = map_trace_phones(table, traces.device_ids, models, traces.client_device, n_fl_clients)
-        report = {"table": "profiles/phone_models.yaml (shipped)" if given is None else str(given), **report}
-        return list(names), None, (per_trace, names, report)
-    unknown = [p for p in cfg.phones.mix if p not in catalogue]
-    if unknown:
-        raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
-    mix = {p: share for p, share in cfg.phones.mix.items() if share > 0}
-    return list(mix), mix, None
-
-
-def _dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[FederatedDataset, str]:
+def make_dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log: Callable[[str], None]) -> tuple[FederatedDataset, str]:
     """The real dataset at ``data.root``, or the proxy when ``data.root`` is null; returns (dataset, model name)."""
     from flamingo_sim.fl.data.byo import read_arrays, read_leaf
     from flamingo_sim.fl.data.proxy import SyntheticFederated

@@ -12,9 +12,9 @@ from flamingo_sim.config import from_mapping
 from flamingo_sim.devices.profiles import ProfileSet, load_profile
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.proxy import SyntheticFederated
-from flamingo_sim.fl.runner.setup import make_policy
-from flamingo_sim.fl.sim.engine import Components, Simulation
+from flamingo_sim.fl.runner.compose import make_policy
 from flamingo_sim.fl.sim.population import build_population
+from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
 from flamingo_sim.models import build_model
 from flamingo_sim.traces.store import ClientTraces

@@ -1,0 +1,228 @@
+"""The one place that assembles a run: an experiment config -> traces, phones, data, model, policy, simulation.
+
+:func:`build_components` loads a seed's parts (traces, profiles, the dataset of
+:mod:`flamingo_sim.fl.runner.datasets`, the model, the population); :func:`compose`
+puts a policy, a selector and an aggregator on them. Every lookup that can fail on user input
+(a missing trace set, an unknown phone or DNN model, a dataset that is not there) raises a
+:class:`~flamingo_sim.errors.ConfigError` naming the experiment file and the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from flamingo_sim.devices.catalogue import ProfileDirs
+from flamingo_sim.devices.policies import Policy
+from flamingo_sim.devices.policies import make_policy as _make_policy
+from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
+from flamingo_sim.fl.config import ExperimentConfig, load_experiment, require_path
+from flamingo_sim.fl.runner.datasets import ARCHITECTURES, make_dataset
+from flamingo_sim.fl.sim.population import Population, build_population
+from flamingo_sim.fl.sim.simulation import Components, Simulation
+from flamingo_sim.fl.strategy.aggregators import make_aggregator
+from flamingo_sim.fl.strategy.selection import make_selector
+from flamingo_sim.models import build_model, check_forward
+from flamingo_sim.resources import shipped, user_profiles_dir
+
+__all__ = ["compose", "check_composition", "build_components", "make_policy", "plugin_search", "resolve_config", "profile_dirs", "update_size_mb",
+           "experiment_population", "phone_assignment"]
+
+
+def plugin_search(experiment_path: str | Path | None) -> list[Path]:
+    """Folders a plug-in's module (``module:Class`` in the experiment) is also looked for in: the experiment's own."""
+    return [] if experiment_path is None else [Path(experiment_path).resolve().parent]
+
+
+def make_policy(name: str, cfg: ExperimentConfig, experiment_path: str | Path | None = None) -> Policy:
+    """A fresh policy instance for one run, configured by the experiment's ``policy`` section and
+    its own ``policy_params.<name>``; ``experiment_path``: the file errors name, whose folder also
+    holds the plug-ins it names by ``module:Class``."""
+    return _make_policy(name, cfg.policy, cfg.policy_params.get(name), source="" if experiment_path is None else str(experiment_path),
+                        search=plugin_search(experiment_path))
+
+
+def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> ProfileDirs:
+    """The experiment's profile search path: ``phones.profiles_dir`` (default: the user's
+    profiles directory, if it exists), then the shipped profiles."""
+    given = cfg.phones.profiles_dir
+    if given is None:
+        dirs = [user_profiles_dir()]
+    else:
+        key = "phones.profiles_dir"
+        dirs = [require_path(p, experiment_path, key, "profiles directory") for p in (given if isinstance(given, list) else [given])]
+    return ProfileDirs.of([*dirs, shipped("profiles")])
+
+
+def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> Components:
+    """Load traces, profiles and data; assign traces, phones and bandwidths to clients."""
+    from flamingo_sim.rng import derive_seed
+    from flamingo_sim.traces.store import load_client_traces
+
+    src = str(experiment_path)
+    traces_dir = require_path(cfg.traces.path, experiment_path, "traces.path", "trace set")
+    try:
+        traces = load_client_traces(traces_dir)
+    except InputDataError as exc:
+        raise ConfigError(f"{src}: traces.path: {exc}") from None
+
+    search = profile_dirs(cfg, experiment_path)
+    dataset, model_name = make_dataset(cfg, experiment_path, log)
+    phones, mix, trace_phones = phone_assignment(cfg, experiment_path, search.phones(), traces, traces_dir, dataset.n_clients)
+    if trace_phones is not None:
+        log("phones from traces: " + ", ".join(f"{rule} -> {e['phone']}: {e['devices']} devices, {e['clients']} clients"
+                                               for rule, e in trace_phones[2]["rules"].items() if e["devices"]))
+    pset = cfg.phones.profile_set
+    missing = [p for p in phones if search.find(p, cfg.model, pset) is None]
+    if missing:
+        raise ConfigError(f"{src}: model: no profile of DNN model {cfg.model!r} for phone {missing[0]!r} in profile set "
+                          f"{pset!r} (profiled models: {', '.join(search.models())})")
+    profiles = search.load_set(phones, cfg.model, pset)
+
+    log(f"data: {dataset.description}")
+    beside = [Path(experiment_path).resolve().parent] if experiment_path is not None else []
+    try:
+        model = build_model(model_name, tuple(dataset.input_shape), dataset.n_classes, seed=derive_seed(seed, "model-init"), search=beside)
+    except FlamingoError as exc:
+        raise ConfigError(f"{src}: {exc}") from None
+    if ":" in model_name:  # your own network: tried on two samples before the run directory exists
+        try:
+            check_forward(model, model_name, dataset.client_data(0)[0][:2], dataset.n_classes)
+        except FlamingoError as exc:
+            raise ConfigError(f"{src}: data.model: {exc}") from None
+    size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
+    cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
+    log(f"model update: {size_mb:.2f} MB each way ({size_source})")
+    return Components(
+        cfg=cfg,
+        traces=traces,
+        population=experiment_population(cfg, dataset.n_clients, traces.n_clients, mix, trace_phones, seed),
+        profiles=profiles,
+        dataset=dataset,
+        model=model,
+        test_data=dataset.test_data(),
+        choice_labels=tuple(profiles.labels),
+        model_size_source=size_source,
+    )
+
+
+def update_size_mb(cfg: ExperimentConfig, n_classes: int, trained: str, model: torch.nn.Module) -> tuple[float, str]:
+    """The size of one model transfer in MB, and where it comes from.
+
+    ``network.model_size_mb`` if set; else the parameters of the DNN ``cfg.model`` names (the
+    network the device profiles price) for ``n_classes`` outputs, 4 bytes (float32) each. When
+    ``cfg.model`` is no trainable architecture (a user-profiled model), the model trained.
+    """
+    if cfg.network.model_size_mb is not None:
+        return cfg.network.model_size_mb, "network.model_size_mb"
+    arch = ARCHITECTURES.get(cfg.model)
+    if arch is not None and arch != trained:
+        model = build_model(arch, (3, 32, 32), n_classes)  # the input size does not change the parameter count
+        trained = arch
+    n = sum(p.numel() for p in model.parameters())
+    return n * 4 / 1e6, f"derived: {trained} with {n_classes} classes, {n:,} parameters x 4 bytes"
+
+
+def experiment_population(cfg: ExperimentConfig, n_clients: int, n_trace_clients: int, mix: dict[str, float] | None,
+                          trace_phones: Any, seed: int) -> Population:
+    """The population an experiment draws for ``seed``: ``mix`` and ``trace_phones`` from
+    :func:`phone_assignment`, bandwidths from its ``network`` section."""
+    return build_population(n_clients=n_clients, n_trace_clients=n_trace_clients, phone_mix=mix, bandwidth_mbps=cfg.network.bandwidth_mbps,
+                            bandwidth_sigma=cfg.network.bandwidth_sigma, seed=seed, trace_phones=trace_phones)
+
+
+def phone_assignment(
+    cfg: ExperimentConfig, experiment_path: str | Path | None, catalogue: Any, traces: Any, traces_dir: Path, n_fl_clients: int,
+) -> tuple[list[str], dict[str, float] | None, tuple[Any, tuple[str, ...], dict[str, Any]] | None]:
+    """The phones a run uses, and either the mix's shares or (``from_traces``) each trace client's phone.
+
+    ``catalogue`` maps phone names to phones. Returns ``(phones, mix, trace_phones)`` for
+    :func:`~flamingo_sim.fl.sim.population.build_population`.
+    """
+    from flamingo_sim.devices.phone_models import load_phone_models, map_trace_phones
+    from flamingo_sim.traces.store import load_device_models
+
+    src = str(experiment_path)
+    if cfg.phones.mix == "from_traces":
+        given = cfg.phones.models
+        table_path = shipped("profiles/phone_models.yaml") if given is None else require_path(given, experiment_path, "phones.models", "phone model table")
+        table = load_phone_models(table_path, catalogue)
+        models = load_device_models(traces_dir)
+        if not models:
+            raise ConfigError(f"{src}: phones.mix: from_traces needs device models, and trace set {traces_dir} has none "
+                              "(its dump had no devices table); give a mix of phones instead")
+        per_trace, names, report = map_trace_phones(table, traces.device_ids, models, traces.client_device, n_fl_clients)
+        report = {"table": "profiles/phone_models.yaml (shipped)" if given is None else str(given), **report}
+        return list(names), None, (per_trace, names, report)
+    unknown = [p for p in cfg.phones.mix if p not in catalogue]
+    if unknown:
+        raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
+    mix = {p: share for p, share in cfg.phones.mix.items() if share > 0}
+    return list(mix), mix, None
+
+
+def resolve_config(experiment: str | Path, overrides: Sequence[str], n_seeds: int | None) -> ExperimentConfig:
+    """The run's config: the experiment with its overrides, ``n_seeds`` seeds from its first one."""
+    cfg = load_experiment(experiment, list(overrides))
+    if n_seeds is not None:
+        if n_seeds < 1:
+            raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
+        cfg = replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
+    return cfg
+
+
+def compose(
+    cfg: ExperimentConfig,
+    experiment: str | Path | None,
+    seed: int,
+    policy: str,
+    *,
+    parts: Components | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+    simulation: type[Simulation] = Simulation,
+) -> Simulation:
+    """A fresh simulation of ``policy`` for ``seed``: the one place a run's parts are put together.
+
+    ``parts``: the seed's :class:`~flamingo_sim.fl.sim.simulation.Components` when already built
+    (the policies of one seed share them), else built here (:func:`build_components`). The policy,
+    the selector and the aggregator come from the config's sections (``policy``, ``fl.selection``
+    with ``selector``, ``aggregation``); ``fl.mode: fedbuff`` gives FedBuff's
+    :class:`~flamingo_sim.fl.sim.fedbuff.AsyncSimulation`, else ``simulation`` (a subclass of
+    :class:`~flamingo_sim.fl.sim.simulation.Simulation`: Flower's strategy reports Flower's
+    evaluation through one). Every engine (native, FedScale, Flower), the distributed ranks and
+    the up-front validation (:func:`check_composition`) build through here.
+    """
+    if parts is None:
+        parts = build_components(cfg, experiment, seed, log=lambda _m: None)
+    source, search = "" if experiment is None else str(experiment), plugin_search(experiment)
+    selector = make_selector(cfg.fl.selection, cfg.selector.parameters(), source, search=search)
+    if cfg.fl.mode == "fedbuff":
+        from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
+
+        return AsyncSimulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log)
+    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()], source, search=search)
+    return simulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log, aggregator=aggregator)
+
+
+def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: str, resume: bool = False,
+                      policies: Sequence[str] | None = None) -> None:
+    """Every part :func:`compose` would build from ``cfg`` (the ``policies``, default the config's;
+    the selector, the aggregator, the tracking), built once and checked against the ``engine``,
+    without loading traces or data: a bad setting fails here in one line naming the key."""
+    from flamingo_sim.fl.config import AggregationConfig
+    from flamingo_sim.fl.runner.tracking import check_tracking
+
+    for name in cfg.policies if policies is None else policies:
+        make_policy(name, cfg, experiment)
+    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
+        raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
+    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
+        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
+    if engine == "fedscale" and cfg.fl.selection == "oort":
+        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
+    make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))
+    make_selector(cfg.fl.selection, cfg.selector.parameters(), str(experiment), search=plugin_search(experiment))
+    check_tracking(cfg, str(experiment))

@@ -1,0 +1,49 @@
+"""compose: the one place a simulation is assembled, and the up-front check of what it would build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.config import load_experiment
+from flamingo_sim.fl.runner.compose import build_components, check_composition, compose
+from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
+from flamingo_sim.fl.sim.simulation import Simulation
+from flamingo_sim.fl.strategy.aggregators import FedAvg
+
+ROOT = Path(__file__).resolve().parents[3]
+EXP = ROOT / "experiments/openimage_mobilenet.yaml"
+SMALL = ["fl.rounds=2", "fl.participants_per_round=4", "fl.local_steps=2", "data.proxy.n_clients=60"]
+
+
+class Marked(Simulation):
+    """A subclass, as Flower's strategy passes one."""
+
+
+def test_compose_builds_the_configs_parts_and_shares_given_ones() -> None:
+    cfg = load_experiment(EXP, [*SMALL, "aggregation.name=fedprox", "aggregation.mu=0.25"])
+    parts = build_components(cfg, EXP, 0, log=lambda _m: None)
+    sim = compose(cfg, EXP, 0, "flamingo", parts=parts, simulation=Marked)
+    assert type(sim) is Marked and sim.parts is parts and sim.policy_name == "flamingo" and sim.seed == 0
+    assert type(sim.policy).__name__ == "FlamingoPolicy" and sim.aggregator.proximal_mu == 0.25
+    fresh = compose(cfg, EXP, 1, "baseline")  # parts built here, for seed 1
+    assert fresh.parts is not parts and fresh.parts.population.n_clients == parts.population.n_clients == 60
+
+
+def test_fedbuff_composes_the_asynchronous_loop() -> None:
+    cfg = load_experiment(EXP, [*SMALL, "fl.mode=fedbuff"])
+    sim = compose(cfg, EXP, 0, "baseline")
+    assert isinstance(sim, AsyncSimulation) and isinstance(compose(load_experiment(EXP, SMALL), EXP, 0, "baseline").aggregator, FedAvg)
+
+
+@pytest.mark.parametrize(("sets", "engine", "policies", "message"), [
+    (["fl.mode=fedbuff"], "flower", None, "fl.mode: 'fedbuff' runs natively"),
+    (["aggregation.name=fedprox"], "fedscale", None, "aggregation: FedScale runs only the default"),
+    ([], "native", ["no_such_policy"], "no_such_policy"),
+])
+def test_check_composition_refuses_in_one_line(sets, engine, policies, message) -> None:
+    cfg = load_experiment(EXP, [*SMALL, *sets])
+    with pytest.raises(ConfigError, match=message):
+        check_composition(cfg, EXP, engine=engine, policies=policies)
