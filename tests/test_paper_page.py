@@ -71,7 +71,7 @@ def test_figures_from_the_earlier_rule_say_so():
             assert "**Measured under the earlier raw target rule**" in section.split("4.16x")[0], section.splitlines()[0]
 
 
-@pytest.mark.parametrize("name", ["reproduce_quick/attribution.json", "reproduce_quick/tables.json", "reproduce_quick_paper/tables.json",
+@pytest.mark.parametrize("name", ["reproduce_quick/attribution.json", "reproduce_quick_paper/tables.json", "reproduce_full/tables.json",
                                   "reproduce_quick_paper_cfs/tables.json", "sensitivity_quick/sensitivity.csv"])
 def test_results_files_name_no_machine_path(name):
     text = (RESULTS / name).read_text()

@@ -24,7 +24,7 @@ from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
 __all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md",
            "fill_doc", "DOC_BLOCK", "DOC_VALUE", "doc_value",
-           "sensitivity_effects", "table3_md"]
+           "sensitivity_effects", "table2_md", "table3_md"]
 
 #: Caption of the waterfall in the report.
 WHY_CAPTION = ("From the paper's readings (left) to the simulator's default (right), one reading switched per step, per task: "
@@ -226,6 +226,16 @@ def readings_md(attribution: dict[str, Any], sensitivity: Sequence[dict[str, Any
 DOC_BLOCK = re.compile(r"(<!-- results: (\S+) (\w+)(?: (\S+))? -->\n)(.*?)(<!-- end results -->)", re.S)
 
 
+def table2_md(tables: dict[str, Any]) -> list[str]:
+    """Markdown: Table 2 of a report's ``tables.json``, the ratios beside the paper's, and its reading line."""
+    (title,) = [t for t in tables if t.startswith("Table 2")]
+    t = tables[title]
+    cols = [0, 1, len(t["columns"]) - 2, len(t["columns"]) - 1]
+    out = ["| " + " | ".join(t["columns"][c] for c in cols) + " |", "|---|---|---|---|"]
+    out += ["| " + " | ".join(r[c] for c in cols) + " |" for r in t["rows"]]
+    return [*out, "", t["reading"]]
+
+
 def table3_md(tables: dict[str, Any]) -> list[str]:
     """Markdown: Table 3 of a report's ``tables.json``, the first task's rows, and its reading line."""
     (title,) = [t for t in tables if t.startswith("Table 3")]
@@ -246,7 +256,7 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
     """``page`` with every generated block re-rendered from its results files (``load(FILE)``: the parsed JSON, or a
     CSV's rows as dicts). KIND ``headline``, ``walk`` or ``readings`` (:func:`headline_md`, :func:`walk_md`,
     :func:`readings_md`) of an ``attribution.json``; ``readings`` takes a ``sensitivity.csv`` as FILE2 for the choices
-    the paper does not make; ``table3`` (:func:`table3_md`) of a report's ``tables.json``. A page equal to its
+    the paper does not make; ``table2``, ``table3`` (:func:`table2_md`, :func:`table3_md`) of a report's ``tables.json``. A page equal to its
     ``fill_doc`` quotes exactly what its files hold."""
     def one(m: re.Match) -> str:
         kind, data = m.group(3), load(m.group(2))
@@ -258,8 +268,10 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
             lines = readings_md(data, sensitivity_effects(load(m.group(4))) if m.group(4) else ())
         elif kind == "table3":
             lines = table3_md(data)
+        elif kind == "table2":
+            lines = table2_md(data)
         else:
-            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings or table3)")
+            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings, table2 or table3)")
         return m.group(1) + "\n".join(lines) + "\n" + m.group(6)
 
     def value(m: re.Match) -> str:
