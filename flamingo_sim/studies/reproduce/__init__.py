@@ -5,7 +5,9 @@
 - :mod:`~flamingo_sim.studies.reproduce.ux`      the user-experience measure of Table 3 (one swappable function);
 - :mod:`~flamingo_sim.studies.reproduce.figure`  the Figure 6 analogue;
 - :mod:`~flamingo_sim.studies.reproduce.write`   ``report.md``, ``report.html``, figures and ``tables.json``;
-- :mod:`~flamingo_sim.studies.reproduce.paper`   the paper's published numbers set beside ours.
+- :mod:`~flamingo_sim.studies.reproduce.paper`   the paper's published numbers set beside ours;
+- :mod:`~flamingo_sim.studies.reproduce.attribution` the walk from the paper's readings to the default (``--attribution``);
+- :mod:`~flamingo_sim.studies.reproduce.why`     its table, waterfall and report section, and the docs' generated blocks.
 """
 
 from __future__ import annotations
