@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="run directory (default: runs/<name>-<timestamp>)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key by its dotted path, e.g. --set fl.rounds=20 (repeatable)")
+    add_readings_argument(p)
     p.add_argument("--seeds", type=int, help="run N seeds, starting from the config's first seed")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--engine", choices=("native", "fedscale", "flower"), default="native",
@@ -60,6 +61,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, metavar="N", help="decoding threads (default: data.decode_workers, else the usable cores)")
     p.add_argument("--verify", metavar="DIR", help="verify the pack in DIR (every file's size and SHA-256, offsets, labels) and pack nothing")
     p.set_defaults(func=_pack_data, cli_flags={"out_dir": "--out", "workers": "--workers", "override": "--set"})
+
+
+def add_readings_argument(p: argparse.ArgumentParser) -> None:
+    """``--readings NAME``: the paper's readings as one setting (:mod:`flamingo_sim.fl.readings`), set before --set."""
+    p.add_argument("--readings", choices=("default", "paper"), default="default",
+                   help="'paper': every reading the paper's text decides set to its words (exploration none, charge state "
+                        "from level changes, target the highest either policy reaches on the raw curve with no margin); "
+                        "applied before --set (default: the simulator's own readings)")
 
 
 def add_parallel_arguments(p: argparse.ArgumentParser, what: str) -> None:
@@ -137,6 +146,9 @@ def continue_command(args: argparse.Namespace, out: str | Path) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from flamingo_sim.fl.readings import readings_overrides
+
+    args.overrides = [*readings_overrides(args.readings), *args.overrides]  # the user's --set wins
     _preflight(args)
     out = args.out if args.out is not None else getattr(args, "default_out", None)
     if args.nproc is not None:

@@ -36,6 +36,9 @@ class TracesConfig:
     #: Level (%) at which an offline client comes back once charging lifts it; null: ``min_pct``,
     #: as in the paper (a higher value adds a hysteresis the paper does not have).
     reentry_pct: Optional[float] = None
+    #: Whether a phone is on the charger: "charger" (the trace's plug column where it has one, so a phone held
+    #: full on the charger counts as plugged) or "level" (only a rising battery level, the paper's appendix A.2).
+    charge_state: Literal["charger", "level"] = "charger"
 
     def __post_init__(self) -> None:
         reentry_pct = self.min_pct if self.reentry_pct is None else self.reentry_pct

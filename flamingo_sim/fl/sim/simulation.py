@@ -13,7 +13,8 @@ Each round (numbered steps match the code):
    in this process, or split over processes by :mod:`flamingo_sim.fl.distributed`) and aggregate them
    (:mod:`flamingo_sim.fl.strategy.aggregators`; FedAvg weighted by samples by default);
 6. advance the clock and every client's battery along its trace, training energy included
-   (a client on the charger, by the trace's ``charging`` column where it has one, trains on
+   (a client on the charger, by the trace's ``charging`` column where it has one or by a rising
+   level with ``traces.charge_state: level``, trains on
    the charger's power: no battery deficit, and it cannot run out mid-task);
 7. evaluate every ``eval_every`` rounds, and record the round's metrics.
 
@@ -192,8 +193,11 @@ class Simulation:
     def _plugged(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         """Whether each client's phone is on the charger: the trace's ``charging`` column where it
         has one (a phone held full on the charger reads plugged although its level no longer
-        rises), else a rising battery (``battery_state`` +1)."""
+        rises), else a rising battery (``battery_state`` +1); only the latter with
+        ``traces.charge_state: level`` (the paper's appendix A.2)."""
         state = self._trace_state(t_s, idx) > 0
+        if self.parts.cfg.traces.charge_state == "level":
+            return state
         values = self.parts.traces.extra_at("charging", t_s)
         if values is None:
             return state
