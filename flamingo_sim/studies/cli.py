@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from flamingo_sim.fl.cli import add_parallel_arguments, execution
+from flamingo_sim.fl.cli import add_parallel_arguments, add_readings_argument, execution
 
 #: Where ``reproduce`` writes without ``--out``, and where ``reproduce --quick`` does.
 DEFAULT_OUT, QUICK_OUT = "runs/reproduce", "runs/reproduce-quick"
@@ -29,6 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="[TASK:]KEY=VALUE",
                    help="override a config key for every task, or for one with TASK:, e.g. "
                    "--set openimage_mobilenet:data.root=/data/openimage (repeatable)")
+    add_readings_argument(p)
+    p.add_argument("--attribution", action="store_true",
+                   help="also run the walk from the paper's readings to the default, one reading at a time, and add "
+                        "'Why our Table 2 differs from the paper's' (a table and a waterfall) to the report")
     add_parallel_arguments(p, "the (task, seed, policy) units")
     p.set_defaults(func=_reproduce, cli_flags={"overrides": "--set", "tasks": "--tasks", "n_seeds": "--seeds"})
 
@@ -56,7 +60,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     out = args.out if args.out is not None else (QUICK_OUT if args.quick else DEFAULT_OUT)
     md = reproduce(out, n_seeds=args.seeds, quick=args.quick, tasks=args.tasks, overrides=args.overrides,
-                   execution=execution(args), again=_again(args, out))
+                   execution=execution(args), again=_again(args, out), readings=args.readings, attribution=args.attribution)
     print(f"report: {md}")
     print(f"        {md.with_suffix('.html')}")
     return 0

@@ -219,6 +219,9 @@ def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: 
         raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
     if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
         raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
+    if engine != "native" and cfg.devices.memory == "shrink_batch":
+        raise ConfigError(f"{experiment}: devices.memory: 'shrink_batch' trains each client with its own minibatch natively only; "
+                          f"use 'drop' with --engine {engine}")
     if engine == "fedscale" and cfg.fl.selection == "oort":
         raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
     make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))

@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback
-from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute
+from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, describe, execute, warm_up
 from flamingo_sim.fl.runner.kernels import training_on
 from flamingo_sim.fl.runner.options import RunOptions
 from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, portable_experiment, prepare_run
@@ -91,6 +91,8 @@ def run_experiment(
                                n_seeds=opts.n_seeds, resume=opts.resume, engine=opts.engine, executors=opts.executors)
     if opts.collective_timeout_s is not None:
         raise ConfigError("--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)")
+    if ex.jobs != 1:
+        warm_up(ex.executor, ex.jobs or 2)  # the pool's parent imports torch while this process validates the config
     run = prepare_run(experiment, overrides, opts.n_seeds, opts.out_dir, resume=opts.resume, engine=opts.engine, executors=opts.executors,
                       say=say)
     jobs = auto_jobs([run.cfg]) if ex.jobs is None else ex.jobs
@@ -139,9 +141,12 @@ def _run_rank0(run: PreparedRun, callbacks: Sequence[Callback], say: Callable[[s
 def run_units(
     runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
     say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
-    shared_dir: Path | None = None, comm: Any = None,
+    shared_dir: Path | None = None, comm: Any = None, on_run_done: Callable[[PreparedRun], None] | None = None,
 ) -> list[Failure]:
     """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
+
+    ``on_run_done(run)``: called in this process as soon as the last of a run's units given here
+    finished (while other runs' units may still be running), e.g. to write its summary meanwhile.
 
     With one local job they run in this process, the policies of a seed sharing its components
     (the runs' first seeds are already built); else as :func:`~flamingo_sim.fl.runner.execute.execute` says.
@@ -162,8 +167,7 @@ def run_units(
         if runs[0].kernels[1]:
             say(runs[0].kernels[1])
     else:
-        threads = max(u.threads for u in units) if units else 1
-        say(f"{len(units)} units, {jobs} at a time ({'Ray' if executor == 'ray' else 'processes'}, {threads} CPU thread(s) each)")
+        say(describe(executor, units, jobs))
 
     def here(unit: Unit) -> None:
         run = by_dir[unit.run_dir]
@@ -177,9 +181,16 @@ def run_units(
     if jobs > 1 or executor != "local":
         for r in runs:
             r.first_parts = None  # validated; the workers build their own
+    left = {d: sum(u.run_dir == d for u in units) for d in by_dir}
+
+    def finished(unit: Unit) -> None:
+        left[unit.run_dir] -= 1
+        if left[unit.run_dir] == 0 and on_run_done is not None:
+            on_run_done(by_dir[unit.run_dir])
+
     try:
         return execute(units, jobs=jobs, say=say, in_process=here, executor=executor, ray_address=ray_address,
-                       keep_going=keep_going, show=show, shared_dir=shared_dir)
+                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished)
     except BaseException:
         for r in runs:
             try:

@@ -14,7 +14,7 @@ import shlex
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -72,6 +72,29 @@ def check_run_dir(out: Path, cfg: ExperimentConfig, resume: bool) -> None:
         raise ConfigError(f"{out}: run directory exists and is not empty (continue it with resume, or choose another out_dir)")
 
 
+NEW_KEY = " (not in the run)"
+
+
+def _at_default(cfg: Any, dotted: str) -> bool:
+    """Whether the config key ``dotted`` (of a dataclass config) holds its field's default."""
+    import dataclasses
+
+    obj = cfg
+    *parents, last = dotted.split(".")
+    for name in parents:
+        obj = getattr(obj, name, None)
+    if obj is None or not dataclasses.is_dataclass(obj):
+        return False
+    f = next((f for f in dataclasses.fields(obj) if f.name == last), None)
+    if f is None:
+        return False
+    if f.default is not dataclasses.MISSING:
+        return bool(getattr(obj, last) == f.default)
+    if f.default_factory is not dataclasses.MISSING:
+        return bool(getattr(obj, last) == f.default_factory())
+    return False
+
+
 def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
     from flamingo_sim.fl.runner.checkpoint import config_diff  # torch: imported only where needed, so errors come fast
 
@@ -79,6 +102,8 @@ def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
     if not saved.is_file():
         raise ConfigError(f"{out}: not a run directory (no config.yaml) - nothing to resume")
     diff = config_diff(yaml.safe_load(saved.read_text()), to_mapping(cfg))
+    # a key added since the run started, left at its default, is what the run did: not a difference
+    diff = [d for d in diff if not (d.endswith(NEW_KEY) and _at_default(cfg, d[: -len(NEW_KEY)]))]
     if diff:
         more = f" and {len(diff) - 3} more" if len(diff) > 3 else ""
         raise ConfigError(

@@ -319,3 +319,21 @@ def test_a_really_full_disk_mid_run_then_resume_on_more_space_is_identical(whole
     assert not [n for n in (host / "ls").read_text().split() if n.endswith((".tmp", ".staging", ".old"))]  # nothing half-written
     assert (host / "rc2").read_text().strip() == "0", (host / "err2").read_text()
     assert_identical(pd.read_parquet(host / "metrics.parquet"), whole_cli)
+
+
+def test_resume_accepts_a_key_added_since_the_run_started_at_its_default(tmp_path):
+    # a run directory written before traces.charge_state existed: resumable as long as the key holds its
+    # default (what that run did); set otherwise, it is a difference like any other
+    import yaml
+
+    from flamingo_sim.config import to_mapping
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.runner.rundir import check_run_dir
+
+    cfg = load_experiment(EXP, TINY)
+    old = to_mapping(cfg)
+    del old["traces"]["charge_state"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    check_run_dir(tmp_path, cfg, resume=True)
+    with pytest.raises(ConfigError, match=r"traces\.charge_state \(not in the run\)"):
+        check_run_dir(tmp_path, load_experiment(EXP, [*TINY, "traces.charge_state=level"]), resume=True)
