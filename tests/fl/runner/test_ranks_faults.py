@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.cli_runs import EXP, ROOT, assert_identical, cli_argv, cli_env, cli_run
+from tests.cli_runs import ROOT, assert_identical, cli_argv, cli_env, cli_run
 from tests.fl.runner.test_ranks import TINY, _alive, _children
 
 #: 40 rounds with a checkpoint every 2 (server moments in it): long enough to be cut part-way.
@@ -65,8 +66,9 @@ def _resume(out: Path, nproc: int) -> pd.DataFrame:
 
 
 def _continue_line(out: Path, nproc: int) -> str:
-    return (f"continue it with: flamingo-sim run {EXP} --out {out} --resume" + (f" --nproc {nproc}" if nproc > 1 else "")
-            + " (and the same --set options)")
+    """The command the run was started with (:func:`_start`), ``--resume`` added, as printed to paste."""
+    typed = cli_argv(out, LONG, *ONE_THREAD, *(["--nproc", str(nproc)] if nproc > 1 else []))[3:]
+    return "continue it with: " + shlex.join(["flamingo-sim", *typed, "--resume"])
 
 
 @pytest.mark.slow
