@@ -186,7 +186,7 @@ def correctness(work: Path, smoke: bool, sizes: list[int]) -> dict[str, Any]:
         same = {}
         for n in sizes[1:]:
             try:
-                pd.testing.assert_frame_equal(runs[n]["metrics"], ref)
+                pd.testing.assert_frame_equal(runs[n]["metrics"], ref, check_exact=True)  # bit for bit, no tolerance
                 same[n] = "identical"
             except AssertionError as exc:
                 same[n] = f"DIFFERENT: {str(exc).splitlines()[0]}"

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
-from flamingo_sim.fl.runner.execute import auto_jobs
+from flamingo_sim.fl.runner.execute import auto_jobs, check_executor
 from flamingo_sim.fl.runner.executors import make_executor
 from flamingo_sim.fl.runner.executors.base import Executor
 from flamingo_sim.fl.runner.options import Execution
@@ -102,6 +102,7 @@ def run_study(
         raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
     _check_out(out, command)
     execution = execution or Execution()
+    check_executor(execution.executor, execution.ray_address)
     executor, ray_address = execution.executor, execution.ray_address
     runner = make_executor(executor)
     if execution.jobs != 1:
@@ -114,7 +115,8 @@ def run_study(
         try:
             prepared.append(prepare_run(r.experiment, r.overrides, r.n_seeds, run_dir, resume=resume, say=quiet, label=r.name, build=False))
         except ConfigError as exc:
-            raise ConfigError(f"{command}: run {r.name}: {exc}") from None
+            also = f"; or start a new {command} with another --out" if resume else ""
+            raise ConfigError(f"{command}: run {r.name}: {exc}{also}") from None
     jobs = auto_jobs([p.cfg for p in prepared]) if execution.jobs is None else execution.jobs
     check_parallel(prepared, jobs, executor)
     units = [u for p in prepared for u in p.units(jobs)]

@@ -19,6 +19,7 @@ import tempfile
 from typing import Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.faults import Interrupted
 from flamingo_sim.fl.distributed.world import LAUNCHER_ENV, PEER_EXIT
 
 __all__ = ["launch", "describe_failure"]
@@ -99,7 +100,8 @@ def launch(nproc: int, worker_args: Sequence[str], *, extra: Sequence[str] = (),
         failures = {int(rank): (int(f.exitcode), int(f.pid)) for rank, f in exc.failures.items()}
         raise FlamingoError(describe_failure(failures)) from None
     except SignalException as exc:  # Ctrl-C or SIGTERM to the launcher: the agent stopped the ranks
-        raise KeyboardInterrupt(str(exc)) from None
+        # reported as the signal that came (a plain KeyboardInterrupt read as SIGINT: exit 130 after a SIGTERM)
+        raise Interrupted(int(exc.sigval)) from None
     finally:
         os.environ.pop(LAUNCHER_ENV, None)
         scratch.cleanup()

@@ -45,9 +45,14 @@ def auto_jobs(cfgs: Sequence[Any]) -> int:
     return max(1, usable_cores() // max(unit_threads(cfg, 1) for cfg in cfgs))
 
 
-def check_executor(executor: str) -> None:
-    """Before any work: ``executor`` is known and can run here (Ray installed when it is asked for)."""
+def check_executor(executor: str, ray_address: str | None = None) -> None:
+    """Before any work: ``executor`` is known and can run here (Ray installed when it is asked for),
+    and the Ray cluster at ``ray_address`` (or ``RAY_ADDRESS``) answers on its port."""
     make_executor(executor)
+    if executor == "ray":
+        from flamingo_sim.fl.runner.executors.ray_cluster import check_ray_address
+
+        check_ray_address(ray_address or os.environ.get("RAY_ADDRESS") or None)
 
 
 def warm_up(executor: str, jobs: int) -> None:

@@ -10,7 +10,6 @@ units (:mod:`flamingo_sim.fl.runner.units`).
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -21,15 +20,11 @@ from flamingo_sim.fl.runner.compose import resolve_config
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.execute import unit_threads
 from flamingo_sim.fl.runner.kernels import pin_run_kernels
-from flamingo_sim.fl.runner.rundir import check_run_dir
+from flamingo_sim.fl.runner.rundir import check_run_dir, default_out_dir
 from flamingo_sim.fl.runner.units import Unit
 from flamingo_sim.resources import find_experiment
 
 __all__ = ["PreparedRun", "prepare_run", "build_first_parts", "check_parallel", "default_out_dir", "portable_experiment"]
-
-
-def default_out_dir(cfg: ExperimentConfig) -> Path:
-    return Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 @dataclass

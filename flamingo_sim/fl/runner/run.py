@@ -39,9 +39,9 @@ from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, describe, execute, warm_up
 from flamingo_sim.fl.runner.kernels import training_on
 from flamingo_sim.fl.runner.options import RunOptions
-from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, prepare_run
+from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, portable_experiment, prepare_run
 from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
-from flamingo_sim.fl.runner.rundir import run_guard
+from flamingo_sim.fl.runner.rundir import resume_command, run_guard
 from flamingo_sim.fl.runner.units import UNITS_DIR, PartsCache, Unit, run_unit, unit_result
 
 
@@ -68,12 +68,15 @@ def run_experiment(
     ``collective_timeout_s``), rank 0 runs the experiment's units one after another and alone
     writes ``out_dir``, and the others train and evaluate their shares of rank 0's rounds
     (:mod:`flamingo_sim.fl.runner.ranks`, :mod:`flamingo_sim.fl.distributed`).
+
+    The line an interruption or a failure prints says how to continue: ``options.again`` (the command
+    line passes the command typed), else a command built from these options.
     """
     opts = (options or RunOptions()).with_fields(**changes)
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
     overrides = opts.all_overrides()
     ex = opts.execution
-    check_executor(ex.executor)
+    check_executor(ex.executor, ex.ray_address)
     from flamingo_sim.fl.distributed.world import world_from_env
 
     world = world_from_env()
@@ -98,15 +101,16 @@ def run_experiment(
         raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
     check_parallel([run], jobs, executor)
     units = run.units(jobs)
+    again = opts.again or resume_command(portable_experiment(run.experiment), run.out, overrides, opts.n_seeds, opts.engine,
+                                         opts.executors, ex.jobs)
     with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable,
-                   engine={"flower": "Flower"}.get(run.engine, "FedScale")):
+                   engine={"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
         here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
                              keep_going=False, show=not here, shared_dir=run.out)
         if failures:
             raise FlamingoError(f"{failures[0].describe()}" + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
-                                + f"; the other units finished; continue it with: flamingo-sim run {run.experiment} --out {run.out} "
-                                "--resume (and the same --set options)")
+                                + f"; the other units finished; continue it with: {again}")
         return finish_run(run, say)
 
 

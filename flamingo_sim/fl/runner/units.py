@@ -175,7 +175,10 @@ def run_unit(
         hooks.append(TrackingCallback(cfg, out, unit.name))
     if runner.resumable and cfg.fl.mode == "sync":
         ckpt = out / "checkpoints" / f"{unit.name}.pt"
-        done = resume_simulation(sim, ckpt, say) or done
+        resumed = resume_simulation(sim, ckpt, say)
+        if resumed:
+            say(f"{unit.label}: resuming from round {sim.round + 1}")
+        done = resumed or done
         hooks.append(Checkpointer(ckpt, cfg.checkpoint_every))
     records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
     if split is not None:

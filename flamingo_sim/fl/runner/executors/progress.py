@@ -10,10 +10,11 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from flamingo_sim.errors import FlamingoError
-from flamingo_sim.fl.runner.units import Unit, read_status
+from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
 
 __all__ = ["Failure", "Progress", "one_line"]
 
@@ -85,7 +86,10 @@ class Progress:
     def start(self, unit: Unit) -> None:
         self.running[unit] = time.monotonic()
         if not self.tty:
-            self._line(f"[{self.done + len(self.failed) + len(self.running)}/{self.total}] {unit.label}: started")
+            partial = unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed, done_only=False)
+            last = max((int(r.get("round", 0)) for r in partial["rows"]), default=0) if partial is not None else 0
+            what = f"resuming from round {last + 1}" if last else "started"
+            self._line(f"[{self.done + len(self.failed) + len(self.running)}/{self.total}] {unit.label}: {what}")
 
     def finish(self, unit: Unit) -> None:
         t0 = self.running.pop(unit, None)

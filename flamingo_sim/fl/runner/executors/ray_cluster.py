@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import uuid
 from pathlib import Path
@@ -21,7 +22,7 @@ from flamingo_sim.fl.runner.executors.base import Dispatch, Executor
 from flamingo_sim.fl.runner.executors.progress import Progress, one_line
 from flamingo_sim.fl.runner.units import Unit, read_status
 
-__all__ = ["RayExecutor", "RAY_HINT"]
+__all__ = ["RayExecutor", "RAY_HINT", "RAY_CONNECT_TIMEOUT_S", "check_ray_address"]
 
 RAY_HINT = "pip install 'flamingo-sim[cluster]'"
 
@@ -37,6 +38,29 @@ class RayExecutor(Executor):
 
     def run(self, pending: Sequence[Unit], dispatch: Dispatch) -> None:
         _run_ray(pending, dispatch.jobs, dispatch.address, dispatch.progress, dispatch.shared_dir)
+
+
+#: Seconds to wait for a Ray cluster's port to accept a connection.
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray_address(address: str | None) -> None:
+    """Refuse (one line) a ``host:port`` or ``ray://host:port`` address where nothing accepts a TCP
+    connection within :data:`RAY_CONNECT_TIMEOUT_S`: ``ray.init`` would otherwise retry an address
+    where nothing listens for minutes. ``None``, ``auto`` and ``local`` pass (Ray finds or starts its own)."""
+    if address is None or address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = hostport.rstrip("/").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ConfigError(f"--ray-address: expected host:port, ray://host:port, auto or local, got {address!r}")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ConfigError(f"--executor ray: cannot reach the Ray cluster at {address}: nothing accepts a connection at {host}:{port} "
+                          f"({reason}, within {RAY_CONNECT_TIMEOUT_S:g} s)") from None
 
 
 def _import_ray() -> Any:
