@@ -147,17 +147,17 @@ def simulate(units: list[dict[str, Any]], jobs: int, start_up_s: float) -> float
     objs = [Unit("x", (), None, u["run"], u["policy"], u["seed"], f"{u['run']} {u['policy']} {u['seed']}", cost=u["cost"]) for u in units]
     times = {(u["run"], u["policy"], u["seed"]): u for u in units}
     queue = _order(objs)
-    free: list[tuple[float, int, tuple[str, int] | None]] = [(start_up_s, w, None) for w in range(jobs)]  # (free at, worker, seed held)
+    free: list[tuple[float, int, list[tuple[str, int]]]] = [(start_up_s, w, []) for w in range(jobs)]  # (free at, worker, seeds held)
     end = 0.0
     while queue:
         free.sort(key=lambda f: (f[0], f[1]))
         t, w, holds = free.pop(0)
-        busy = {key for until, _, key in free if until > t and key is not None}
+        busy = {held[-1] for until, _, held in free if until > t and held}
         unit = queue.pop(pick(queue, holds, busy))
         u = times[(unit.run_dir, unit.policy, unit.seed)]
         key = (unit.run_dir, unit.seed)
-        t += u["train_s"] + (0.0 if holds == key else u["build_s"])
-        free.append((t, w, key))
+        t += u["train_s"] + (0.0 if key in holds else u["build_s"])
+        free.append((t, w, [k for k in holds if k != key][-1:] + [key]))
         end = max(end, t)
     return end
 

@@ -98,6 +98,34 @@ def test_gpu_page_quotes_the_h200_run_from_its_results_file():
         assert row in page, row
 
 
+def test_the_scaling_pages_quote_their_results_files():
+    """docs/studies.md and docs/scaling-out.md quote the figures the benchmarks wrote (benchmarks/results)."""
+    import json
+    import statistics
+
+    results = ROOT / "benchmarks" / "results"
+    studies = (ROOT / "docs/studies.md").read_text()
+    log = (results / "studies_2cores.log").read_text()
+    for line in ("--jobs 1:  1186.0 s wall,    93.8 s CPU", "--jobs 2:   311.8 s wall,    13.2 s CPU + 76.5 s in its workers",
+                 "workers' start-up 48.88, 0.22 s; first unit sent at 101.7 s, last done 39.2 s before the end; 9 of 12 units reused"):
+        assert line in log, line
+    assert "| `--jobs 1` | 1186.0 s | 93.8 s | - |" in studies and "| `--jobs 2` | 311.8 s | 13.2 s + 76.5 s in its workers |" in studies
+    simulated = json.loads((results / "studies_2cores_simulated.json").read_text())
+    for name, label in (("reproduce --quick", "`reproduce --quick`"), ("reproduce (full: 100 rounds, 3 seeds)", "`reproduce` (100 rounds, 3 seeds)"),
+                        ("reproduce, 100 rounds, 16 seeds", "`reproduce`, 100 rounds, 16 seeds")):
+        v = simulated[name]
+        row = f"| {label} | {v['units']} | " + " | ".join(f"{v['jobs'][str(j)]['speedup']:.2f}x" for j in (1, 2, 4, 8, 16)) + " |"
+        assert row in studies, row
+    scaling = (ROOT / "docs/scaling-out.md").read_text()
+    speed = json.loads((results / "distributed_speed_2cores.json").read_text())["speed"]
+    for case, r in speed.items():
+        m = {k: statistics.median(v) for k, v in r["round_s"].items()}
+        c = {k: statistics.median(v) for k, v in r["command_s"].items()}
+        row = (f"| {case} | {m['2x1']:.2f} s | {m['1x1']:.2f} s | {m['1x2']:.2f} s | {statistics.median(r['ratio']):.2f}x | "
+               f"{c['2x1']:.0f} s / {c[r['best_single']]:.0f} s: {r['command_ratio']:.2f}x |")
+        assert row in scaling, row
+
+
 def test_modelling_notes_quote_the_thermal_table_from_its_results_file():
     """docs/modelling-notes.md's sustained-training table is the one `flamingo-sim thermal --out` wrote
     (docs/results/thermal_sustained.json), row for row."""

@@ -259,4 +259,5 @@ def test_a_run_that_cannot_build_is_one_line_on_the_workers_too(tmp_path):
         lines.append(proc.stderr.strip().splitlines()[-1].replace(str(out), "OUT"))
         assert not out.exists()
     assert lines[0] == lines[1]
-    assert lines[0].startswith(f"flamingo-sim sensitivity: error: sensitivity: run traces.path={tmp_path / 'nowhere'}: ")
+    assert lines[0].startswith("flamingo-sim sensitivity: error: sensitivity: run traces.path=") and lines[0].endswith(
+        f"traces.path: trace set '{tmp_path / 'nowhere'}' not found")
