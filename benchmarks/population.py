@@ -80,7 +80,7 @@ def baseline_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def summarise(runs: list[dict], short: int, long: int) -> dict:
+def summarise(runs: list[dict]) -> dict:
     out: dict = {}
     for key in ("round_ms", "round_cpu_ms"):
         values = [r[key] for r in runs]
@@ -117,6 +117,16 @@ def plot(results: dict, path: Path) -> None:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
+
+
+def collect(runs: dict, args: argparse.Namespace, load: list[float]) -> dict:
+    """The results file's content from the runs so far."""
+    results: dict = {"command": "PYTHONPATH=. python benchmarks/population.py " + " ".join(sys.argv[1:]),
+                     "cores": os.cpu_count(), "load": f"{min(load):.1f}-{max(load):.1f}", "short_rounds": args.short,
+                     "long_rounds": args.long, "cohort": COHORT, "baseline_ref": args.baseline_ref}
+    for (name, policy, n), rows in runs.items():
+        results.setdefault(name, {}).setdefault(policy, {})[str(n)] = summarise(rows)
+    return results
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -161,11 +171,9 @@ def main(argv: list[str] | None = None) -> None:
                         runs.setdefault((name, policy, n), []).append({"round_ms": per * (wall1 - wall0), "round_cpu_ms": per * (cpu1 - cpu0),
                                                                        "rss_mb": res["rss_mb"]})
                         load.append(os.getloadavg()[0])
-    results: dict = {"command": "PYTHONPATH=. python benchmarks/population.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                     "cores": os.cpu_count(), "load": f"{min(load):.1f}-{max(load):.1f}", "short_rounds": args.short,
-                     "long_rounds": args.long, "cohort": COHORT, "baseline_ref": args.baseline_ref}
-    for (name, policy, n), rows in runs.items():
-        results.setdefault(name, {}).setdefault(policy, {})[str(n)] = summarise(rows, args.short, args.long)
+            if args.out:  # after every repeat: a run cut short keeps what it measured
+                args.out.write_text(json.dumps(collect(runs, args, load), indent=1) + "\n")
+    results = collect(runs, args, load)
     print(f"ms per round, wall and CPU (rounds {args.short}-{args.long}, median of {args.repeats}, min-max), peak RSS; load {results['load']}")
     print(f"{'policy':<10} {'clients':>11} {'wall ms':>8} {'spread':>15} {'CPU ms':>7} {'spread':>15} {'peak MB':>8}")
     for policy in policies:

@@ -28,6 +28,9 @@ __all__ = ["BLOCK", "OnlineIndex", "OnlineClients"]
 
 #: Clients per block: a rank is resolved by reading one block's clients.
 BLOCK = 1 << 14
+#: Below this many clients, a set with exclusions is listed whole (one pass over the flags is
+#: cheaper than ranking each excluded client in its block).
+DENSE_EXCLUDE_BELOW = 1 << 21
 #: Block x pair matrices up to this many cells are counted densely (one bincount); larger by sorting.
 _DENSE_CELLS = 1 << 24
 
@@ -140,6 +143,13 @@ class OnlineClients:
         self._skip = np.zeros(0, dtype=np.int64)  # online ranks of the excluded clients that are online, sorted
         if exclude is not None and len(exclude):
             exclude = np.asarray(exclude, dtype=np.int64)
+            if index.n < DENSE_EXCLUDE_BELOW:
+                mask = index.pair_online[index.pair_of]
+                mask[dev] = dev_online
+                mask[exclude] = False
+                self._members = np.flatnonzero(mask)
+                self._len = len(self._members)
+                return
             online = self._online_flags(exclude)
             self._skip = index.rank(exclude[online], dev, dev_online)
         self._len = index.count(dev, dev_online) - len(self._skip)

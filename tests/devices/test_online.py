@@ -42,7 +42,9 @@ def test_take_out_of_range_is_an_index_error():
         index.take(np.array([10]), empty, np.zeros(0, dtype=bool))
 
 
-def test_online_clients_leave_out_the_excluded():
+@pytest.mark.parametrize("dense_below", [0, 1 << 21])
+def test_online_clients_leave_out_the_excluded(dense_below, monkeypatch):
+    monkeypatch.setattr("flamingo_sim.devices.online.DENSE_EXCLUDE_BELOW", dense_below)  # ranked, or listed whole
     gen = np.random.default_rng(3)
     n, n_pairs = 500, 11
     pair_of = gen.integers(0, n_pairs, n)
