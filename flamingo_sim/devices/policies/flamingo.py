@@ -52,6 +52,7 @@ import numpy as np
 
 from flamingo_sim.devices.policies.base import PricedPolicy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.devices.sparse import SparseVector
 
 __all__ = ["FlamingoPolicy"]
 
@@ -63,7 +64,7 @@ class FlamingoPolicy(PricedPolicy):
 
     def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
         super().init(n_clients, phone_idx, profile_set)
-        self.explored = np.zeros(n_clients, dtype=np.int64)  # state-space choices this client explored
+        self.explored = SparseVector(n_clients, np.int64)  # state-space choices each client explored (held for explorers only)
         width = profile_set.space_latency_s.shape[1]
         self.model_done = np.zeros((profile_set.n_phones, width), dtype=bool)  # coordinator: measured choices
         # coordinator has the profile: from the start with ``exploration: none``
@@ -183,22 +184,19 @@ class FlamingoPolicy(PricedPolicy):
             width = self.model_done.shape[1]
             self.shared_table |= (self.model_done | (np.arange(width)[None, :] >= ps.n_space[:, None])).all(axis=1)
             return
-        np.add.at(self.explored, pend["client"], np.cumprod(ok, axis=1).sum(axis=1))
+        self.explored.add(pend["client"], np.cumprod(ok, axis=1).sum(axis=1))  # distinct clients: one task each
         if self.config.share_profiles:
             finished = self.explored[pend["client"]] >= ps.n_space[ph]
             self.shared_table[ph[finished]] = True
 
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()
-        out.update(explored=self.explored.copy(), model_done=self.model_done.copy(), shared_table=self.shared_table.copy())
+        out.update(explored=self.explored.state_dict(), model_done=self.model_done.copy(), shared_table=self.shared_table.copy())
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        explored = np.asarray(state["explored"], dtype=np.int64)
-        if explored.shape != self.explored.shape:
-            raise ValueError(f"state is for {explored.shape[0]} clients, this policy has {self.explored.shape[0]}")
-        self.explored = explored.copy()
+        self.explored.load_state_dict(state["explored"], "explored")  # sparse, or a dense array saved by an older version
         self.model_done = np.asarray(state["model_done"], dtype=bool).copy()
         self.shared_table = np.asarray(state["shared_table"], dtype=bool).copy()
         self._pending = None
