@@ -145,10 +145,10 @@ def test_exploration_none_every_client_profiled_from_the_first_request(ps, share
     out = pol.run_tasks(idle([0, 1, 2], [0, 1, 0], 4))
     assert list(out.mode) == ["control"] * 3
     pol.settle(out, np.ones(3))
-    assert pol.explored.tolist() == [0, 0, 0]
+    assert list(pol.explored[:3]) == [0, 0, 0]
     explored = FlamingoPolicy(PolicyConfig(explore_steps=2))
     explored.init(3, np.array([0, 1, 0]), ps)
-    explored.explored[:] = ps.n_space[np.array([0, 1, 0])]  # as if each had explored every choice itself
+    explored.explored.add(np.arange(3), ps.n_space[np.array([0, 1, 0])])  # as if each had explored every choice itself
     ref = explored.run_tasks(idle([0, 1, 2], [0, 1, 0], 4))
     assert np.array_equal(out.steps_by_choice, ref.steps_by_choice) and np.array_equal(out.duration_s, ref.duration_s)
     # an in-use request is not declined as 'in_use_exploring': the client has its profile
