@@ -154,4 +154,4 @@ def test_every_page_of_the_documentation_site(browser, tmp_path):
             facts = check_page(browser, base, site, page)
             n_tables += facts["tables"]
             n_images += facts["images"]
-    assert n_tables >= 10 and n_images >= 1
+    assert n_tables >= 10  # (the site has no <img> today: any it gets must load)
