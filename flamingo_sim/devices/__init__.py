@@ -7,7 +7,11 @@ Public API (see each module's docstring for the models):
 - :mod:`.profiles`: :class:`Profile`, :class:`ChoiceProfile`, :func:`prune`,
   :func:`load_profile`, :func:`save_profile`, :class:`ProfileSet`.
 - :mod:`.calibrate`: the physical model behind the shipped ``calibrated`` profiles.
-- :mod:`.battery`: :func:`discharge_intervals`, :class:`EnergyBudget`.
+- :mod:`.battery`: :func:`discharge_intervals`, :class:`EnergyBudget`, ``PopulationBudget``
+  (one budget per trace/phone pair plus the clients training made deviate).
+- :mod:`.online`: ``OnlineIndex``, ``OnlineClients``: count and draw the online clients without
+  a whole-population pass.
+- :mod:`.sparse`: ``SparseVector``, per-client numbers held only for the clients that have one.
 - :mod:`.execution`: :class:`InterferenceModel`, :func:`run_ladder` (control loop, vectorised).
 - :mod:`.cores`: :func:`discover_cores` (this machine's cores grouped into core types).
 - :mod:`.energy`: :class:`EnergySource` readers (RAPL, battery sysfs, Termux, battery level),
@@ -18,6 +22,9 @@ Public API (see each module's docstring for the models):
   :class:`TaskOutcome`, :class:`PolicyConfig`, the public pricing helpers of ``PricedPolicy``),
   ``baseline``, ``flamingo`` and ``eas`` (the shipped policies), :func:`make_policy`.
 - :mod:`.phone_models`, :mod:`.catalogue`: the phone models an experiment can use.
+- :mod:`.thermal`: a phone's heat (a first-order thermal circuit) and each cluster's throttling
+  (``devices.thermal``); :mod:`.thermal_table`: sustained training under it (``flamingo-sim thermal``).
+- :mod:`.memory`: a phone's RAM and app memory limit, the largest minibatch that fits (``devices.memory``).
 - :mod:`.cli`: ``flamingo-sim profile`` and the profile commands.
 """
 

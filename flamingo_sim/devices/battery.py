@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from flamingo_sim.devices.online import BLOCK, OnlineClients, OnlineIndex
 from flamingo_sim.devices.soc import MAH_TO_COULOMB
 
-__all__ = ["discharge_intervals", "EnergyBudget", "PopulationBudget"]
+__all__ = ["discharge_intervals", "EnergyBudget", "PopulationBudget", "population_fingerprint"]
 
 
 def discharge_intervals(times_s: Any, level_pct: Any, voltage_v: Any, capacity_mah: float) -> dict[str, np.ndarray]:
@@ -128,7 +129,7 @@ class EnergyBudget:
         ``state_now`` is the trace's battery state (+1 charging, 0, -1 discharging), validated
         but not needed: the charging gain is the level's rise, which implies state +1.
         ``check=False`` skips the validation of the inputs and takes ``level_now_pct`` over
-        without a copy: for callers whose inputs come from a validated trace set (the engine
+        without a copy: for callers whose inputs come from a validated trace set (the round loop
         calls this once per trace step for every client); the results are the same.
         """
         if check:
@@ -203,9 +204,13 @@ class PopulationBudget:
     :class:`EnergyBudget` runs, so the numbers are identical (``tests/devices/test_battery.py``
     checks it against one). A deviated client whose deficit is repaid and whose online flag
     agrees with its twin's again holds its twin's state exactly and rejoins it.
+
+    Who is online is kept in an :class:`~flamingo_sim.devices.online.OnlineIndex`: counting
+    them and drawing some of them (:meth:`online_clients`) costs O(blocks + deviated + drawn
+    x block), not O(clients); only :attr:`online` builds the whole-population array.
     """
 
-    def __init__(self, pair_capacity_j: Any, pair_of: Any, min_pct: float = 10.0, reentry_pct: float = 20.0) -> None:
+    def __init__(self, pair_capacity_j: Any, pair_of: Any, min_pct: float = 10.0, reentry_pct: float = 20.0, block: int = BLOCK) -> None:
         self.twin = EnergyBudget(pair_capacity_j, min_pct=min_pct, reentry_pct=reentry_pct)
         pair_of = np.asarray(pair_of)
         if pair_of.ndim != 1 or not np.issubdtype(pair_of.dtype, np.integer):
@@ -213,7 +218,10 @@ class PopulationBudget:
         if len(pair_of) and not (0 <= pair_of.min() and pair_of.max() < self.twin.n):
             raise ValueError(f"pair_of must index the {self.twin.n} pairs")
         self.pair_of = pair_of.astype(np.int64)
+        self._fingerprint: int | None = None
+        self.index = OnlineIndex(self.pair_of, self.twin.n, block=block)  # ``block``: clients per index block
         self._clear()
+        self.index.update(self.twin.online)
 
     def _clear(self) -> None:
         self._set_dev(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool))
@@ -241,6 +249,7 @@ class PopulationBudget:
         """Every client at its pair's trace level, nothing drawn."""
         self.twin.reset(pair_level_pct)
         self._clear()
+        self.index.update(self.twin.online)
 
     # -- the deviated set ---------------------------------------------------------------------
     def _find(self, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -295,6 +304,7 @@ class PopulationBudget:
                 pair_prev_pct[pairs], pair_now_pct[pairs], train, self.min_pct, self.reentry_pct,
             )
         self.twin.advance(pair_prev_pct, pair_now_pct, None, 0.0, check=False)
+        self.index.update(self.twin.online)
 
     def take_offline(self, clients: Any) -> None:
         """Take ``clients`` offline now, whatever their level (see :meth:`EnergyBudget.take_offline`)."""
@@ -323,6 +333,15 @@ class PopulationBudget:
         available, cap = self._available(np.asarray(clients, dtype=np.int64))
         return 100.0 * available / cap
 
+    def online_clients(self, exclude: np.ndarray | None = None) -> OnlineClients:
+        """The online clients (sorted, lazily: ``len`` and ``take`` without a whole-population
+        array), less ``exclude`` (sorted, distinct client ids)."""
+        return OnlineClients(self.index, self.dev, self.dev_online, exclude)
+
+    def online_count(self) -> int:
+        """How many clients are online (O(blocks + deviated))."""
+        return self.index.count(self.dev, self.dev_online)
+
     @property
     def online(self) -> np.ndarray:
         """bool (n,): which clients are online (a whole-population array, built on each call)."""
@@ -346,16 +365,30 @@ class PopulationBudget:
         return self.dev[~self.dev_online & self.twin.online[self.pair_of[self.dev]]]
 
     # -- checkpoints ----------------------------------------------------------------------------
+    def fingerprint(self) -> int:
+        """A checksum of every client's pair (computed once): what a checkpoint keeps instead of
+        the whole-population array, to tell that it belongs to this population."""
+        if self._fingerprint is None:
+            self._fingerprint = population_fingerprint(self.pair_of)
+        return self._fingerprint
+
     def state_dict(self) -> dict[str, Any]:
-        return {"twin": self.twin.state_dict(), "pair_of": self.pair_of.copy(), "dev": self.dev.copy(),
+        """The twin and the deviated clients: O(pairs + deviated), whatever the population."""
+        return {"twin": self.twin.state_dict(), "n_clients": self.n, "pairs_crc32": self.fingerprint(), "dev": self.dev.copy(),
                 "dev_deficit_j": self.dev_deficit_j.copy(), "dev_online": self.dev_online.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "twin" not in state:
             raise ValueError("the energy budget was saved by an older flamingo-sim (one array per client); start the run afresh")
-        pair_of = np.asarray(state["pair_of"], dtype=np.int64)
-        if not np.array_equal(pair_of, self.pair_of):
-            raise ValueError(f"the energy budget is for another population ({len(pair_of)} clients on other trace/phone pairs)")
+        if "pair_of" in state:  # saved before checkpoints kept the checksum
+            pair_of = np.asarray(state["pair_of"], dtype=np.int64)
+            same = np.array_equal(pair_of, self.pair_of)
+            n = len(pair_of)
+        else:
+            n = int(state["n_clients"])
+            same = n == self.n and int(state["pairs_crc32"]) == self.fingerprint()
+        if not same:
+            raise ValueError(f"the energy budget is for another population ({n} clients on other trace/phone pairs)")
         dev = np.asarray(state["dev"], dtype=np.int64)
         deficit, online = np.asarray(state["dev_deficit_j"], dtype=float), np.asarray(state["dev_online"], dtype=bool)
         if not (dev.ndim == 1 and deficit.shape == online.shape == dev.shape and np.all(np.diff(dev) > 0)
@@ -363,3 +396,11 @@ class PopulationBudget:
             raise ValueError("the energy budget's deviated clients are malformed")
         self.twin.load_state_dict(state["twin"])
         self._set_dev(dev.copy(), deficit.copy(), online.copy())
+        self.index.update(self.twin.online)
+
+
+def population_fingerprint(values: np.ndarray) -> int:
+    """CRC-32 of an integer array's values (as int64): a cheap identity check for checkpoints."""
+    import zlib
+
+    return zlib.crc32(np.ascontiguousarray(values, dtype=np.int64).data)

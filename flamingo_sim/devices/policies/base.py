@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from flamingo_sim.config import check_ranges
+from flamingo_sim.devices.battery import population_fingerprint
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.plugins import Contract
@@ -51,8 +52,10 @@ class PolicyConfig:
     #: The coordinator hands a phone model's profile to every client of that model once one client has explored it.
     share_profiles: bool = True
     #: How Flamingo explores execution choices: "packed" (explore_steps batches per choice, several choices per
-    #: request), "per_request" (one choice per request, profiled over the whole request) or "collective".
-    exploration: Literal["packed", "per_request", "collective"] = "packed"
+    #: request), "per_request" (one choice per request, profiled over the whole request), "collective", or
+    #: "none" (every phone model's profile is known to the coordinator from the first round, as profiles
+    #: benchmarked before the job or kept from an earlier one: no client explores).
+    exploration: Literal["packed", "per_request", "collective", "none"] = "packed"
     #: Batches each choice is profiled on (``exploration: packed``).
     explore_steps: int = 2
     #: What the baseline accepts: "accept_all" (every request) or "monitored" (declines too hot, and in use
@@ -189,6 +192,7 @@ class PricedPolicy(Policy):
         self.config = config or PolicyConfig()
         self.profile_set: ProfileSet | None = None
         self.client_phone = np.zeros(0, dtype=np.int64)
+        self._phone_crc: int | None = None  # checksum of client_phone, for checkpoints
 
     def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
         phone_idx = np.asarray(phone_idx, dtype=np.int64)
@@ -198,6 +202,7 @@ class PricedPolicy(Policy):
             raise ValueError("phone_idx out of range of the profile set")
         self.profile_set = profile_set
         self.client_phone = phone_idx.copy()
+        self._phone_crc = None
         fg = self.config.interference
         socs = [prof.phone.soc for prof in profile_set.profiles]
         held = [set(fg.cores_for(soc.foreground_cores)) for soc in socs]
@@ -275,11 +280,22 @@ class PricedPolicy(Policy):
         return dur, en, inter, counts, end
 
     def state_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "client_phone": self.client_phone.copy()}
+        """The policy's name and a checksum of the clients' phones (set by :meth:`init`, not saved whole)."""
+        return {"name": self.name, "n_clients": len(self.client_phone), "client_phone_crc32": self._phone_crc32()}
+
+    def _phone_crc32(self) -> int:
+        crc = getattr(self, "_phone_crc", None)
+        if crc is None:  # once per init (O(clients))
+            crc = self._phone_crc = population_fingerprint(self.client_phone)
+        return crc
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("name") != self.name:
             raise ValueError(f"state is for policy {state.get('name')!r}, not {self.name!r}")
         if self.profile_set is None:
             raise RuntimeError("call init before load_state_dict")
-        self.client_phone = np.asarray(state["client_phone"], dtype=np.int64).copy()
+        if "client_phone" in state:  # saved whole by an older version
+            self.client_phone = np.asarray(state["client_phone"], dtype=np.int64).copy()
+            self._phone_crc = None
+        elif (int(state["n_clients"]), int(state["client_phone_crc32"])) != (len(self.client_phone), self._phone_crc32()):
+            raise ValueError(f"state is for {int(state['n_clients'])} clients with other phones than this policy's {len(self.client_phone)}")

@@ -25,7 +25,12 @@
      finds none left runs ``4567`` like a charging client) and shares the profile once every
      choice has been measured by someone (without sharing it is ``per_request``).
 
-     In all three, exploration progress is booked only after the round is settled
+     ``none``: the coordinator holds every phone model's profile from the first round (the
+     paper's section 4.2: exploration "can be eliminated by leveraging the central
+     coordinator(s)"; its section 5.1 emulated devices from profiles benchmarked beforehand),
+     so every client is profiled from its first request and none explores.
+
+     In the three exploring modes, exploration progress is booked only after the round is settled
      (:meth:`FlamingoPolicy.settle`): an explorer cut by the deadline or the K-fastest rule
      has explored only the choices it finished before the round ended.
    - in use -> decline ``'in_use_exploring'`` (SPEC: requests in use are accepted only after
@@ -47,6 +52,7 @@ import numpy as np
 
 from flamingo_sim.devices.policies.base import PricedPolicy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.devices.sparse import SparseVector
 
 __all__ = ["FlamingoPolicy"]
 
@@ -58,10 +64,11 @@ class FlamingoPolicy(PricedPolicy):
 
     def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
         super().init(n_clients, phone_idx, profile_set)
-        self.explored = np.zeros(n_clients, dtype=np.int64)  # state-space choices this client explored
+        self.explored = SparseVector(n_clients, np.int64)  # state-space choices each client explored (held for explorers only)
         width = profile_set.space_latency_s.shape[1]
         self.model_done = np.zeros((profile_set.n_phones, width), dtype=bool)  # coordinator: measured choices
-        self.shared_table = np.zeros(profile_set.n_phones, dtype=bool)  # coordinator has the profile
+        # coordinator has the profile: from the start with ``exploration: none``
+        self.shared_table = np.full(profile_set.n_phones, self.config.exploration == "none", dtype=bool)
         self._pending: dict[str, np.ndarray] | None = None
 
     def profiled(self, client_idx: np.ndarray) -> np.ndarray:
@@ -69,7 +76,8 @@ class FlamingoPolicy(PricedPolicy):
         ps = self.profiles
         ph = self.client_phone[client_idx]
         own = self.explored[client_idx] >= ps.n_space[ph]
-        return own | (self.config.share_profiles & self.shared_table[ph])
+        known = self.shared_table[ph] & (self.config.share_profiles or self.config.exploration == "none")
+        return own | known
 
     @property
     def _split(self) -> bool:
@@ -176,22 +184,19 @@ class FlamingoPolicy(PricedPolicy):
             width = self.model_done.shape[1]
             self.shared_table |= (self.model_done | (np.arange(width)[None, :] >= ps.n_space[:, None])).all(axis=1)
             return
-        np.add.at(self.explored, pend["client"], np.cumprod(ok, axis=1).sum(axis=1))
+        self.explored.add(pend["client"], np.cumprod(ok, axis=1).sum(axis=1))  # distinct clients: one task each
         if self.config.share_profiles:
             finished = self.explored[pend["client"]] >= ps.n_space[ph]
             self.shared_table[ph[finished]] = True
 
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()
-        out.update(explored=self.explored.copy(), model_done=self.model_done.copy(), shared_table=self.shared_table.copy())
+        out.update(explored=self.explored.state_dict(), model_done=self.model_done.copy(), shared_table=self.shared_table.copy())
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        explored = np.asarray(state["explored"], dtype=np.int64)
-        if explored.shape != self.explored.shape:
-            raise ValueError(f"state is for {explored.shape[0]} clients, this policy has {self.explored.shape[0]}")
-        self.explored = explored.copy()
+        self.explored.load_state_dict(state["explored"], "explored")  # sparse, or a dense array saved by an older version
         self.model_done = np.asarray(state["model_done"], dtype=bool).copy()
         self.shared_table = np.asarray(state["shared_table"], dtype=bool).copy()
         self._pending = None

@@ -21,7 +21,7 @@ An event loop in virtual time:
    with staleness = versions made meanwhile; the slot is dispatched again;
 3. with M deltas buffered the server applies :func:`~flamingo_sim.fl.strategy.aggregate.fedbuff_step`
    with weights ``(1 + staleness) ** -staleness_exponent``; that makes one metrics row, with
-   the synchronous engine's columns (``round`` = server update, ``n_selected`` = dispatches
+   the synchronous loop's columns (``round`` = server update, ``n_selected`` = dispatches
    and ``dropped_*`` = drops since the previous update, ``duration_s`` = time since it), plus
    ``staleness_mean``. ``fl.rounds`` and ``fl.horizon_h`` bound the server updates.
 
@@ -46,7 +46,7 @@ from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS
 from flamingo_sim.fl.sim.seam import TrainJob
 from flamingo_sim.fl.sim.simulation import DEFAULT_TEMPERATURE_C, Components, Simulation
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
-from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
+from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector, select_online
 from flamingo_sim.rng import rng
 
 __all__ = ["AsyncSimulation"]
@@ -81,7 +81,7 @@ class AsyncSimulation(Simulation):
         self.events: list[tuple[float, int, str, Any]] = []
         self.seq = 0
         self.n_dispatch = 0
-        self.busy = np.zeros(parts.population.n_clients, dtype=bool)
+        self.busy = np.zeros(0, dtype=np.int64)  # clients training now, sorted
         self.versions: dict[int, dict[str, torch.Tensor]] = {0: self.params}
         self.version_refs: dict[int, int] = {}
         self.buffer: list[tuple[_Task, int]] = []  # kept arrivals and their staleness, trained at the update
@@ -105,13 +105,13 @@ class AsyncSimulation(Simulation):
     def _dispatch(self, t_s: float) -> None:
         """Fill one free slot at ``t_s``: select, price and settle a client's task."""
         cfg, pop = self.cfg, self.parts.population
-        idle = np.flatnonzero(self.budget.online & ~self.busy)
+        idle = self.budget.online_clients(exclude=self.busy)
         if not len(idle):
             self._push(t_s + cfg.fedbuff.retry_s, "free", None)
             return
         self.n_dispatch += 1
         view = CoordinatorView(round=self.round + 1, min_pct=cfg.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
-        chosen = self.selector.select(idle, 1, rng(self.seed, "selection", self.n_dispatch), view)
+        chosen = select_online(self.selector, idle, 1, rng(self.seed, "selection", self.n_dispatch), view)
         c = int(chosen[0])
         one = np.array([c], dtype=np.int64)
         plugged = self._plugged(t_s, one)
@@ -141,7 +141,7 @@ class AsyncSimulation(Simulation):
                      float(out.interference_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
                      float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]),
                      float(self._foreground_s(t_s, one, out.duration_s)[0]) * done)
-        self.busy[c] = True
+        self.busy = np.union1d(self.busy, one)
         self.version_refs[self.round] = self.version_refs.get(self.round, 0) + 1
         self._window["dispatched"] += 1
         self._push(ends, "arrive", task)
@@ -149,16 +149,16 @@ class AsyncSimulation(Simulation):
     def _advance_to(self, t_s: float, client: int, energy_j: float) -> None:
         self._advance_budgets(self.budget_t_s, t_s, np.array([client], dtype=np.int64), np.array([energy_j]))
         self.budget_t_s = t_s
-        self.ever_lost[self.budget.lost()] = True
+        self.lost_to_training.set(self.budget.lost(), True)
 
     def _arrive(self, t_s: float, task: _Task) -> None:
         c = task.client
         self._advance_to(t_s, c, task.battery_j)
         if task.reason == BATTERY_EXHAUSTED:
             self.budget.take_offline(np.array([c]))
-        self.busy[c] = False
+        self.busy = self.busy[self.busy != c]
         self.energy_cum_j += task.energy_j
-        self.client_energy_j[c] += task.battery_j
+        self.energy_drawn_j.add([c], [task.battery_j])
         w = self._window
         w["energy_j"] += task.energy_j
         w["interference_s"] += task.interference_s
@@ -166,7 +166,7 @@ class AsyncSimulation(Simulation):
         w["phone_foreground_s"][task.phone] += task.foreground_s
         w["phone_training_foreground_s"][task.phone] += task.training_foreground_s
         if task.reason == KEPT:
-            self.times_kept[c] += 1
+            self.rounds_kept.add([c], 1)
             w["steps"] += task.steps
             self.buffer.append((task, self.round - task.version))
         else:
@@ -248,7 +248,7 @@ class AsyncSimulation(Simulation):
             accuracy=accuracy,
             loss=loss,
             train_loss=float(np.mean(losses)) if batch else float("nan"),
-            n_online=int(self.budget.online.sum()),
+            n_online=self.budget.online_count(),
             n_selected=w["dispatched"],
             n_kept=len(batch),
             dropped={r: int(w["dropped"][REASONS.index(r)]) for r in DROP_REASONS},
@@ -256,12 +256,13 @@ class AsyncSimulation(Simulation):
             energy_cum_j=self.energy_cum_j,
             interference_s=w["interference_s"],
             clients_lost=len(lost_now),
-            clients_lost_cum=int(np.count_nonzero(self.ever_lost)),
+            clients_lost_cum=self.lost_to_training.count_nonzero(),
             steps_by_choice={label: int(w["steps"][j]) for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(w["phone_interference_s"][p]) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(w["phone_foreground_s"][p]) for p, phone in enumerate(pop.phone_names)},
             training_foreground_s_by_phone={phone: float(w["phone_training_foreground_s"][p]) for p, phone in enumerate(pop.phone_names)},
-            jain_participation=jain_index(self.times_kept),
+            # whole numbers: any order of summing gives the same; energies are summed over every client as before
+            jain_participation=jain_index(self.rounds_kept.values.astype(np.float64), n=pop.n_clients),
             jain_energy=jain_index(self.client_energy_j),
             staleness_mean=float(np.mean(staleness)) if batch else float("nan"),
         )

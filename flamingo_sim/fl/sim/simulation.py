@@ -13,7 +13,8 @@ Each round (numbered steps match the code):
    in this process, or split over processes by :mod:`flamingo_sim.fl.distributed`) and aggregate them
    (:mod:`flamingo_sim.fl.strategy.aggregators`; FedAvg weighted by samples by default);
 6. advance the clock and every client's battery along its trace, training energy included
-   (a client on the charger, by the trace's ``charging`` column where it has one, trains on
+   (a client on the charger, by the trace's ``charging`` column where it has one or by a rising
+   level with ``traces.charge_state: level``, trains on
    the charger's power: no battery deficit, and it cannot run out mid-task);
 7. evaluate every ``eval_every`` rounds, and record the round's metrics.
 
@@ -40,15 +41,18 @@ import torch
 from flamingo_sim.devices.battery import EnergyBudget, PopulationBudget
 from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.devices.sparse import SparseVector
+from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
-from flamingo_sim.fl.sim.fairness import jain_index, merge_sorted
-from flamingo_sim.fl.sim.population import Population
+from flamingo_sim.fl.sim.fairness import jain_index
+from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY, DeviceLimits
+from flamingo_sim.fl.sim.population import Population, pair_index
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
-from flamingo_sim.fl.sim.seam import LocalSeam, TrainingSeam, TrainJob
+from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainingSeam, TrainJob
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
-from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector
+from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector, select_online
 from flamingo_sim.fl.training.device import device_cache_bytes, resolve_device
 from flamingo_sim.fl.training.trainer import CohortTrainer
 from flamingo_sim.rng import rng
@@ -81,7 +85,7 @@ class RoundPlan:
 
     round: int
     t0_s: float  # virtual time the round starts
-    online: np.ndarray  # int64 clients online at the start
+    n_online: int  # clients online at the start
     chosen: np.ndarray  # int64 selected clients
     outcome: TaskOutcome  # the policy's priced tasks, over ``chosen``
     comm_s: np.ndarray  # float (len(chosen),) model download + upload time
@@ -89,6 +93,7 @@ class RoundPlan:
     settled: RoundSettlement
     kept: np.ndarray  # int64 clients whose updates count, fastest first
     plugged: np.ndarray  # bool (len(chosen),) on the charger at the start: the charger pays for training
+    batch_size: np.ndarray | None = None  # int (len(chosen),) each client's minibatch when devices.memory shrank some; None: fl.batch_size
 
 
 def _exploring(outcome: TaskOutcome, energy_spent_j: np.ndarray) -> dict[str, Any]:
@@ -138,7 +143,7 @@ class Simulation:
         # twin draws nothing, so it depends only on (trace client, battery capacity): it is kept
         # once per such pair (at most trace clients x phones), not once per FL client.
         n_phones = int(pop.phone_idx.max()) + 1 if pop.n_clients else 1
-        pairs, self._pair_of = np.unique(pop.trace_client * n_phones + pop.phone_idx, return_inverse=True)
+        pairs, self._pair_of = pair_index(pop.trace_client, pop.phone_idx, n_phones)
         self._pair_trace = pairs // n_phones
         first = np.zeros(len(pairs), dtype=np.int64)
         first[self._pair_of[::-1]] = np.arange(pop.n_clients)[::-1]  # a client of each pair
@@ -147,14 +152,18 @@ class Simulation:
         self.budget = PopulationBudget(capacity_j[first], self._pair_of, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
         self.budget.reset(self._trace_levels(0.0)[self._pair_trace])
         self.policy.init(pop.n_clients, pop.phone_idx, parts.profiles)
+        #: Heat and memory (``devices.*``, :mod:`flamingo_sim.fl.sim.limits`); None when both are off.
+        self.limits: DeviceLimits | None = None
+        if self.cfg.devices.enabled:
+            self.limits = DeviceLimits(self.cfg.devices, parts.profiles, pop.phone_idx, self.cfg.fl.batch_size, parts.dataset.n_classes)
         self.round = 0
         self.clock_s = 0.0
         self.energy_cum_j = 0.0
-        self.ever_lost = np.zeros(pop.n_clients, dtype=bool)
-        self.times_kept = np.zeros(pop.n_clients, dtype=np.int64)  # rounds each client's update counted
-        self.client_energy_j = np.zeros(pop.n_clients)  # training energy each client's battery paid
-        self._kept_nz: np.ndarray = np.zeros(0, dtype=np.int64)
-        self._energy_nz: np.ndarray = np.zeros(0, dtype=np.int64)
+        # Per-client tallies, held only for the clients that have one (SparseVector): a round
+        # touches its cohort's entries, never a whole-population array.
+        self.lost_to_training = SparseVector(pop.n_clients, bool)  # lost to training at some point (budget offline, trace online)
+        self.rounds_kept = SparseVector(pop.n_clients, np.int64)  # rounds each client's update counted
+        self.energy_drawn_j = SparseVector(pop.n_clients, np.float64)  # training energy each client's battery paid
         fl = self.cfg.fl
         self.device = resolve_device(fl.device)
         parts.model.to(self.device)
@@ -184,8 +193,11 @@ class Simulation:
     def _plugged(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         """Whether each client's phone is on the charger: the trace's ``charging`` column where it
         has one (a phone held full on the charger reads plugged although its level no longer
-        rises), else a rising battery (``battery_state`` +1)."""
+        rises), else a rising battery (``battery_state`` +1); only the latter with
+        ``traces.charge_state: level`` (the paper's appendix A.2)."""
         state = self._trace_state(t_s, idx) > 0
+        if self.parts.cfg.traces.charge_state == "level":
+            return state
         values = self.parts.traces.extra_at("charging", t_s)
         if values is None:
             return state
@@ -235,16 +247,19 @@ class Simulation:
         self.round += 1
         t0 = self.clock_s
 
-        # 1. who is online
-        online = np.flatnonzero(self.budget.online)
+        # 1. who is online (counted, not listed: a selector that draws by rank reads only its picks)
+        online = self.budget.online_clients()
         # 2. selection
         k = cfg.fl.participants_per_round
         n_select = min(len(online), math.ceil(k * cfg.fl.overcommit))
         view = CoordinatorView(round=self.round, min_pct=cfg.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
-        chosen = self.selector.select(online, n_select, rng(self.seed, "selection", self.round), view)
+        chosen = select_online(self.selector, online, n_select, rng(self.seed, "selection", self.round), view)
 
         # 3. price every selected client's task under its policy
         plugged = self._plugged(t0, chosen)
+        temperature_c = self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C)
+        if self.limits is not None:
+            temperature_c = self.limits.temperature_c(t0, chosen, temperature_c)
         request = TaskRequest(
             client_idx=chosen,
             phone_idx=pop.phone_idx[chosen],
@@ -252,11 +267,14 @@ class Simulation:
             start_s=t0,
             battery_pct=self.budget.level_pct_at(chosen),
             charging=plugged,
-            temperature_c=self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C),
+            temperature_c=temperature_c,
             in_use=self._in_use(t0, chosen),
             slot_s=float(self.parts.traces.step_s),
         )
         outcome = self.policy.run_tasks(request)
+        batch_size = None
+        if self.limits is not None:
+            outcome, batch_size = self.limits.apply(request, outcome)
         comm_s = pop.comm_s(self.model_size_mb, chosen)
         duration_s = outcome.duration_s + comm_s
 
@@ -276,10 +294,12 @@ class Simulation:
             deadline_s=cfg.fl.deadline_s,
         )
         self.policy.settle(outcome, settled.done_frac)  # e.g. Flamingo books exploration that finished
+        if self.limits is not None:
+            self.limits.settle(t0, chosen, settled.done_frac)
         return RoundPlan(
             round=self.round,
             t0_s=t0,
-            online=online,
+            n_online=len(online),
             chosen=chosen,
             outcome=outcome,
             comm_s=comm_s,
@@ -287,6 +307,7 @@ class Simulation:
             settled=settled,
             kept=chosen[settled.kept],
             plugged=plugged,
+            batch_size=batch_size,
         )
 
     def train_round(self, plan: RoundPlan) -> float:
@@ -300,16 +321,41 @@ class Simulation:
         started = time.perf_counter()
         ids = tuple(int(c) for c in plan.kept)
         job = TrainJob(self.params, ids, ids, plan.round, self.aggregator.proximal_mu, augment_round=plan.round)
-        updates = self.seam.train(job)
+        if plan.batch_size is None:
+            updates = self.seam.train(job)
+            batches = np.full(len(ids), cfg.fl.batch_size)
+        else:
+            batches = plan.batch_size[plan.settled.kept]
+            updates = self._train_by_batch(job, batches)
         aggregated_from = time.perf_counter()
         n_samples = updates.n_samples
         self.params = self.aggregator.aggregate(self.params, updates.params, n_samples)
         self.train_wall_s += updates.train_s + time.perf_counter() - aggregated_from
-        self.samples_trained += len(ids) * cfg.fl.local_steps * cfg.fl.batch_size
+        self.samples_trained += int(batches.sum()) * cfg.fl.local_steps
         kept_s = plan.duration_s[plan.settled.kept]
         self.selector.observe(plan.round, plan.kept, n_samples.numpy(), updates.losses.detach().cpu().double().numpy(), kept_s)
         self.model_wall_s += time.perf_counter() - started
         return float(updates.losses.mean())
+
+    def _train_by_batch(self, job: TrainJob, batches: np.ndarray) -> ClientUpdates:
+        """Train ``job`` with a minibatch per client (``devices.memory: shrink_batch``): one
+        sub-job per batch size, the updates put back in the job's client order."""
+        if not isinstance(self.seam, LocalSeam):
+            raise ConfigError("devices.memory: 'shrink_batch' trains each client with its own minibatch in one process; run without --nproc")
+        parts, rows = [], []
+        for b in np.unique(batches):
+            mine = np.flatnonzero(batches == b)
+            sub = TrainJob(job.start, tuple(job.clients[i] for i in mine), tuple(job.keys[i] for i in mine), job.round_idx, job.prox_mu,
+                           job.augment_round, batch_size=int(b))
+            parts.append(self.seam.train(sub))
+            rows.append(mine)
+        order = torch.from_numpy(np.argsort(np.concatenate(rows), kind="stable"))
+        return ClientUpdates(
+            {k: torch.cat([u.params[k] for u in parts])[order.to(parts[0].params[k].device)] for k in parts[0].params},
+            torch.cat([u.losses for u in parts])[order.to(parts[0].losses.device)],
+            torch.cat([u.n_samples for u in parts])[order],
+            sum(u.train_s for u in parts),
+        )
 
     def set_global_params(self, state: Mapping[str, torch.Tensor]) -> None:
         """Make ``state`` (a model ``state_dict``, the aggregate of this round's kept updates)
@@ -328,7 +374,7 @@ class Simulation:
         cfg, pop = self.cfg, self.parts.population
         if plan.round != self.round:
             raise ValueError(f"finish_round: plan is for round {plan.round}, the simulation is at round {self.round}")
-        chosen, settled, outcome, kept, online = plan.chosen, plan.settled, plan.outcome, plan.kept, plan.online
+        chosen, settled, outcome, kept = plan.chosen, plan.settled, plan.outcome, plan.kept
         t0 = plan.t0_s
 
         # 6. advance the clock and every battery along its trace
@@ -337,13 +383,11 @@ class Simulation:
         self._advance_budgets(t0, self.clock_s, chosen, drawn_j)
         self.budget.take_offline(chosen[settled.reason == BATTERY_EXHAUSTED])  # ran flat: wait for a charge
         lost_now = self.budget.lost()
-        self.ever_lost[lost_now] = True
+        self.lost_to_training.set(lost_now, True)
         energy_j = float(settled.energy_spent_j.sum())
         self.energy_cum_j += energy_j
-        self.times_kept[kept] += 1
-        self.client_energy_j[chosen] += drawn_j
-        self._kept_nz = merge_sorted(self._kept_nz, kept)
-        self._energy_nz = merge_sorted(self._energy_nz, chosen[drawn_j > 0])
+        self.rounds_kept.add(kept, 1)
+        self.energy_drawn_j.add(chosen, drawn_j)
 
         # the owner feels every training step that ran, kept or not; the owner's foreground
         # time is counted over each selected client's time under the job this round
@@ -360,6 +404,12 @@ class Simulation:
         self._check_horizon()
         counts = outcome.steps_by_choice[settled.kept].sum(axis=0) if len(kept) else None
         chosen_phone = pop.phone_idx[chosen]
+        dropped = {r: settled.count(REASONS.index(r)) for r in DROP_REASONS}
+        limits = None
+        if self.limits is not None:
+            limits = self.limits.columns()
+            if OUT_OF_MEMORY in set(outcome.decline_reason):  # out of memory: its own reason, not a decline
+                dropped["declined"] -= int(limits[f"dropped_{OUT_OF_MEMORY}"])
         return RoundRecord(
             policy=self.policy_name,
             seed=self.seed,
@@ -369,22 +419,23 @@ class Simulation:
             accuracy=accuracy,
             loss=loss,
             train_loss=train_loss,
-            n_online=len(online),
+            n_online=plan.n_online,
             n_selected=len(chosen),
             n_kept=len(kept),
-            dropped={r: settled.count(REASONS.index(r)) for r in DROP_REASONS},
+            dropped=dropped,
             energy_j=energy_j,
             energy_cum_j=self.energy_cum_j,
             interference_s=float(interference_s.sum()),
             clients_lost=len(lost_now),
-            clients_lost_cum=int(np.count_nonzero(self.ever_lost)),
+            clients_lost_cum=self.lost_to_training.count_nonzero(),
             steps_by_choice={label: int(counts[j]) if counts is not None else 0 for j, label in enumerate(self.parts.choice_labels)},
             interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(foreground_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             training_foreground_s_by_phone={phone: float(training_fg_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
-            jain_participation=jain_index(self.times_kept[self._kept_nz], n=pop.n_clients),
-            jain_energy=jain_index(self.client_energy_j[self._energy_nz], n=pop.n_clients),
+            jain_participation=jain_index(self.rounds_kept.values, n=pop.n_clients),
+            jain_energy=jain_index(self.energy_drawn_j.values, n=pop.n_clients),
             **_exploring(outcome, settled.energy_spent_j),
+            device_limits=limits,
         )
 
     def initial_record(self) -> RoundRecord:
@@ -395,19 +446,29 @@ class Simulation:
         return RoundRecord(
             policy=self.policy_name, seed=self.seed, round=0, time_s=0.0, duration_s=0.0,
             accuracy=accuracy, loss=loss, train_loss=float("nan"),
-            n_online=int(np.count_nonzero(self.budget.online)), n_selected=0, n_kept=0, dropped={r: 0 for r in DROP_REASONS},
+            n_online=self.budget.online_count(), n_selected=0, n_kept=0, dropped={r: 0 for r in DROP_REASONS},
             energy_j=0.0, energy_cum_j=0.0, interference_s=0.0, clients_lost=0, clients_lost_cum=0,
             steps_by_choice={label: 0 for label in self.parts.choice_labels},
             interference_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             training_foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
+            device_limits=None if self.limits is None else self.limits.columns(empty=True),
         )
 
-    def _index_nonzero(self) -> None:
-        """The clients (sorted) with a non-zero :attr:`times_kept` / :attr:`client_energy_j`:
-        Jain's indices are computed over them (zeros add nothing), not over the population."""
-        self._kept_nz = np.flatnonzero(self.times_kept)
-        self._energy_nz = np.flatnonzero(self.client_energy_j)
+    @property
+    def times_kept(self) -> np.ndarray:
+        """int64 (n,): rounds each client's update counted (a whole-population array, built on each call)."""
+        return self.rounds_kept.dense()
+
+    @property
+    def client_energy_j(self) -> np.ndarray:
+        """float64 (n,): training energy each client's battery paid (built on each call)."""
+        return self.energy_drawn_j.dense()
+
+    @property
+    def ever_lost(self) -> np.ndarray:
+        """bool (n,): whether each client was ever lost to training (built on each call)."""
+        return self.lost_to_training.dense()
 
     def _check_horizon(self) -> None:
         """Say once when the virtual clock passes the point where trace replay wraps."""
@@ -462,30 +523,34 @@ class Simulation:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """The whole state; per-client tallies as their non-zero entries (:class:`SparseVector`),
+        so a checkpoint grows with the clients that took part, not with the population."""
         return {
             "round": self.round,
             "clock_s": self.clock_s,
             "energy_cum_j": self.energy_cum_j,
-            "ever_lost": self.ever_lost.copy(),
-            "times_kept": self.times_kept.copy(),
-            "client_energy_j": self.client_energy_j.copy(),
+            "ever_lost": self.lost_to_training.state_dict(),
+            "times_kept": self.rounds_kept.state_dict(),
+            "client_energy_j": self.energy_drawn_j.state_dict(),
             "params": {k: v.detach().cpu().clone() for k, v in self.params.items()},
             "budget": self.budget.state_dict(),
             "policy": self.policy.state_dict(),
             "aggregator": self.aggregator.state_dict(),
             "selector": self.selector.state_dict(),
+            **({"limits": self.limits.state_dict()} if self.limits is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.round = int(state["round"])
         self.clock_s = float(state["clock_s"])
         self.energy_cum_j = float(state["energy_cum_j"])
-        self.ever_lost = np.asarray(state["ever_lost"]).copy()
-        self.times_kept = np.asarray(state["times_kept"]).copy()
-        self.client_energy_j = np.asarray(state["client_energy_j"]).copy()
-        self._index_nonzero()
+        self.lost_to_training.load_state_dict(state["ever_lost"], "ever_lost")
+        self.rounds_kept.load_state_dict(state["times_kept"], "times_kept")
+        self.energy_drawn_j.load_state_dict(state["client_energy_j"], "client_energy_j")
         self.params = {k: v.to(self.device).clone() for k, v in state["params"].items()}
         self.budget.load_state_dict(state["budget"])
         self.policy.load_state_dict(state["policy"])
         self.aggregator.load_state_dict(state["aggregator"])
         self.selector.load_state_dict(state["selector"])
+        if self.limits is not None and "limits" in state:
+            self.limits.load_state_dict(state["limits"])

@@ -9,6 +9,13 @@ selects: the battery level each client reports when it checks in. After a round,
 how long the client took from dispatch to upload); nothing else of the simulation is visible.
 ``state_dict``/``load_state_dict`` keep a stateful selector's memory in checkpoints.
 
+A selector may also have ``select_online(online, n, generator, view)``, where ``online`` is
+the lazy sorted set of online clients (:class:`OnlineSet`: ``len(online)``,
+``online.take(ranks)``, ``online.members()``): the engine then calls it instead of ``select``
+(:func:`select_online`), and a draw reads only the clients it picks, not the population.
+``uniform`` has it (the same cohorts as ``select``, bit for bit); the other selectors weigh
+every online client, so they get the whole array (O(online)).
+
 Registered names (``fl.selection``; parameters in the experiment's ``selector:`` section, checked
 by the selector's ``Params``; :func:`make_selector` also finds import paths and entry points):
 
@@ -31,7 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -50,7 +57,32 @@ __all__ = [
     "SELECTORS",
     "battery_weights",
     "make_selector",
+    "select_online",
+    "OnlineSet",
 ]
+
+
+class OnlineSet(Protocol):
+    """The sorted online clients, lazily (:class:`~flamingo_sim.devices.online.OnlineClients`)."""
+
+    def __len__(self) -> int: ...
+
+    def take(self, positions: Any) -> np.ndarray:
+        """The clients at ``positions`` (0-based ranks) of the sorted set."""
+        ...
+
+    def members(self) -> np.ndarray:
+        """The whole sorted set."""
+        ...
+
+
+def select_online(selector: Selector, online: OnlineSet, n: int, generator: np.random.Generator, view: CoordinatorView) -> np.ndarray:
+    """``selector``'s pick of ``n`` of ``online``: its ``select_online`` where it has one, else
+    its ``select`` on the whole sorted array."""
+    lazy = getattr(selector, "select_online", None)
+    if lazy is not None:
+        return np.asarray(lazy(online, n, generator, view), dtype=np.int64)
+    return selector.select(online.members(), n, generator, view)
 
 
 class UniformSelector(Selector):
@@ -60,6 +92,13 @@ class UniformSelector(Selector):
         if n >= len(online):
             return np.asarray(online, dtype=np.int64).copy()
         return np.sort(generator.choice(online, size=n, replace=False)).astype(np.int64)
+
+    def select_online(self, online: OnlineSet, n: int, generator: np.random.Generator, view: CoordinatorView | None = None) -> np.ndarray:
+        """:meth:`select` by rank: numpy draws the same positions whether given the array or its
+        length, so this picks the same clients while reading only those."""
+        if n >= len(online):
+            return online.members().astype(np.int64, copy=True)
+        return np.sort(online.take(generator.choice(len(online), size=n, replace=False))).astype(np.int64)
 
 
 def _weighted_draw(pool: np.ndarray, weights: np.ndarray, n: int, generator: np.random.Generator) -> np.ndarray:

@@ -6,6 +6,7 @@ import io
 import os
 import pickle
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -218,8 +219,8 @@ def test_disk_full_is_one_line_naming_resume_and_the_resumed_run_is_identical(wh
     line = proc.stderr.strip().splitlines()[-1]
     assert re.fullmatch(
         rf"flamingo-sim run: error: {re.escape(str(out))}/checkpoints/\S+: File too large \(EFBIG\); the disk is full \(or a quota or "
-        rf"file-size limit is reached\): free space, nothing half-written was kept; continue it with: flamingo-sim run \S+ --out "
-        rf"{re.escape(str(out))} --resume \(and the same --set options\)", line), line
+        rf"file-size limit is reached\): free space, nothing half-written was kept; continue it with: "
+        + re.escape(shlex.join(["flamingo-sim", *_cli(out)[3:], "--resume"])), line), line
     assert "Traceback" not in proc.stderr and _leftovers(out) == []
     proc = subprocess.run(_cli(out, "--resume"), capture_output=True, text=True, env=QUIET, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -243,7 +244,7 @@ def test_sigterm_is_handled_like_sigint(whole_cli, tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == (
-        f"flamingo-sim run: interrupted (SIGTERM); continue it with: flamingo-sim run {EXP} --out {out} --resume (and the same --set options)"
+        "flamingo-sim run: interrupted (SIGTERM); continue it with: " + shlex.join(["flamingo-sim", *_cli(out)[3:], "--resume"])
     )
     assert _leftovers(out) == []
     proc = subprocess.run(_cli(out, "--resume"), capture_output=True, text=True, env=QUIET, timeout=300, check=False)
@@ -314,7 +315,25 @@ def test_a_really_full_disk_mid_run_then_resume_on_more_space_is_identical(whole
     err1 = (host / "err1").read_text().strip().splitlines()[-1]
     assert (host / "rc1").read_text().strip() == "2", err1
     assert re.fullmatch(rf"flamingo-sim run: error: {re.escape(str(mnt))}/run/\S+: No space left on device \(ENOSPC\); the disk is full "
-                        rf".*; continue it with: flamingo-sim run \S+ --out {re.escape(str(mnt / 'run'))} --resume \(and the same --set options\)", err1), err1
+                        r".*; continue it with: " + re.escape(shlex.join(["flamingo-sim", *_cli(mnt / "run")[3:], "--resume"])), err1), err1
     assert not [n for n in (host / "ls").read_text().split() if n.endswith((".tmp", ".staging", ".old"))]  # nothing half-written
     assert (host / "rc2").read_text().strip() == "0", (host / "err2").read_text()
     assert_identical(pd.read_parquet(host / "metrics.parquet"), whole_cli)
+
+
+def test_resume_accepts_a_key_added_since_the_run_started_at_its_default(tmp_path):
+    # a run directory written before traces.charge_state existed: resumable as long as the key holds its
+    # default (what that run did); set otherwise, it is a difference like any other
+    import yaml
+
+    from flamingo_sim.config import to_mapping
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.runner.rundir import check_run_dir
+
+    cfg = load_experiment(EXP, TINY)
+    old = to_mapping(cfg)
+    del old["traces"]["charge_state"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    check_run_dir(tmp_path, cfg, resume=True)
+    with pytest.raises(ConfigError, match=r"traces\.charge_state \(not in the run\)"):
+        check_run_dir(tmp_path, load_experiment(EXP, [*TINY, "traces.charge_state=level"]), resume=True)

@@ -11,7 +11,15 @@ from flamingo_sim.config import from_mapping
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.strategy.selection import BatterySelector, CoordinatorView, OortSelector, UniformSelector, battery_weights, make_selector
+from flamingo_sim.fl.strategy.selection import (
+    BatterySelector,
+    CoordinatorView,
+    OortSelector,
+    UniformSelector,
+    battery_weights,
+    make_selector,
+    select_online,
+)
 from tests.cli_runs import assert_identical
 from tests.fl.interrupt import run_interrupted
 
@@ -126,3 +134,46 @@ def test_coordinator_view_reads_levels_lazily_and_selects_as_a_full_array_would(
         CoordinatorView(round=1, min_pct=10.0)
     with pytest.raises(ValueError, match="level_pct_at needs n_clients"):
         CoordinatorView(round=1, min_pct=10.0, level_pct_at=reader)
+
+
+class _Sorted:
+    """An OnlineSet over a plain sorted array (what the budget's lazy set answers)."""
+
+    def __init__(self, members: np.ndarray) -> None:
+        self.m = members
+        self.taken = 0
+
+    def __len__(self) -> int:
+        return len(self.m)
+
+    def take(self, positions):
+        self.taken += len(positions)
+        return self.m[np.asarray(positions)]
+
+    def members(self) -> np.ndarray:
+        raise AssertionError("a uniform draw of a few must not list every online client")
+
+
+@pytest.mark.parametrize("pool,n", [(50, 7), (20_000, 13), (20_000, 1_300), (30, 30), (30, 40)])
+def test_uniform_select_online_draws_the_cohort_select_draws(pool, n):
+    # numpy's choice without replacement has two algorithms (Floyd's for a few of many, a tail
+    # shuffle when n > pool / 50 above 10,000): both draw positions from len(pool) alone
+    members = np.sort(np.random.default_rng(pool).choice(10 * pool, size=pool, replace=False))
+    sel = UniformSelector()
+    view = CoordinatorView(round=1, battery_pct=np.zeros(10 * pool))
+    expected = sel.select(members, n, np.random.default_rng(9), view)
+    lazy = _Sorted(members)
+    if n >= pool:
+        lazy.members = lambda: members  # type: ignore[method-assign]
+    got = select_online(sel, lazy, n, np.random.default_rng(9), view)
+    assert np.array_equal(got, expected) and got.dtype == np.int64
+    assert lazy.taken == (0 if n >= pool else n)
+
+
+def test_select_online_falls_back_to_select_on_the_whole_array():
+    members = np.arange(0, 40, 3)
+    lazy = _Sorted(members)
+    lazy.members = lambda: members  # type: ignore[method-assign]
+    view = CoordinatorView(round=1, battery_pct=np.linspace(0, 100, 40))
+    expected = BatterySelector().select(members, 4, np.random.default_rng(2), view)
+    assert np.array_equal(select_online(BatterySelector(), lazy, 4, np.random.default_rng(2), view), expected)
