@@ -29,6 +29,7 @@ NUM = r"(\d+(?:\.\d+)?)"
 #: script -> (the extra it needs and the module that shows it is installed, or None; regexes its
 #: smoke output must match, each at least once; regexes it must never match).
 SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
+    "device_limits": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),
     "devices": (None, [rf"baseline: vectorised .* ratio +{NUM}x", rf"flamingo: vectorised .* ratio +{NUM}x"], []),
     "distributed": (None, [r"main job \(MLP proxy\): \d+ rows x \d+ columns; 2 processes identical",
                            rf"1 process x 2 threads: ratio {NUM}x"], [r"DIFFERENT"]),
@@ -42,6 +43,7 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
                   + [r"^MobileNetV2, 32 px", r"^proxy MLP"], []),
     "gpu_run": (None, [rf"^{p} +[\d,]+ samples/s trained  = +{NUM} s per paper round" for p in ("baseline", "flamingo")]
                 + [rf"flamingo / baseline training rate: {NUM}x \(same run, same device\)"], []),
+    "population": (None, [rf"^\w+: a round at [\d,]+ clients costs {NUM}x the CPU of one at [\d,]+ \({NUM}x the wall time\)"], []),
     "prep_traces": (None, [rf"prep-traces [\d,]+ rows/s, pandas baseline [\d,]+ rows/s: ratio {NUM}x"], []),
     "round_overhead": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),
     "studies": (None, [rf"speed-up of --jobs 2 over --jobs 1: {NUM}x .*; outputs identical \(\d+ files\)"], [r"results differ"]),

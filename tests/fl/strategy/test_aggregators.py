@@ -192,7 +192,7 @@ def test_the_registry_passes_weighting_and_buffers():
     out = adam.aggregate(start, stacked, n)
     assert torch.equal(out["bn.running_mean"], torch.tensor([3.0], dtype=F64))  # a buffer takes the weighted mean
     assert not torch.equal(out["w"], torch.tensor([3.0], dtype=F64))  # a parameter takes the server step
-    with pytest.raises(ConfigError, match=r"^aggregation\.name: aggregator 'nope': expected one of fedavg, fedprox, fedadam, fedyogi or an import path"):
+    with pytest.raises(ConfigError, match=r"^aggregation\.name: unknown aggregator 'nope'; expected one of 'fedavg', 'fedprox', 'fedadam', 'fedyogi' "):
         make_aggregator(types.SimpleNamespace(name="nope", parameters=dict, weighting="samples"))
 
 
