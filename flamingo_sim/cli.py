@@ -17,6 +17,7 @@ from typing import Any, Sequence
 from flamingo_sim import __version__
 from flamingo_sim.errors import FlamingoError, in_cli_terms
 from flamingo_sim.faults import Interrupted, describe_os_error, last_stop_signal, stop_signals
+from flamingo_sim.resources import name_shipped
 
 #: Modules whose ``register(subparsers)`` adds commands, in the order ``--help`` lists them.
 COMMAND_MODULES = (
@@ -73,6 +74,17 @@ def _exit_after_ray(code: int) -> None:
         os._exit(code)
 
 
+#: What precedes a command to paste in a message: that command is left as it is.
+_AGAIN = "continue it with: "
+
+
+def _user_terms(message: str, args: argparse.Namespace) -> str:
+    """``message`` in the terms of the command line: flags for parameter names (:func:`in_cli_terms`) and
+    shipped experiments by name, except in a command given to paste, which is already the user's own."""
+    head, sep, command = message.partition(_AGAIN)
+    return name_shipped(in_cli_terms(head, getattr(args, "cli_flags", {}))) + sep + command
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -81,7 +93,7 @@ def _main(argv: Sequence[str] | None) -> int:
         with stop_signals():
             return int(args.func(args) or 0)
     except FlamingoError as exc:
-        print(f"flamingo-sim {args.command}: error: {in_cli_terms(str(exc), getattr(args, 'cli_flags', {}))}", file=sys.stderr)
+        print(f"flamingo-sim {args.command}: error: {_user_terms(str(exc), args)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `flamingo-sim profiles --json | head`
         sys.stderr.close()
@@ -92,7 +104,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (docker stop, a batch scheduler)
         signum = exc.signum if isinstance(exc, Interrupted) else (last_stop_signal() or signal.SIGINT)
         hint = getattr(exc, "hint", None)
-        hint = in_cli_terms(hint, getattr(args, "cli_flags", {})) if hint else None
+        hint = _user_terms(hint, args) if hint else None
         name = signal.Signals(signum).name
         print(f"flamingo-sim {args.command}: interrupted ({name})" + (f"; {hint}" if hint else ""), file=sys.stderr)
         return 128 + signum

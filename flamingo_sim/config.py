@@ -17,6 +17,11 @@ and :func:`to_mapping` writes them back in place.
 
 Overrides (``--set fl.rounds=20``) are applied to the raw mapping *before* validation, so
 they get exactly the same checks as the file.
+
+Values are YAML as PyYAML reads it (YAML 1.1: ``true``/``false``, ``null``, quoted strings), except
+that a number reads as Python reads it: ``1e-3``, ``1E5`` and ``1_000e-3`` are numbers, where YAML
+1.1 reads a float only with a dot and a signed exponent (``1.0e-3``). Files must be UTF-8 text;
+another encoding, a directory or a binary file is one line naming the file.
 """
 
 from __future__ import annotations
@@ -34,8 +39,8 @@ from flamingo_sim.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["from_mapping", "load_yaml", "load_config", "apply_overrides", "to_mapping", "check_ranges", "FieldError", "PLUGIN_PARAMS",
-           "rest_field"]
+__all__ = ["from_mapping", "load_yaml", "read_text", "parse_yaml", "load_config", "apply_overrides", "to_mapping", "check_ranges",
+           "FieldError", "PLUGIN_PARAMS", "rest_field"]
 
 #: Field metadata: this ``dict`` field takes the section's keys that no other field names (a plug-in's parameters).
 PLUGIN_PARAMS = {"plugin_params": True}
@@ -97,13 +102,50 @@ def check_ranges(obj: Any, **rules: str) -> None:
                 raise FieldError(key, f"{kind} {'in ' if rule[0] in '[(' else ''}{rule}", v)
 
 
+#: One run of digits as Python writes them: underscores only between digits.
+_DIGITS = r"[0-9](?:_?[0-9])*"
+#: A float in exponent form as Python's ``float()`` reads it, where YAML 1.1 reads a string (no dot, or an unsigned exponent).
+_EXPONENT_FLOAT = re.compile(rf"^[-+]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})[eE][-+]?{_DIGITS}$")
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading ``1e-3`` and ``1E5`` as numbers (see the module's docstring)."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789."))
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text as this package reads it: YAML 1.1, with numbers as Python reads them."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506  # a subclass of SafeLoader: no object construction
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    """The UTF-8 text of a file the user named; a missing file, a directory, a binary file or another
+    encoding is a :class:`ConfigError` naming ``path`` (``what`` says what it should be)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not {what}")
+    if not path.is_file():
+        raise ConfigError(f"{path}: {what} not found")
+    raw = path.read_bytes()
+    if b"\x00" in raw[:8192]:
+        raise ConfigError(f"{path}: a binary file, not {what}")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the file as UTF-8") from None
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML file whose top level is a mapping; errors name the file."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise ConfigError(f"{path}: config file not found")
+    text = read_text(path, "a YAML file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -135,7 +177,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         if not key or any(not part for part in key.split(".")):
             raise ConfigError(f"override {item!r}: empty key")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = parse_yaml(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
         node = out

@@ -80,6 +80,8 @@ def load_object(path: str, source: str, *, kind: str, known: Mapping[str, Any] |
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"{source}: {kind} {path!r}: cannot import ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed as it ran (a syntax error, its own raise): one line
+        raise ConfigError(f"{source}: {kind} {path!r}: cannot import ({type(exc).__name__}: {exc})") from None
     finally:
         for p in extra:
             sys.path.remove(p)
@@ -143,31 +145,31 @@ def check_name(kind: str, spec: str, builtin: Sequence[str] | Mapping[str, Any],
         raise ValueError(f"{key}: {unknown_message(kind, spec, builtin)}")
 
 
-def check_params(params: type | None, kind: str, spec: str, section: Mapping[str, Any] | None, key: str, source: str = "") -> dict[str, Any]:
+def check_params(params: type | None, kind: str, spec: str, section: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
     """The constructor keywords from ``section`` (config key ``key``), checked by the plug-in's
-    ``params`` dataclass with its defaults filled in. Without ``source`` (inside a config's own
-    check) a bad value raises :class:`ValueError` (the loader adds the file), else a
-    :class:`~flamingo_sim.errors.ConfigError` naming ``source`` and the key."""
+    ``params`` dataclass with its defaults filled in; a :class:`ValueError` naming the key (and
+    no file: a config's own check adds it, :meth:`Registry.params` too) when they are wrong."""
     section = dict(section or {})
     if params is None:
         if section:
-            message = f"{key}: {kind} {spec!r} takes no parameters (it declares no Params), got {', '.join(sorted(section))}"
-            raise ConfigError(f"{source}: {message}") if source else ValueError(message)
+            raise ValueError(f"{key}: {kind} {spec!r} takes no parameters (it declares no Params), got {', '.join(sorted(section))}")
         return {}
     try:
-        value: Any = from_mapping(params, section, source=source or _NO_SOURCE, path=key)
+        value: Any = from_mapping(params, section, source=_NO_SOURCE, path=key)
     except ConfigError as exc:
-        if source:
-            raise
         raise ValueError(str(exc).removeprefix(f"{_NO_SOURCE}: ")) from None
     return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+
+
+def _at(source: str, message: str) -> str:
+    return f"{source}: {message}" if source else message
 
 
 class Registry:
     """The plug-ins of one :class:`Contract`: the built-ins, import paths and entry points.
 
-    ``builtin`` maps a name to the plug-in (a class or factory). Built-in names win over an
-    entry point of the same name.
+    ``builtin`` maps a name to the plug-in (a class or factory), or to its ``module:attr`` in the
+    same layer or below, imported when asked for. Built-in names win over an entry point of the same name.
     """
 
     def __init__(self, contract: Contract, builtin: dict[str, Any]) -> None:
@@ -182,7 +184,9 @@ class Registry:
         """The plug-in (class or factory) named ``spec`` at config key ``key``."""
         kind = self.contract.kind
         if spec in self.builtin:
-            return self.builtin[spec]
+            found = self.builtin[spec]
+            # a shipped plug-in of this layer given as "module:attr" is imported only when asked for (Ray's executor)
+            return load_object(found, key, kind=kind, known=self.names()) if isinstance(found, str) else found
         if ":" in spec:
             return load_object(spec, key, kind=kind, known=self.names(), search=search)
         installed = entry_points(self.contract.group)
@@ -194,22 +198,25 @@ class Registry:
             obj: Any = importlib.import_module(module_name)
             for part in attr.split(".") if attr else ():
                 obj = getattr(obj, part)
-        except ImportError as exc:
+        except (ImportError, AttributeError) as exc:
             raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {exc}") from None
-        except AttributeError as exc:
-            raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - the package failed as it ran: one line naming the entry point
+            raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {type(exc).__name__}: {exc}") from None
         return obj
 
     def params(self, plugin: Any, spec: str, section: Mapping[str, Any] | None, source: str, key: str) -> dict[str, Any]:
         """The constructor keywords from ``section``, validated by the plug-in's ``Params`` (its
         defaults filled in); errors name ``source`` (the experiment file) and the dotted ``key``."""
-        return check_params(params_class(plugin), self.contract.kind, spec, section, key, source or "config")
+        try:
+            return check_params(params_class(plugin), self.contract.kind, spec, section, key)
+        except ValueError as exc:
+            raise ConfigError(_at(source, str(exc))) from None
 
     def build(self, spec: str, section: Mapping[str, Any] | None, *, source: str, key: str, params_key: str,
               search: Sequence[Path] = (), args: Sequence[Any] = (), extra: Callable[[Any], Mapping[str, Any]] | None = None) -> Any:
         """Load ``spec`` (named at ``key``), construct it as ``plugin(*args, **params, **extra(plugin))``
         with the parameters of ``section`` (the config key ``params_key``), and :meth:`check` it."""
-        where = f"{source}: {key}" if source else key
+        where = _at(source, key)
         plugin = self.load(spec, where, search)
         kwargs = self.params(plugin, spec, section, source, params_key)
         if extra is not None:
@@ -219,7 +226,7 @@ class Registry:
         except TypeError as exc:
             raise ConfigError(f"{where}: {self.contract.kind} {spec!r} cannot be built with {sorted(kwargs) or 'no parameters'} ({exc})") from None
         except ValueError as exc:
-            raise ConfigError(f"{source}: {params_key}: {exc}") from None
+            raise ConfigError(_at(source, f"{params_key}: {exc}")) from None
         return self.check(obj, spec, where)
 
     def check(self, obj: Any, spec: str, key: str) -> Any:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 
-__all__ = ["data_root", "shipped", "user_home", "user_profiles_dir", "find_experiment", "shipped_experiments"]
+__all__ = ["data_root", "shipped", "user_home", "user_profiles_dir", "find_experiment", "shipped_experiments", "name_shipped"]
 
 
 def data_root() -> Path:
@@ -68,3 +68,18 @@ def find_experiment(experiment: str | Path) -> Path:
         return candidate
     raise ConfigError(f"{experiment}: no such experiment file, and no shipped experiment of that name "
                       f"(shipped: {', '.join(shipped_experiments())})")
+
+
+def name_shipped(message: str) -> str:
+    """``message`` with every path of a shipped experiment (inside the installed package, where the user
+    never typed it) replaced by the experiment's name, which is what ``flamingo-sim run NAME`` takes."""
+    import re
+
+    try:
+        folder = shipped("experiments")
+    except FlamingoError:
+        return message
+    names = "|".join(re.escape(n) for n in sorted(shipped_experiments(), key=len, reverse=True))
+    if not names:
+        return message
+    return re.sub(rf"{re.escape(str(folder))}/({names})\.yaml(?![\w./-])", r"\1", message)

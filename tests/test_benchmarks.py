@@ -1,14 +1,17 @@
-"""Every script in benchmarks/ runs: ``--smoke`` (seconds, tiny sizes, the same code path) in a
-subprocess, so a change that breaks a benchmark fails CI.
+"""Every script in benchmarks/ runs (``--smoke``: seconds, tiny sizes, the same code path, in a
+subprocess) and shows what it exists to show: its ratios against the baseline it measured in the
+same run are finite and positive, its "identical" / "same" flags are true, its table is complete.
 
-The scripts are found by globbing, so one added later is run too; one without ``--smoke`` fails
-(argparse rejects the option). Each must exit 0 and print its ratio against the baseline it
-measured in the same run (a number followed by ``x``, e.g. ``3.2x``), and must leave the committed
-results in ``benchmarks/results`` as they were.
+Each script has an entry in :data:`SHOWS`: the lines its smoke output must hold. A script added
+to benchmarks/ without one, or an entry whose script is gone, fails :func:`test_every_benchmark_says_what_it_shows`.
+A script needing an extra that is not installed is skipped, naming the extra. No script may
+change the committed results in ``benchmarks/results``.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import os
 import re
 import subprocess
@@ -19,7 +22,33 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
-RATIO = re.compile(r"\b\d+(?:\.\d+)?x\b")
+#: A ratio as the scripts print it: a number (or nan / inf, which must not appear) right before an ``x``.
+RATIO = re.compile(r"(?<![\w.])(-?(?:\d+(?:\.\d+)?(?:e[+-]?\d+)?|nan|inf))x\b")
+NUM = r"(\d+(?:\.\d+)?)"
+
+#: script -> (the extra it needs and the module that shows it is installed, or None; regexes its
+#: smoke output must match, each at least once; regexes it must never match).
+SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
+    "device_limits": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),
+    "devices": (None, [rf"baseline: vectorised .* ratio +{NUM}x", rf"flamingo: vectorised .* ratio +{NUM}x"], []),
+    "distributed": (None, [r"main job \(MLP proxy\): \d+ rows x \d+ columns; 2 processes identical",
+                           rf"1 process x 2 threads: ratio {NUM}x"], [r"DIFFERENT"]),
+    "engine": (None, [rf"speed-up: +{NUM}x +\(max \|batched - sequential\| = \d\.\d\de[+-]\d\d\)"], []),
+    "fedscale_vs_native": (("fedscale", "fedscale"),
+                           [rf"^{name} +{NUM} +{NUM} +{NUM}x +\d\.\d\de[+-]\d\d +True$" for name in ("native", "fedscale", "fedscale-unweighted", "fedscale-grpc")],
+                           [r"\bFalse\b"]),
+    "flower_vs_native": (("flower", "flwr"), [rf"flower / native per round: {NUM}x",
+                                              r"same clock, energy and kept clients: True; max \|accuracy difference\|: 0\.00e\+00"], [r"\bFalse\b"]),
+    "gpu_round": (None, [rf"^  {row} .* vs loop +{NUM}x" for row in ("loop", r"engine \(sequential\)", r"engine \(vmap\)", "vmap", "threads")]
+                  + [r"^MobileNetV2, 32 px", r"^proxy MLP"], []),
+    "gpu_run": (None, [rf"^{p} +[\d,]+ samples/s trained  = +{NUM} s per paper round" for p in ("baseline", "flamingo")]
+                + [rf"flamingo / baseline training rate: {NUM}x \(same run, same device\)"], []),
+    "population": (None, [rf"^\w+: a round at [\d,]+ clients costs {NUM}x the CPU of one at [\d,]+ \({NUM}x the wall time\)"], []),
+    "prep_traces": (None, [rf"prep-traces [\d,]+ rows/s, pandas baseline [\d,]+ rows/s: ratio {NUM}x"], []),
+    "round_overhead": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),
+    "studies": (None, [rf"speed-up of --jobs 2 over --jobs 1: {NUM}x .*; outputs identical \(\d+ files\)"], [r"results differ"]),
+    "toolkit_overhead": (None, [rf"^\S+ +\S+ +{NUM} +{NUM}x"], []),
+}
 
 
 def _results() -> dict[str, bytes]:
@@ -27,17 +56,49 @@ def _results() -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_there_are_benchmarks():
-    assert len(SCRIPTS) >= 7, [p.name for p in SCRIPTS]
+def test_every_benchmark_says_what_it_shows():
+    assert sorted(p.stem for p in SCRIPTS) == sorted(SHOWS), "add the new benchmark's expected lines to SHOWS (or drop a removed one)"
+
+
+def check_output(name: str, stdout: str) -> None:
+    """What ``name``'s smoke output must show (raises AssertionError naming the first miss)."""
+    _, must, never = SHOWS[name]
+    ratios = RATIO.findall(stdout)
+    assert ratios, f"{name} --smoke printed no ratio (e.g. '3.2x'):\n{stdout[-3000:]}"
+    bad = [r for r in ratios if not (math.isfinite(float(r)) and float(r) > 0)]
+    assert not bad, f"{name} --smoke printed ratios that are not finite and positive: {bad}"
+    for pattern in must:
+        assert re.search(pattern, stdout, re.MULTILINE), f"{name} --smoke: no line matches {pattern!r}:\n{stdout[-3000:]}"
+    for pattern in never:
+        assert not re.search(pattern, stdout, re.MULTILINE), f"{name} --smoke: a line matches {pattern!r}:\n{stdout[-3000:]}"
+
+
+@pytest.mark.parametrize("text, fails", [
+    ("ratio    3.2x\nratio 5.1x", False),
+    ("ratio    nanx", True),           # a ratio that is not a number
+    ("ratio    0.0x\nratio 5.1x", True),  # a baseline or candidate that measured nothing
+    ("ratio    infx\nratio 5.1x", True),
+    ("no ratio at all", True),
+])
+def test_the_output_check_can_fail(text, fails):
+    try:
+        check_output("devices", text.replace("ratio", "baseline: vectorised 1 ms ratio", 1) + "\nflamingo: vectorised 1 ms ratio 2.0x")
+    except AssertionError:
+        assert fails
+    else:
+        assert not fails
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_benchmark_smoke(script: Path, tmp_path: Path):
+    extra = SHOWS[script.stem][0]
+    if extra is not None and importlib.util.find_spec(extra[1]) is None:
+        pytest.skip(f"{script.name} needs the {extra[0]} extra: pip install 'flamingo-sim[{extra[0]}]'")
     before = _results()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # cwd: an empty folder, so that nothing a script writes by a relative path lands in the checkout
-    done = subprocess.run([sys.executable, str(script), "--smoke"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(script), "--smoke"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{script.name} --smoke exited {done.returncode}:\n{done.stderr[-3000:]}"
-    assert RATIO.search(done.stdout), f"{script.name} --smoke printed no ratio (e.g. '3.2x'):\n{done.stdout[-3000:]}"
+    check_output(script.stem, done.stdout)
     assert _results() == before, f"{script.name} --smoke changed benchmarks/results"

@@ -96,3 +96,152 @@ def test_gpu_page_quotes_the_h200_run_from_its_results_file():
     for policy, rate in doc["samples_per_s"].items():
         row = f"| {policy} | {rate:,.0f} | {doc['s_per_paper_round'][policy]:.2f} |"
         assert row in page, row
+
+
+def test_the_scaling_pages_quote_their_results_files():
+    """docs/studies.md and docs/scaling-out.md quote the figures the benchmarks wrote (benchmarks/results)."""
+    import json
+    import statistics
+
+    results = ROOT / "benchmarks" / "results"
+    studies = (ROOT / "docs/studies.md").read_text()
+    log = (results / "studies_2cores.log").read_text()
+    for line in ("--jobs 1:  1186.0 s wall,    93.8 s CPU", "--jobs 2:   311.8 s wall,    13.2 s CPU + 76.5 s in its workers",
+                 "workers' start-up 48.88, 0.22 s; first unit sent at 101.7 s, last done 39.2 s before the end; 9 of 12 units reused"):
+        assert line in log, line
+    assert "| `--jobs 1` | 1186.0 s | 93.8 s | - |" in studies and "| `--jobs 2` | 311.8 s | 13.2 s + 76.5 s in its workers |" in studies
+    simulated = json.loads((results / "studies_2cores_simulated.json").read_text())
+    for name, label in (("reproduce --quick", "`reproduce --quick`"), ("reproduce (full: 100 rounds, 3 seeds)", "`reproduce` (100 rounds, 3 seeds)"),
+                        ("reproduce, 100 rounds, 16 seeds", "`reproduce`, 100 rounds, 16 seeds")):
+        v = simulated[name]
+        row = f"| {label} | {v['units']} | " + " | ".join(f"{v['jobs'][str(j)]['speedup']:.2f}x" for j in (1, 2, 4, 8, 16)) + " |"
+        assert row in studies, row
+    scaling = (ROOT / "docs/scaling-out.md").read_text()
+    speed = json.loads((results / "distributed_speed_2cores.json").read_text())["speed"]
+    for case, r in speed.items():
+        m = {k: statistics.median(v) for k, v in r["round_s"].items()}
+        c = {k: statistics.median(v) for k, v in r["command_s"].items()}
+        row = (f"| {case} | {m['2x1']:.2f} s | {m['1x1']:.2f} s | {m['1x2']:.2f} s | {statistics.median(r['ratio']):.2f}x | "
+               f"{c['2x1']:.0f} s / {c[r['best_single']]:.0f} s: {r['command_ratio']:.2f}x |")
+        assert row in scaling, row
+
+
+def test_modelling_notes_quote_the_thermal_table_from_its_results_file():
+    """docs/modelling-notes.md's sustained-training table is the one `flamingo-sim thermal --out` wrote
+    (docs/results/thermal_sustained.json), row for row."""
+    import json
+
+    doc = json.loads((ROOT / "docs/results/thermal_sustained.json").read_text())
+    page = (ROOT / "docs/modelling-notes.md").read_text()
+    assert doc["ambient_c"] == 30.0 and "at a 30 degC trace temperature" in page
+    for r in doc["rows"]:
+        onset = "never" if r["onset_s"] is None else f"{r['onset_s'] / 60:.1f} min"
+        row = (f"| {r['phone']} | {r['model']} | {r['policy']} | {r['choice']} | {r['power_w']:.2f} | {r['steady_c']:.1f} degC | {onset} | "
+               f"{r['step_latency_s']:.2f} | {r['throttled_step_latency_s']:.2f} | {r['throttled_steady_c']:.1f} degC |")
+        assert row in page, row
+
+
+DEVICE_LIMITS = ROOT / "docs" / "results" / "device_limits"
+LIMIT_TASKS = (("openimage_mobilenet", "OpenImage / MobileNetV2"), ("openimage_shufflenet", "OpenImage / ShuffleNetV2 x2"),
+               ("speech_resnet34", "Google Speech / ResNet-34"))
+LIMIT_PHONES = {"galaxy_tab_s6": "Galaxy Tab S6", "oneplus_8": "OnePlus 8", "pixel_3": "Pixel 3", "galaxy_s10e": "Galaxy S10e", "mi_10": "Mi 10"}
+
+
+def _table(mode: str, prefix: str) -> dict:
+    import json
+
+    tables = json.loads((DEVICE_LIMITS / f"reproduce_{mode}" / "tables.json").read_text())
+    return {(r[0], r[1]): r for r in tables[next(k for k in tables if k.startswith(prefix))]["rows"]}
+
+
+def _per(d: dict, key: str, scale: float = 1.0, digits: int = 0) -> str:
+    return ", ".join(f"{LIMIT_PHONES.get(p, p)} {v / scale:.{digits}f}" for p, v in d[key].items() if v) or "0"
+
+
+def test_modelling_notes_quote_the_device_limit_runs_from_their_results_files():
+    """The heat-and-memory effect tables are the reproduce runs' tables.json and summary.json, row for row."""
+    import json
+
+    page = (ROOT / "docs/modelling-notes.md").read_text()
+    for mode in ("off", "on"):
+        t2 = _table(mode, "Table 2")
+        for task, label in LIMIT_TASKS:
+            s = json.loads((DEVICE_LIMITS / f"reproduce_{mode}" / f"{task}.summary.json").read_text())["policies"]
+            tt, ee = t2[(label, "time to target (h)")], t2[(label, "energy to target (kJ)")]
+            lost = f"{s['baseline']['clients_lost']:.1f} / {s['flamingo']['clients_lost']:.1f}"
+            row = f"| {label} | {mode} | {tt[2]} | {tt[4]} | {tt[6]} | {ee[6]} | {lost} |"
+            assert row in page, row
+            if mode == "on":
+                for policy in ("baseline", "flamingo"):
+                    d = s[policy]["device_limits"]
+
+                    row = (f"| {label} | {policy} | {_per(d, 'out_of_memory')} | {_per(d, 'batch_shrunk')} | {_per(d, 'throttled')} | "
+                           f"{_per(d, 'throttled_s', 3600, 1)} | {d['declined_too_hot']:.0f} |")
+                    assert row in page, row
+    off, on = _table("off", "Table 3"), _table("on", "Table 3")
+    for key, r in off.items():
+        row = f"| {key[0]} | {key[1]} | {r[7]} | {on[key][7]} | {r[5]} | {on[key][5]} |"
+        assert row in page, row
+
+
+def test_modelling_notes_quote_the_device_limit_sensitivity_from_its_results_files():
+    """The sensitivity table of the heat and memory knobs is the study's sensitivity.csv and its points' summary.json."""
+    import csv
+    import json
+
+    folder = DEVICE_LIMITS / "sensitivity"
+    page = (ROOT / "docs/modelling-notes.md").read_text()
+
+    def fmt(x: str, digits: int, unit: str = "") -> str:
+        return "-" if x == "" else f"{float(x):.{digits}f}{unit}"
+
+    rows = list(csv.DictReader((folder / "sensitivity.csv").open()))
+    assert len(rows) == 10
+    for r in rows:
+        name = "reference" if r["knob"] == "reference" else f"{r['knob']}={r['value']}"
+        s = json.loads((folder / f"{name}.summary.json").read_text())["policies"]
+        cells = []
+        for keys in (("batch_shrunk", "out_of_memory"), ("throttled",)):
+            per_policy = []
+            for policy in ("baseline", "flamingo"):
+                d = s[policy].get("device_limits", {})
+                per_policy.append("-" if keys[0] not in d else " / ".join(f"{sum(d[k].values()):.0f}" for k in keys))
+            cells.append("; ".join(per_policy))
+        hot = s["flamingo"].get("device_limits", {}).get("declined_too_hot")
+        row = (f"| {r['knob']} | {r['value']} | {fmt(r['speedup'], 2, 'x')} | {fmt(str(100 * float(r['speedup_change'])), 0, ' %')} | "
+               f"{fmt(r['energy_efficiency'], 2, 'x')} | {fmt(str(100 * float(r['energy_efficiency_change'])), 0, ' %')} | "
+               f"{fmt(r['baseline_time_to_target_h'], 2, ' h')} | {fmt(r['flamingo_time_to_target_h'], 2, ' h')} | {cells[0]} | {cells[1]} | "
+               f"{'-' if hot is None else f'{hot:.0f}'} |")
+        assert row in page, row
+
+
+def test_benchmarks_page_quotes_the_device_limits_benchmark_from_its_results_file():
+    """docs/benchmarks.md's heat-and-memory cost line is benchmarks/results/device_limits_2cores.json."""
+    import json
+
+    doc = json.loads((ROOT / "benchmarks/results/device_limits_2cores.json").read_text())
+    page = (ROOT / "docs/benchmarks.md").read_text()
+    rows = {(r["policy"], r["clients"]): r for r in doc["rows"]}
+    for (policy, n), r in rows.items():
+        label = "baseline, " if (policy, n) == ("baseline", 2400) else "Flamingo, " if (policy, n) == ("flamingo", 2400) else ""
+        assert f"{r['off_ms']:.1f} / {r['on_ms']:.1f} ms ({label}{r['ratio']:.2f}x)" in page, (policy, n)
+    hooks = [r["hook_ms"] for r in doc["rows"]]
+    shares = [100 * r["hook_share_of_off"] for r in doc["rows"]]
+    assert f"{min(hooks):.2f}-{max(hooks):.2f} ms a round, {min(shares):.1f}-{max(shares):.1f} % of the off round" in page
+
+
+def test_modelling_notes_quote_the_main_job_with_the_device_models_from_its_results_files():
+    """The main job off and on, as docs/results/device_limits/main_job/{off,on}.summary.json have it."""
+    import json
+
+    page = (ROOT / "docs/modelling-notes.md").read_text()
+    for mode in ("off", "on"):
+        s = json.loads((DEVICE_LIMITS / "main_job" / f"{mode}.summary.json").read_text())["policies"]
+        b, f = s["baseline"], s["flamingo"]
+        row = (f"| {mode} | {b['time_to_target_s'] / 3600:.2f} h | {f['time_to_target_s'] / 3600:.2f} h | {f['speedup']:.2f}x | "
+               f"{f['energy_efficiency']:.2f}x | {b['clients_lost']:.0f} / {f['clients_lost']:.0f} |")
+        assert row in page, row
+    on = json.loads((DEVICE_LIMITS / "main_job" / "on.summary.json").read_text())["policies"]
+    assert f"smaller batch {on['baseline']['device_limits']['batch_shrunk']['pixel_3']:.0f} times" in page
+    assert f"Flamingo declined {on['flamingo']['device_limits']['declined_too_hot']:.0f} requests too hot" in page
+    assert f"and {sum(on['baseline']['device_limits']['throttled'].values()):.0f} baseline tasks throttled" in page

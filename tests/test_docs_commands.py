@@ -108,8 +108,24 @@ def test_the_install_pages_extras_are_pyprojects() -> None:
 
 
 def _blocks(path: Path, first_line: str) -> list[str]:
-    """The fenced blocks of ``path`` that start with ``first_line``."""
-    return [b.strip("\n") for b in re.findall(r"^```\n(.*?)^```", path.read_text(), flags=re.S | re.M) if b.startswith(first_line)]
+    """The fenced blocks of ``path`` whose first line starts with ``first_line`` (fences paired in order)."""
+    blocks, current = [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            if current is None:
+                current = []
+            else:
+                blocks.append("\n".join(current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return [b for b in blocks if b.startswith(first_line)]
+
+
+def test_the_block_reader_pairs_fences_in_order(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```bash\nrun it\n```\n\ntext\n\n```\npolicy  a\nb\n```\n```text\npolicy  c\n```\n")
+    assert _blocks(page, "policy") == ["policy  a\nb", "policy  c"]
 
 
 @pytest.mark.slow

@@ -196,3 +196,21 @@ def test_an_experiments_plugins_appear_in_its_reference(installed, tmp_path):
     md = reference_markdown(plugins=plugin_params_of(exp))
     assert "### `policy_params.picky` (policy `picky`)" in md
     assert "| `policy_params.picky.min_battery_pct` | float | `50.0` | `[0, 100]` | Battery level (%) below which a request is declined. |" in md
+
+
+def test_a_shipped_plugin_may_be_imported_only_when_asked_for():
+    from flamingo_sim.fl.strategy.base import SELECTOR
+    from flamingo_sim.plugins import Registry
+
+    lazy = Registry(SELECTOR, {"oort_lazily": "flamingo_sim.fl.strategy.selection:OortSelector"})
+    from flamingo_sim.fl.strategy.selection import OortSelector
+
+    assert lazy.load("oort_lazily", "fl.selection") is OortSelector
+    assert type(lazy.build("oort_lazily", {"exploration": 0.5}, source="e.yaml", key="fl.selection", params_key="selector")) is OortSelector
+
+
+def test_a_plugin_module_that_fails_as_it_runs_is_one_line(tmp_path):
+    (tmp_path / "half_written.py").write_text("class Policy(:\n")
+    with pytest.raises(ConfigError) as exc:
+        make_policy("half_written:Policy", source="e.yaml", search=[tmp_path])
+    assert str(exc.value).startswith("e.yaml: policies: policy 'half_written:Policy': cannot import (SyntaxError: ")

@@ -77,10 +77,12 @@ BAD_VALUES = [
     # the toolkit's sections, checked the same way (check_ranges)
     ("fedbuff.staleness_exponent=.nan", "fedbuff.staleness_exponent: expected a number >= 0, got nan"),
     ("fedbuff.concurrency=0", "fedbuff.concurrency: expected an integer >= 1, got 0"),
-    ("aggregation.tau=0", "aggregation.tau: expected a number > 0, got 0.0"),
-    ("selector.straggler_penalty=-1", "selector.straggler_penalty: expected a number >= 0, got -1.0"),
-    # found only when the parts are built, still before anything is written
-    ("fl.selection=nope", "fl.selection: selector 'nope': expected one of uniform, battery, oort or an import path 'package.module:ClassName'"),
+    ("aggregation={name: fedadam, tau: 0}", "aggregation.tau: expected a number > 0, got 0.0"),
+    ("selector.floor=0.5", "selector: selector 'uniform' takes no parameters (it declares no Params), got floor"),
+    ("fl.selection=nope", "fl.selection: unknown selector 'nope'; expected one of 'uniform', 'battery', 'oort' (built-in or installed in entry-point "
+                          "group 'flamingo_sim.selectors') or an import path 'package.module:ClassName'"),
+    # an import path's parameters: checked once it is imported, still before anything is written
+    ("aggregation={name: 'flamingo_sim.fl.strategy.aggregators:FedProx', mu: -1}", "aggregation.mu: expected a number >= 0, got -1.0"),
 ]
 
 

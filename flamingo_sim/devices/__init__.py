@@ -22,6 +22,9 @@ Public API (see each module's docstring for the models):
   :class:`TaskOutcome`, :class:`PolicyConfig`, the public pricing helpers of ``PricedPolicy``),
   ``baseline``, ``flamingo`` and ``eas`` (the shipped policies), :func:`make_policy`.
 - :mod:`.phone_models`, :mod:`.catalogue`: the phone models an experiment can use.
+- :mod:`.thermal`: a phone's heat (a first-order thermal circuit) and each cluster's throttling
+  (``devices.thermal``); :mod:`.thermal_table`: sustained training under it (``flamingo-sim thermal``).
+- :mod:`.memory`: a phone's RAM and app memory limit, the largest minibatch that fits (``devices.memory``).
 - :mod:`.cli`: ``flamingo-sim profile`` and the profile commands.
 """
 

@@ -129,7 +129,7 @@ class EnergyBudget:
         ``state_now`` is the trace's battery state (+1 charging, 0, -1 discharging), validated
         but not needed: the charging gain is the level's rise, which implies state +1.
         ``check=False`` skips the validation of the inputs and takes ``level_now_pct`` over
-        without a copy: for callers whose inputs come from a validated trace set (the engine
+        without a copy: for callers whose inputs come from a validated trace set (the round loop
         calls this once per trace step for every client); the results are the same.
         """
         if check:

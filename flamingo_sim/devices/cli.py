@@ -31,6 +31,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_profiles, cli_flags={"profile_set": "--profile-set"})
 
     p = sub.add_parser(
+        "thermal",
+        help="sustained training per phone and DNN model under the thermal model: steady state, throttling onset, throttled step",
+        description="For the baseline's choice (4567) and Flamingo's (the fastest viable one) of every shipped profile: the "
+        "steady-state temperature of training without pause at --ambient-c, when the cluster's throttling threshold is reached, "
+        "and the throttled step latency (devices.thermal; the catalogue's body and throttle entries).",
+    )
+    p.add_argument("--ambient-c", type=float, default=30.0, help="the trace's (ambient) temperature, degC (default: 30, the engine's "
+                   "default where traces carry none)")
+    p.add_argument("--profile-set", default="paper", metavar="NAME", help="paper (default), anchored or public")
+    p.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")
+    p.set_defaults(func=_thermal)
+
+    p = sub.add_parser(
         "profile",
         help="measure this Linux machine's execution-choice profile (latency, and energy where readable)",
         description="Discover this machine's cores, build the simulator's state space on them, and for each "
@@ -123,6 +136,25 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _num(x: float | None, width: int) -> str:
     return f"{x:>{width}.4g}" if x is not None else f"{'-':>{width}}"
+
+
+def _thermal(args: argparse.Namespace) -> int:
+    from flamingo_sim.devices.catalogue import ProfileDirs
+    from flamingo_sim.devices.thermal_table import format_rows, sustained_rows
+    from flamingo_sim.io import atomic_path
+    from flamingo_sim.resources import shipped
+
+    dirs = ProfileDirs.of([shipped("profiles")])
+    phones = dirs.phones()
+    profiles = [dirs.load(p, m, phones, args.profile_set) for m in dirs.models() for p in sorted(phones)
+                if dirs.find(p, m, args.profile_set) is not None]
+    rows = sustained_rows(profiles, args.ambient_c)
+    print(format_rows(rows, args.ambient_c))
+    if args.out is not None:
+        with atomic_path(args.out) as tmp:
+            tmp.write_text(json.dumps({"command": f"flamingo-sim thermal --ambient-c {args.ambient_c:g} --profile-set {args.profile_set}",
+                                       "ambient_c": args.ambient_c, "rows": rows}, indent=2) + "\n")
+    return 0
 
 
 def _profiles(args: argparse.Namespace) -> int:

@@ -18,6 +18,16 @@ same factor. The step's whole duration counts as *interference* (time training s
 with the foreground app, the user-experience measure). A step's conditions are those at its
 start.
 
+``share: cfs_nice`` grounds the split of a shared core in a documented mechanism instead: Linux's
+CFS gives each runnable thread ``weight / sum of weights`` of a core (:data:`CFS_WEIGHTS`, the
+kernel's ``sched_prio_to_weight``), and Android runs background work at
+``THREAD_PRIORITY_BACKGROUND`` (nice 10, weight 110) while the foreground app's threads run at
+``THREAD_PRIORITY_DEFAULT`` (nice 0, weight 1024). Training on a shared core then runs
+1134/110 = 10.3x slower and the foreground 1134/1024 = 1.107x slower (-9.7 % of its rate). The
+mechanism is the kernel's, so it is the same on every SoC; whether the paper's training ran at
+background priority, and what cgroup CPU shares or cpusets the vendor's Android adds, the paper
+does not say, so ``fair`` (equal weights) stays the default. Neither is fitted to Table 3.
+
 Control loop (SPEC section 3; only on "controlled" tasks). After each step, with ``L`` its
 measured latency and ``P`` the profiled latency of the current rung::
 
@@ -39,12 +49,20 @@ tested and benchmarked against lives with the tests (``tests/devices/ladder_refe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from flamingo_sim.config import FieldError, check_ranges
 
-__all__ = ["InterferenceModel", "LadderResult", "run_ladder", "DEFAULT_SLOWDOWN", "DEFAULT_FOREGROUND_CORES"]
+__all__ = ["InterferenceModel", "LadderResult", "run_ladder", "DEFAULT_SLOWDOWN", "DEFAULT_FOREGROUND_CORES", "CFS_WEIGHTS"]
+
+#: Linux CFS load weight by nice value -20..19 (the kernel's ``sched_prio_to_weight`` table, kernel/sched/core.c):
+#: a runnable thread gets ``weight / sum of weights`` of a core it shares. Android maps its thread priorities onto nice
+#: values: ``THREAD_PRIORITY_DEFAULT`` 0, ``THREAD_PRIORITY_BACKGROUND`` 10 (android.os.Process).
+CFS_WEIGHTS: dict[int, int] = dict(zip(range(-20, 20), (
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991,
+    1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15)))
 
 #: Slowdown of a training thread that shares a core with the foreground app where neither the
 #: SoC nor the config says otherwise: Linux's fair scheduler gives each of two runnable threads
@@ -71,9 +89,18 @@ class InterferenceModel:
     shared_core_slowdown: float | None = None
     #: A 10-minute trace slot counts as in use when the screen was on for more than this share of it.
     in_use_threshold: float = 0.5
+    #: How a shared core is split: "fair" (each SoC's shared_core_slowdown, for training and the foreground alike: two
+    #: threads of equal weight, 2x) or "cfs_nice" (Linux CFS weights of the two threads' nice values, the same on every
+    #: SoC: training slows by (w_fg + w_tr) / w_tr, the foreground by (w_fg + w_tr) / w_fg).
+    share: Literal["fair", "cfs_nice"] = "fair"
+    #: share cfs_nice: the training threads' nice value (10: Android's THREAD_PRIORITY_BACKGROUND).
+    training_nice: int = 10
+    #: share cfs_nice: the foreground app's busy threads' nice value (0: Android's THREAD_PRIORITY_DEFAULT).
+    foreground_nice: int = 0
 
     def __post_init__(self) -> None:
-        check_ranges(self, foreground_cores=">= 0", shared_core_slowdown=">= 1", in_use_threshold="[0, 1)")
+        check_ranges(self, foreground_cores=">= 0", shared_core_slowdown=">= 1", in_use_threshold="[0, 1)",
+                     training_nice="[-20, 19]", foreground_nice="[-20, 19]")
         if self.foreground_cores is not None and len(set(self.foreground_cores)) != len(self.foreground_cores):
             raise FieldError("foreground_cores", "each core index once", list(self.foreground_cores))
 
@@ -82,7 +109,18 @@ class InterferenceModel:
         return tuple(soc_cores) if self.foreground_cores is None else tuple(self.foreground_cores)
 
     def slowdown_for(self, soc_slowdown: float) -> float:
+        """How many times slower a training step runs on a core it shares with the foreground app."""
+        if self.share == "cfs_nice":
+            w_tr, w_fg = CFS_WEIGHTS[self.training_nice], CFS_WEIGHTS[self.foreground_nice]
+            return (w_fg + w_tr) / w_tr
         return float(soc_slowdown if self.shared_core_slowdown is None else self.shared_core_slowdown)
+
+    def foreground_slowdown_for(self, soc_slowdown: float) -> float:
+        """How many times slower the foreground app's work runs on a core it shares with training (Table 3's intensity)."""
+        if self.share == "cfs_nice":
+            w_tr, w_fg = CFS_WEIGHTS[self.training_nice], CFS_WEIGHTS[self.foreground_nice]
+            return (w_fg + w_tr) / w_fg
+        return self.slowdown_for(soc_slowdown)
 
 
 @dataclass

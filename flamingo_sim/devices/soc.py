@@ -29,8 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from flamingo_sim.config import from_mapping, load_yaml
+from flamingo_sim.devices.memory import PhoneMemory
+from flamingo_sim.devices.thermal import ThermalBody, ThrottleRule
 from flamingo_sim.errors import ConfigError
 
 __all__ = [
@@ -117,9 +120,14 @@ class SocSpec:
     core_types: dict[str, CoreTypeModel] = field(default_factory=dict, hash=False)
     foreground_cores: tuple[int, ...] = ()  # where the owner's foreground app runs; () = the two highest big cores
     shared_core_slowdown: float = 2.0  # a training step sharing one of them runs this much slower
+    throttle: dict[str, ThrottleRule] = field(default_factory=dict, hash=False)  # core type -> its rule (devices.thermal)
 
     def __post_init__(self) -> None:
         CoreLayout(self.low_power, self.big, self.prime)  # validates
+        types = {"low_power", "big"} | ({"prime"} if self.prime is not None else set())
+        unknown = sorted(set(self.throttle) - types)
+        if unknown:
+            raise ValueError(f"throttle: {unknown[0]!r} is not a core type of this SoC ({', '.join(sorted(types))})")
         if not self.foreground_cores:
             object.__setattr__(self, "foreground_cores", tuple(sorted(self.big or self.low_power)[-2:]))
         if not set(self.foreground_cores) <= set(self.low_power) | set(self.big):
@@ -147,6 +155,8 @@ class Phone:
     soc: SocSpec
     capacity_mah: float
     voltage_v: float = 3.85
+    body: ThermalBody | None = None  # mass and dimensions: the thermal circuit (devices.thermal)
+    memory: PhoneMemory | None = None  # RAM and the app's limit (devices.memory)
 
     def __post_init__(self) -> None:
         if not self.capacity_mah > 0:
@@ -228,6 +238,7 @@ class _SocEntry:
     description: str = ""
     foreground_cores: list[int] = field(default_factory=list)
     shared_core_slowdown: float = 2.0
+    throttle: dict[str, ThrottleRule] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -236,6 +247,8 @@ class _PhoneEntry:
     capacity_mah: float
     display_name: str = ""
     voltage_v: float = 3.85
+    body: Optional[ThermalBody] = None
+    memory: Optional[PhoneMemory] = None
 
 
 @dataclass(frozen=True)
@@ -274,7 +287,7 @@ def _load_phones_file(path: Path, known_socs: dict[str, SocSpec]) -> tuple[dict[
             raise ConfigError(f"{path}: socs.{name}: already defined in an earlier catalogue file")
         try:
             socs[name] = SocSpec(name, tuple(e.low_power), tuple(e.big), e.prime, e.uncore_power_w, dict(e.core_types),
-                                 tuple(e.foreground_cores), e.shared_core_slowdown)
+                                 tuple(e.foreground_cores), e.shared_core_slowdown, dict(e.throttle))
         except ValueError as exc:
             raise ConfigError(f"{path}: socs.{name}: {exc}") from None
     usable = known_socs | socs
@@ -283,7 +296,7 @@ def _load_phones_file(path: Path, known_socs: dict[str, SocSpec]) -> tuple[dict[
         if p.soc not in usable:
             raise ConfigError(f"{path}: phones.{name}.soc: unknown SoC {p.soc!r} (known: {', '.join(sorted(usable))})")
         try:
-            phones[name] = Phone(name, p.display_name or name, usable[p.soc], p.capacity_mah, p.voltage_v)
+            phones[name] = Phone(name, p.display_name or name, usable[p.soc], p.capacity_mah, p.voltage_v, p.body, p.memory)
         except ValueError as exc:
             raise ConfigError(f"{path}: phones.{name}: {exc}") from None
     return socs, phones

@@ -7,6 +7,7 @@ import-linter contract keeps it so):
 - :mod:`~flamingo_sim.fl.data`      client-partitioned datasets: the contract, the proxy, FedScale layouts, packs;
 - :mod:`~flamingo_sim.fl.training`  local training of a cohort (vmap, threads, streams, sequential), device, memory;
 - :mod:`flamingo_sim.fl.config`     the typed experiment config and its loader; :mod:`flamingo_sim.fl.config_reference` the reference page generated from it;
+- :mod:`flamingo_sim.fl.readings`   the readings the paper leaves open, one named setting each (``--readings paper``);
 - :mod:`~flamingo_sim.fl.sim`       the synchronous round loop, FedBuff, the rules of a round, records, population;
 - :mod:`~flamingo_sim.fl.metrics`   ``metrics.parquet`` columns, the run summary, comparisons with intervals;
 - :mod:`~flamingo_sim.fl.distributed` one round's training split over torchrun's processes (world, seam, launch);

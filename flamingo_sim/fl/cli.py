@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="run directory (default: runs/<name>-<timestamp>)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key by its dotted path, e.g. --set fl.rounds=20 (repeatable)")
+    add_readings_argument(p)
     p.add_argument("--seeds", type=int, help="run N seeds, starting from the config's first seed")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--engine", choices=("native", "fedscale", "flower"), default="native",
@@ -60,14 +63,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_pack_data, cli_flags={"out_dir": "--out", "workers": "--workers", "override": "--set"})
 
 
+def add_readings_argument(p: argparse.ArgumentParser) -> None:
+    """``--readings NAME``: the paper's readings as one setting (:mod:`flamingo_sim.fl.readings`), set before --set."""
+    p.add_argument("--readings", choices=("default", "paper"), default="default",
+                   help="'paper': every reading the paper's text decides set to its words (exploration none, charge state "
+                        "from level changes, target the highest either policy reaches on the raw curve with no margin); "
+                        "applied before --set (default: the simulator's own readings)")
+
+
 def add_parallel_arguments(p: argparse.ArgumentParser, what: str) -> None:
     """``--jobs``, ``--executor`` and ``--ray-address``: where ``what`` (the units of work) run."""
     p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
-                   help=f"run {what} N at a time, each a process with its own share of the cores (default 1; auto: the "
+                   help=f"run {what} N at a time on N worker processes started once, each with its own share of the cores (default 1; auto: the "
                         "usable cores divided by fl.threads); the results are the same for any N")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
+    p.add_argument("--executor", default="local", metavar="NAME",
                    help="local (default: this machine) or ray: each unit a Ray task on the cluster at --ray-address or RAY_ADDRESS, "
-                        "else on a local Ray instance; --out must be on a filesystem every node sees (pip install 'flamingo-sim[cluster]')")
+                        "else on a local Ray instance; --out must be on a filesystem every node sees (pip install 'flamingo-sim[cluster]'); "
+                        "or a plug-in: package.module:ClassName, or a name registered under the entry-point group flamingo_sim.executors")
     p.add_argument("--ray-address", metavar="ADDRESS", help="the Ray cluster to use with --executor ray, e.g. ray://head:10001 or auto")
 
 
@@ -89,11 +101,12 @@ def _jobs(text: str) -> int | None:
 
 def _preflight(args: argparse.Namespace) -> None:
     """The checks that need no torch, made before it is imported so a mistake is reported in well under a second:
-    the counts, the experiment and its config with the overrides, and the run directory (run_experiment checks
-    them all again, for callers of the library)."""
+    the counts, the experiment and its config with the overrides and ``--seeds``, and the run directory
+    (run_experiment checks them all again, for callers of the library). Without ``--out``, fixes the
+    timestamped default here, so that a "continue it with" line can name it."""
     from flamingo_sim.errors import ConfigError
-    from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.rundir import check_run_dir
+    from flamingo_sim.fl.config import load_experiment, with_seeds
+    from flamingo_sim.fl.runner.rundir import check_run_dir, default_out_dir
     from flamingo_sim.resources import find_experiment
 
     if args.seeds is not None and args.seeds < 1:
@@ -106,41 +119,74 @@ def _preflight(args: argparse.Namespace) -> None:
         raise ConfigError("resume: needs out_dir, the run directory to continue")
     if args.nproc is not None and args.nproc < 1:
         raise ConfigError(f"--nproc: expected a process count >= 1, got {args.nproc}")
+    if args.nproc is not None and args.engine != "native":
+        raise ConfigError(f"--nproc: splits the native simulator's training over N processes; engine {args.engine!r} "
+                          "starts processes of its own: leave --nproc out")
     if args.nproc is not None and (args.jobs != 1 or args.executor != "local"):
         raise ConfigError("--nproc trains each (policy, seed) over all its processes, one after another: leave --jobs and --executor out")
     overrides = list(args.overrides) + [f"fl.{k}={v}" for k, v in (("device", args.device), ("threads", args.threads)) if v is not None]
-    cfg = load_experiment(find_experiment(args.experiment), overrides)
+    cfg = with_seeds(load_experiment(find_experiment(args.experiment), overrides), args.seeds)
     # under torchrun only rank 0 writes the directory (and may already have started): the others do not check it
-    if args.out is not None and os.environ.get("RANK", "0") == "0":
+    rank0 = os.environ.get("RANK", "0") == "0"
+    if args.out is None and "RANK" not in os.environ:
+        args.default_out = str(default_out_dir(cfg))
+    if args.out is not None and rank0:
         check_run_dir(Path(args.out), cfg, args.resume)
 
 
+def continue_command(args: argparse.Namespace, out: str | Path) -> str:
+    """The command that continues this run: the one typed (names, flags, ``--set`` as they were),
+    with ``--out`` where the run directory was the default, and ``--resume``."""
+    argv = list(getattr(args, "argv", []))
+    if args.out is None:
+        argv += ["--out", str(out)]
+    if not args.resume:
+        argv.append("--resume")
+    return "flamingo-sim " + shlex.join(argv)
+
+
 def _run(args: argparse.Namespace) -> int:
+    from flamingo_sim.fl.readings import readings_overrides
+
+    args.overrides = [*readings_overrides(args.readings), *args.overrides]  # the user's --set wins
     _preflight(args)
+    out = args.out if args.out is not None else getattr(args, "default_out", None)
     if args.nproc is not None:
-        return _launch(args)
+        return _launch(args, out)
     from flamingo_sim.fl.runner.options import RunOptions
     from flamingo_sim.fl.runner.run import run_experiment
 
     run_experiment(args.experiment, RunOptions(
-        out_dir=args.out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
+        out_dir=out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
         device=args.device, threads=args.threads, execution=execution(args), collective_timeout_s=args.collective_timeout_s,
+        again=None if out is None else continue_command(args, out),
     ))
     return 0
 
 
-def _launch(args: argparse.Namespace) -> int:
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _launch(args: argparse.Namespace, out: str | None) -> int:
     """``--nproc N``: the same command in N processes of one torch.distributed group (torchrun's launcher)."""
     from flamingo_sim.errors import FlamingoError
-    from flamingo_sim.fl.distributed.launch import launch
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.distributed.launch import launch, proxy_notice
+    from flamingo_sim.resources import find_experiment
 
-    out = args.out
+    cfg = load_experiment(find_experiment(args.experiment), args.overrides)
+    device = str(args.device or cfg.fl.device).lower()
+    on_cpu = device == "cpu" or (device == "auto" and not _has_cuda())
+    notice = proxy_notice(args.nproc, cfg.data.root is not None, on_cpu)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
     if out is None:  # every rank must name the same directory: fix the timestamped default here
-        from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.prepare import default_out_dir
-        from flamingo_sim.resources import find_experiment
+        from flamingo_sim.fl.runner.rundir import default_out_dir
 
-        out = str(default_out_dir(load_experiment(find_experiment(args.experiment), args.overrides)))
+        out = str(default_out_dir(cfg))
     worker = ["run", args.experiment, "--out", out, *[a for s in args.overrides for a in ("--set", s)], "--engine", args.engine]
     for flag, value in (("--seeds", args.seeds), ("--device", args.device), ("--threads", args.threads),
                         ("--executors", args.executors or None), ("--collective-timeout-s", args.collective_timeout_s)):
@@ -148,7 +194,7 @@ def _launch(args: argparse.Namespace) -> int:
             worker += [flag, str(value)]
     if args.resume:
         worker.append("--resume")
-    again = f"continue it with: flamingo-sim run {args.experiment} --out {out} --resume --nproc {args.nproc} (and the same --set options)"
+    again = f"continue it with: {continue_command(args, out)}"
     try:
         launch(args.nproc, worker)
     except FlamingoError as exc:

@@ -8,7 +8,7 @@ first, then to the experiment file's directory (and its parent), then among the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -36,6 +36,9 @@ class TracesConfig:
     #: Level (%) at which an offline client comes back once charging lifts it; null: ``min_pct``,
     #: as in the paper (a higher value adds a hysteresis the paper does not have).
     reentry_pct: Optional[float] = None
+    #: Whether a phone is on the charger: "charger" (the trace's plug column where it has one, so a phone held
+    #: full on the charger counts as plugged) or "level" (only a rising battery level, the paper's appendix A.2).
+    charge_state: Literal["charger", "level"] = "charger"
 
     def __post_init__(self) -> None:
         reentry_pct = self.min_pct if self.reentry_pct is None else self.reentry_pct
@@ -274,6 +277,37 @@ class FedBuffConfig:
 
 
 @dataclass(frozen=True)
+class DevicesConfig:
+    """Two device limits beyond the profiles: heat and memory (:mod:`flamingo_sim.fl.sim.limits`);
+    both off by default (the run is then bit-identical to one without them)."""
+
+    #: ``rc``: each phone's battery temperature is the trace's plus the heat its training adds (a
+    #: first-order thermal circuit from the phone catalogue's ``body``), and a core cluster above its
+    #: ``throttle`` threshold slows down; monitoring policies read the modelled temperature. ``none``: the trace's only.
+    thermal: Literal["none", "rc"] = "none"
+    #: A client whose training does not fit its phone's app memory limit: ``drop`` (dropped, reason
+    #: ``out_of_memory``), ``shrink_batch`` (trains with the largest minibatch that fits), ``none`` (not checked).
+    memory: Literal["none", "drop", "shrink_batch"] = "none"
+    #: thermal: one throttling threshold (degC) for every core cluster of every phone; null: the catalogue's per-SoC values.
+    throttle_threshold_c: Optional[float] = None
+    #: thermal: multiplies every phone's heat capacity, so its time constant (the steady-state temperature stays).
+    time_constant_factor: float = 1.0
+    #: memory: multiplies every phone's app memory limit (``memory.app_limit_gb`` in the catalogue).
+    memory_limit_factor: float = 1.0
+    #: memory: input side (px) of the network the phones train, as their profiles were measured (224 for the shipped ones).
+    input_size: int = 224
+
+    def __post_init__(self) -> None:
+        check_ranges(self, throttle_threshold_c="[-50, 150]", time_constant_factor="> 0", memory_limit_factor="> 0",
+                     input_size=f">= {MIN_IMAGE_SIZE}")
+
+    @property
+    def enabled(self) -> bool:
+        """Either model is on."""
+        return self.thermal != "none" or self.memory != "none"
+
+
+@dataclass(frozen=True)
 class TrackingConfig:
     """Optional logging of every round's metrics (:mod:`flamingo_sim.fl.runner.tracking`)."""
 
@@ -344,6 +378,8 @@ class ExperimentConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     #: Each policy's own parameters, by its name in ``policies`` (``eas: {margin: 0.7}``), checked by its ``Params``.
     policy_params: dict[str, dict[str, Any]] = field(default_factory=dict, metadata={"plugins": "policy"})
+    #: Device limits beyond the profiles: heat (thermal throttling) and memory; both off by default.
+    devices: DevicesConfig = field(default_factory=DevicesConfig)
     #: The run seeds (phones drawn from the mix, bandwidths, selection, initial model, minibatches).
     seeds: list[int] = field(default_factory=lambda: [0])
     #: Rounds between checkpoints (and metrics.parquet rewrites).
@@ -365,6 +401,8 @@ class ExperimentConfig:
             raise FieldError("seeds", "at least one seed", self.seeds)
         if len(set(self.seeds)) != len(self.seeds):
             raise FieldError("seeds", "each seed once", self.seeds)
+        if self.fl.mode == "fedbuff" and self.devices.enabled:
+            raise ValueError("devices: the thermal and memory models run in synchronous rounds (fl.mode: sync); set devices.thermal and devices.memory to none")
         if self.fl.mode == "fedbuff" and self.aggregation != AggregationConfig():
             raise ValueError("aggregation: fl.mode 'fedbuff' updates the server with FedBuff's own step (fedbuff.server_lr); leave aggregation at its default")
         unused = [k for k in self.policy_params if k not in self.policies]
@@ -395,6 +433,15 @@ class ExperimentConfig:
 def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
     """Load and validate an experiment YAML, with ``--set`` overrides applied first."""
     return load_config(ExperimentConfig, path, overrides)
+
+
+def with_seeds(cfg: ExperimentConfig, n_seeds: int | None) -> ExperimentConfig:
+    """``cfg`` with ``n_seeds`` seeds counted from its first one (``--seeds N``); ``cfg`` itself for None."""
+    if n_seeds is None:
+        return cfg
+    if n_seeds < 1:
+        raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
+    return replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
 
 
 def resolve_path(value: Path, experiment_path: str | Path | None) -> Path:

@@ -5,7 +5,8 @@
 - :mod:`~flamingo_sim.report.write`   PNG + SVG figures, ``report.md`` and ``report.html``.
 - :mod:`~flamingo_sim.report.traces`  what prep-traces kept, battery levels, the time-zone shifts.
 - :mod:`~flamingo_sim.report.notebook` helpers the notebooks use (a small run of their own).
-- :mod:`~flamingo_sim.report.cli`     ``flamingo-sim report``.
+- :mod:`~flamingo_sim.report.fidelity` measured profiles against the shipped ones (``flamingo-sim fidelity``).
+- :mod:`~flamingo_sim.report.cli`     ``flamingo-sim report`` and ``flamingo-sim fidelity``.
 
 Nothing downstream reaches back: the report reads a run directory and never changes its data.
 """

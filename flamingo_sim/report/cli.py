@@ -21,6 +21,40 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="image formats to write (default: png svg)")
     p.set_defaults(func=_report, cli_flags={"labels": "--labels", "out_dir": "--out"})
 
+    f = sub.add_parser(
+        "fidelity",
+        help="measured profiles (flamingo-sim profile) against the shipped ones: per-choice errors, and the headline with each",
+        description="For every measured profile in MEASURED_DIR, print per execution choice the simulator's step latency and "
+        "energy (the shipped profile of the same phone, or the one named with --as) beside the measured ones and the error; "
+        "with --headline, run the experiment on the shipped profiles and on the measured ones in their place and compare.",
+    )
+    f.add_argument("measured_dir", metavar="MEASURED_DIR", help="profiles directory written by `flamingo-sim profile`")
+    f.add_argument("--as", dest="as_phone", action="append", default=[], metavar="MEASURED=SHIPPED",
+                   help="compare the measured phone MEASURED with the shipped phone SHIPPED (repeatable)")
+    f.add_argument("--model", action="append", default=[], help="only this DNN model's profiles (repeatable)")
+    f.add_argument("--profile-set", default="paper", help="the shipped profile set compared with (paper or anchored)")
+    f.add_argument("--headline", metavar="EXPERIMENT", help="also run EXPERIMENT with the shipped and with the measured profiles")
+    f.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key of the --headline runs (repeatable)")
+    f.add_argument("--out", help="directory of the --headline runs (default: a temporary directory)")
+    f.set_defaults(func=_fidelity)
+
+
+def _fidelity(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from flamingo_sim.report.fidelity import compare_profiles, format_fidelity, format_headline, headline_change, parse_as
+    from flamingo_sim.resources import shipped
+
+    as_phone = parse_as(args.as_phone)
+    print(format_fidelity(compare_profiles(Path(args.measured_dir), shipped("profiles"), as_phone, args.profile_set, args.model)))
+    if args.headline:
+        change = headline_change(args.headline, Path(args.measured_dir), as_phone, overrides=args.overrides,
+                                 out_dir=None if args.out is None else Path(args.out), log=lambda m: print(m, file=sys.stderr))
+        print()
+        print(format_headline(change))
+    return 0
+
 
 def _report(args: argparse.Namespace) -> int:
     from flamingo_sim.report.data import load_runs

@@ -17,7 +17,7 @@ points (``accuracy``) and that curve as a line (``accuracy_curve``), and the sta
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 from matplotlib import rc_context
@@ -25,7 +25,6 @@ from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.typing import RcKeyType
 
 from flamingo_sim.report.data import (
     Curve,
@@ -43,6 +42,9 @@ from flamingo_sim.report.data import (
     target_rule,
     time_to_target_h,
 )
+
+if TYPE_CHECKING:  # matplotlib.typing arrived in matplotlib 3.8; the declared minimum is 3.7
+    from matplotlib.typing import RcKeyType
 
 __all__ = [
     "POLICY_COLORS",

@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from flamingo_sim.fl.cli import add_parallel_arguments, execution
+from flamingo_sim.fl.cli import add_parallel_arguments, add_readings_argument, execution
+
+#: Where ``reproduce`` writes without ``--out``, and where ``reproduce --quick`` does.
+DEFAULT_OUT, QUICK_OUT = "runs/reproduce", "runs/reproduce-quick"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,13 +21,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Table 2 (time and energy to target, bootstrap intervals), Table 3 (user experience per phone) and a Figure 6 "
         "analogue, each beside the paper's numbers. An existing OUT is continued (the same command again).",
     )
-    p.add_argument("--out", default="runs/reproduce", help="output directory (default: runs/reproduce)")
+    p.add_argument("--out", help=f"output directory (default: {DEFAULT_OUT}, or {QUICK_OUT} with --quick: a quick study and "
+                                 "a full one never share a folder)")
     p.add_argument("--seeds", type=int, help="seeds per task (default: 3, or 2 with --quick)")
     p.add_argument("--quick", action="store_true", help="40 rounds per task instead of the shipped 100 (a few minutes on 2 cores)")
     p.add_argument("--tasks", nargs="+", metavar="TASK", help="only these tasks (experiment names; default: all three)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="[TASK:]KEY=VALUE",
                    help="override a config key for every task, or for one with TASK:, e.g. "
                    "--set openimage_mobilenet:data.root=/data/openimage (repeatable)")
+    add_readings_argument(p)
+    p.add_argument("--attribution", action="store_true",
+                   help="also run the walk from the paper's readings to the default, one reading at a time, and add "
+                        "'Why our Table 2 differs from the paper's' (a table and a waterfall) to the report")
     add_parallel_arguments(p, "the (task, seed, policy) units")
     p.set_defaults(func=_reproduce, cli_flags={"overrides": "--set", "tasks": "--tasks", "n_seeds": "--seeds"})
 
@@ -50,8 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _reproduce(args: argparse.Namespace) -> int:
     from flamingo_sim.studies.reproduce import reproduce
 
-    md = reproduce(args.out, n_seeds=args.seeds, quick=args.quick, tasks=args.tasks, overrides=args.overrides,
-                   execution=execution(args), again=_again(args))
+    out = args.out if args.out is not None else (QUICK_OUT if args.quick else DEFAULT_OUT)
+    md = reproduce(out, n_seeds=args.seeds, quick=args.quick, tasks=args.tasks, overrides=args.overrides,
+                   execution=execution(args), again=_again(args, out), readings=args.readings, attribution=args.attribution)
     print(f"report: {md}")
     print(f"        {md.with_suffix('.html')}")
     return 0
@@ -66,6 +75,9 @@ def _sensitivity(args: argparse.Namespace) -> int:
     return 0
 
 
-def _again(args: argparse.Namespace) -> str:
-    """The command that continues this study: itself."""
-    return "flamingo-sim " + shlex.join(getattr(args, "argv", []))
+def _again(args: argparse.Namespace, out: str | None = None) -> str:
+    """The command that continues this study: itself (naming ``out`` where it was the default)."""
+    argv = list(getattr(args, "argv", []))
+    if args.out is None and out is not None:
+        argv += ["--out", out]
+    return "flamingo-sim " + shlex.join(argv)

@@ -9,7 +9,8 @@ Written into ``<out>``:
 
 - ``sensitivity.csv``: one row per (knob, value): the speedup and energy efficiency of the
   compared policy over the baseline (means over seeds), both policies' time and energy to the
-  target, and each ratio's change against the reference;
+  target, and each ratio's relative change against the reference (``speedup_rel_change``,
+  ``energy_efficiency_rel_change``: value / reference - 1, so 0.25 is 25 % higher);
 - ``sensitivity.md``: the same as a table, with the reference first;
 - ``tornado.png``: per knob, the range of speedup (left) and energy efficiency (right) over its
   values, against the reference (vertical line), knobs sorted by how far they move speedup.
@@ -41,7 +42,7 @@ from flamingo_sim.fl.runner.options import Execution
 from flamingo_sim.io import atomic_path
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["Knob", "parse_vary", "run_sensitivity", "tornado_figure"]
+__all__ = ["Knob", "parse_vary", "run_sensitivity", "relative_changes", "tornado_figure"]
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,7 @@ def run_sensitivity(
     for key, value, _sets, same in plan:
         ratios = ref_ratios if same else _ratios(results[_run_name(key, value)].summary, policy, baseline)
         rows.append({"knob": key, "value": value, **ratios})
-    table = pd.DataFrame(rows)
-    for col in ("speedup", "energy_efficiency"):
-        ref_value = ref_ratios[col]
-        table[f"{col}_change"] = [None if v is None or ref_value is None else v / ref_value - 1.0 for v in table[col]]
+    table = relative_changes(pd.DataFrame(rows), ref_ratios)
     with atomic_path(out / "sensitivity.csv") as tmp:
         table.to_csv(tmp, index=False)
     with atomic_path(out / "sensitivity.md") as tmp:
@@ -139,6 +137,14 @@ def run_sensitivity(
     with atomic_path(out / "tornado.png") as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     log(f"sensitivity: {out / 'sensitivity.md'}, {out / 'tornado.png'}")
+    return table
+
+
+def relative_changes(table: pd.DataFrame, reference: dict[str, Any]) -> pd.DataFrame:
+    """``table`` with ``<ratio>_rel_change`` columns: each ratio over the reference's, minus 1 (None where either is missing)."""
+    for col in ("speedup", "energy_efficiency"):
+        ref_value = reference[col]
+        table[f"{col}_rel_change"] = [None if v is None or ref_value is None else v / ref_value - 1.0 for v in table[col]]
     return table
 
 
@@ -155,13 +161,13 @@ def _fmt(value: Any, digits: int = 2, suffix: str = "") -> str:
 
 def _markdown(table: pd.DataFrame, experiment: str | Path, policy: str, baseline: str) -> str:
     lines = [f"# Sensitivity of {experiment}: {policy} over {baseline}", "",
-             ("| knob | value | speedup | change | energy efficiency | change | "
+             ("| knob | value | speedup | change vs reference | energy efficiency | change vs reference | "
               f"{baseline} time to target | {policy} time to target |"),
              "|---|---|---|---|---|---|---|---|"]
     for r in table.to_dict("records"):
         lines.append(
-            f"| {r['knob']} | {r['value']} | {_fmt(r['speedup'], 2, 'x')} | {_fmt(_pct(r['speedup_change']), 0, ' %')} | "
-            f"{_fmt(r['energy_efficiency'], 2, 'x')} | {_fmt(_pct(r['energy_efficiency_change']), 0, ' %')} | "
+            f"| {r['knob']} | {r['value']} | {_fmt(r['speedup'], 2, 'x')} | {_fmt(_pct(r['speedup_rel_change']), 0, ' %')} | "
+            f"{_fmt(r['energy_efficiency'], 2, 'x')} | {_fmt(_pct(r['energy_efficiency_rel_change']), 0, ' %')} | "
             f"{_fmt(r[f'{baseline}_time_to_target_h'], 2, ' h')} | {_fmt(r[f'{policy}_time_to_target_h'], 2, ' h')} |")
     return "\n".join(lines) + "\n"
 

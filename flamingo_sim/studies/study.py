@@ -31,11 +31,14 @@ from typing import Any, Callable, Sequence
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
 from flamingo_sim.fl.runner.execute import auto_jobs, check_executor
+from flamingo_sim.fl.runner.executors import make_executor
+from flamingo_sim.fl.runner.executors.base import Executor
 from flamingo_sim.fl.runner.options import Execution
-from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, prepare_run
+from flamingo_sim.fl.runner.prepare import PreparedRun, build_first_parts, check_parallel, prepare_run
 from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
 from flamingo_sim.fl.runner.run import run_units
 from flamingo_sim.fl.runner.rundir import run_guard
+from flamingo_sim.fl.runner.units import Unit
 from flamingo_sim.io import write_json
 
 __all__ = ["StudyRun", "StudyFailed", "run_study", "STUDY_FILE"]
@@ -99,22 +102,28 @@ def run_study(
         raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
     _check_out(out, command)
     execution = execution or Execution()
-    check_executor(execution.executor)
+    check_executor(execution.executor, execution.ray_address)
     executor, ray_address = execution.executor, execution.ray_address
+    runner = make_executor(executor)
+    if execution.jobs != 1:
+        runner.warm_up(execution.jobs or 2)  # the pool's parent imports torch while the runs' configs are read
     prepared: list[PreparedRun] = []
     quiet: Callable[[str], None] = lambda _m: None  # noqa: E731 - the runs' set-up lines, said once by the study
     for r in runs:
         run_dir = out / "runs" / r.name
         resume = (run_dir / "config.yaml").is_file()
         try:
-            prepared.append(prepare_run(r.experiment, r.overrides, r.n_seeds, run_dir, resume=resume, say=quiet, label=r.name))
+            prepared.append(prepare_run(r.experiment, r.overrides, r.n_seeds, run_dir, resume=resume, say=quiet, label=r.name, build=False))
         except ConfigError as exc:
-            raise ConfigError(f"{command}: run {r.name}: {exc}") from None
+            also = f"; or start a new {command} with another --out" if resume else ""
+            raise ConfigError(f"{command}: run {r.name}: {exc}{also}") from None
     jobs = auto_jobs([p.cfg for p in prepared]) if execution.jobs is None else execution.jobs
     check_parallel(prepared, jobs, executor)
     units = [u for p in prepared for u in p.units(jobs)]
+    _validate(command, runs, prepared, units, runner, jobs)
     how = f"finished units are kept; continue it with: {again}" if again else f"finished units are kept; run the same {command} again"
     with run_lock(out), ExitStack() as held:
+        held.callback(runner.close)  # what validation kept, if the units do not run
         _check_out(out, command)  # again, under the lock: another writer may have been first
         write_json(out / STUDY_FILE, {"command": command, "runs": names})
         for p in prepared:
@@ -122,15 +131,60 @@ def run_study(
                                          how=how))
         resumed = sum((p.out / "units").is_dir() for p in prepared)
         say(f"{command}: {len(prepared)} run(s), {len(units)} units into {out}" + (f" ({resumed} run(s) continued)" if resumed else ""))
-        failures = run_units(prepared, units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, shared_dir=out)
+        with _EarlyFinish(jobs > 1 or executor != "local", quiet) as early:
+            failures = run_units(prepared, units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, shared_dir=out,
+                                 on_run_done=early.submit)
+            results = {str(p.out): early.result(p) for p in prepared if str(p.out) not in {f.unit.run_dir for f in failures}}
         if failures:
-            failed_dirs = {f.unit.run_dir for f in failures}
-            for p in prepared:  # the runs that did finish get their metrics and summary
-                if str(p.out) not in failed_dirs:
-                    finish_run(p, quiet, print_summary=False)
-                else:
+            for p in prepared:  # the runs that did finish have their metrics and summary; the others their rounds so far
+                if str(p.out) not in results:
                     write_partial_metrics(p.out, p.cfg)
             first = failures[0]
             raise StudyFailed(f"{len(failures)} of {len(units)} units failed, first {first.unit.label}: {first.error} "
                               f"(log {first.unit.path('.log')}); the other units finished and are kept; {how.partition('; ')[2]}")
-        return [finish_run(p, quiet, print_summary=False) for p in prepared]
+        return [results[str(p.out)] for p in prepared]
+
+
+def _validate(command: str, runs: Sequence[StudyRun], prepared: Sequence[PreparedRun], units: Sequence[Unit], runner: Executor,
+              jobs: int) -> None:
+    """The last check of every run, before anything is written: its first seed's components built,
+    on the executor's workers where it builds them (in parallel, kept there for the units), else here."""
+    first = [next(u for u in units if u.run_dir == str(p.out) and u.seed == p.cfg.seeds[0]) for p in prepared]
+    errors = runner.validate(first, jobs)
+    for r, p, unit in zip(runs, prepared, first):
+        if errors is None:
+            try:
+                build_first_parts(p, lambda _m: None)
+            except ConfigError as exc:
+                raise ConfigError(f"{command}: run {r.name}: {exc}") from None
+        elif unit in errors:
+            raise ConfigError(f"{command}: run {r.name}: {errors[unit]}")
+
+
+class _EarlyFinish:
+    """A run's metrics and summary written (:func:`finish_run`) on a thread of this process as soon as
+    its last unit finished, while the workers run the other runs' units (``active``: units run
+    elsewhere; with ``jobs=1`` here, they would only take turns with the units); else at the end."""
+
+    def __init__(self, active: bool, say: Callable[[str], None]) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self.say = say
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="finish-run") if active else None
+        self.futures: dict[str, Future[RunResult]] = {}
+
+    def __enter__(self) -> "_EarlyFinish":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, run: PreparedRun) -> None:
+        if self.pool is not None:
+            self.futures[str(run.out)] = self.pool.submit(finish_run, run, self.say, print_summary=False)
+
+    def result(self, run: PreparedRun) -> RunResult:
+        """The run's result: the one written early, else written now."""
+        future = self.futures.get(str(run.out))
+        return future.result() if future is not None else finish_run(run, self.say, print_summary=False)

@@ -13,7 +13,7 @@
 
 Public API (imported lazily, so ``flamingo-sim --help`` stays fast)::
 
-    from flamingo_sim.traces import load_client_traces, ClientTraces      # the engine's view
+    from flamingo_sim.traces import load_client_traces, ClientTraces      # the simulator's view
     from flamingo_sim.traces import prep_traces, PrepOptions, Criteria     # the pipeline
     from flamingo_sim.traces import write_synthetic_dump, SynthOptions     # synthetic dumps
     from flamingo_sim.traces import SHIPPED_DIR                            # traces/synthetic/

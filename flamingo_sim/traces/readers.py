@@ -216,20 +216,23 @@ class Source:
             shifted[0] += 1
             return "skip"
 
-        reader = pacsv.open_csv(
-            f,
-            read_options=pacsv.ReadOptions(block_size=_CSV_BLOCK, use_threads=True),
-            parse_options=pacsv.ParseOptions(
-                delimiter=delim, quote_char='"' if quoted else False, escape_char="\\", invalid_row_handler=on_invalid
-            ),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=want,
-                column_types={c: pa.string() for c in want},
-                null_values=_NULLS,
-                strings_can_be_null=True,
-                quoted_strings_can_be_null=True,
-            ),
-        )
+        try:
+            reader = pacsv.open_csv(
+                f,
+                read_options=pacsv.ReadOptions(block_size=_CSV_BLOCK, use_threads=True),
+                parse_options=pacsv.ParseOptions(
+                    delimiter=delim, quote_char='"' if quoted else False, escape_char="\\", invalid_row_handler=on_invalid
+                ),
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=want,
+                    column_types={c: pa.string() for c in want},
+                    null_values=_NULLS,
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=True,
+                ),
+            )
+        except pa.ArrowInvalid as exc:
+            raise InputDataError(_csv_problem(f, exc)) from None
         n_rows = 0
         header_key = want[0]
         try:
@@ -245,7 +248,7 @@ class Source:
                 n_rows += table.num_rows
                 yield table
         except pa.ArrowInvalid as exc:
-            raise InputDataError(f"{f}: cannot parse CSV ({str(exc).splitlines()[0]})") from None
+            raise InputDataError(_csv_problem(f, exc)) from None
         if count:
             self.stats.shifted_rows += shifted[0]
         total = n_rows + shifted[0]
@@ -255,6 +258,26 @@ class Source:
                 f"more than max_shifted_frac {self.max_shifted_frac}); expected {len(names)} "
                 f"'{delim}'-separated fields as in the header"
             )
+
+
+def _csv_problem(f: Path, exc: Exception) -> str:
+    """One line for a CSV pyarrow cannot read: text in another encoding named with its line, else pyarrow's reason."""
+    import codecs
+
+    if "UTF8" in str(exc) or "UTF-8" in str(exc):
+        decoder, line = codecs.getincrementaldecoder("utf-8")(), 1
+        with open(f, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as bad:
+                    line += chunk[: max(bad.start, 0)].count(b"\n")
+                    byte = chunk[bad.start] if 0 <= bad.start < len(chunk) else None
+                    return (f"{f}: line {line}: not UTF-8 text" + (f" (byte 0x{byte:02x})" if byte is not None else "")
+                            + "; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+                line += chunk.count(b"\n")
+        return f"{f}: not UTF-8 text; convert the file to UTF-8"
+    return f"{f}: cannot parse CSV ({str(exc).splitlines()[0]})"
 
 
 def _first_bad_line(f: Path, delim: str, quoted: bool, n_fields: int) -> str:

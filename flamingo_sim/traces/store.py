@@ -204,6 +204,9 @@ def load_client_traces(path: str | Path) -> ClientTraces:
 
     path = Path(path)
     dev_path, cli_path = path / "devices.parquet", path / "clients.parquet"
+    if path.is_file():
+        raise InputDataError(f"{path}: a file, not a trace set; expected a prep-traces output directory "
+                             "(devices.parquet, clients.parquet): run flamingo-sim prep-traces on a GreenHub dump first")
     for p in (dev_path, cli_path):
         if not p.is_file():
             raise InputDataError(f"{p}: not found; expected a prep-traces output directory")

@@ -193,3 +193,26 @@ def test_a_client_that_never_trained_is_never_lost_to_training():
     assert budget.online.tolist() == [False, False] and not budget.twin.online[0]
     budget.advance(np.array([9.0]), np.array([12.0]))  # back above 10 %, below the 20 % re-entry level
     assert budget.online.tolist() == [False, False] and budget.lost().tolist() == [] and budget.dev.tolist() == []  # never deviated
+
+
+# -- what mutation testing found unchecked (docs/install.md, "Mutation testing") -------------------
+def test_discharge_intervals_take_integers_and_one_second_steps_and_name_bad_shapes():
+    ints = discharge_intervals([0, 1, 2, 3], [50, 49, 48, 47], [4, 4, 4, 4], 1000)  # 1 s apart: strictly increasing
+    assert ints["start_s"].dtype == np.float64 and ints["energy_j"].dtype == np.float64
+    floats = discharge_intervals([0.0, 1.0, 2.0, 3.0], [50.0, 49.0, 48.0, 47.0], [4.0] * 4, 1000)
+    for key in ("start_s", "end_s", "energy_j", "power_w"):
+        assert np.array_equal(ints[key], floats[key]), key
+    assert ints["power_w"].tolist() == [4.0 * 36, 4.0 * 36]  # 1 % of 1000 mAh = 36 C at 4 V, over 1 s
+    message = r"^times_s, level_pct and voltage_v must be 1-D arrays of one length$"
+    with pytest.raises(ValueError, match=message):
+        discharge_intervals([0, 1], [50, 49, 48], [4, 4], 1000)
+    with pytest.raises(ValueError, match=message):  # equal lengths, but not 1-D
+        discharge_intervals([[0, 1]], [[50, 49]], [[4, 4]], 1000)
+    with pytest.raises(ValueError, match=r"^times_s must be strictly increasing$"):
+        discharge_intervals([0, 2, 1], [50, 49, 48], [4, 4, 4], 1000)
+
+
+def test_a_population_budget_state_of_the_old_layout_is_refused_by_name():
+    budget = PopulationBudget(np.array([36_000.0]), np.array([0, 0]), min_pct=10.0, reentry_pct=20.0)
+    with pytest.raises(ValueError, match=r"^the energy budget was saved by an older flamingo-sim \(one array per client\); start the run afresh$"):
+        budget.load_state_dict({"deficit_j": np.zeros(2), "online": np.ones(2, dtype=bool)})

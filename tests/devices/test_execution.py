@@ -82,3 +82,22 @@ def test_vectorised_equals_per_step_loop_on_random_timelines():
     assert np.allclose(a.duration_s, b.duration_s) and np.allclose(a.energy_j, b.energy_j)
     assert np.allclose(a.interference_s, b.interference_s)
     assert (a.steps.sum(axis=1) == n_steps).all()
+
+
+def test_cfs_nice_share_from_the_kernels_weights():
+    # nice 10 (Android's THREAD_PRIORITY_BACKGROUND) has CFS weight 110, nice 0 has 1024: on a shared core
+    # training gets 110/1134 of it (10.31x slower) and the foreground app 1024/1134 (1.107x slower, -9.7 %).
+    from flamingo_sim.devices.execution import CFS_WEIGHTS, InterferenceModel
+
+    assert (CFS_WEIGHTS[0], CFS_WEIGHTS[10], CFS_WEIGHTS[-20], CFS_WEIGHTS[19]) == (1024, 110, 88761, 15)
+    fair = InterferenceModel()
+    assert fair.slowdown_for(2.0) == fair.foreground_slowdown_for(2.0) == 2.0
+    cfs = InterferenceModel(share="cfs_nice")
+    assert cfs.slowdown_for(2.0) == pytest.approx(1134 / 110) and cfs.foreground_slowdown_for(2.0) == pytest.approx(1134 / 1024)
+    assert InterferenceModel(share="cfs_nice", training_nice=0).slowdown_for(3.0) == 2.0  # equal weights: fair, whatever the SoC says
+    # a step on a shared core, priced by run_ladder with the model's training slowdown
+    res = run_ladder(np.array([[2.0]]), np.array([[1.5]]), np.array([[True]]), np.array([1]), np.array([3]), np.ones((1, 1), bool),
+                     600.0, np.array([False]), interference=cfs, slowdown=np.array([cfs.slowdown_for(2.0)]))
+    assert res.duration_s[0] == pytest.approx(3 * 2.0 * 1134 / 110)
+    with pytest.raises(Exception, match="training_nice"):
+        InterferenceModel(share="cfs_nice", training_nice=25)

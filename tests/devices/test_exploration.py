@@ -132,3 +132,26 @@ def test_old_exploration_name_is_refused_with_the_options():
 
     with pytest.raises(ConfigError, match=r"exploration.*packed.*per_request.*collective"):
         from_mapping(PolicyConfig, {"exploration": "paper"}, source="exp.yaml")
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_exploration_none_every_client_profiled_from_the_first_request(ps, share):
+    # exploration: none: the coordinator holds every phone model's profile from round 1, so no client
+    # explores (with or without sharing); an idle unplugged request runs the control loop at once,
+    # pricing exactly as a client that had explored: the same steps and duration.
+    pol = FlamingoPolicy(PolicyConfig(exploration="none", share_profiles=share))
+    pol.init(3, np.array([0, 1, 0]), ps)
+    assert pol.profiled(np.arange(3)).all()
+    out = pol.run_tasks(idle([0, 1, 2], [0, 1, 0], 4))
+    assert list(out.mode) == ["control"] * 3
+    pol.settle(out, np.ones(3))
+    assert list(pol.explored[:3]) == [0, 0, 0]
+    explored = FlamingoPolicy(PolicyConfig(explore_steps=2))
+    explored.init(3, np.array([0, 1, 0]), ps)
+    explored.explored.add(np.arange(3), ps.n_space[np.array([0, 1, 0])])  # as if each had explored every choice itself
+    ref = explored.run_tasks(idle([0, 1, 2], [0, 1, 0], 4))
+    assert np.array_equal(out.steps_by_choice, ref.steps_by_choice) and np.array_equal(out.duration_s, ref.duration_s)
+    # an in-use request is not declined as 'in_use_exploring': the client has its profile
+    req = TaskRequest(np.array([0]), np.array([0]), 4, 0.0, np.full(1, 80.0), np.zeros(1, bool), np.full(1, 30.0),
+                      np.ones((1, 1), bool), 600.0)
+    assert pol.run_tasks(req).decline_reason[0] == ""

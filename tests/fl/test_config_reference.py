@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import math
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -83,40 +85,111 @@ def test_the_table_holds_known_keys_with_their_default_and_range():
     assert "### `policy.interference`" in md
 
 
-def _outside(rule: str) -> float:
-    """A value just outside a range rule."""
-    if m := re.fullmatch(r"(>=|>) (-?[0-9.]+)", rule):
-        return float(m.group(2)) - 1
-    m = re.fullmatch(r"[\[(](-?[0-9.]+), (-?[0-9.]+)[\])]", rule)
+def _bounds(rule: str) -> list[tuple[float, bool, int]]:
+    """The finite bounds of a range rule: (bound, closed, side), side -1 for a lower and +1 for an upper bound."""
+    if m := re.fullmatch(r"(>=|>|<=|<) (-?[0-9.]+)", rule):
+        op, bound = m.group(1), float(m.group(2))
+        return [(bound, op.endswith("="), -1 if op[0] == ">" else 1)]
+    m = re.fullmatch(r"([\[(])(-?[0-9.]+), (-?[0-9.]+)([\])])", rule)
     assert m, rule
-    return float(m.group(2)) + 1
+    return [(float(m.group(2)), m.group(1) == "[", -1), (float(m.group(3)), m.group(4) == "]", 1)]
 
 
-def test_every_stated_range_is_enforced_by_the_loader():
+def _probes(rule: str, integer: bool) -> list[tuple[float, bool]]:
+    """Values on both sides of every bound of ``rule``, each with whether the rule takes it: a closed
+    bound takes the bound itself and refuses the next value outside (the next float, or the next
+    integer); an open bound refuses the bound and takes the next value inside."""
+    probes = []
+    for bound, closed, side in _bounds(rule):
+        outside = bound + side if integer else math.nextafter(bound, side * math.inf)
+        inside = bound - side if integer else math.nextafter(bound, -side * math.inf)
+        probes += [(bound, True), (outside, False)] if closed else [(bound, False), (inside, True)]
+    return probes
+
+
+#: What a key's value needs around it to be taken at all (the parameter of another plug-in, a pair rule).
+CONTEXT: dict[str, dict] = {
+    "traces.reentry_pct": {"traces": {"min_pct": 0.0}},  # min_pct <= reentry_pct
+    "aggregation.mu": {"aggregation": {"name": "fedprox"}},
+    **{f"aggregation.{k}": {"aggregation": {"name": "fedyogi"}} for k in ("server_lr", "beta1", "beta2", "tau")},
+    "selector.floor": {"fl": {"selection": "battery"}},
+    **{f"selector.{k}": {"fl": {"selection": "oort"}} for k in ("exploration", "straggler_penalty", "preferred_duration_s")},
+}
+#: A mapping key gets a second item, so that a share of 0 leaves a mix that sums to > 0.
+MAPPING_REST = {"phones.mix": {"galaxy_s10e": 1.0}}
+
+
+def _load_with(k, value: float) -> ConfigError | None:
+    """Load a config whose key ``k`` holds ``value`` (in a list or mapping where the key takes one;
+    with the plug-in it belongs to chosen); its error."""
+    key, type_ = k.key, k.type
+    v: object = int(value) if type_.startswith("int") or "list of int" in type_ else value
+    if type_.startswith("list"):
+        v = [v]
+    elif type_.startswith("mapping"):
+        v = {"pixel_3": v, **MAPPING_REST.get(key, {})}
+    data: dict = {"name": "x", **copy.deepcopy(CONTEXT.get(key, {}))}
+    if k.plugin:  # choose the plug-in these parameters belong to
+        chooser = CHOSEN_BY[k.section.split(".")[0]]
+        value_of_chooser: object = [k.plugin] if chooser == "policies" else k.plugin
+        head, _, tail = chooser.rpartition(".")
+        (data.setdefault(head, {}) if head else data)[tail] = value_of_chooser
+    node = data
+    *sections, last = key.split(".")
+    for s in sections:
+        node = node.setdefault(s, {})
+    node[last] = v
+    try:
+        from_mapping(ExperimentConfig, data, source="e.yaml")
+    except ConfigError as exc:
+        return exc
+    return None
+
+
+@pytest.mark.parametrize("rule, taken, refused", [
+    (">= 3", [3, 4, 1e300], [math.nextafter(3, 0), 2, -math.inf, math.nan]),
+    ("> 3", [math.nextafter(3, 4), 1e300], [3, 2, math.inf]),
+    ("<= 3", [3, -1e300], [math.nextafter(3, 4), 4]),
+    ("< 3", [math.nextafter(3, 0), -5], [3, 4]),
+    ("[0, 1]", [0, 1, 0.5], [math.nextafter(0, -1), math.nextafter(1, 2)]),
+    ("(0, 1)", [math.nextafter(0, 1), math.nextafter(1, 0)], [0, 1]),
+    ("[0, 1)", [0, math.nextafter(1, 0)], [math.nextafter(0, -1), 1]),
+    ("(0, 1]", [math.nextafter(0, 1), 1], [0, math.nextafter(1, 2)]),
+    ("[-50, 150]", [-50, 150], [math.nextafter(-50, -51), math.nextafter(150, 151)]),
+])
+def test_check_ranges_takes_and_refuses_each_side_of_each_bound(rule, taken, refused):
+    @dataclass(frozen=True)
+    class One:
+        x: float
+
+        def __post_init__(self) -> None:
+            check_ranges(self, x=rule)
+
+    for v in taken:
+        assert One(v).x == v
+    for v in refused:
+        with pytest.raises(ValueError, match=rf"^x: expected an? (number|integer) {'in ' if rule[0] in '[(' else ''}{re.escape(rule)}, got "):
+            One(v)
+
+
+def test_every_stated_range_is_enforced_by_the_loader_on_both_sides_of_each_bound():
+    """An open bound written as closed (or the reverse) fails here: each bound is probed at the
+    bound itself and at the next representable value on its other side."""
     ranged = [k for k in config_keys() + _plugin_keys(plugin_params()) if k.range]
     assert len(ranged) >= 40
+    wrong = []
+    n_probes = 0
     for k in ranged:
-        value: object = _outside(k.range)
-        if k.type.startswith("int") or "list of int" in k.type:
-            value = int(value)  # type: ignore[call-overload]
-        if k.type.startswith("list"):
-            value = [value]
-        elif k.type.startswith("mapping"):
-            value = {"pixel_3": value}
-        data: dict = {"name": "x"}
-        if k.plugin:  # choose the plug-in these parameters belong to
-            chooser = CHOSEN_BY[k.section.split(".")[0]]
-            value_of_chooser: object = [k.plugin] if chooser == "policies" else k.plugin
-            head, _, tail = chooser.rpartition(".")
-            (data.setdefault(head, {}) if head else data)[tail] = value_of_chooser
-        node = data
-        *sections, last = k.key.split(".")
-        for s in sections:
-            node = node.setdefault(s, {})
-        node[last] = value
-        with pytest.raises(ConfigError) as exc:
-            from_mapping(ExperimentConfig, data, source="e.yaml")
-        assert str(exc.value).startswith(f"e.yaml: {k.key}"), (k.key, str(exc.value))
+        integer = k.type.startswith("int") or "list of int" in k.type
+        for value, taken in _probes(k.range, integer):
+            n_probes += 1
+            exc = _load_with(k, value)
+            if taken and exc is not None:
+                wrong.append(f"{k.key} ({k.range}) refused {value!r}: {exc}")
+            elif not taken and (exc is None or not str(exc).startswith(f"e.yaml: {k.key}")):
+                wrong.append(f"{k.key} ({k.range}) took {value!r}" + (f" (or refused it naming another key: {exc})" if exc else ""))
+    assert wrong == []
+    assert n_probes >= 2 * len(ranged)
 
 
 def test_the_generator_imports_nothing_heavy():

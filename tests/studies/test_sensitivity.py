@@ -10,7 +10,7 @@ import pytest
 
 from flamingo_sim.cli import main
 from flamingo_sim.errors import ConfigError
-from flamingo_sim.studies.sensitivity import parse_vary
+from flamingo_sim.studies.sensitivity import parse_vary, relative_changes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXP = str(ROOT / "experiments" / "openimage_mobilenet.yaml")
@@ -42,7 +42,8 @@ def test_sensitivity_grid_table_and_chart(tmp_path, capsys):
     assert list(table["knob"]) == ["reference", "policy.interference.shared_core_slowdown"] + ["fl.overcommit"] * 2
     # a value equal to the reference's (overcommit 1.3) reuses its run
     ref = table.iloc[0]
-    assert table.loc[2, "speedup"] == ref["speedup"] and table.loc[2, "speedup_change"] == 0.0
+    assert table.loc[2, "speedup"] == ref["speedup"] and table.loc[2, "speedup_rel_change"] == 0.0
+    assert table.loc[3, "speedup_rel_change"] == pytest.approx(table.loc[3, "speedup"] / ref["speedup"] - 1.0)
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["fl.overcommit=2.0", "policy.interference.shared_core_slowdown=1",
                                                                "reference"]
     # each point is a normal run whose summary gives the table's ratio
@@ -50,6 +51,15 @@ def test_sensitivity_grid_table_and_chart(tmp_path, capsys):
     assert table.loc[3, "speedup"] == pytest.approx(summary["policies"]["flamingo"]["speedup"])
     assert (out / "tornado.png").read_bytes()[:4] == b"\x89PNG"
     assert "| fl.overcommit | 2.0 |" in (out / "sensitivity.md").read_text()
+
+
+def test_the_change_columns_say_they_are_relative():
+    table = relative_changes(pd.DataFrame([{"speedup": 4.0, "energy_efficiency": 5.0}, {"speedup": 5.0, "energy_efficiency": 4.5},
+                                           {"speedup": None, "energy_efficiency": 5.0}]), {"speedup": 4.0, "energy_efficiency": 5.0})
+    assert list(table.columns) == ["speedup", "energy_efficiency", "speedup_rel_change", "energy_efficiency_rel_change"]
+    assert table["speedup_rel_change"].tolist()[:2] == [0.0, 0.25]
+    assert pd.isna(table["speedup_rel_change"].iloc[2])
+    assert table["energy_efficiency_rel_change"].tolist() == pytest.approx([0.0, -0.1, 0.0])
 
 
 def test_bad_vary_value_is_one_line_and_writes_nothing(tmp_path, capsys):

@@ -59,19 +59,34 @@ def sequential(tmp_path_factory) -> dict[str, bytes]:
     return _outputs(out)
 
 
-def _cli(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flamingo_sim", *argv], capture_output=True, text=True, env=QUIET, timeout=300,
+def _cli(argv: list[str], env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flamingo_sim", *argv], capture_output=True, text=True, env=env or QUIET, timeout=300,
                           check=False, **kwargs)
 
 
 @pytest.mark.slow
 def test_two_jobs_write_what_one_job_writes(sequential, tmp_path):
     out = tmp_path / "grid"
-    proc = _cli(_argv(out, "--jobs", "2"))
+    schedule = tmp_path / "schedule.jsonl"
+    proc = _cli(_argv(out, "--jobs", "2"), env={**QUIET, "FLAMINGO_SIM_SCHEDULE": str(schedule)})
     assert proc.returncode == 0, proc.stderr
     assert _outputs(out) == sequential
-    # each unit ran in a worker process of its own and logged there
+    # each unit ran in a worker process and logged there
     assert sorted(p.name for p in (out / "runs" / "reference" / "units").glob("*.log")) == ["baseline-seed0.log", "flamingo-seed0.log"]
+    # two workers, each started once; each built one run's components to validate it (in parallel, before
+    # anything was written) and then ran that run's units on them; a worker done with its own run's units takes
+    # a unit of the other run rather than wait (building that run's components again)
+    events = [json.loads(line) for line in schedule.read_text().splitlines()]
+    assert sorted(e["worker"] for e in events if e["event"] == "start") == [0, 1]
+    built = {e["run"]: e["worker"] for e in events if e["event"] == "built" and e["error"] is None and not e["reused"]}
+    assert sorted(built) == ["fl.overcommit=1.0", "reference"] and sorted(built.values()) == [0, 1]
+    done = [e for e in events if e["event"] == "done"]
+    assert sorted((e["run"], e["unit"]) for e in done) == [("fl.overcommit=1.0", "baseline-seed0"), ("fl.overcommit=1.0", "flamingo-seed0"),
+                                                            ("reference", "baseline-seed0"), ("reference", "flamingo-seed0")]
+    assert all(e["reused"] == (e["worker"] == built[e["run"]]) for e in done)
+    assert all(e["reused"] for e in done if e["unit"] == "baseline-seed0")  # the first unit of each worker: the run it built
+    assert all(e["error"] is None for e in done) and max(e["at"] for e in events if e["event"] == "built") < min(
+        e["at"] for e in events if e["event"] == "send" and e["kind"] == "run")
 
 
 @pytest.mark.slow
@@ -81,13 +96,13 @@ def test_a_killed_unit_fails_alone_and_the_same_command_finishes_the_study(seque
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=QUIET)
     status = out / "runs" / "reference" / "units" / "flamingo-seed0.status"
     deadline = time.monotonic() + 180
-    while True:  # kill the unit's process once it has checkpointed a round
+    while True:  # kill the unit's worker once the unit has started (a worker that holds the seed's components starts it at once)
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         try:
             raw = json.loads(status.read_text())
         except (OSError, ValueError):
             raw = {}
-        if raw.get("round", 0) >= 1:
+        if raw.get("round", -1) >= 0:
             break
         time.sleep(0.02)
     assert raw["round"] < 6, "the unit finished before it could be killed"
@@ -178,18 +193,34 @@ def test_ray_missing_is_one_line_before_anything_is_written(tmp_path, monkeypatc
     assert not out.exists()
 
 
-def _workers_of(out: Path) -> list[int]:
-    """PIDs of processes whose command line names ``out`` (the study's worker processes)."""
-    pids = []
+def _descendants(pid: int) -> list[int]:
+    """PIDs of every process started, directly or not, by ``pid`` (the study's pool and its workers)."""
+    parents: dict[int, int] = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                cmdline = (proc / "cmdline").read_bytes()
+                stat = (proc / "stat").read_text()
             except OSError:
                 continue
-            if str(out).encode() in cmdline and b"flamingo_sim.fl.runner.worker" in cmdline:
-                pids.append(int(proc.name))
-    return pids
+            parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        kids = [p for p, parent in parents.items() if parent in frontier]
+        found += kids
+        frontier = kids
+    return found
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
 
 
 @pytest.mark.slow
@@ -201,13 +232,32 @@ def test_sigterm_stops_every_worker_and_says_how_to_continue(tmp_path):
     while not list((out / "runs").glob("*/units/*.status")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
-    assert _workers_of(out)
+    workers = _descendants(proc.pid)
+    assert len(workers) >= 3  # the pool's parent and two workers (and the resource tracker)
     proc.send_signal(signal.SIGTERM)
     t0 = time.monotonic()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == ("flamingo-sim sensitivity: interrupted (SIGTERM); finished units are kept; continue it with: "
                                             f"flamingo-sim {shlex.join(argv[3:])}")
-    while _workers_of(out) and time.monotonic() - t0 < 10:
+    while _alive(workers) and time.monotonic() - t0 < 10:
         time.sleep(0.1)
-    assert _workers_of(out) == []
+    assert _alive(workers) == []
+
+
+@pytest.mark.slow
+def test_a_run_that_cannot_build_is_one_line_on_the_workers_too(tmp_path):
+    """With workers the runs' components are built there (in parallel, kept for the units): a run
+    whose build fails is the same one line as with one job, before anything is written."""
+    lines = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"grid-{jobs}"
+        argv = ["sensitivity", "openimage_mobilenet", "--vary", f"traces.path={tmp_path / 'nowhere'}",
+                *[a for s in TINY for a in ("--set", s)], "--out", str(out), "--jobs", jobs]
+        proc = _cli(argv)
+        assert proc.returncode == 2, proc.stderr
+        lines.append(proc.stderr.strip().splitlines()[-1].replace(str(out), "OUT"))
+        assert not out.exists()
+    assert lines[0] == lines[1]
+    assert lines[0].startswith("flamingo-sim sensitivity: error: sensitivity: run traces.path=") and lines[0].endswith(
+        f"traces.path: trace set '{tmp_path / 'nowhere'}' not found")

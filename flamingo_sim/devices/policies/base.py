@@ -52,8 +52,10 @@ class PolicyConfig:
     #: The coordinator hands a phone model's profile to every client of that model once one client has explored it.
     share_profiles: bool = True
     #: How Flamingo explores execution choices: "packed" (explore_steps batches per choice, several choices per
-    #: request), "per_request" (one choice per request, profiled over the whole request) or "collective".
-    exploration: Literal["packed", "per_request", "collective"] = "packed"
+    #: request), "per_request" (one choice per request, profiled over the whole request), "collective", or
+    #: "none" (every phone model's profile is known to the coordinator from the first round, as profiles
+    #: benchmarked before the job or kept from an earlier one: no client explores).
+    exploration: Literal["packed", "per_request", "collective", "none"] = "packed"
     #: Batches each choice is profiled on (``exploration: packed``).
     explore_steps: int = 2
     #: What the baseline accepts: "accept_all" (every request) or "monitored" (declines too hot, and in use

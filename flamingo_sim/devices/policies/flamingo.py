@@ -25,7 +25,12 @@
      finds none left runs ``4567`` like a charging client) and shares the profile once every
      choice has been measured by someone (without sharing it is ``per_request``).
 
-     In all three, exploration progress is booked only after the round is settled
+     ``none``: the coordinator holds every phone model's profile from the first round (the
+     paper's section 4.2: exploration "can be eliminated by leveraging the central
+     coordinator(s)"; its section 5.1 emulated devices from profiles benchmarked beforehand),
+     so every client is profiled from its first request and none explores.
+
+     In the three exploring modes, exploration progress is booked only after the round is settled
      (:meth:`FlamingoPolicy.settle`): an explorer cut by the deadline or the K-fastest rule
      has explored only the choices it finished before the round ended.
    - in use -> decline ``'in_use_exploring'`` (SPEC: requests in use are accepted only after
@@ -62,7 +67,8 @@ class FlamingoPolicy(PricedPolicy):
         self.explored = SparseVector(n_clients, np.int64)  # state-space choices each client explored (held for explorers only)
         width = profile_set.space_latency_s.shape[1]
         self.model_done = np.zeros((profile_set.n_phones, width), dtype=bool)  # coordinator: measured choices
-        self.shared_table = np.zeros(profile_set.n_phones, dtype=bool)  # coordinator has the profile
+        # coordinator has the profile: from the start with ``exploration: none``
+        self.shared_table = np.full(profile_set.n_phones, self.config.exploration == "none", dtype=bool)
         self._pending: dict[str, np.ndarray] | None = None
 
     def profiled(self, client_idx: np.ndarray) -> np.ndarray:
@@ -70,7 +76,8 @@ class FlamingoPolicy(PricedPolicy):
         ps = self.profiles
         ph = self.client_phone[client_idx]
         own = self.explored[client_idx] >= ps.n_space[ph]
-        return own | (self.config.share_profiles & self.shared_table[ph])
+        known = self.shared_table[ph] & (self.config.share_profiles or self.config.exploration == "none")
+        return own | known
 
     @property
     def _split(self) -> bool:

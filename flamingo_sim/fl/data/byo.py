@@ -31,7 +31,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from flamingo_sim.errors import InputDataError
+from flamingo_sim.config import read_text
+from flamingo_sim.errors import ConfigError, InputDataError
 from flamingo_sim.fl.data.base import FederatedDataset, check_client_id
 
 __all__ = ["ArrayFederated", "read_arrays", "read_leaf", "LEAF_LETTERS"]
@@ -86,6 +87,13 @@ def _tensors(x: np.ndarray, y: np.ndarray, where: str) -> tuple[Tensor, Tensor]:
 
 def _read_file(path: Path) -> tuple[Tensor, Tensor]:
     if path.suffix == ".npz":
+        try:
+            with open(path, "rb") as fh:
+                magic = fh.read(4)
+        except OSError as exc:
+            raise InputDataError(f"{path}: cannot read ({exc.strerror})") from None
+        if magic[:2] != b"PK":  # np.savez writes a zip archive; anything else is not one (np.load would talk of pickles)
+            raise InputDataError(f"{path}: not an .npz archive (np.savez's zip format); expected arrays 'x' and 'y'")
         try:
             with np.load(path, allow_pickle=False) as z:
                 if "x" not in z or "y" not in z:
@@ -146,7 +154,11 @@ def read_arrays(root: Path) -> ArrayFederated:
 
 def _leaf_users(path: Path) -> list[tuple[str, dict[str, Any]]]:
     try:
-        blob = json.loads(path.read_text())
+        text = read_text(path, "a LEAF JSON file")
+    except ConfigError as exc:  # another encoding, a directory, a binary file
+        raise InputDataError(str(exc)) from None
+    try:
+        blob = json.loads(text)
         users, data = blob["users"], blob["user_data"]
         return [(u, data[u]) for u in users]
     except (OSError, ValueError) as exc:

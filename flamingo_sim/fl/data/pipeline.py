@@ -58,7 +58,7 @@ class DecodedCache:
     wrapped dataset's.
     """
 
-    def __init__(self, dataset: Any, workers: int, cache_bytes: int) -> None:
+    def __init__(self, dataset: Any, workers: int, cache_bytes: int, log: Callable[[str], None] | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.dataset = dataset
@@ -67,6 +67,8 @@ class DecodedCache:
         self.n_decoded = 0  # samples decoded so far
         self.decode_s = 0.0  # wall time spent decoding (prefetch and misses)
         self.description = f"{dataset.description}; decoded on {self.workers} threads, cache {cache_bytes / 2**30:.1f} GiB"
+        self.log = log  # says when the test set is decoded (the first evaluation waits for it)
+        self._test_said = False
 
     def __getattr__(self, name: str) -> Any:
         if name == "dataset":  # not set yet (copy, unpickling): no recursion
@@ -101,7 +103,17 @@ class DecodedCache:
         return self._cache.get(cid, lambda: self._read(cid))
 
     def test_data(self) -> tuple[Tensor, Tensor]:
-        return self.dataset.test_data()
+        """The wrapped dataset's test set; the first call says that it decodes it and how long that took."""
+        if self._test_said or self.log is None:
+            return self.dataset.test_data()
+        self._test_said = True
+        mapping = getattr(self.dataset, "_test_mapping", None)
+        size = f" ({len(mapping):,} samples)" if mapping is not None else ""
+        self.log(f"decoding the test set{size}, once: the first evaluation waits for it")
+        started = time.perf_counter()
+        data = self.dataset.test_data()
+        self.log(f"test set decoded in {time.perf_counter() - started:.1f} s")
+        return data
 
 
 @dataclass(frozen=True)

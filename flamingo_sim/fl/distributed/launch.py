@@ -19,6 +19,7 @@ import tempfile
 from typing import Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.faults import Interrupted
 from flamingo_sim.fl.distributed.world import LAUNCHER_ENV, PEER_EXIT
 
 __all__ = ["launch", "describe_failure"]
@@ -59,6 +60,22 @@ def _quiet_agent() -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+#: Seconds a round of the main job (the proxy task, 100 clients a round) took with one process and with two,
+#: on 2 cores (``benchmarks/distributed.py``, its correctness section, in benchmarks/results/distributed_2cores.json).
+PROXY_ROUND_S = {1: 0.403, 2: 0.489}
+
+
+def proxy_notice(nproc: int, real_data: bool, on_cpu: bool) -> str | None:
+    """The line ``run --nproc`` says before it starts where one process is faster (the proxy task on the
+    CPU: its model is too small for the split to pay), with the measurement; None elsewhere."""
+    if nproc < 2 or real_data or not on_cpu:
+        return None
+    one, two = PROXY_ROUND_S[1], PROXY_ROUND_S[2]
+    return (f"--nproc {nproc}: one process is faster on the proxy task (measured on 2 cores: {one:.2f} s a round in one process, "
+            f"{two:.2f} s in two; its model is so small that the collectives and rank 0's coordinator outweigh the training they split); "
+            f"starting {nproc} processes as asked")
+
+
 def launch(nproc: int, worker_args: Sequence[str], *, extra: Sequence[str] = (), log: Callable[[str], None] | None = None) -> None:
     """Run ``python -m flamingo_sim <worker_args>`` as ``nproc`` ranks of one process group.
 
@@ -83,7 +100,8 @@ def launch(nproc: int, worker_args: Sequence[str], *, extra: Sequence[str] = (),
         failures = {int(rank): (int(f.exitcode), int(f.pid)) for rank, f in exc.failures.items()}
         raise FlamingoError(describe_failure(failures)) from None
     except SignalException as exc:  # Ctrl-C or SIGTERM to the launcher: the agent stopped the ranks
-        raise KeyboardInterrupt(str(exc)) from None
+        # reported as the signal that came (a plain KeyboardInterrupt read as SIGINT: exit 130 after a SIGTERM)
+        raise Interrupted(int(exc.sigval)) from None
     finally:
         os.environ.pop(LAUNCHER_ENV, None)
         scratch.cleanup()

@@ -53,7 +53,7 @@ from flamingo_sim.fl.training.trainer import choose_strategy
 __all__ = ["DistributedSeam", "Layout", "serve", "split_by_cost", "prepare_trainer"]
 
 TRAIN, EVAL, STOP = 1, 2, 3
-_HEADER = 5  # kind, round_idx, augment_round (-1: none), n clients, prox_mu (float64 bits)
+_HEADER = 6  # kind, round_idx, augment_round (-1: none), n clients, prox_mu (float64 bits), model as last sent (1) or below (0)
 _LOSS, _SAMPLES = "\0loss", "\0n_samples"
 
 
@@ -138,10 +138,16 @@ def prepare_trainer(local: LocalSeam, world_size: int, log: Callable[[str], None
 
 
 class _Job:
-    """The tensors a job crosses as, and how each side reads them."""
+    """The tensors a job crosses as, and how each side reads them.
+
+    The model crosses once per change: a job whose model is bit for bit the one the last job
+    carried (a round's training starts from the model its previous round evaluated) says so in
+    its header, and every rank reuses the flat buffers it kept.
+    """
 
     def __init__(self, comm: Comm, layout: Layout) -> None:
         self.comm, self.layout = comm, layout
+        self.last: dict[torch.dtype, Tensor] | None = None  # the model rows last sent (rank 0) or received
 
     def send(self, kind: int, job: TrainJob | None = None, params: dict[str, Tensor] | None = None) -> None:
         header = torch.zeros(_HEADER, dtype=torch.int64, device=self.comm.device)
@@ -153,14 +159,18 @@ class _Job:
             header[2] = -1 if job.augment_round is None else job.augment_round
             header[3] = len(job.clients)
             header[4] = torch.tensor([job.prox_mu], dtype=torch.float64).view(torch.int64)[0]
+        state = job.start if job is not None else params
+        rows = None if state is None else self.layout.pack({k: v.unsqueeze(0) for k, v in state.items()}, 1, self.comm.device)
+        same = rows is not None and self.last is not None and all(_same_bits(rows[dt], self.last[dt]) for dt in rows)
+        header[5] = int(same)
         self.comm.broadcast(header, "job header")
         if job is not None and job.clients:
             ids = torch.tensor(list(job.clients) + list(job.keys), dtype=torch.int64, device=self.comm.device)
             self.comm.broadcast(ids, "job clients")
-        state = job.start if job is not None else params
-        if state is not None:
-            for dt, row in self.layout.pack({k: v.unsqueeze(0) for k, v in state.items()}, 1, self.comm.device).items():
+        if rows is not None and not same:
+            for dt, row in rows.items():
                 self.comm.broadcast(row, f"model broadcast ({dt})")
+            self.last = rows
 
     def receive(self) -> tuple[int, TrainJob | None, dict[str, Tensor] | None]:
         header = self.comm.broadcast(torch.zeros(_HEADER, dtype=torch.int64, device=self.comm.device), "job header").cpu()
@@ -173,15 +183,24 @@ class _Job:
         if n:
             ids = self.comm.broadcast(torch.zeros(2 * n, dtype=torch.int64, device=self.comm.device), "job clients").cpu().tolist()
             clients, keys = tuple(ids[:n]), tuple(ids[n:])
-        rows = self.layout.empty(1, self.comm.device)
-        for dt, row in rows.items():
-            self.comm.broadcast(row, f"model broadcast ({dt})")
-        state = {k: v[0] for k, v in self.layout.unpack(rows).items()}
+        if int(header[5]) and self.last is not None:
+            rows = self.last
+        else:
+            rows = self.layout.empty(1, self.comm.device)
+            for dt, row in rows.items():
+                self.comm.broadcast(row, f"model broadcast ({dt})")
+            self.last = rows
+        state = {k: v[0].clone() for k, v in self.layout.unpack(rows).items()}
         if kind == EVAL:
             return kind, None, state
         mu = float(header[4:5].view(torch.float64)[0])
         augment = None if int(header[2]) < 0 else int(header[2])
         return kind, TrainJob(state, clients, keys, int(header[1]), mu, augment), None
+
+
+def _same_bits(a: Tensor, b: Tensor) -> bool:
+    """Whether two flat buffers hold the same bits (not merely equal values: -0.0 and 0.0, NaNs)."""
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
 
 
 def _train_share(local: LocalSeam, comm: Comm, layout: Layout, job: TrainJob, work: float) -> ClientUpdates | None:

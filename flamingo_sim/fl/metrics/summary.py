@@ -21,6 +21,7 @@ import pandas as pd
 
 from flamingo_sim.fl.config import TargetConfig
 from flamingo_sim.fl.metrics.target import RAW, best_on_curve, first_reach, rule_dict, target_curve, target_for_seed
+from flamingo_sim.fl.sim.records import LIMIT_PREFIXES
 from flamingo_sim.fl.sim.rounds import DROP_REASONS
 
 COLUMNS = {
@@ -76,6 +77,25 @@ def ux_slowed_frac(rows: pd.DataFrame) -> dict[str, float | None]:
             phone = col[len("foreground_s_"):]
             fg = float(rows[col].sum())
             out[phone] = float(rows[f"interference_s_{phone}"].sum()) / fg if fg > 0 else None
+    return out
+
+
+def device_limit_totals(rows: pd.DataFrame) -> dict[str, Any] | None:
+    """Per seed, averaged: clients dropped out of memory and shrunk per phone, tasks throttled and
+    their throttled seconds per phone, requests declined too hot (None without the device models)."""
+    cols = [c for c in rows.columns if c.startswith(LIMIT_PREFIXES)]
+    if not cols:
+        return None
+    n_seeds = max(int(rows["seed"].nunique()), 1)
+    totals = rows[cols].sum() / n_seeds
+    out: dict[str, Any] = {}
+    for key, prefix in (("out_of_memory", "out_of_memory_"), ("batch_shrunk", "batch_shrunk_"), ("throttled", "throttled_"),
+                        ("throttled_s", "throttled_s_")):
+        found = {c[len(prefix):]: float(totals[c]) for c in cols if c.startswith(prefix) and (key == "throttled_s" or not c.startswith("throttled_s_"))}
+        if found:
+            out[key] = found
+    if "declined_too_hot" in totals:
+        out["declined_too_hot"] = float(totals["declined_too_hot"])
     return out
 
 
@@ -139,6 +159,9 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
                 entry[key] = _mean_or_none([r.get(key) for r in runs.values()])
         entry["clients_lost"] = _mean_or_none([r["clients_lost"] for r in runs.values()])
         entry["ux_slowed_frac"] = ux_slowed_frac(metrics[metrics["policy"] == policy])
+        limits = device_limit_totals(metrics[metrics["policy"] == policy])
+        if limits is not None:
+            entry["device_limits"] = limits
         for key in ("time_to_target_s", "energy_to_target_j"):
             entry[f"{key}_ci"] = bootstrap_ci([r[key] for r in runs.values()], f"{policy}|{key}") if entry[key] is not None else None
         entry["per_seed"] = {str(s): r for s, r in runs.items()}
@@ -181,6 +204,14 @@ def format_summary(summary: dict[str, Any]) -> str:
     if any(ux.values()):
         lines.append("owners' foreground time slowed by training: " + "; ".join(
             f"{p} " + ", ".join(f"{ph} {fmt(v, 0.01, 0, '%')}" for ph, v in fr.items()) for p, fr in ux.items()))
+    for p, e in summary["policies"].items():
+        lim = e.get("device_limits")
+        if lim:
+            parts = [f"{name.replace('_', ' ')} " + ", ".join(f"{ph} {fmt(v, 1, 0)}" for ph, v in lim[name].items())
+                     for name in ("out_of_memory", "batch_shrunk", "throttled") if name in lim]
+            if "declined_too_hot" in lim:
+                parts.append(f"declined too hot {fmt(lim['declined_too_hot'], 1, 0)}")
+            lines.append(f"device limits ({p}, per seed): " + "; ".join(parts))
     targets = {s: t for s, t in summary["target_accuracy_by_seed"].items()}
     rule = summary.get("target_rule") or {"description": str(summary["target"])}
     lines.append("target accuracy " + ", ".join(f"seed {s}: {fmt(t, 1, 4)}" for s, t in targets.items()) + f" ({rule['description']})")

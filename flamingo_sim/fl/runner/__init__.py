@@ -9,8 +9,9 @@ In the order a run uses them:
 - :mod:`~flamingo_sim.fl.runner.datasets`    the dataset of a ``data`` section (proxy, arrays, FedScale layouts, packs), ``pack-data``;
 - :mod:`~flamingo_sim.fl.runner.kernels`     the CPU kernels and threads of a process that trains;
 - :mod:`~flamingo_sim.fl.runner.units`       :func:`run_unit`: one (policy, seed), the same function in any process, and its result file;
-- :mod:`~flamingo_sim.fl.runner.execute`     the executors: units here, as processes of this machine, or on Ray;
-- :mod:`~flamingo_sim.fl.runner.worker`      the process a ``--jobs`` executor starts (and a Ray task's body);
+- :mod:`~flamingo_sim.fl.runner.execute`     units handed to an executor, and each unit's share of the cores;
+- :mod:`~flamingo_sim.fl.runner.executors`   the executors' contract and registry: here, a pool of worker processes, Ray, plug-ins;
+- :mod:`~flamingo_sim.fl.runner.worker`      a ``--jobs`` pool's long-lived worker (and a Ray task's body);
 - :mod:`~flamingo_sim.fl.runner.ranks`       a run over torchrun's processes: rank 0 writes, the others serve;
 - :mod:`~flamingo_sim.fl.runner.engines`     the :class:`Engine` contract (what runs one simulation's rounds) and its registry;
 - :mod:`~flamingo_sim.fl.runner.callbacks`   the :class:`Callback` contract of the run loop and the progress bar;

@@ -19,7 +19,7 @@ from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
-from flamingo_sim.fl.config import ExperimentConfig, load_experiment, require_path
+from flamingo_sim.fl.config import ExperimentConfig, load_experiment, require_path, with_seeds
 from flamingo_sim.fl.runner.datasets import ARCHITECTURES, make_dataset
 from flamingo_sim.fl.sim.population import Population, build_population
 from flamingo_sim.fl.sim.simulation import Components, Simulation
@@ -54,6 +54,9 @@ def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> P
     else:
         key = "phones.profiles_dir"
         dirs = [require_path(p, experiment_path, key, "profiles directory") for p in (given if isinstance(given, list) else [given])]
+        for p, path in zip(given if isinstance(given, list) else [given], dirs):
+            if not path.is_dir():
+                raise ConfigError(f"{experiment_path}: {key}: {str(p)!r} is a file, not a directory of profiles")
     return ProfileDirs.of([*dirs, shipped("profiles")])
 
 
@@ -166,12 +169,7 @@ def phone_assignment(
 
 def resolve_config(experiment: str | Path, overrides: Sequence[str], n_seeds: int | None) -> ExperimentConfig:
     """The run's config: the experiment with its overrides, ``n_seeds`` seeds from its first one."""
-    cfg = load_experiment(experiment, list(overrides))
-    if n_seeds is not None:
-        if n_seeds < 1:
-            raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
-        cfg = replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
-    return cfg
+    return with_seeds(load_experiment(experiment, list(overrides)), n_seeds)
 
 
 def compose(
@@ -221,6 +219,9 @@ def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: 
         raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
     if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
         raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
+    if engine != "native" and cfg.devices.memory == "shrink_batch":
+        raise ConfigError(f"{experiment}: devices.memory: 'shrink_batch' trains each client with its own minibatch natively only; "
+                          f"use 'drop' with --engine {engine}")
     if engine == "fedscale" and cfg.fl.selection == "oort":
         raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
     make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))

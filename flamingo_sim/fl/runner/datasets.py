@@ -47,7 +47,7 @@ def make_dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log:
         if is_packed(root):
             return _open_pack(cfg, root, src), arch
         workers = data.decode_workers or usable_cores()
-        return DecodedCache(_fedscale_reader(cfg, root, src), workers, int(data.cache_gb * (1 << 30))), arch
+        return DecodedCache(_fedscale_reader(cfg, root, src), workers, int(data.cache_gb * (1 << 30)), log=log), arch
     if data.fallback == "error":
         raise ConfigError(f"{src}: data: data.root is null (no real {data.name} data) and data.fallback is 'error'")
     px = data.proxy

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from flamingo_sim.config import FieldError, check_ranges
 from flamingo_sim.errors import ConfigError
 
 __all__ = ["Execution", "RunOptions"]
@@ -32,6 +33,9 @@ class Execution:
     executor: str = "local"
     #: The Ray cluster to join (``--ray-address``); None: a local Ray.
     ray_address: str | None = None
+
+    def __post_init__(self) -> None:
+        _checked(self, jobs=">= 1")
 
     @property
     def here(self) -> bool:
@@ -63,9 +67,14 @@ class RunOptions:
     execution: Execution = field(default_factory=Execution)
     #: Seconds before a collective of a torchrun group times out (None: the default).
     collective_timeout_s: float | None = None
+    #: The command that continues the run, for the line an interruption or a failure prints (the
+    #: command line passes the command typed); None: one built from these options.
+    again: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "overrides", tuple(self.overrides))
+        # n_seeds, executors, threads and collective_timeout_s are checked where they are used (resolve_config,
+        # make_engine, the fl section, the process group), each with its one message
 
     def with_fields(self, **changes: object) -> RunOptions:
         """These options with ``changes`` (field names, and ``jobs``/``executor``/``ray_address`` of
@@ -86,3 +95,11 @@ class RunOptions:
         if self.threads is not None:
             out.append(f"fl.threads={self.threads}")
         return out
+
+
+def _checked(options: object, **rules: str) -> None:
+    """:func:`~flamingo_sim.config.check_ranges` with the option's name in a :class:`ConfigError`."""
+    try:
+        check_ranges(options, **rules)
+    except FieldError as exc:
+        raise ConfigError(f"{type(options).__name__}: {exc}") from None

@@ -10,7 +10,6 @@ units (:mod:`flamingo_sim.fl.runner.units`).
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -21,15 +20,11 @@ from flamingo_sim.fl.runner.compose import resolve_config
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.execute import unit_threads
 from flamingo_sim.fl.runner.kernels import pin_run_kernels
-from flamingo_sim.fl.runner.rundir import check_run_dir
+from flamingo_sim.fl.runner.rundir import check_run_dir, default_out_dir
 from flamingo_sim.fl.runner.units import Unit
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["PreparedRun", "prepare_run", "check_parallel", "default_out_dir", "portable_experiment"]
-
-
-def default_out_dir(cfg: ExperimentConfig) -> Path:
-    return Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+__all__ = ["PreparedRun", "prepare_run", "build_first_parts", "check_parallel", "default_out_dir", "portable_experiment"]
 
 
 @dataclass
@@ -78,9 +73,12 @@ def portable_experiment(experiment: Path) -> str:
 def prepare_run(
     experiment: str | Path, overrides: Sequence[str], n_seeds: int | None, out_dir: str | Path | None, *, resume: bool,
     engine: str = "native", executors: int = 0, say: Callable[[str], None], label: str = "", writes: bool = True,
+    build: bool = True,
 ) -> PreparedRun:
     """Everything a config can get wrong, checked before the run directory is touched (``writes=False``:
-    a rank of a distributed run that will not write the directory does not check it)."""
+    a rank of a distributed run that will not write the directory does not check it; ``build=False``:
+    the components of its first seed, the last check, are left to the caller (:func:`build_first_parts`,
+    or a study's workers))."""
     experiment = find_experiment(experiment)
     runner = make_engine(engine, EngineOptions(executors=executors, experiment=experiment, overrides=tuple(overrides), log=say))
     if resume and not runner.resumable:
@@ -107,8 +105,15 @@ def prepare_run(
     from flamingo_sim.fl.runner.compose import build_components, check_composition
 
     check_composition(cfg, experiment, engine=engine, resume=resume)
-    first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say)
+    first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say) if build else None
     return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors, kernels)
+
+
+def build_first_parts(run: PreparedRun, say: Callable[[str], None]) -> None:
+    """The check :func:`prepare_run` left out with ``build=False``: its first seed's components, built here and kept."""
+    from flamingo_sim.fl.runner.compose import build_components
+
+    run.first_parts = build_components(run.cfg, run.experiment, run.cfg.seeds[0], log=say)
 
 
 def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> None:

@@ -36,12 +36,12 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback
-from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, execute
+from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, describe, execute, warm_up
 from flamingo_sim.fl.runner.kernels import training_on
 from flamingo_sim.fl.runner.options import RunOptions
-from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, prepare_run
+from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, portable_experiment, prepare_run
 from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
-from flamingo_sim.fl.runner.rundir import run_guard
+from flamingo_sim.fl.runner.rundir import resume_command, run_guard
 from flamingo_sim.fl.runner.units import UNITS_DIR, PartsCache, Unit, run_unit, unit_result
 
 
@@ -68,12 +68,15 @@ def run_experiment(
     ``collective_timeout_s``), rank 0 runs the experiment's units one after another and alone
     writes ``out_dir``, and the others train and evaluate their shares of rank 0's rounds
     (:mod:`flamingo_sim.fl.runner.ranks`, :mod:`flamingo_sim.fl.distributed`).
+
+    The line an interruption or a failure prints says how to continue: ``options.again`` (the command
+    line passes the command typed), else a command built from these options.
     """
     opts = (options or RunOptions()).with_fields(**changes)
     say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
     overrides = opts.all_overrides()
     ex = opts.execution
-    check_executor(ex.executor)
+    check_executor(ex.executor, ex.ray_address)
     from flamingo_sim.fl.distributed.world import world_from_env
 
     world = world_from_env()
@@ -88,6 +91,8 @@ def run_experiment(
                                n_seeds=opts.n_seeds, resume=opts.resume, engine=opts.engine, executors=opts.executors)
     if opts.collective_timeout_s is not None:
         raise ConfigError("--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)")
+    if ex.jobs != 1:
+        warm_up(ex.executor, ex.jobs or 2)  # the pool's parent imports torch while this process validates the config
     run = prepare_run(experiment, overrides, opts.n_seeds, opts.out_dir, resume=opts.resume, engine=opts.engine, executors=opts.executors,
                       say=say)
     jobs = auto_jobs([run.cfg]) if ex.jobs is None else ex.jobs
@@ -96,15 +101,16 @@ def run_experiment(
         raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
     check_parallel([run], jobs, executor)
     units = run.units(jobs)
+    again = opts.again or resume_command(portable_experiment(run.experiment), run.out, overrides, opts.n_seeds, opts.engine,
+                                         opts.executors, ex.jobs)
     with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable,
-                   engine={"flower": "Flower"}.get(run.engine, "FedScale")):
+                   engine={"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
         here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
                              keep_going=False, show=not here, shared_dir=run.out)
         if failures:
             raise FlamingoError(f"{failures[0].describe()}" + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
-                                + f"; the other units finished; continue it with: flamingo-sim run {run.experiment} --out {run.out} "
-                                "--resume (and the same --set options)")
+                                + f"; the other units finished; continue it with: {again}")
         return finish_run(run, say)
 
 
@@ -135,9 +141,12 @@ def _run_rank0(run: PreparedRun, callbacks: Sequence[Callback], say: Callable[[s
 def run_units(
     runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
     say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
-    shared_dir: Path | None = None, comm: Any = None,
+    shared_dir: Path | None = None, comm: Any = None, on_run_done: Callable[[PreparedRun], None] | None = None,
 ) -> list[Failure]:
     """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
+
+    ``on_run_done(run)``: called in this process as soon as the last of a run's units given here
+    finished (while other runs' units may still be running), e.g. to write its summary meanwhile.
 
     With one local job they run in this process, the policies of a seed sharing its components
     (the runs' first seeds are already built); else as :func:`~flamingo_sim.fl.runner.execute.execute` says.
@@ -158,8 +167,7 @@ def run_units(
         if runs[0].kernels[1]:
             say(runs[0].kernels[1])
     else:
-        threads = max(u.threads for u in units) if units else 1
-        say(f"{len(units)} units, {jobs} at a time ({'Ray' if executor == 'ray' else 'processes'}, {threads} CPU thread(s) each)")
+        say(describe(executor, units, jobs))
 
     def here(unit: Unit) -> None:
         run = by_dir[unit.run_dir]
@@ -173,9 +181,16 @@ def run_units(
     if jobs > 1 or executor != "local":
         for r in runs:
             r.first_parts = None  # validated; the workers build their own
+    left = {d: sum(u.run_dir == d for u in units) for d in by_dir}
+
+    def finished(unit: Unit) -> None:
+        left[unit.run_dir] -= 1
+        if left[unit.run_dir] == 0 and on_run_done is not None:
+            on_run_done(by_dir[unit.run_dir])
+
     try:
         return execute(units, jobs=jobs, say=say, in_process=here, executor=executor, ray_address=ray_address,
-                       keep_going=keep_going, show=show, shared_dir=shared_dir)
+                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished)
     except BaseException:
         for r in runs:
             try:

@@ -10,9 +10,11 @@ interruption or a full disk into a message that says how to continue.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import shlex
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -30,7 +32,28 @@ from flamingo_sim.io import _LEGACY_TEMP, _TEMP, atomic_path, clean_stale
 if TYPE_CHECKING:
     from flamingo_sim.fl.config import ExperimentConfig
 
-__all__ = ["check_run_dir", "run_guard"]
+__all__ = ["check_run_dir", "run_guard", "default_out_dir", "resume_command"]
+
+
+def default_out_dir(cfg: ExperimentConfig) -> Path:
+    """Where a run goes without ``out_dir``: ``runs/<name>-<timestamp>``."""
+    return Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def resume_command(experiment: str, out: Path, overrides: Sequence[str] = (), n_seeds: int | None = None,
+                   engine: str = "native", executors: int = 0, jobs: int | None = 1) -> str:
+    """The command line that continues a run started from the library: ``experiment`` as the command
+    line would name it, every override as a ``--set``, and the other arguments that shaped the run."""
+    argv = ["run", experiment, "--out", str(out), *[a for s in overrides for a in ("--set", s)]]
+    if n_seeds is not None:
+        argv += ["--seeds", str(n_seeds)]
+    if engine != "native":
+        argv += ["--engine", engine]
+    if executors:
+        argv += ["--executors", str(executors)]
+    if jobs != 1:
+        argv += ["--jobs", "auto" if jobs is None else str(jobs)]
+    return "flamingo-sim " + shlex.join([*argv, "--resume"])
 
 
 def _outputs(out: Path) -> list[str]:
@@ -49,6 +72,29 @@ def check_run_dir(out: Path, cfg: ExperimentConfig, resume: bool) -> None:
         raise ConfigError(f"{out}: run directory exists and is not empty (continue it with resume, or choose another out_dir)")
 
 
+NEW_KEY = " (not in the run)"
+
+
+def _at_default(cfg: Any, dotted: str) -> bool:
+    """Whether the config key ``dotted`` (of a dataclass config) holds its field's default."""
+    import dataclasses
+
+    obj = cfg
+    *parents, last = dotted.split(".")
+    for name in parents:
+        obj = getattr(obj, name, None)
+    if obj is None or not dataclasses.is_dataclass(obj):
+        return False
+    f = next((f for f in dataclasses.fields(obj) if f.name == last), None)
+    if f is None:
+        return False
+    if f.default is not dataclasses.MISSING:
+        return bool(getattr(obj, last) == f.default)
+    if f.default_factory is not dataclasses.MISSING:
+        return bool(getattr(obj, last) == f.default_factory())
+    return False
+
+
 def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
     from flamingo_sim.fl.runner.checkpoint import config_diff  # torch: imported only where needed, so errors come fast
 
@@ -56,6 +102,8 @@ def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
     if not saved.is_file():
         raise ConfigError(f"{out}: not a run directory (no config.yaml) - nothing to resume")
     diff = config_diff(yaml.safe_load(saved.read_text()), to_mapping(cfg))
+    # a key added since the run started, left at its default, is what the run did: not a difference
+    diff = [d for d in diff if not (d.endswith(NEW_KEY) and _at_default(cfg, d[: -len(NEW_KEY)]))]
     if diff:
         more = f" and {len(diff) - 3} more" if len(diff) > 3 else ""
         raise ConfigError(
@@ -66,11 +114,12 @@ def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
 
 @contextlib.contextmanager
 def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *, resume: bool, resumable: bool = True,
-              how: str | None = None, engine: str = "FedScale") -> Iterator[None]:
+              how: str | None = None, engine: str = "FedScale", again: str | None = None) -> Iterator[None]:
     """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume).
 
     ``resumable``: whether the engine writes checkpoints (what the message on an interruption says,
-    naming ``engine`` when it does not); ``how``: what that message says instead (a study is
+    naming ``engine`` when it does not); ``again``: the command that continues the run (default: the
+    directory and experiment with ``--resume``); ``how``: what that message says instead (a study is
     continued by its own command).
     """
     from flamingo_sim.fl.runner.checkpoint import check_inputs, record_inputs
@@ -87,7 +136,7 @@ def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *
         if how is not None:
             pass
         elif resumable:
-            how = f"continue it with: flamingo-sim run {experiment} --out {out} --resume (and the same --set options)"
+            how = f"continue it with: {again or resume_command(str(experiment), out)}"
         else:
             how = f"this run keeps no checkpoints ({engine}): start it again with another out_dir"
         try:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
 from flamingo_sim.fl.runner.checkpoint import Checkpointer, resume_simulation
 from flamingo_sim.fl.runner.compose import compose, resolve_config
@@ -41,7 +42,7 @@ from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["Unit", "PartsCache", "run_unit", "unit_result", "log_rates", "read_status", "safe_name"]
+__all__ = ["Unit", "PartsCache", "run_unit", "unit_parts", "unit_result", "log_rates", "read_status", "safe_name"]
 
 UNITS_DIR = "units"
 #: The result file's format (a file of another format is not trusted: the unit runs again).
@@ -96,18 +97,32 @@ def safe_name(name: str) -> str:
 
 
 class PartsCache:
-    """The components of the last (run directory, seed) built in this process: the policies of
-    one seed share them, as they would in one run."""
+    """The components of the last ``capacity`` (run directory, seed) pairs built in this process:
+    the policies of one seed share them, as they would in one run."""
 
-    def __init__(self) -> None:
-        self.key: tuple[str, int] | None = None
-        self.parts: Any = None
+    def __init__(self, capacity: int = 1) -> None:
+        self.capacity = max(1, capacity)
+        self.entries: dict[tuple[str, int], Any] = {}  # oldest first
+        #: Seconds the last build took (what a unit of the same seed saves).
+        self.built_s = 0.0
+
+    @property
+    def key(self) -> tuple[str, int] | None:
+        """The (run directory, seed) put last (None when empty)."""
+        return next(reversed(self.entries), None)
 
     def put(self, run_dir: str, seed: int, parts: Any) -> None:
-        self.key, self.parts = (run_dir, seed), parts
+        """Keep ``parts`` for (``run_dir``, ``seed``), dropping the oldest beyond the capacity; None empties the cache."""
+        if parts is None:
+            self.entries.clear()
+            return
+        self.entries.pop((run_dir, seed), None)
+        self.entries[(run_dir, seed)] = parts
+        while len(self.entries) > self.capacity:
+            self.entries.pop(next(iter(self.entries)))
 
     def get(self, run_dir: str, seed: int) -> Any:
-        return self.parts if self.key == (run_dir, seed) else None
+        return self.entries.get((run_dir, seed))
 
 
 def unit_result(unit_dir: Path, policy: str, seed: int, *, done_only: bool = True) -> dict[str, Any] | None:
@@ -143,27 +158,11 @@ def run_unit(
     ``after_write`` is called after each write of the unit's result (the run's own process
     refreshes ``metrics.parquet`` with it, so that a killed run leaves what it had done).
     """
-    from flamingo_sim.fl.runner.compose import build_components
-    from flamingo_sim.fl.training.device import set_threads
-
     out = Path(unit.run_dir)
     if unit_result(out / UNITS_DIR, unit.policy, unit.seed) is not None:
         return
-    experiment = find_experiment(unit.experiment)
-    cfg = resolve_config(experiment, unit.overrides, unit.n_seeds)
-    if unit.seed not in cfg.seeds or unit.policy not in cfg.policies:
-        raise ConfigError(f"{out}: unit {unit.name}: not a (policy, seed) of this run")
-    # a worker started by the run inherits the run's kernels (ATEN_CPU_CAPABILITY, set by prepare_run); one that
-    # did not (a Ray task on another node) pins them itself, before its first kernel
-    if "ATEN_CPU_CAPABILITY" not in os.environ:
-        pin_run_kernels(cfg)
-    set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
+    experiment, cfg, parts = unit_parts(unit, cache)
     runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=experiment, overrides=unit.overrides, log=say))
-    parts = cache.get(unit.run_dir, unit.seed) if cache is not None else None
-    if parts is None:
-        parts = build_components(cfg, experiment, unit.seed, log=lambda _m: None)
-        if cache is not None:
-            cache.put(unit.run_dir, unit.seed, parts)
     sim = compose(cfg, experiment, unit.seed, unit.policy, parts=parts, log=say)
     if split is not None:  # rank 0 of a distributed run: step 5 over the group (flamingo_sim.fl.runner.ranks.distribute)
         split(sim)
@@ -176,13 +175,43 @@ def run_unit(
         hooks.append(TrackingCallback(cfg, out, unit.name))
     if runner.resumable and cfg.fl.mode == "sync":
         ckpt = out / "checkpoints" / f"{unit.name}.pt"
-        done = resume_simulation(sim, ckpt, say) or done
+        resumed = resume_simulation(sim, ckpt, say)
+        if resumed:
+            say(f"{unit.label}: resuming from round {sim.round + 1}")
+        done = resumed or done
         hooks.append(Checkpointer(ckpt, cfg.checkpoint_every))
     records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
     if split is not None:
         sim.seam.close()  # type: ignore[attr-defined]  # a DistributedSeam: the other ranks move on to the next unit
     writer.write(records, histogram=participation_histogram(sim.times_kept))
     log_rates(sim, say)
+
+
+def unit_parts(unit: Unit, cache: PartsCache | None) -> tuple[Path, ExperimentConfig, Any]:
+    """The unit's experiment file, config and components (from ``cache`` when it holds its seed's,
+    else built and put there), with this process's CPU kernels and threads set for it: what
+    :func:`run_unit` starts from, and what a study's worker builds to validate a run before any
+    output is written."""
+    from flamingo_sim.fl.runner.compose import build_components
+    from flamingo_sim.fl.training.device import set_threads
+
+    experiment = find_experiment(unit.experiment)
+    cfg = resolve_config(experiment, unit.overrides, unit.n_seeds)
+    if unit.seed not in cfg.seeds or unit.policy not in cfg.policies:
+        raise ConfigError(f"{unit.run_dir}: unit {unit.name}: not a (policy, seed) of this run")
+    # a worker started by the run inherits the run's kernels (ATEN_CPU_CAPABILITY, set by prepare_run); one that
+    # did not (a Ray task on another node) pins them itself, before its first kernel
+    if "ATEN_CPU_CAPABILITY" not in os.environ:
+        pin_run_kernels(cfg)
+    set_threads(cfg.fl.threads, small_model=cfg.data.root is None)
+    parts = cache.get(unit.run_dir, unit.seed) if cache is not None else None
+    if parts is None:
+        began = time.perf_counter()
+        parts = build_components(cfg, experiment, unit.seed, log=lambda _m: None)
+        if cache is not None:
+            cache.put(unit.run_dir, unit.seed, parts)
+            cache.built_s = time.perf_counter() - began
+    return experiment, cfg, parts
 
 
 class _UnitWriter(Callback):

@@ -1,12 +1,12 @@
-"""Units of work (:class:`~flamingo_sim.fl.runner.units.Unit`) in a process of their own.
+"""Units of work (:class:`~flamingo_sim.fl.runner.units.Unit`) in a process other than the study's.
 
-``python -m flamingo_sim.fl.runner.worker PARENT_PID UNIT_JSON...`` is what ``--jobs N`` starts
-on this machine: the units given (the policies of one seed, when there are units enough to keep
-every job busy: they share the seed's components, as in one run), one after the other;
-:func:`run_logged` is what a Ray task calls for one unit. Both run
+:func:`serve` is a long-lived worker of ``--jobs N`` on this machine
+(:mod:`flamingo_sim.fl.runner.executors.pool`): forked with torch and the package already
+imported, it runs unit after unit sent to it, keeping the last seed's components;
+:func:`run_logged` is what it and a Ray task call for one unit. Both run
 :func:`~flamingo_sim.fl.runner.units.run_unit`, log into ``units/<policy>-seed<k>.log`` and turn
-an error into one line, ``error: ...`` last in that log (and returned by the Ray task). A unit
-that fails does not stop the next one.
+an error into one line, ``error: ...`` last in that log (and returned to the study's process).
+A unit that fails does not stop the next one.
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ import contextlib
 import os
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Iterator
 
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.faults import Interrupted, describe_os_error, stop_signals
-from flamingo_sim.fl.runner.units import PartsCache, Unit, run_unit
+from flamingo_sim.fl.runner.units import PartsCache, Unit, run_unit, unit_parts
 
-__all__ = ["run_logged", "write_probe", "worker_command", "main"]
+__all__ = ["run_logged", "write_probe", "serve", "PRELOAD", "package_root"]
 
 
 def _say(msg: str) -> None:
@@ -80,31 +81,116 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``worker PARENT_PID UNIT_JSON...``: exit 0 when every unit finished, 2 when one failed (its
-    log ends with ``error: ...``), 128 + the signal when stopped by SIGINT or SIGTERM."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    _die_with_parent(int(args[0]))
-    cache = PartsCache()
-    failed = False
+#: What the pool's parent process (multiprocessing's forkserver) imports once, before it forks
+#: any worker: torch, pandas and the modules a unit runs (no torch kernel runs at import, so a
+#: worker still chooses its CPU kernels).
+PRELOAD = ("torch", "numpy", "pandas", "pyarrow.parquet", "scipy.interpolate", "flamingo_sim.fl.runner.worker",
+           "flamingo_sim.fl.runner.compose", "flamingo_sim.fl.sim.simulation", "flamingo_sim.fl.training.trainer")
+
+
+@contextlib.contextmanager
+def _into_log(path: Path) -> Iterator[None]:
+    """Standard output and error, at the descriptor level (torch's C++ warnings too), into ``path``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(path, "a") as fh:
+            os.dup2(fh.fileno(), 1)
+            os.dup2(fh.fileno(), 2)
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+
+
+def _check_kernels(env: dict[str, str]) -> str | None:
+    """None when this process runs the CPU kernels the parent runs (``ATEN_CPU_CAPABILITY``), else why not."""
+    wanted = env.get("ATEN_CPU_CAPABILITY")
+    if not wanted:
+        return None
+    import torch
+
+    used = torch.backends.cpu.get_cpu_capability()
+    if used.lower() != wanted.lower():
+        return f"this worker runs {used} CPU kernels, the run asks for {wanted} (a kernel ran before the worker could pin them)"
+    return None
+
+
+def _build(unit_json: str, cache: PartsCache) -> str | None:
+    """Build (and keep) a unit's components, as a study's validation of its run; its error line or None."""
+    try:
+        unit_parts(Unit.from_json(unit_json), cache)
+    except FlamingoError as exc:
+        return str(exc)
+    except OSError as exc:
+        return describe_os_error(exc)
+    except Exception as exc:  # a bug or a library's error: the traceback to the worker's error stream
+        traceback.print_exc()
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return None
+
+
+#: The (run, seed) components a worker keeps: a study's validation may leave it two seeds to start from.
+WORKER_CACHE = 2
+
+
+def serve(conn: Any, started: float) -> None:
+    """A long-lived worker of ``--jobs N`` (:mod:`flamingo_sim.fl.runner.executors.pool`), forked from
+    the pool's parent process with :data:`PRELOAD` imported.
+
+    Protocol over ``conn`` (a :func:`multiprocessing.Pipe`): first this worker sends
+    ``("ready", start_up_s)``; then it receives ``(kind, unit_json, env)`` (``env``: the command's
+    environment, applied first) and answers ``(kind, error_or_None, timing)``: ``"build"`` builds
+    the unit's components (a study validating its runs before it writes anything), ``"run"`` runs
+    the unit (``timing``: its wall seconds, whether it reused its seed's components or the seconds
+    it took to build them, this worker's CPU seconds so far); until it receives None or the pipe
+    closes. The components of the last :data:`WORKER_CACHE` (run, seed) pairs stay cached
+    (:class:`~flamingo_sim.fl.runner.units.PartsCache`): a unit of such a seed does not build them
+    again. SIGINT and SIGTERM end the worker with 128 + the signal; it ends with SIGKILL when
+    its parent does (``PR_SET_PDEATHSIG``), and on its own when the study's process goes (the pipe closes).
+    """
+    os.setsid()  # Ctrl-C at the terminal reaches the study's process, which stops the workers
+    _die_with_parent(os.getppid())
+    cache = PartsCache(WORKER_CACHE)
+    conn.send(("ready", time.time() - started))
+    checked = False
     try:
         with stop_signals():
-            for text in args[1:]:
-                failed = run_logged(text, cache) is not None or failed
+            while True:
+                try:
+                    msg = conn.recv()
+                except EOFError:  # the study's process is gone
+                    return
+                if msg is None:
+                    return
+                kind, unit_json, env = msg
+                os.environ.update(env)
+                unit = Unit.from_json(unit_json)
+                t0 = time.perf_counter()
+                hit = cache.get(unit.run_dir, unit.seed) is not None
+                error = None if checked else _check_kernels(env)
+                checked = error is None
+                if error is None and kind == "build":
+                    error = _build(unit_json, cache)
+                elif error is None:
+                    with _into_log(unit.path(".log")):
+                        error = run_logged(unit_json, cache)
+                elif kind == "run":
+                    with _into_log(unit.path(".log")):
+                        _say(f"error: {error}")
+                cpu = os.times()
+                conn.send((kind, error, {"wall_s": round(time.perf_counter() - t0, 4), "reused": hit,
+                                         "build_s": 0.0 if hit else round(cache.built_s, 4), "cpu_s": round(cpu.user + cpu.system, 3)}))
     except KeyboardInterrupt as exc:
-        return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
-    return 2 if failed else 0
-
-
-def worker_command(units: Sequence[Unit]) -> list[str]:
-    """The command line that runs ``units`` in a child process of this one."""
-    return [sys.executable, "-m", "flamingo_sim.fl.runner.worker", str(os.getpid()), *(u.to_json() for u in units)]
+        sys.exit(128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT))
 
 
 def package_root() -> Path:
     """The directory holding this ``flamingo_sim`` package (put first on a child's PYTHONPATH)."""
     return Path(__file__).resolve().parents[3]
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

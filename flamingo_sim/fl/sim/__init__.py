@@ -6,5 +6,6 @@
 - :mod:`~flamingo_sim.fl.sim.fedbuff`     the asynchronous loop (FedBuff);
 - :mod:`~flamingo_sim.fl.sim.records`     :class:`RoundRecord`, what one round produced;
 - :mod:`~flamingo_sim.fl.sim.population`  which trace, phone and bandwidth each client has;
-- :mod:`~flamingo_sim.fl.sim.fairness`    Jain's index over clients.
+- :mod:`~flamingo_sim.fl.sim.fairness`    Jain's index over clients;
+- :mod:`~flamingo_sim.fl.sim.limits`      heat and memory in the round loop (``devices.thermal``, ``devices.memory``).
 """

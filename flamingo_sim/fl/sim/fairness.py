@@ -17,7 +17,7 @@ def jain_index(x: np.ndarray, n: int | None = None) -> float:
     """Jain's index of the non-negative values ``x``; NaN when all are zero (or none given).
 
     ``n``: the population's size when ``x`` holds only its non-zero entries (zeros add nothing
-    to either sum), so that the engine's per-round index at 1,000,000 clients costs O(clients
+    to either sum), so that the round loop's per-round index at 1,000,000 clients costs O(clients
     that ever took part), not O(population).
     """
     v = np.asarray(x, dtype=np.float64)

@@ -21,7 +21,7 @@ An event loop in virtual time:
    with staleness = versions made meanwhile; the slot is dispatched again;
 3. with M deltas buffered the server applies :func:`~flamingo_sim.fl.strategy.aggregate.fedbuff_step`
    with weights ``(1 + staleness) ** -staleness_exponent``; that makes one metrics row, with
-   the synchronous engine's columns (``round`` = server update, ``n_selected`` = dispatches
+   the synchronous loop's columns (``round`` = server update, ``n_selected`` = dispatches
    and ``dropped_*`` = drops since the previous update, ``duration_s`` = time since it), plus
    ``staleness_mean``. ``fl.rounds`` and ``fl.horizon_h`` bound the server updates.
 

@@ -18,6 +18,8 @@ from flamingo_sim.fl.sim.rounds import DROP_REASONS
 __all__ = ["RoundRecord"]
 
 _STEPS, _INTERFERENCE, _FOREGROUND, _TRAINING_FG = "steps_", "interference_s_", "foreground_s_", "training_foreground_s_"
+#: Columns of the device limits (:mod:`flamingo_sim.fl.sim.limits`), present only with ``devices.thermal`` / ``devices.memory`` on.
+LIMIT_PREFIXES = ("dropped_out_of_memory", "out_of_memory_", "batch_shrunk_", "declined_too_hot", "throttled_")
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,9 @@ class RoundRecord:
     user-experience intensity, :mod:`flamingo_sim.studies.reproduce.ux`). The mappings are read-only. ``n_exploring`` and ``energy_exploring_j``:
     selected clients whose task explored an execution choice, and the energy they drew.
     ``jain_*`` are Jain's indices over all clients so far (:mod:`flamingo_sim.fl.sim.fairness`);
-    ``staleness_mean`` is set by the asynchronous engine only (a column only there).
+    ``staleness_mean`` is set by the asynchronous engine only (a column only there);
+    ``device_limits`` (column -> value) only with ``devices.thermal`` or ``devices.memory`` on
+    (:meth:`flamingo_sim.fl.sim.limits.DeviceLimits.columns`).
     """
 
     policy: str
@@ -63,6 +67,7 @@ class RoundRecord:
     jain_participation: float = float("nan")
     jain_energy: float = float("nan")
     staleness_mean: float | None = None
+    device_limits: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         if set(self.dropped) != set(DROP_REASONS):
@@ -105,6 +110,8 @@ class RoundRecord:
         row.update({f"{_TRAINING_FG}{phone}": s for phone, s in self.training_foreground_s_by_phone.items()})
         if self.staleness_mean is not None:
             row["staleness_mean"] = self.staleness_mean
+        if self.device_limits is not None:
+            row.update(self.device_limits)
         return row
 
     @classmethod
@@ -114,6 +121,9 @@ class RoundRecord:
                                      "n_online", "n_selected", "n_kept", "energy_j", "energy_cum_j", "interference_s",
                                      "clients_lost", "clients_lost_cum")}
         extra = {k: row[k] for k in ("jain_participation", "jain_energy", "staleness_mean") if k in row}
+        limits = {k: v for k, v in row.items() if k.startswith(LIMIT_PREFIXES)}
+        if limits:
+            extra["device_limits"] = limits
         return cls(
             **plain,
             n_exploring=int(row.get("n_exploring", 0)),

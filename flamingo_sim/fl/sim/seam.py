@@ -36,7 +36,8 @@ class TrainJob:
     ``keys``: what each client's minibatch order and dropout masks derive from, with
     ``round_idx`` (the client id in synchronous rounds, the dispatch number in FedBuff).
     ``augment_round``: the round handed to the dataset's ``train_augment``, with each client's key
-    (None: none applied).
+    (None: none applied). ``batch_size``: the minibatch of every client of the job (None: the
+    cohort's; ``devices.memory: shrink_batch`` sets it).
     """
 
     start: dict[str, Tensor]
@@ -45,10 +46,11 @@ class TrainJob:
     round_idx: int
     prox_mu: float = 0.0
     augment_round: int | None = None
+    batch_size: int | None = None
 
     def share(self, lo: int, hi: int) -> "TrainJob":
         """The same job for clients ``lo:hi`` only."""
-        return TrainJob(self.start, self.clients[lo:hi], self.keys[lo:hi], self.round_idx, self.prox_mu, self.augment_round)
+        return TrainJob(self.start, self.clients[lo:hi], self.keys[lo:hi], self.round_idx, self.prox_mu, self.augment_round, self.batch_size)
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ class LocalSeam:
         if job.augment_round is not None:  # keyed like the minibatches: the client id, or FedBuff's dispatch number
             datas = [(self.dataset.train_augment(x, k, job.augment_round, self.seed), y) for k, (x, y) in zip(job.keys, datas)]
         began = time.perf_counter()
-        task = CohortTask(datas, list(job.keys), n_steps=self.local_steps, batch_size=self.batch_size, lr=self.lr, seed=self.seed,
+        batch_size = self.batch_size if job.batch_size is None else job.batch_size
+        task = CohortTask(datas, list(job.keys), n_steps=self.local_steps, batch_size=batch_size, lr=self.lr, seed=self.seed,
                           round_idx=job.round_idx, prox_mu=job.prox_mu)
         result = self.trainer.train(job.start, task)
         n_samples = torch.tensor([len(d[1]) for d in datas], dtype=torch.float64)

@@ -13,7 +13,8 @@ Each round (numbered steps match the code):
    in this process, or split over processes by :mod:`flamingo_sim.fl.distributed`) and aggregate them
    (:mod:`flamingo_sim.fl.strategy.aggregators`; FedAvg weighted by samples by default);
 6. advance the clock and every client's battery along its trace, training energy included
-   (a client on the charger, by the trace's ``charging`` column where it has one, trains on
+   (a client on the charger, by the trace's ``charging`` column where it has one or by a rising
+   level with ``traces.charge_state: level``, trains on
    the charger's power: no battery deficit, and it cannot run out mid-task);
 7. evaluate every ``eval_every`` rounds, and record the round's metrics.
 
@@ -41,13 +42,15 @@ from flamingo_sim.devices.battery import EnergyBudget, PopulationBudget
 from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.sparse import SparseVector
+from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
 from flamingo_sim.fl.sim.fairness import jain_index
+from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY, DeviceLimits
 from flamingo_sim.fl.sim.population import Population, pair_index
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
-from flamingo_sim.fl.sim.seam import LocalSeam, TrainingSeam, TrainJob
+from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainingSeam, TrainJob
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector, select_online
 from flamingo_sim.fl.training.device import device_cache_bytes, resolve_device
@@ -90,6 +93,7 @@ class RoundPlan:
     settled: RoundSettlement
     kept: np.ndarray  # int64 clients whose updates count, fastest first
     plugged: np.ndarray  # bool (len(chosen),) on the charger at the start: the charger pays for training
+    batch_size: np.ndarray | None = None  # int (len(chosen),) each client's minibatch when devices.memory shrank some; None: fl.batch_size
 
 
 def _exploring(outcome: TaskOutcome, energy_spent_j: np.ndarray) -> dict[str, Any]:
@@ -148,6 +152,10 @@ class Simulation:
         self.budget = PopulationBudget(capacity_j[first], self._pair_of, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
         self.budget.reset(self._trace_levels(0.0)[self._pair_trace])
         self.policy.init(pop.n_clients, pop.phone_idx, parts.profiles)
+        #: Heat and memory (``devices.*``, :mod:`flamingo_sim.fl.sim.limits`); None when both are off.
+        self.limits: DeviceLimits | None = None
+        if self.cfg.devices.enabled:
+            self.limits = DeviceLimits(self.cfg.devices, parts.profiles, pop.phone_idx, self.cfg.fl.batch_size, parts.dataset.n_classes)
         self.round = 0
         self.clock_s = 0.0
         self.energy_cum_j = 0.0
@@ -185,8 +193,11 @@ class Simulation:
     def _plugged(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         """Whether each client's phone is on the charger: the trace's ``charging`` column where it
         has one (a phone held full on the charger reads plugged although its level no longer
-        rises), else a rising battery (``battery_state`` +1)."""
+        rises), else a rising battery (``battery_state`` +1); only the latter with
+        ``traces.charge_state: level`` (the paper's appendix A.2)."""
         state = self._trace_state(t_s, idx) > 0
+        if self.parts.cfg.traces.charge_state == "level":
+            return state
         values = self.parts.traces.extra_at("charging", t_s)
         if values is None:
             return state
@@ -246,6 +257,9 @@ class Simulation:
 
         # 3. price every selected client's task under its policy
         plugged = self._plugged(t0, chosen)
+        temperature_c = self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C)
+        if self.limits is not None:
+            temperature_c = self.limits.temperature_c(t0, chosen, temperature_c)
         request = TaskRequest(
             client_idx=chosen,
             phone_idx=pop.phone_idx[chosen],
@@ -253,11 +267,14 @@ class Simulation:
             start_s=t0,
             battery_pct=self.budget.level_pct_at(chosen),
             charging=plugged,
-            temperature_c=self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C),
+            temperature_c=temperature_c,
             in_use=self._in_use(t0, chosen),
             slot_s=float(self.parts.traces.step_s),
         )
         outcome = self.policy.run_tasks(request)
+        batch_size = None
+        if self.limits is not None:
+            outcome, batch_size = self.limits.apply(request, outcome)
         comm_s = pop.comm_s(self.model_size_mb, chosen)
         duration_s = outcome.duration_s + comm_s
 
@@ -277,6 +294,8 @@ class Simulation:
             deadline_s=cfg.fl.deadline_s,
         )
         self.policy.settle(outcome, settled.done_frac)  # e.g. Flamingo books exploration that finished
+        if self.limits is not None:
+            self.limits.settle(t0, chosen, settled.done_frac)
         return RoundPlan(
             round=self.round,
             t0_s=t0,
@@ -288,6 +307,7 @@ class Simulation:
             settled=settled,
             kept=chosen[settled.kept],
             plugged=plugged,
+            batch_size=batch_size,
         )
 
     def train_round(self, plan: RoundPlan) -> float:
@@ -301,16 +321,41 @@ class Simulation:
         started = time.perf_counter()
         ids = tuple(int(c) for c in plan.kept)
         job = TrainJob(self.params, ids, ids, plan.round, self.aggregator.proximal_mu, augment_round=plan.round)
-        updates = self.seam.train(job)
+        if plan.batch_size is None:
+            updates = self.seam.train(job)
+            batches = np.full(len(ids), cfg.fl.batch_size)
+        else:
+            batches = plan.batch_size[plan.settled.kept]
+            updates = self._train_by_batch(job, batches)
         aggregated_from = time.perf_counter()
         n_samples = updates.n_samples
         self.params = self.aggregator.aggregate(self.params, updates.params, n_samples)
         self.train_wall_s += updates.train_s + time.perf_counter() - aggregated_from
-        self.samples_trained += len(ids) * cfg.fl.local_steps * cfg.fl.batch_size
+        self.samples_trained += int(batches.sum()) * cfg.fl.local_steps
         kept_s = plan.duration_s[plan.settled.kept]
         self.selector.observe(plan.round, plan.kept, n_samples.numpy(), updates.losses.detach().cpu().double().numpy(), kept_s)
         self.model_wall_s += time.perf_counter() - started
         return float(updates.losses.mean())
+
+    def _train_by_batch(self, job: TrainJob, batches: np.ndarray) -> ClientUpdates:
+        """Train ``job`` with a minibatch per client (``devices.memory: shrink_batch``): one
+        sub-job per batch size, the updates put back in the job's client order."""
+        if not isinstance(self.seam, LocalSeam):
+            raise ConfigError("devices.memory: 'shrink_batch' trains each client with its own minibatch in one process; run without --nproc")
+        parts, rows = [], []
+        for b in np.unique(batches):
+            mine = np.flatnonzero(batches == b)
+            sub = TrainJob(job.start, tuple(job.clients[i] for i in mine), tuple(job.keys[i] for i in mine), job.round_idx, job.prox_mu,
+                           job.augment_round, batch_size=int(b))
+            parts.append(self.seam.train(sub))
+            rows.append(mine)
+        order = torch.from_numpy(np.argsort(np.concatenate(rows), kind="stable"))
+        return ClientUpdates(
+            {k: torch.cat([u.params[k] for u in parts])[order.to(parts[0].params[k].device)] for k in parts[0].params},
+            torch.cat([u.losses for u in parts])[order.to(parts[0].losses.device)],
+            torch.cat([u.n_samples for u in parts])[order],
+            sum(u.train_s for u in parts),
+        )
 
     def set_global_params(self, state: Mapping[str, torch.Tensor]) -> None:
         """Make ``state`` (a model ``state_dict``, the aggregate of this round's kept updates)
@@ -359,6 +404,12 @@ class Simulation:
         self._check_horizon()
         counts = outcome.steps_by_choice[settled.kept].sum(axis=0) if len(kept) else None
         chosen_phone = pop.phone_idx[chosen]
+        dropped = {r: settled.count(REASONS.index(r)) for r in DROP_REASONS}
+        limits = None
+        if self.limits is not None:
+            limits = self.limits.columns()
+            if OUT_OF_MEMORY in set(outcome.decline_reason):  # out of memory: its own reason, not a decline
+                dropped["declined"] -= int(limits[f"dropped_{OUT_OF_MEMORY}"])
         return RoundRecord(
             policy=self.policy_name,
             seed=self.seed,
@@ -371,7 +422,7 @@ class Simulation:
             n_online=plan.n_online,
             n_selected=len(chosen),
             n_kept=len(kept),
-            dropped={r: settled.count(REASONS.index(r)) for r in DROP_REASONS},
+            dropped=dropped,
             energy_j=energy_j,
             energy_cum_j=self.energy_cum_j,
             interference_s=float(interference_s.sum()),
@@ -384,6 +435,7 @@ class Simulation:
             jain_participation=jain_index(self.rounds_kept.values, n=pop.n_clients),
             jain_energy=jain_index(self.energy_drawn_j.values, n=pop.n_clients),
             **_exploring(outcome, settled.energy_spent_j),
+            device_limits=limits,
         )
 
     def initial_record(self) -> RoundRecord:
@@ -400,6 +452,7 @@ class Simulation:
             interference_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             training_foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
+            device_limits=None if self.limits is None else self.limits.columns(empty=True),
         )
 
     @property
@@ -484,6 +537,7 @@ class Simulation:
             "policy": self.policy.state_dict(),
             "aggregator": self.aggregator.state_dict(),
             "selector": self.selector.state_dict(),
+            **({"limits": self.limits.state_dict()} if self.limits is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -498,3 +552,5 @@ class Simulation:
         self.policy.load_state_dict(state["policy"])
         self.aggregator.load_state_dict(state["aggregator"])
         self.selector.load_state_dict(state["selector"])
+        if self.limits is not None and "limits" in state:
+            self.limits.load_state_dict(state["limits"])

@@ -35,7 +35,7 @@ class CoordinatorView:
     battery level (percent, effective: training drains it) each client reports.
 
     Give the levels either as an array over every client (``battery_pct``) or as a reader
-    ``level_pct_at(clients)`` plus ``n_clients``: the engine does the latter, so that a round
+    ``level_pct_at(clients)`` plus ``n_clients``: the round loop does the latter, so that a round
     at 1,000,000 clients does not build a million-entry array unless a selector asks for
     :attr:`battery_pct` (built once, on first use). Selectors that need a few clients' levels
     call :meth:`battery_pct_at`.

@@ -325,7 +325,7 @@ def train_cohort(
     state (:func:`model_state`); entries it lacks are taken from ``model``. Training runs on
     ``model``'s device and the result lives there. ``max_batched_clients`` bounds how many
     clients one vmap call trains at once (memory); ``None`` means what the memory budget allows.
-    The task's ``prox_mu`` > 0 pulls towards ``global_params``. A one-off :class:`CohortTrainer`; the engine keeps one across rounds.
+    The task's ``prox_mu`` > 0 pulls towards ``global_params``. A one-off :class:`CohortTrainer`; the simulation keeps one across rounds.
     """
     trainer = CohortTrainer(model, strategy=mode, max_batched_clients=max_batched_clients)
     return trainer.train(global_params, task)

@@ -34,7 +34,8 @@ class FlowerEngine:
 
     def run(self, sim: Simulation, callbacks: CallbackList, done: Sequence[RoundRecord], work_dir: Path) -> list[RoundRecord]:
         opt = self.options
-        opt.log(f"{sim.policy_name} seed {sim.seed}: Flower engine, {sim.parts.population.n_clients} virtual SuperNodes on Ray")
+        opt.log(f"{sim.policy_name} seed {sim.seed}: Flower engine, {sim.parts.population.n_clients} virtual SuperNodes on Ray; "
+                "starting Ray and its client actors first (round 1 waits for them)")
         from flamingo_sim.integrations.flower.simulation import run_flower
 
         records = list(done)

@@ -8,6 +8,11 @@ one virtual SuperNode per flamingo-sim client. The server's strategy is
 :class:`ExperimentAggregation`, the experiment's own aggregation (``aggregation:`` fedavg,
 fedprox, fedadam, fedyogi: :attr:`Simulation.aggregator`), so that every rule, from who is online
 to how updates are averaged, is the native engine's.
+
+Before its first round, Flower's engine starts Ray and one actor per CPU, which takes a while:
+on a terminal a line counts the seconds until round 1 ends (:class:`WaitLine`). Warnings about
+how flamingo-sim itself calls Ray and Flower, which a user can do nothing about, are dropped
+(:func:`quiet_third_party`); Flower's other warnings show once each, coloured only on a terminal.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -37,7 +43,7 @@ from flamingo_sim.integrations.flower import load_flower
 from flamingo_sim.integrations.flower.client import EXPERIMENT_KEY, OVERRIDES_KEY, PROX_MU_KEY, experiment_client_app
 from flamingo_sim.integrations.flower.strategy import FlamingoStrategy
 
-__all__ = ["ExperimentAggregation", "run_flower"]
+__all__ = ["ExperimentAggregation", "run_flower", "quiet_third_party", "WaitLine"]
 
 #: Flower's loop needs a round count; a run bounded by ``fl.horizon_h`` alone ends by :meth:`Simulation.is_done`.
 ROUND_CAP = 10**9
@@ -104,6 +110,93 @@ def _flower_log_level(level: int) -> Iterator[None]:
         logger.setLevel(before)
 
 
+#: What Flower says about flamingo-sim's own use of it (``run_simulation``), not the user's: dropped.
+_NOT_YOURS = ("The `run_simulation` function is deprecated",)
+
+
+class _FlowerFilter(logging.Filter):
+    """Drops Flower's records about flamingo-sim's own calls; lets every other warning through once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if any(s in text for s in _NOT_YOURS):
+            return False
+        if record.levelno >= logging.WARNING:
+            if text in self.seen:
+                return False
+            self.seen.add(text)
+        return True
+
+
+_FLOWER_FILTER = _FlowerFilter()  # one per process: a warning shown for one unit is not shown again for the next
+
+
+@contextlib.contextmanager
+def quiet_third_party(stream: Any = None) -> Iterator[None]:
+    """Within: Ray's FutureWarning about accelerator variables (it concerns how this package starts Ray)
+    is ignored, Flower's notice that ``run_simulation`` is deprecated is dropped, Flower's other
+    warnings show once per process, and Flower's console colours are on only when ``stream``
+    (default: stderr) is a terminal."""
+    stream = sys.stderr if stream is None else stream
+    tty = bool(getattr(stream, "isatty", lambda: False)())
+    logger = logging.getLogger("flwr")
+    handlers = [h for h in logger.handlers if hasattr(h, "colored")]
+    colours = [h.colored for h in handlers]
+    for h in handlers:
+        h.colored = tty
+    logger.addFilter(_FLOWER_FILTER)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray(\.|$)")
+            yield
+    finally:
+        logger.removeFilter(_FLOWER_FILTER)
+        for h, c in zip(handlers, colours):
+            h.colored = c
+
+
+class WaitLine(Callback):
+    """On a terminal (and not ``FLAMINGO_SIM_QUIET``), ``what`` and the seconds waited, redrawn every
+    ``every_s`` until the first round ends or :meth:`close`; elsewhere nothing (the line said before
+    the wait is enough in a log)."""
+
+    def __init__(self, what: str, stream: Any = None, every_s: float = 1.0) -> None:
+        self.what, self.every_s = what, every_s
+        self.stream = sys.stderr if stream is None else stream
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) and not os.environ.get("FLAMINGO_SIM_QUIET")
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> WaitLine:
+        if self.tty:
+            self.thread = threading.Thread(target=self._tick, name="flamingo-sim wait line", daemon=True)
+            self.thread.start()
+        return self
+
+    def _tick(self) -> None:
+        t0 = time.monotonic()
+        while not self.done.wait(self.every_s):
+            self.stream.write(f"\r{self.what}: {time.monotonic() - t0:.0f} s\x1b[K")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.done.is_set():
+            return
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+    def on_round_end(self, sim: Simulation, record: RoundRecord) -> bool:
+        self.close()
+        return False
+
+
 class _RoundClock(Callback):
     """Wall time (``perf_counter``) at the end of every round."""
 
@@ -126,7 +219,13 @@ def _start_ray(num_cpus: int) -> None:
     main = threading.current_thread() is threading.main_thread()
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     path = os.pathsep.join([*sys.path, *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
-    ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    try:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    except Exception as exc:  # Ray raises a bare Exception when its node does not come up (an overloaded machine)
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        reason = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+        raise FlamingoError(f"Flower's Ray backend did not start: {reason}; try again when the machine is less busy") from None
     for sig, handler in handlers.items():
         if handler is not None:
             signal.signal(sig, handler)
@@ -156,7 +255,8 @@ def run_flower(
     if sim.is_done():
         return []
     clock = _RoundClock()
-    hooks = CallbackList([*(callbacks.callbacks if callbacks is not None else []), clock])
+    waiting = WaitLine(f"{sim.policy_name} seed {sim.seed}: waiting for Ray and Flower's client actors to start")
+    hooks = CallbackList([waiting, *(callbacks.callbacks if callbacks is not None else []), clock])
     strategy = FlamingoStrategy.for_simulation(ExperimentAggregation(sim, experiment, overrides), sim, hooks, log=log)
     rounds = ROUND_CAP if sim.cfg.fl.rounds is None else sim.cfg.fl.rounds - sim.round
     app = ServerApp()
@@ -169,8 +269,9 @@ def run_flower(
     cpus = int(num_cpus or usable_cores())
     backend: Any = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": cpus}}
     started = time.perf_counter()
-    with _flower_log_level(logging.WARNING):
+    with _flower_log_level(logging.WARNING), quiet_third_party():
         try:
+            waiting.start()
             _start_ray(cpus)
             run_simulation(server_app=app, client_app=experiment_client_app, num_supernodes=sim.parts.population.n_clients, backend_config=backend)
         except BaseException:  # Ctrl-C or an error: the ServerApp thread stops waiting for replies,
@@ -180,6 +281,8 @@ def run_flower(
             with contextlib.suppress(Exception):
                 ray.shutdown()
             raise
+        finally:
+            waiting.close()
     if stats is not None:
         stats.update(call_wall_s=started, round_end_wall_s=clock.ends)
     return strategy.records

@@ -5,7 +5,9 @@
 - :mod:`~flamingo_sim.studies.reproduce.ux`      the user-experience measure of Table 3 (one swappable function);
 - :mod:`~flamingo_sim.studies.reproduce.figure`  the Figure 6 analogue;
 - :mod:`~flamingo_sim.studies.reproduce.write`   ``report.md``, ``report.html``, figures and ``tables.json``;
-- :mod:`~flamingo_sim.studies.reproduce.paper`   the paper's published numbers set beside ours.
+- :mod:`~flamingo_sim.studies.reproduce.paper`   the paper's published numbers set beside ours;
+- :mod:`~flamingo_sim.studies.reproduce.attribution` the walk from the paper's readings to the default (``--attribution``);
+- :mod:`~flamingo_sim.studies.reproduce.why`     its table, waterfall and report section, and the docs' generated blocks.
 """
 
 from __future__ import annotations
@@ -28,17 +30,44 @@ def reproduce(
     log: Callable[[str], Any] | None = None,
     execution: Execution | None = None,
     again: str | None = None,
+    readings: str = "default",
+    attribution: bool = False,
 ) -> Path:
     """Run (or resume) the paper's tasks into ``out_dir/runs/`` and write the report; returns ``report.md``.
 
     ``execution``: where the (task, seed, policy) units
-    run (:mod:`flamingo_sim.studies.study`); ``again``: the command that continues an interrupted run."""
+    run (:mod:`flamingo_sim.studies.study`); ``again``: the command that continues an interrupted run.
+    ``readings``: ``default`` or ``paper`` (:mod:`flamingo_sim.fl.readings`, set before ``overrides``; ``paper`` also
+    runs EAS for Table 3, into ``out_dir/eas``); ``attribution``: also run the walk from the paper's readings to the
+    default (:mod:`~flamingo_sim.studies.reproduce.attribution`, into ``out_dir/attribution/<config>``, reusing the
+    main runs where they are one of its configurations) and add "Why our Table 2 differs from the paper's"."""
     from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.readings import readings_overrides, reproduce_settings
     from flamingo_sim.studies.reproduce.paper import TASKS
     from flamingo_sim.studies.reproduce.run import experiment_path, run_tasks
 
-    done = run_tasks(out_dir, tasks=tuple(tasks or TASKS), n_seeds=n_seeds, quick=quick, overrides=overrides, log=log,
-                     execution=execution, again=again)
+    own = readings_overrides(readings)  # checks the name before anything runs
+    against = reproduce_settings(readings)["table3_against"]
+    todo = tuple(tasks or TASKS)
+    common: dict[str, Any] = dict(tasks=todo, n_seeds=n_seeds, quick=quick, log=log, execution=execution, again=again)
+    done = run_tasks(out_dir, overrides=(*own, *overrides), **common)
+    eas_dirs: dict[str, Path] = {}
+    if against == "eas":  # Table 3 as the paper compared it: EAS on the same tasks, seeds and readings
+        eas = run_tasks(Path(out_dir) / "eas", overrides=(*own, *overrides, "policies=[eas]"), **common)
+        eas_dirs = {d.task: d.run_dir for d in eas}
+    walks = None
+    if attribution:
+        from flamingo_sim.fl.runner.results import load_run
+        from flamingo_sim.studies.reproduce.attribution import attribute, run_configs
+
+        where: dict[str, Path] = {}
+        for name, config in run_configs().items():
+            if config == own:
+                where[name] = Path(out_dir)
+                continue
+            where[name] = Path(out_dir) / "attribution" / name
+            run_tasks(where[name], overrides=(*config, *overrides), **common)
+        walks = [attribute(t, {name: load_run(d / "runs" / t)[0] for name, d in where.items()}) for t in todo]
     from flamingo_sim.fl.runner.compose import profile_dirs  # torch and matplotlib: after every argument and config is checked
     from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
 
@@ -47,9 +76,9 @@ def reproduce(
     profiles = profile_dirs(cfg, first)
     catalogue = profiles.phones()
     slowdowns = {}
-    for d in done:  # each phone's shared_core_slowdown as the task ran it (Table 3's intensity)
+    for d in done:  # each phone's foreground slowdown as the task ran it (Table 3's intensity)
         model = load_experiment(experiment_path(d.task), d.overrides).policy.interference
-        slowdowns[d.task] = {name: model.slowdown_for(phone.soc.shared_core_slowdown) for name, phone in catalogue.items()}
-    results = load_results([(d.task, d.run_dir) for d in done], slowdowns)
+        slowdowns[d.task] = {name: model.foreground_slowdown_for(phone.soc.shared_core_slowdown) for name, phone in catalogue.items()}
+    results = load_results([(d.task, d.run_dir) for d in done], slowdowns, eas_dirs)
     return write_reproduction(results, out_dir, quick=quick, profiles=profiles, overrides={d.task: d.overrides for d in done},
-                              profile_set=cfg.phones.profile_set)
+                              profile_set=cfg.phones.profile_set, readings=readings, table3_against=against, walks=walks)

@@ -2,7 +2,7 @@
 
 Flamingo (Singapuram et al., DistributedML '23): Table 1's 30 per-phone ratios, Table 2's
 per-task speedup and energy efficiency with its target accuracy, Table 3's per-phone PCMark
-Work 3.0 score changes, as transcribed in SPEC.md. They are a comparison, never a target: no
+Work 3.0 score changes, as the paper prints them. They are a comparison, never a target: no
 parameter of the simulator is set from Tables 2 and 3 (Table 1 is what the ``paper`` profile
 set is calibrated to, and the report says so beside it).
 """
@@ -57,7 +57,9 @@ TABLE3: dict[str, Table3Row] = {
 }
 #: The paper's data sets: name -> (clients, samples).
 DATASETS: dict[str, tuple[int, int]] = {"OpenImage": (14_477, 1_672_231), "Google Speech": (2_618, 105_829)}
-SOURCE = "Singapuram et al., Flamingo, DistributedML '23 (Tables 1-3 as transcribed in SPEC.md)"
+#: The paper and the tables its figures come from (the report cites it).
+SOURCE = ("Singapuram, Hu, Lai, Zhang, Chowdhury, \"Flamingo: A User-Centric System for Fast and Energy-Efficient DNN "
+          "Training on Smartphones\", DistributedML '23, Tables 1-3")
 #: What the report says about the paper's columns.
 NOT_FITTED = ("The paper's figures are printed beside ours for comparison only: none of Tables 2 and 3 was used to set "
               "any parameter of the simulator (Table 1 is what the 'paper' profile set is calibrated to, as the note under "

@@ -8,8 +8,10 @@ policies completed (equal rounds) and over seeds:
 - **intensity** (:func:`ux_intensity_per_phone`, what the paper measured): the change in the
   rate of the owner's foreground work over the foreground time that overlapped training
   (``training_foreground_s_<phone>``). A foreground second that shares a core with training
-  (``interference_s_<phone>``) runs at ``1 / s`` of its speed, ``s`` the phone's
-  ``shared_core_slowdown`` (two runnable threads share a core fairly), so the rate changes by
+  (``interference_s_<phone>``) runs at ``1 / s`` of its speed, ``s`` the phone's foreground
+  slowdown (:meth:`~flamingo_sim.devices.execution.InterferenceModel.foreground_slowdown_for`: the
+  SoC's ``shared_core_slowdown`` when two runnable threads share a core fairly, or the CFS weights
+  of ``share: cfs_nice``), so the rate changes by
   ``-(1 - 1/s) x interference_s / training_foreground_s``, in %. ``interference_s`` counts
   whole steps (a step's conditions are those at its start, :mod:`flamingo_sim.devices.execution`),
   so a step begun in use that runs on past the owner's use counts whole: the share is capped

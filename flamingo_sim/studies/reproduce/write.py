@@ -14,8 +14,10 @@ from typing import Mapping, Sequence
 from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.studies.reproduce import paper
+from flamingo_sim.studies.reproduce.attribution import StepResult
 from flamingo_sim.studies.reproduce.figure import figure6
 from flamingo_sim.studies.reproduce.tables import Table, TaskResult, bases_table, num, table1, table2, table3
+from flamingo_sim.studies.reproduce.why import WHY_CAPTION, attribution_json, attribution_table, waterfall, why_lines
 
 __all__ = ["load_results", "write_reproduction", "exploration_line", "fidelity_note"]
 
@@ -26,15 +28,19 @@ CURVE_CAPTION = ("Speedup and energy efficiency of Flamingo over the baseline ag
                  "targets some policy never reaches in some seed, where the curve, one target for every seed, has no ratio).")
 
 
-def load_results(run_dirs: Sequence[tuple[str, Path]], slowdowns: Mapping[str, Mapping[str, float]] | None = None) -> list[TaskResult]:
+def load_results(run_dirs: Sequence[tuple[str, Path]], slowdowns: Mapping[str, Mapping[str, float]] | None = None,
+                 eas_dirs: Mapping[str, Path] | None = None) -> list[TaskResult]:
     """Read each ``(task, run directory)`` back; ``slowdowns``: task -> phone -> ``shared_core_slowdown``
-    (kept in ``extra["slowdown"]`` for Table 3's intensity)."""
+    (kept in ``extra["slowdown"]`` for Table 3's intensity); ``eas_dirs``: task -> the run directory of its EAS
+    runs (their metrics kept in ``extra["eas_metrics"]`` for Table 3 against EAS)."""
     from flamingo_sim.fl.runner.results import load_run
 
     out = []
     for task, run_dir in run_dirs:
         metrics, summary = load_run(run_dir)
-        extra = {"slowdown": dict((slowdowns or {}).get(task, {}))}
+        extra: dict = {"slowdown": dict((slowdowns or {}).get(task, {}))}
+        if eas_dirs and task in eas_dirs:
+            extra["eas_metrics"] = load_run(eas_dirs[task])[0]
         out.append(TaskResult(task, Path(run_dir), summary, metrics, baseline=summary.get("baseline", "baseline"), extra=extra))
     return out
 
@@ -80,20 +86,41 @@ def _html_table(t: Table) -> str:
 
 
 def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles: ProfileDirs,
-                       overrides: Mapping[str, Sequence[str]] | None = None, profile_set: str = "paper") -> Path:
+                       overrides: Mapping[str, Sequence[str]] | None = None, profile_set: str = "paper",
+                       readings: str = "default", table3_against: str = "4567",
+                       walks: Sequence[Sequence[StepResult]] | None = None) -> Path:
     """Write the report into ``out_dir``; returns the Markdown file. ``overrides``: task -> the ``--set`` list it ran with;
-    ``profile_set``: the runs' ``phones.profile_set`` (Table 1 reads it)."""
+    ``profile_set``: the runs' ``phones.profile_set`` (Table 1 reads it); ``readings``: the named readings the runs
+    used; ``table3_against``: the comparison Table 3's reading line is about; ``walks``: the attribution walk of
+    each task (:mod:`~flamingo_sim.studies.reproduce.attribution`), written as "Why our Table 2 differs from the
+    paper's" with ``attribution.png/.svg`` and ``attribution.json``."""
     from flamingo_sim.report.write import write_report
 
     out = Path(out_dir)
     phones = list(dict.fromkeys(c[len("interference_s_"):] for r in results for c in r.metrics.columns if c.startswith("interference_s_")))
-    t1, t2, t3 = table1(profiles, phones, profile_set), table2(results), table3(results)
+    t1, t2, t3 = table1(profiles, phones, profile_set), table2(results), table3(results, table3_against)
     per_task = [bases_table(r) for r in results]
     fig = figure6(results)
     for fmt in ("png", "svg"):
         with atomic_path(out / f"figure6.{fmt}") as tmp:
             fig.savefig(tmp, format=fmt, dpi=DPI)
     detail = write_report([r.run_dir for r in results], out / "figures", labels=[r.task for r in results])
+    why_md: list[str] = []
+    why_html: list[str] = []
+    if walks:
+        wfig = waterfall(walks)
+        for fmt in ("png", "svg"):
+            with atomic_path(out / f"attribution.{fmt}") as tmp:
+                wfig.savefig(tmp, format=fmt, dpi=DPI)
+        write_json(out / "attribution.json", attribution_json(walks))
+        wtables = [attribution_table(w) for w in walks if w]
+        why_md = ["## Why our Table 2 differs from the paper's", "", *why_lines(walks), "", "![attribution](attribution.png)", "",
+                  WHY_CAPTION, ""]
+        for t in wtables:
+            why_md += _md_table(t)
+        why_html = ["<h2>Why our Table 2 differs from the paper's</h2>", *(f"<p>{html.escape(x)}</p>" for x in why_lines(walks)),
+                    f'<figure><img src="attribution.png" width="900" alt="attribution"><figcaption>{html.escape(WHY_CAPTION)}'
+                    "</figcaption></figure>", *(_html_table(t) for t in wtables)]
     write_json(out / "tables.json", {t.title: {"columns": t.columns, "rows": t.rows, "reading": t.reading, "paper": t.paper}
                                      for t in (t1, t2, t3, *per_task)})
 
@@ -101,7 +128,8 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
     head = [
         f"Mode: {'quick (fewer rounds, 2 seeds by default)' if quick else 'full'}; seeds {seeds}; baseline = PyTorch's default "
         "(4567, no monitoring) vs Flamingo, on the same traces, phones, data and seeds. Paper: " + paper.SOURCE + ".",
-        "Runs: " + ", ".join(f"`{r.run_dir}`" for r in results) + f"; profile set `{profile_set}`.",
+        "Runs: " + ", ".join(f"`{r.run_dir}`" for r in results) + f"; profile set `{profile_set}`; readings `{readings}` "
+        f"(Table 3's reading line against {'EAS' if table3_against == 'eas' else '4567'}).",
         paper.NOT_FITTED,
     ]
     if overrides and any(overrides.values()):
@@ -115,6 +143,7 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
     md += _md_table(t1) + _md_table(t2) + [fidelity, "", "![speedup by target](figures/speedup_vs_target.png)", "", CURVE_CAPTION, ""]
     md += _md_table(t3)
     md += ["### Figure 6 analogue", "", "![figure 6](figure6.png)", "", fig_caption, ""]
+    md += why_md
     md += ["## Each task on three bases", ""]
     for r, t in zip(results, per_task):
         md += _md_table(t) + [f"Exploration cost: {exploration_line(r)}", ""]
@@ -132,6 +161,7 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
         f'<figure><img src="figures/speedup_vs_target.png" width="900" alt="speedup by target"><figcaption>{e(CURVE_CAPTION)}</figcaption></figure>',
         _html_table(t3),
         f'<h3>Figure 6 analogue</h3><figure><img src="figure6.png" width="900" alt="figure 6"><figcaption>{e(fig_caption)}</figcaption></figure>',
+        *why_html,
         "<h2>Each task on three bases</h2>",
         *(_html_table(t) + f"<p>Exploration cost: {e(exploration_line(r))}</p>" for r, t in zip(results, per_task)),
         "<h2>Detailed figures (one panel per task)</h2>",

@@ -115,3 +115,46 @@ def test_dropout_models_train_with_per_client_masks_over_several_ranks():
     mlp = _local(build_model("mlp", (3, 8, 8), 3), "vmap")
     prepare_trainer(mlp, 3, print)  # no dropout: vmap's clients do not depend on who else is in the batch
     assert mlp.trainer.strategy == "vmap"
+
+
+class _Wire:
+    """A fake collective: rank 0's broadcasts recorded, and replayed to a receiving rank."""
+
+    def __init__(self) -> None:
+        self.device = torch.device("cpu")
+        self.sent: list[tuple[str, torch.Tensor]] = []
+        self.train_jobs = self.eval_jobs = 0
+        self.replay: list[torch.Tensor] = []
+
+    def broadcast(self, tensor: torch.Tensor, what: str) -> torch.Tensor:
+        if self.replay:
+            tensor.copy_(self.replay.pop(0))
+        else:
+            self.sent.append((what, tensor.clone()))
+        return tensor
+
+
+def test_the_model_crosses_once_per_change():
+    from flamingo_sim.fl.distributed.seam import EVAL, TRAIN, _Job
+
+    state = {"w": torch.tensor([[1.0, -0.0], [2.0, 3.0]]), "n": torch.tensor(4)}
+    layout = Layout(state)
+    sender, receiver = _Job(_Wire(), layout), _Job(_Wire(), layout)
+    job = TrainJob({k: v.clone() for k, v in state.items()}, (5, 7), (11, 13), 1, 0.0, None)
+    sender.send(EVAL, params=state)
+    sender.send(TRAIN, job)  # the same bits: header and clients only
+    changed = {"w": torch.tensor([[1.0, 0.0], [2.0, 3.0]]), "n": torch.tensor(4)}  # -0.0 -> 0.0: other bits, sent again
+    sender.send(EVAL, params=changed)
+    whats = [w for w, _ in sender.comm.sent]
+    assert whats == ["job header", "model broadcast (torch.float32)", "model broadcast (torch.int64)",
+                     "job header", "job clients",
+                     "job header", "model broadcast (torch.float32)", "model broadcast (torch.int64)"]
+    receiver.comm.replay = [t for _, t in sender.comm.sent]
+    got = [receiver.receive() for _ in range(3)]
+    assert got[0][0] == EVAL and all(torch.equal(got[0][2][k], state[k]) for k in state)
+    kind, train, _ = got[1]
+    assert kind == TRAIN and train is not None and train.clients == (5, 7) and train.keys == (11, 13)
+    assert all(torch.equal(train.start[k], state[k]) for k in state)
+    assert torch.equal(got[2][2]["w"].view(torch.int32), changed["w"].view(torch.int32))  # the bits, not only the values
+    train.start["w"].add_(1.0)  # a job's model is its own: the kept buffer is not changed through it
+    assert torch.equal(receiver.last[torch.float32], sender.last[torch.float32])

@@ -16,6 +16,7 @@ from flamingo_sim.fl.runner.engines import ENGINES, EngineOptions, NativeEngine,
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector
+from tests.cli_runs import assert_identical
 from tests.fl.runner.test_run import SMALL, quiet  # noqa: F401  (quiet: autouse, no progress bars)
 from tests.fl.sim.test_simulation import scripted_parts
 
@@ -103,7 +104,7 @@ def test_run_experiment_calls_user_callbacks_and_stops_early(tmp_path):
     assert result.metrics.groupby("policy")["round"].max().to_dict() == {"baseline": 2, "flamingo": 2}
     assert [e[2] for e in log if e[1] == "run_begin"] == ["baseline", "flamingo"]
     assert [e[2] for e in log if e[1] == "run_end"] == [[0, 1, 2], [0, 1, 2]]  # round 0: the initial model
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), result.metrics)
+    assert_identical(pd.read_parquet(out / "metrics.parquet"), result.metrics)
     # the checkpoint holds what the stopped run did (written by the checkpoint callback at run end)
     from flamingo_sim.fl.runner.checkpoint import load_checkpoint
 
@@ -123,7 +124,7 @@ def test_run_loop_writes_the_table_of_the_plain_round_loop(tmp_path):
         rows.append(sim.initial_record().to_row())  # round 0: the initial model at t = 0
         while not sim.is_done():
             rows.append(sim.step().to_row())
-    pd.testing.assert_frame_equal(result.metrics, pd.DataFrame(rows), check_exact=True)
+    assert_identical(result.metrics, pd.DataFrame(rows))
     labels, phones = parts.choice_labels, parts.population.phone_names
     assert list(result.metrics.columns) == [*COLUMNS, *(f"steps_{c}" for c in labels), *(f"interference_s_{p}" for p in phones),
                                             *(f"foreground_s_{p}" for p in phones), *(f"training_foreground_s_{p}" for p in phones)]

@@ -47,3 +47,19 @@ def test_check_composition_refuses_in_one_line(sets, engine, policies, message) 
     cfg = load_experiment(EXP, [*SMALL, *sets])
     with pytest.raises(ConfigError, match=message):
         check_composition(cfg, EXP, engine=engine, policies=policies)
+
+
+def test_compose_is_the_only_place_in_the_package_that_builds_a_simulation() -> None:
+    import ast
+
+    import flamingo_sim
+
+    package = Path(flamingo_sim.__file__).parent
+    builds = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                if name.endswith("Simulation") or name == "simulation":
+                    builds.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert builds and all(b.startswith("fl/runner/compose.py:") for b in builds), builds

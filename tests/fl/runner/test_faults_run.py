@@ -6,6 +6,7 @@ import io
 import os
 import pickle
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -28,13 +29,14 @@ from flamingo_sim.fl.runner.checkpoint import (
     save_checkpoint,
 )
 from flamingo_sim.fl.runner.run import run_experiment
+from tests.cli_runs import assert_identical, cli_env, cli_run
 from tests.fl.interrupt import run_interrupted
 from tests.mounts import needs_mounts
 
 ROOT = Path(__file__).resolve().parents[3]
 EXP = ROOT / "experiments" / "openimage_mobilenet.yaml"
 TINY = ["fl.rounds=4", "checkpoint_every=1", "fl.participants_per_round=4", "fl.local_steps=2", "fl.eval_every=2", "data.proxy.n_clients=100"]
-QUIET = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+QUIET = cli_env()
 
 
 @pytest.fixture(autouse=True)
@@ -44,8 +46,14 @@ def quiet(monkeypatch):
 
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory):
-    """The uninterrupted tiny run every fault case is compared with."""
+    """The uninterrupted tiny run the in-process fault cases are compared with (run in this process: its kernels)."""
     return run_experiment(EXP, out_dir=tmp_path_factory.mktemp("whole") / "run", overrides=TINY, log=lambda m: None)
+
+
+@pytest.fixture(scope="module")
+def whole_cli(tmp_path_factory):
+    """The uninterrupted tiny run the command-line fault cases are compared with (a subprocess, as they are)."""
+    return cli_run(tmp_path_factory.mktemp("whole-cli") / "run", TINY)
 
 
 def _cut(tmp_path, monkeypatch, at_round=3, overrides=TINY):
@@ -54,19 +62,22 @@ def _cut(tmp_path, monkeypatch, at_round=3, overrides=TINY):
 
 
 # -- checkpoints ----------------------------------------------------------------------------------
-STATE = {"simulation": {"round": 3, "params": {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3)},
-                        "ever_lost": np.array([True, False]), "key": np.arange(4, dtype=np.uint32),
-                        "clock_s": np.float64(12.5), "n": np.int8(-3)},
-         "rows": [{"policy": "baseline", "accuracy": np.float32(0.25), "round": 1, "loss": float("nan")}]}
+def _state() -> dict:
+    """A checkpoint's content (built when a test runs: nothing at import runs a torch kernel)."""
+    return {"simulation": {"round": 3, "params": {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3)},
+                           "ever_lost": np.array([True, False]), "key": np.arange(4, dtype=np.uint32),
+                           "clock_s": np.float64(12.5), "n": np.int8(-3)},
+            "rows": [{"policy": "baseline", "accuracy": np.float32(0.25), "round": 1, "loss": float("nan")}]}
 
 
 def test_checkpoint_round_trip_keeps_tensors_arrays_and_numpy_scalars_exactly(tmp_path):
-    save_checkpoint(tmp_path / "c.pt", STATE)
+    state = _state()
+    save_checkpoint(tmp_path / "c.pt", state)
     got = load_checkpoint(tmp_path / "c.pt", log=print)
     sim = got["simulation"]
-    assert torch.equal(sim["params"]["w"], STATE["simulation"]["params"]["w"])
+    assert torch.equal(sim["params"]["w"], state["simulation"]["params"]["w"])
     for key in ("ever_lost", "key"):
-        assert sim[key].dtype == STATE["simulation"][key].dtype and np.array_equal(sim[key], STATE["simulation"][key])
+        assert sim[key].dtype == state["simulation"][key].dtype and np.array_equal(sim[key], state["simulation"][key])
     assert type(sim["clock_s"]) is np.float64 and sim["clock_s"] == 12.5 and type(sim["n"]) is np.int8 and sim["n"] == -3
     assert type(got["rows"][0]["accuracy"]) is np.float32 and got["rows"][0]["accuracy"] == np.float32(0.25)
     assert np.isnan(got["rows"][0]["loss"])
@@ -90,10 +101,11 @@ def _damage(path: Path, how: str) -> None:
     ("extra_object", r"truncated or extended checkpoint \(\d+ payload bytes, header says \d+\)"),
 ])
 def test_damaged_checkpoint_is_named_and_the_previous_one_used(tmp_path, how, message):
+    state = _state()
     path = tmp_path / "c.pt"
-    first = {**STATE, "rows": STATE["rows"][:0]}
+    first = {**state, "rows": state["rows"][:0]}
     save_checkpoint(path, first)
-    save_checkpoint(path, STATE)
+    save_checkpoint(path, state)
     assert prev_path(path).is_file()
     _damage(path, how)
     said: list[str] = []
@@ -101,7 +113,7 @@ def test_damaged_checkpoint_is_named_and_the_previous_one_used(tmp_path, how, me
     assert got["rows"] == []  # the previous checkpoint
     assert len(said) == 1 and re.fullmatch(rf"WARNING: {re.escape(str(path))}: {message}; resuming from the previous checkpoint {re.escape(str(prev_path(path)))}", said[0])
     # a damaged newest file never becomes the fallback: the next save keeps the good previous one
-    save_checkpoint(path, STATE)
+    save_checkpoint(path, state)
     assert load_checkpoint(prev_path(path), log=print)["rows"] == []
     # with no good checkpoint at all: one line naming the file
     _damage(path, how)
@@ -134,7 +146,7 @@ def test_resume_after_a_damaged_checkpoint_falls_back_and_equals_the_uninterrupt
     said: list[str] = []
     resumed = run_experiment(EXP, out_dir=cut, overrides=TINY, resume=True, log=said.append)
     assert any("checkpoint checksum mismatch" in s and "resuming from the previous checkpoint" in s for s in said), said
-    pd.testing.assert_frame_equal(resumed.metrics, whole.metrics)
+    assert_identical(resumed.metrics, whole.metrics)
 
 
 # -- resume checks ---------------------------------------------------------------------------------
@@ -197,7 +209,7 @@ def _leftovers(out: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_disk_full_is_one_line_naming_resume_and_the_resumed_run_is_identical(whole, tmp_path):
+def test_disk_full_is_one_line_naming_resume_and_the_resumed_run_is_identical(whole_cli, tmp_path):
     out = tmp_path / "run"
     limit = ("import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
              "resource.setrlimit(resource.RLIMIT_FSIZE, (40000, 40000)); sys.argv = sys.argv[1:]; "
@@ -207,12 +219,12 @@ def test_disk_full_is_one_line_naming_resume_and_the_resumed_run_is_identical(wh
     line = proc.stderr.strip().splitlines()[-1]
     assert re.fullmatch(
         rf"flamingo-sim run: error: {re.escape(str(out))}/checkpoints/\S+: File too large \(EFBIG\); the disk is full \(or a quota or "
-        rf"file-size limit is reached\): free space, nothing half-written was kept; continue it with: flamingo-sim run \S+ --out "
-        rf"{re.escape(str(out))} --resume \(and the same --set options\)", line), line
+        rf"file-size limit is reached\): free space, nothing half-written was kept; continue it with: "
+        + re.escape(shlex.join(["flamingo-sim", *_cli(out)[3:], "--resume"])), line), line
     assert "Traceback" not in proc.stderr and _leftovers(out) == []
     proc = subprocess.run(_cli(out, "--resume"), capture_output=True, text=True, env=QUIET, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), whole.metrics)
+    assert_identical(pd.read_parquet(out / "metrics.parquet"), whole_cli)
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 120) -> None:
@@ -224,7 +236,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 120) -> Non
 
 
 @pytest.mark.slow
-def test_sigterm_is_handled_like_sigint(whole, tmp_path):
+def test_sigterm_is_handled_like_sigint(whole_cli, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(_cli(out), stderr=subprocess.PIPE, text=True, env=QUIET)
     _wait_for(out / "checkpoints" / "baseline-seed0.pt", proc)
@@ -232,16 +244,16 @@ def test_sigterm_is_handled_like_sigint(whole, tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == (
-        f"flamingo-sim run: interrupted (SIGTERM); continue it with: flamingo-sim run {EXP} --out {out} --resume (and the same --set options)"
+        "flamingo-sim run: interrupted (SIGTERM); continue it with: " + shlex.join(["flamingo-sim", *_cli(out)[3:], "--resume"])
     )
     assert _leftovers(out) == []
     proc = subprocess.run(_cli(out, "--resume"), capture_output=True, text=True, env=QUIET, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), whole.metrics)
+    assert_identical(pd.read_parquet(out / "metrics.parquet"), whole_cli)
 
 
 @pytest.mark.slow
-def test_sigkill_at_ten_random_points_then_resume_is_bit_identical(whole, tmp_path):
+def test_sigkill_at_ten_random_points_then_resume_is_bit_identical(whole_cli, tmp_path):
     """kill -9 at random moments of one run (the same directory, again and again), then resume to the end."""
     rng = np.random.default_rng(17)
     out = tmp_path / "run"
@@ -265,7 +277,7 @@ def test_sigkill_at_ten_random_points_then_resume_is_bit_identical(whole, tmp_pa
             first = True
     proc = subprocess.run(_cli(out, *([] if first else ["--resume"])), capture_output=True, text=True, env=QUIET, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), whole.metrics)
+    assert_identical(pd.read_parquet(out / "metrics.parquet"), whole_cli)
     assert _leftovers(out) == []
 
 
@@ -289,7 +301,7 @@ def test_a_read_only_mount_is_one_line_before_any_work(tmp_path, command):
 
 @pytest.mark.slow
 @needs_mounts
-def test_a_really_full_disk_mid_run_then_resume_on_more_space_is_identical(whole, tmp_path):
+def test_a_really_full_disk_mid_run_then_resume_on_more_space_is_identical(whole_cli, tmp_path):
     """A 100 KiB tmpfs fills up at the second checkpoint (ENOSPC); after growing it, --resume ends the run."""
     mnt, host = tmp_path / "disk", tmp_path / "host"
     mnt.mkdir()
@@ -303,7 +315,25 @@ def test_a_really_full_disk_mid_run_then_resume_on_more_space_is_identical(whole
     err1 = (host / "err1").read_text().strip().splitlines()[-1]
     assert (host / "rc1").read_text().strip() == "2", err1
     assert re.fullmatch(rf"flamingo-sim run: error: {re.escape(str(mnt))}/run/\S+: No space left on device \(ENOSPC\); the disk is full "
-                        rf".*; continue it with: flamingo-sim run \S+ --out {re.escape(str(mnt / 'run'))} --resume \(and the same --set options\)", err1), err1
+                        r".*; continue it with: " + re.escape(shlex.join(["flamingo-sim", *_cli(mnt / "run")[3:], "--resume"])), err1), err1
     assert not [n for n in (host / "ls").read_text().split() if n.endswith((".tmp", ".staging", ".old"))]  # nothing half-written
     assert (host / "rc2").read_text().strip() == "0", (host / "err2").read_text()
-    pd.testing.assert_frame_equal(pd.read_parquet(host / "metrics.parquet"), whole.metrics)
+    assert_identical(pd.read_parquet(host / "metrics.parquet"), whole_cli)
+
+
+def test_resume_accepts_a_key_added_since_the_run_started_at_its_default(tmp_path):
+    # a run directory written before traces.charge_state existed: resumable as long as the key holds its
+    # default (what that run did); set otherwise, it is a difference like any other
+    import yaml
+
+    from flamingo_sim.config import to_mapping
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.runner.rundir import check_run_dir
+
+    cfg = load_experiment(EXP, TINY)
+    old = to_mapping(cfg)
+    del old["traces"]["charge_state"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    check_run_dir(tmp_path, cfg, resume=True)
+    with pytest.raises(ConfigError, match=r"traces\.charge_state \(not in the run\)"):
+        check_run_dir(tmp_path, load_experiment(EXP, [*TINY, "traces.charge_state=level"]), resume=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -31,8 +32,17 @@ def test_device_and_threads_are_overrides_by_another_name() -> None:
 
 
 def test_an_unknown_option_is_one_line_naming_it() -> None:
-    with pytest.raises(ConfigError, match=r"unknown option 'job' \(known: collective_timeout_s, device,"):
+    with pytest.raises(ConfigError, match=r"^run_experiment: unknown option 'job' \(known: .*\bexecutor, executors, jobs, n_seeds, out_dir\b"):
         RunOptions().with_fields(job=2)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Execution(jobs=0), "Execution: jobs: expected an integer >= 1, got 0"),
+    (lambda: RunOptions().with_fields(jobs=0), "Execution: jobs: expected an integer >= 1, got 0"),
+])
+def test_numbers_out_of_range_are_one_line_naming_the_option(make, message) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        make()
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ resumes with another number of processes and ends exactly as an uninterrupted ru
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from flamingo_sim.fl.runner.run import run_experiment
+from tests.cli_runs import assert_identical, cli_env, cli_run
 
 ROOT = Path(__file__).resolve().parents[3]
 EXP = ROOT / "experiments" / "openimage_mobilenet.yaml"
@@ -24,15 +25,16 @@ TINY = ["fl.rounds=3", "fl.participants_per_round=5", "fl.local_steps=2", "fl.ev
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": "1"}
+    return cli_env()
 
 
 def _sets(overrides: list[str]) -> list[str]:
     return [a for s in overrides for a in ("--set", s)]
 
 
-def _reference(out: Path, overrides: list[str]) -> pd.DataFrame:
-    return run_experiment(EXP, out_dir=out, overrides=overrides, threads=1, log=lambda m: None).metrics
+def _reference(out: Path, overrides: list[str], *extra: str) -> pd.DataFrame:
+    """One process, run as the compared runs are: the command line in a subprocess (the same kernels)."""
+    return cli_run(out, overrides, "--threads", "1", *extra)
 
 
 @pytest.mark.slow
@@ -42,14 +44,14 @@ def test_two_and_three_processes_give_the_one_process_metrics(tmp_path):
     nproc = [sys.executable, "-m", "flamingo_sim", "run", str(EXP), "--out", str(tmp_path / "three"), "--threads", "1", *_sets(TINY),
              "--nproc", "3"]
     procs = [subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for cmd in (torchrun, nproc)]
-    one = _reference(tmp_path / "one", TINY)  # meanwhile, in this process
+    one = _reference(tmp_path / "one", TINY)  # meanwhile, one process
     outputs = [p.communicate(timeout=300) for p in procs]
     for p, (_, err) in zip(procs, outputs):
         assert p.returncode == 0, err
     assert "2 processes (gloo" in outputs[0][1] and "3 processes (gloo" in outputs[1][1]
     assert "collectives on rank 0:" in outputs[1][1]
     for name in ("two", "three"):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / name / "metrics.parquet"), one)  # every column, bit for bit
+        assert_identical(pd.read_parquet(tmp_path / name / "metrics.parquet"), one)  # every column, bit for bit
         assert sorted(p.name for p in (tmp_path / name).iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
     assert one["n_kept"].tolist() == [0, 5, 5, 5]
 
@@ -100,14 +102,15 @@ def test_a_killed_rank_stops_the_run_with_one_line_and_it_resumes_with_another_w
     assert proc.returncode == 2
     lines = [line for line in err.splitlines() if "rank 1" in line or "error" in line.lower() or "exitcode" in line]
     assert lines == [f"flamingo-sim run: error: rank 1 (pid {victim}) was killed by SIGKILL; every other rank was stopped; "
-                     f"continue it with: flamingo-sim run {EXP} --out {cut} --resume --nproc 2 (and the same --set options)"], err
+                     "continue it with: flamingo-sim " + shlex.join(["run", str(EXP), "--out", str(cut), "--threads", "1",
+                                                                     *_sets(overrides), "--nproc", "2", "--resume"])], err
     assert "Traceback" not in err
     time.sleep(1.0)
     assert not [pid for pid in workers if _alive(pid)], "a rank outlived the launcher"
     # resume with one process (another world size) and end as the uninterrupted run does
-    resumed = run_experiment(EXP, out_dir=cut, overrides=overrides, threads=1, resume=True, log=lambda m: None).metrics
+    resumed = _reference(cut, overrides, "--resume")
     whole = _reference(tmp_path / "whole", overrides)
-    pd.testing.assert_frame_equal(resumed, whole)
+    assert_identical(resumed, whole)
     assert len(whole) == 41
 
 
@@ -119,3 +122,23 @@ def test_process_options_are_checked_before_anything_runs(tmp_path, capsys):
     assert main(["run", str(EXP), "--out", str(tmp_path / "b"), "--collective-timeout-s", "5"]) == 2
     assert "--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_nproc_on_the_proxy_says_first_that_one_process_is_faster(tmp_path, capsys, monkeypatch):
+    import json
+
+    from flamingo_sim.cli import main
+    from flamingo_sim.fl.distributed import launch as launcher
+
+    started: list[int] = []
+    monkeypatch.setattr(launcher, "launch", lambda nproc, worker_args, **kw: started.append(nproc))
+    assert main(["run", str(EXP), "--out", str(tmp_path / "a"), "--nproc", "2", "--device", "cpu"]) == 0
+    assert started == [2]
+    assert capsys.readouterr().err.strip().splitlines()[0] == (
+        "--nproc 2: one process is faster on the proxy task (measured on 2 cores: 0.40 s a round in one process, 0.49 s in two; its model "
+        "is so small that the collectives and rank 0's coordinator outweigh the training they split); starting 2 processes as asked")
+    assert launcher.proxy_notice(2, real_data=True, on_cpu=True) is None  # a CNN on real data: the processes can pay
+    assert launcher.proxy_notice(2, real_data=False, on_cpu=False) is None and launcher.proxy_notice(1, False, True) is None
+    # the figures are the benchmark's, as committed
+    measured = json.loads((ROOT / "benchmarks" / "results" / "distributed_2cores.json").read_text())["correctness"]["main job (MLP proxy)"]
+    assert {n: round(measured["round_s"][str(n)], 3) for n in (1, 2)} == launcher.PROXY_ROUND_S

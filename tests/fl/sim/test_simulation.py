@@ -171,3 +171,25 @@ def test_phone_on_the_charger_counts_as_plugged_in():
     modes = dict(zip(plan.chosen.tolist(), plan.outcome.mode))
     assert modes[0] == "default" and modes[2] == "explore"
     assert pol.explored[0] == 0
+
+
+def test_charge_state_from_level_changes_only():
+    # traces.charge_state: level (the paper's appendix A.2): the same phone held full on the charger
+    # (plug column 1, level flat) counts as unplugged, so its training draws on its battery: 80 - 4.0 %.
+    import dataclasses
+
+    charging = np.zeros((4, 3), dtype=np.float32)
+    charging[0] = 1.0
+    parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
+    parts.cfg = dataclasses.replace(parts.cfg, traces=dataclasses.replace(parts.cfg.traces, charge_state="level"))
+    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    assert not sim._plugged(0.0, np.array([0]))[0]
+    sim.step()
+    task_pct = 100 * STEPS * LAT_S * POWER_W / CAPACITY_J
+    assert sim.budget.level_pct[0] == pytest.approx(80.0 - task_pct, abs=0.01)
+    # a rising level still counts as charging under either reading
+    parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
+    parts.cfg = dataclasses.replace(parts.cfg, traces=dataclasses.replace(parts.cfg.traces, charge_state="level"))
+    parts.traces.state[0, 0] = 1
+    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    assert sim._plugged(0.0, np.array([0]))[0]

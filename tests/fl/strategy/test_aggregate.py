@@ -48,3 +48,18 @@ def test_fedavg_rejects_bad_weights(weights):
 def test_fedavg_rejects_mismatched_leading_dim():
     with pytest.raises(ValueError, match="w: expected a leading client dimension of 3"):
         fedavg({"w": torch.zeros(2, 3)}, [1, 1, 1])
+
+
+# -- what mutation testing found unchecked (docs/install.md, "Mutation testing") -------------------
+def test_fedavg_takes_zero_and_fractional_weights_and_names_bad_ones():
+    """FedBuff's staleness weights are below 1 and a client may weigh 0: both are weights."""
+    stacked = {"w": torch.tensor([[100.0], [1.0], [3.0]], dtype=torch.float64)}
+    assert torch.equal(fedavg(stacked, [0.0, 0.5, 0.5])["w"], torch.tensor([2.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^no clients to aggregate$"):
+        fedavg({"w": torch.zeros(0, 1)}, [])
+    with pytest.raises(ValueError, match=r"^weights sum to zero$"):
+        fedavg(stacked, [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"^weights must be finite and non-negative, got \[1\.0, -1\.0, 1\.0\]$"):
+        fedavg(stacked, [1.0, -1.0, 1.0])
+    with pytest.raises(ValueError, match=r"^weights must be finite and non-negative, got \[1\.0, nan, 1\.0\]$"):
+        fedavg(stacked, [1.0, float("nan"), 1.0])

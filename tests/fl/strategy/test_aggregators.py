@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
+import types
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 
@@ -14,10 +14,11 @@ from flamingo_sim.config import from_mapping
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import AggregationConfig, ExperimentConfig
 from flamingo_sim.fl.runner.run import run_experiment
-from flamingo_sim.fl.strategy.aggregate import server_adam_step
-from flamingo_sim.fl.strategy.aggregators import FedAdam, FedAvg, FedYogi, make_aggregator
+from flamingo_sim.fl.strategy.aggregate import server_adam_step, server_yogi_step
+from flamingo_sim.fl.strategy.aggregators import FedAdam, FedAvg, FedProx, FedYogi, make_aggregator
 from flamingo_sim.fl.training.trainer import CohortTask, train_cohort
 from flamingo_sim.models import build_model
+from tests.cli_runs import assert_identical
 from tests.fl.interrupt import run_interrupted
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -157,7 +158,7 @@ def test_fedyogi_run_resumes_bit_identical(tmp_path, monkeypatch):
     whole = run_experiment(exp, out_dir=tmp_path / "whole", overrides=overrides, log=lambda m: None)
     run_interrupted(monkeypatch, exp, tmp_path / "cut", overrides, after_round=3)
     resumed = run_experiment(exp, out_dir=tmp_path / "cut", overrides=overrides, resume=True, log=lambda m: None)
-    pd.testing.assert_frame_equal(resumed.metrics, whole.metrics)
+    assert_identical(resumed.metrics, whole.metrics)
     fedavg = run_experiment(exp, out_dir=tmp_path / "avg", overrides=overrides + ["aggregation={name: fedavg}"], log=lambda m: None)
     assert not fedavg.metrics["accuracy"].equals(whole.metrics["accuracy"])
 
@@ -170,3 +171,38 @@ def test_fedscale_engine_refuses_other_aggregators(tmp_path, capsys, monkeypatch
     assert main(args) == 2
     assert "aggregation: FedScale runs only the default (fedavg, weighting: samples); run 'fedyogi' natively" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+# -- what mutation testing found unchecked (docs/benchmarks.md, "Mutation testing") -----------------
+def test_fedavg_and_fedprox_weight_by_samples_by_default_and_equally_when_asked():
+    stacked = {"w": torch.tensor([[0.0], [4.0]], dtype=F64)}
+    n = torch.tensor([1, 3])
+    for cls in (FedAvg, FedProx):
+        assert torch.equal(cls().aggregate({}, stacked, n)["w"], torch.tensor([3.0], dtype=F64)), cls  # (0 x 1 + 4 x 3) / 4
+        assert torch.equal(cls(weighting="uniform").aggregate({}, stacked, n)["w"], torch.tensor([2.0], dtype=F64)), cls
+
+
+def test_the_registry_passes_weighting_and_buffers():
+    stacked = {"w": torch.tensor([[0.0], [4.0]], dtype=F64), "bn.running_mean": torch.tensor([[0.0], [4.0]], dtype=F64)}
+    start = {"w": torch.zeros(1, dtype=F64), "bn.running_mean": torch.zeros(1, dtype=F64)}
+    n = torch.tensor([1, 3])
+    assert torch.equal(make_aggregator(AggregationConfig(name="fedavg", weighting="uniform")).aggregate({}, stacked, n)["w"],
+                       torch.tensor([2.0], dtype=F64))
+    adam = make_aggregator(AggregationConfig(name="fedadam"), buffers=["bn.running_mean"])
+    out = adam.aggregate(start, stacked, n)
+    assert torch.equal(out["bn.running_mean"], torch.tensor([3.0], dtype=F64))  # a buffer takes the weighted mean
+    assert not torch.equal(out["w"], torch.tensor([3.0], dtype=F64))  # a parameter takes the server step
+    with pytest.raises(ConfigError, match=r"^aggregation\.name: unknown aggregator 'nope'; expected one of 'fedavg', 'fedprox', 'fedadam', 'fedyogi' "):
+        make_aggregator(types.SimpleNamespace(name="nope", parameters=dict, weighting="samples"))
+
+
+def test_yogi_leaves_the_second_moment_where_it_equals_the_squared_step():
+    """sign(v - delta^2) = 0: v stays (a mutant dividing by the sign sends it to infinity)."""
+    x, delta, m, v = (torch.tensor([t], dtype=F64) for t in (0.0, 2.0, 0.0, 4.0))
+    _, _, v_new = server_yogi_step(x, delta, m, v, server_lr=0.1, beta1=0.9, beta2=0.99, tau=1e-3)
+    assert torch.equal(v_new, v)
+
+
+def test_moment_shapes_that_differ_are_named():
+    with pytest.raises(ValueError, match=r"^shapes differ: global \(2,\), delta \(3,\), m \(2,\), v \(2,\)$"):
+        server_yogi_step(torch.zeros(2), torch.zeros(3), torch.zeros(2), torch.zeros(2), server_lr=0.1, beta1=0.9, beta2=0.99, tau=1e-3)

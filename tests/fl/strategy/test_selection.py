@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from flamingo_sim.config import from_mapping
@@ -21,6 +20,7 @@ from flamingo_sim.fl.strategy.selection import (
     make_selector,
     select_online,
 )
+from tests.cli_runs import assert_identical
 from tests.fl.interrupt import run_interrupted
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -108,7 +108,7 @@ def test_oort_run_resumes_bit_identical_and_battery_runs(tmp_path, monkeypatch):
     whole = run_experiment(exp, out_dir=tmp_path / "whole", overrides=SMALL, log=lambda m: None)
     run_interrupted(monkeypatch, exp, tmp_path / "cut", SMALL, after_round=3)
     resumed = run_experiment(exp, out_dir=tmp_path / "cut", overrides=SMALL, resume=True, log=lambda m: None)
-    pd.testing.assert_frame_equal(resumed.metrics, whole.metrics)
+    assert_identical(resumed.metrics, whole.metrics)
     battery = run_experiment(ROOT / "experiments/toolkit_battery_selection.yaml", out_dir=tmp_path / "b", overrides=SMALL, log=lambda m: None)
     assert battery.metrics["n_kept"].sum() > 0
 

@@ -200,7 +200,8 @@ def test_paper_columns_hold_the_papers_figures(out):
     assert "none of Tables 2 and 3 was used to set any parameter" in md
     assert re.search(r"Reading: speedup: direction agrees on [0-3] of 3 tasks, magnitude within 2x on [0-3] of 3; "
                      r"energy efficiency: direction agrees on [0-3] of 3 tasks", md)
-    assert re.search(r"Reading: improvement, intensity: direction agrees on \d+ of 12 \(task, phone\) rows", md)
+    assert re.search(r"Reading \(against 4567 \(Table 2's baseline\)\): improvement over 4567, intensity: direction agrees on "
+                     r"\d+ of 12 \(task, phone\) rows", md)
     saved = json.loads((out / "tables.json").read_text())
     t2 = next(v for k, v in saved.items() if k.startswith("Table 2"))
     assert t2["paper"]["openimage_shufflenet"] == {"speedup": 6.5, "energy_efficiency": 5.8, "target_accuracy_pct": 46.3}

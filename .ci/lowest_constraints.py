@@ -1,0 +1,53 @@
+"""Print a pip constraints file that pins every dependency to the lowest version pyproject.toml allows.
+
+Each requirement of ``[project] dependencies`` and of the extras named on the command line
+(default: ``test``) that has a ``>=`` bound becomes ``name==bound``; exact pins (``==``) are kept;
+a requirement without a lower bound is left free (pip picks what its other requirements allow).
+``pip install -c constraints.txt -e '.[test]'`` then installs the lowest declared versions, so a
+bound that is too low fails the suite run on them (.ci/run's lowest-versions job).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+ROOT = Path(__file__).resolve().parents[1]
+_REQ = re.compile(r"^\s*([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*(.*)$")
+
+
+def lowest(requirement: str) -> str | None:
+    """``name==lowest`` for one requirement string, or None when it states no lower bound."""
+    m = _REQ.match(requirement.split(";")[0])
+    if not m:
+        raise SystemExit(f"pyproject.toml: requirement {requirement!r} is not understood")
+    name, spec = m.group(1), m.group(3)
+    for clause in (c.strip() for c in spec.split(",") if c.strip()):
+        if clause.startswith(("==", ">=")):
+            return f"{name}=={clause[2:].strip()}"
+    return None
+
+
+def main(extras: list[str]) -> int:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in extras:
+        if extra not in project["optional-dependencies"]:
+            raise SystemExit(f"pyproject.toml: no extra {extra!r} (extras: {', '.join(project['optional-dependencies'])})")
+        requirements += project["optional-dependencies"][extra]
+    pins = {}
+    for req in requirements:
+        if (pin := lowest(req)) is not None:
+            pins[pin.split("==")[0].lower()] = pin
+    print("\n".join(sorted(pins.values())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or ["test"]))

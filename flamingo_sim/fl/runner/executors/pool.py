@@ -1,0 +1,306 @@
+"""``--jobs N`` on this machine: N long-lived worker processes, started once, fed units one at a time.
+
+The workers are forked by multiprocessing's forkserver, a parent process that imported torch,
+pandas and the package once (:data:`~flamingo_sim.fl.runner.worker.PRELOAD`): a worker is ready
+in a fraction of a second instead of the seconds a fresh interpreter takes to import them, and a
+worker that crashed is replaced as cheaply. Each worker (:func:`~flamingo_sim.fl.runner.worker.serve`)
+runs the units sent to it one after another and keeps the components of the last (run, seed) it
+built; the scheduler (:func:`pick`) sends a free worker the next unit of the seed it holds, else
+the first unit of a seed no other worker is on, costliest first, so that a seed's components are
+built about once per study.
+
+Why this holds up as well as a process per unit did: a unit runs with its own torch thread
+budget (set before each unit, ``OMP_NUM_THREADS`` and torch's threads), its randomness is its
+own (per seed and round) and the components it reuses are the ones the policies of a seed share
+in one process anyway (``--jobs 1``), so the results do not change; a worker that crashes or is
+killed fails only the unit it held (its log says so) and another worker takes its place; on
+Ctrl-C or SIGTERM every worker gets SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; a worker
+is ended by the kernel if its parent goes (``PR_SET_PDEATHSIG``), and the forkserver ends with
+the study's process.
+
+``FLAMINGO_SIM_SCHEDULE=PATH`` (for measurements): one JSON line per event (a worker started or
+ready, with its start-up seconds; a unit sent or done, with its wall seconds, whether it reused
+the seed's components or how long it took to build them, and the worker's CPU seconds so far),
+each with the worker, the seconds since the pool started and the wall-clock time, appended to ``PATH``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import multiprocessing
+import multiprocessing.connection
+import multiprocessing.forkserver
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from flamingo_sim.fl.runner.executors.progress import Progress
+from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
+from flamingo_sim.fl.runner.worker import WORKER_CACHE
+
+__all__ = ["Pool", "pool", "close_pool", "run_pool", "pick", "warm_up", "error_of", "STOP_GRACE_S", "SCHEDULE_ENV"]
+
+#: Seconds a stopped worker gets to end on SIGTERM before it is killed.
+STOP_GRACE_S = 8.0
+#: The environment variable naming the schedule file (measurements only).
+SCHEDULE_ENV = "FLAMINGO_SIM_SCHEDULE"
+
+
+def _context() -> Any:
+    from flamingo_sim.fl.runner.worker import PRELOAD
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))
+    return ctx
+
+
+def warm_up() -> None:
+    """Start the forkserver (it imports :data:`~flamingo_sim.fl.runner.worker.PRELOAD`) without
+    waiting for it: the study's process meanwhile validates its configs."""
+    _context()
+    multiprocessing.forkserver.ensure_running()
+
+
+@dataclass
+class _Worker:
+    """One worker process, the pipe to it, what it runs and the (run, seed) pairs whose components it holds."""
+
+    index: int
+    process: Any
+    conn: Any
+    ready: bool = False
+    unit: Unit | None = None
+    kind: str = ""
+    holds: list[tuple[str, int]] = field(default_factory=list)
+
+
+def pick(queue: Sequence[Unit], holds: Sequence[tuple[str, int]], busy: set[tuple[str, int]]) -> int:
+    """Which unit of ``queue`` (costliest first) a free worker holding the seeds ``holds`` takes: the
+    first of a seed it holds, else the first of a seed no worker in ``busy`` is on, else the first."""
+    for i, u in enumerate(queue):
+        if (u.run_dir, u.seed) in holds:
+            return i
+    for i, u in enumerate(queue):
+        if (u.run_dir, u.seed) not in busy:
+            return i
+    return 0
+
+
+def error_of(unit: Unit, exitcode: int | None) -> str:
+    """Why a unit's worker ended without a result: its error line, else the signal that killed it or its exit code."""
+    try:
+        lines = [ln for ln in unit.path(".log").read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    errors = [ln for ln in lines if ln.startswith("error: ")]
+    if errors:
+        return errors[-1][len("error: "):]
+    if exitcode is not None and exitcode < 0:
+        return f"killed by {signal.Signals(-exitcode).name}" + ("" if read_status(unit) is not None else " before it started")
+    if exitcode == 0:
+        return "ended without writing its result"
+    return f"exited with code {exitcode}" + (f": {lines[-1]}" if lines else "")
+
+
+class _Schedule:
+    """The events of the pool, appended to ``$FLAMINGO_SIM_SCHEDULE`` when it is set."""
+
+    def __init__(self) -> None:
+        self.path = os.environ.get(SCHEDULE_ENV) or None
+        self.t0 = time.monotonic()
+
+    def __call__(self, event: str, worker: int, **data: Any) -> None:
+        if self.path is not None:
+            line = {"event": event, "worker": worker, "t_s": round(time.monotonic() - self.t0, 4), "at": round(time.time(), 4), **data}
+            with open(self.path, "a") as fh:
+                fh.write(json.dumps(line) + "\n")
+
+
+def _order(pending: Sequence[Unit]) -> list[Unit]:
+    """The costliest seed first, a seed's units together, otherwise in the config's order."""
+    groups: dict[tuple[str, int], list[Unit]] = {}
+    for unit in pending:
+        groups.setdefault((unit.run_dir, unit.seed), []).append(unit)
+    return [u for g in sorted(groups.values(), key=lambda g: -max(u.cost for u in g)) for u in g]
+
+
+class Pool:
+    """Up to ``jobs`` long-lived workers, started as they are needed and kept between calls (a
+    study validates its runs on them, then runs its units there); :meth:`close` stops them."""
+
+    def __init__(self) -> None:
+        self.ctx = _context()
+        self.log = _Schedule()
+        self.workers: list[_Worker] = []
+        self.started = 0
+
+    def _grow(self, n: int) -> None:
+        from flamingo_sim.fl.runner.worker import serve
+
+        while len(self.workers) < n:
+            here, there = self.ctx.Pipe()
+            proc = self.ctx.Process(target=serve, args=(there, time.time()), name=f"flamingo-sim worker {self.started}", daemon=False)
+            proc.start()
+            there.close()
+            self.workers.append(_Worker(self.started, proc, here))
+            self.log("start", self.started, pid=proc.pid)
+            self.started += 1
+
+    def _send(self, w: _Worker, kind: str, unit: Unit) -> None:
+        env = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": str(unit.threads)}
+        w.conn.send((kind, unit.to_json(), env))
+        w.unit, w.kind = unit, kind
+        key = (unit.run_dir, unit.seed)
+        w.holds = [k for k in w.holds if k != key][-(WORKER_CACHE - 1):] + [key] if WORKER_CACHE > 1 else [key]
+        self.log("send", w.index, kind=kind, unit=unit.name, run=Path(unit.run_dir).name)
+
+    def _loop(self, queue: list[Unit], jobs: int, kind: str, answer: Callable[[Unit, str | None, dict[str, Any] | None, int | None], None],
+              progress: Progress | None = None) -> None:
+        """Send every unit of ``queue`` as ``kind`` to a free worker (see :func:`pick`) until all are answered."""
+        while queue or any(w.unit is not None for w in self.workers):
+            self._grow(min(jobs, len(queue) + sum(w.unit is not None for w in self.workers)))
+            busy = {(w.unit.run_dir, w.unit.seed) for w in self.workers if w.unit is not None}
+            for w in self.workers:
+                if w.ready and w.unit is None and queue:
+                    unit = queue.pop(pick(queue, w.holds, busy))
+                    if kind == "run":
+                        unit.path(".log").parent.mkdir(parents=True, exist_ok=True)
+                        unit.path(".log").write_text("")
+                        unit.path(".status").unlink(missing_ok=True)
+                    self._send(w, kind, unit)
+                    busy.add((unit.run_dir, unit.seed))
+                    if progress is not None:
+                        progress.start(unit)
+            ready = multiprocessing.connection.wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers], timeout=0.2)
+            for w in list(self.workers):
+                if w.conn in ready or w.process.sentinel in ready:
+                    self._answer(w, answer)
+            if progress is not None:
+                progress.tick()
+
+    def _answer(self, w: _Worker, answer: Callable[[Unit, str | None, dict[str, Any] | None, int | None], None]) -> None:
+        """Read what worker ``w`` said (or see that it ended) and pass its unit's outcome to ``answer``."""
+        msg = None
+        try:
+            if w.conn.poll():
+                msg = w.conn.recv()
+        except (EOFError, OSError):
+            msg = None
+        if msg is not None and msg[0] == "ready":
+            w.ready = True
+            self.log("ready", w.index, start_up_s=round(msg[1], 4))
+            return
+        if msg is not None:
+            kind, error, timing = msg
+            unit, w.unit = w.unit, None
+            assert unit is not None
+            self.log("done" if kind == "run" else "built", w.index, unit=unit.name, run=Path(unit.run_dir).name, error=error, **timing)
+            answer(unit, error, timing, None)
+            return
+        # EOF or the process ended (crashed, killed): its unit fails alone; a new worker takes its place when needed
+        w.process.join(timeout=1.0)
+        if w.process.exitcode is None:
+            return
+        self.workers.remove(w)
+        w.conn.close()
+        self.log("died", w.index, exitcode=w.process.exitcode)
+        if w.unit is not None:
+            answer(w.unit, None, None, w.process.exitcode)
+
+    def build(self, units: Sequence[Unit], jobs: int) -> dict[Unit, str]:
+        """Build each unit's components on the workers (each keeps what it built); the units whose build failed, with their error lines."""
+        errors: dict[Unit, str] = {}
+
+        def answer(unit: Unit, error: str | None, timing: dict[str, Any] | None, exitcode: int | None) -> None:
+            if timing is None:
+                errors[unit] = f"its worker ended ({error_of(unit, exitcode)})"
+            elif error is not None:
+                errors[unit] = error
+
+        try:
+            self._loop(list(units), jobs, "build", answer)
+        except BaseException:
+            self.close()
+            raise
+        return errors
+
+    def run(self, pending: Sequence[Unit], jobs: int, progress: Progress) -> None:
+        """Run ``pending``, each unit reported to ``progress``; on an interruption every worker is stopped."""
+
+        def answer(unit: Unit, error: str | None, timing: dict[str, Any] | None, exitcode: int | None) -> None:
+            if timing is None:
+                progress.fail(unit, error_of(unit, exitcode))
+            elif error is None and unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed) is not None:
+                progress.finish(unit)
+            else:
+                progress.fail(unit, error or "ended without writing its result")
+
+        try:
+            self._loop(_order(pending), jobs, "run", answer, progress)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop every worker (see :func:`_stop`)."""
+        _stop(self.workers)
+        self.workers = []
+
+
+_POOL: Pool | None = None
+
+
+def pool() -> Pool:
+    """This process's pool (started on first use, kept until :func:`close_pool` or the process ends)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = Pool()
+        atexit.register(close_pool)
+    return _POOL
+
+
+def close_pool() -> None:
+    """Stop this process's workers, if any."""
+    global _POOL
+    if _POOL is not None:
+        _POOL.close()
+        _POOL = None
+
+
+def run_pool(pending: Sequence[Unit], jobs: int, progress: Progress) -> None:
+    """Run ``pending`` on up to ``jobs`` workers of this process's pool, each unit reported to ``progress``;
+    the workers stop afterwards (their caches belong to this study)."""
+    try:
+        pool().run(pending, jobs, progress)
+    finally:
+        close_pool()
+
+
+def _stop(workers: Sequence[_Worker]) -> None:
+    """Idle workers are told to stop; busy ones get SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; all are reaped."""
+    for w in workers:
+        if w.unit is None:
+            try:
+                w.conn.send(None)
+            except (OSError, ValueError):
+                pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [w for w in workers if w.unit is not None and w.process.is_alive()]
+        for w in alive:
+            try:
+                os.killpg(w.process.pid, sig)  # the worker leads its own session: its children too
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + STOP_GRACE_S
+        while any(w.process.is_alive() for w in alive) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for w in workers:
+        w.process.join(timeout=STOP_GRACE_S)
+        if w.process.is_alive():
+            w.process.kill()
+            w.process.join()
+        w.conn.close()

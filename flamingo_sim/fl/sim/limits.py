@@ -1,0 +1,222 @@
+"""The engine's hook for two device limits: heat (``devices.thermal``) and memory (``devices.memory``).
+
+:class:`DeviceLimits` is built only when one of them is on (``devices.enabled``); with both off
+the engine never calls it and a run is bit-identical to one without it. Per round, the engine:
+
+1. asks :meth:`DeviceLimits.temperature_c` for the selected clients' battery temperature: the
+   trace's plus the excess their earlier training left, decayed since
+   (:mod:`flamingo_sim.devices.thermal`); the policies' monitoring reads it (``too_hot``);
+2. hands the policy's priced tasks to :meth:`DeviceLimits.apply`: memory first (a client whose
+   training does not fit is dropped, reason ``out_of_memory``, or its minibatch shrinks to the
+   largest that fits: step latency and energy scale with the batch, the profiles being measured
+   at ``fl.batch_size``), then heat (each task's cluster is capped once the modelled temperature
+   passes its threshold: :func:`~flamingo_sim.devices.thermal.throttled_task`);
+3. after settlement, :meth:`DeviceLimits.settle` books each client's excess temperature at the
+   point its task stopped (the share ``done_frac`` that ran), and :meth:`DeviceLimits.columns`
+   gives the round's per-phone counts (metrics columns that exist only with the model on).
+
+A task's throttling follows the cluster of the choice it ran most steps on (a step on several
+clusters runs at the pace of its slowest one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from flamingo_sim.devices.memory import GIB, largest_batch
+from flamingo_sim.devices.policies import TaskOutcome, TaskRequest
+from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.devices.thermal import excess_after, throttled_task
+from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.config import DevicesConfig
+from flamingo_sim.fl.training.memory import activation_bytes_per_sample
+
+__all__ = ["DeviceLimits", "OUT_OF_MEMORY", "training_memory_bytes", "NETWORKS"]
+
+#: The typed drop reason of a client whose training does not fit.
+OUT_OF_MEMORY = "out_of_memory"
+#: Profile model name -> the network :func:`flamingo_sim.models.build_model` builds for it (others: the same name).
+NETWORKS = {"shufflenet_v2_x2": "shufflenet_v2_x2_0"}
+
+
+def training_memory_bytes(model: str, input_size: int, n_classes: int) -> tuple[float, float]:
+    """``(fixed, per_sample)`` bytes of one client's training of ``model`` on 3 x ``input_size``^2
+    inputs: the state four times over, the activations twice per sample
+    (:func:`flamingo_sim.fl.training.memory.per_client_bytes` = fixed + per_sample x batch)."""
+    from flamingo_sim.errors import FlamingoError
+    from flamingo_sim.models import build_model
+
+    shape = (3, int(input_size), int(input_size))
+    try:
+        with torch.device("meta"):
+            net = build_model(NETWORKS.get(model, model), shape, n_classes)
+    except FlamingoError as exc:
+        raise ConfigError(f"devices.memory: cannot estimate the training memory of model {model!r}: {exc}") from None
+    state = sum(v.numel() * v.element_size() for v in net.state_dict().values())
+    return float(4 * state), float(2 * activation_bytes_per_sample(net, shape))
+
+
+class DeviceLimits:
+    """Heat and memory of every client's phone (module docstring)."""
+
+    def __init__(self, cfg: DevicesConfig, profiles: ProfileSet, phone_idx: np.ndarray, batch_size: int,
+                 n_classes: int, source: str = "the phone catalogue") -> None:
+        self.cfg = cfg
+        self.batch_size = int(batch_size)
+        self.phone_idx = np.asarray(phone_idx, dtype=np.int64)
+        self.phone_names = tuple(profiles.phones)
+        phones = [prof.phone for prof in profiles.profiles]
+        self.thermal = cfg.thermal != "none"
+        self.memory = cfg.memory != "none"
+        n = len(self.phone_idx)
+        if self.thermal:
+            lacking = [p.name for p in phones if p.body is None or not p.soc.throttle]
+            if lacking:
+                raise ConfigError(f"{source}: devices.thermal: phone {lacking[0]!r} has no body (mass, dimensions) or its SoC no throttle rules")
+            self.resistance = np.array([p.body.resistance_k_per_w for p in phones if p.body is not None])
+            self.tau_s = np.array([p.body.time_constant_s for p in phones if p.body is not None]) * cfg.time_constant_factor
+            n_labels = len(profiles.labels)
+            self.threshold_c = np.full((len(phones), n_labels), np.inf)
+            self.speed_frac = np.ones((len(phones), n_labels))
+            self.power_frac = np.ones((len(phones), n_labels))
+            for i, p in enumerate(phones):
+                for j, cores in enumerate(profiles.label_cores):
+                    types = [_core_type(p.soc, c) for c in cores]
+                    rules = [p.soc.throttle[t] for t in types if t in p.soc.throttle]
+                    if not rules or not all(types):  # a label of another phone, or clusters without a rule
+                        continue
+                    slow = min(rules, key=lambda r: r.speed_frac)
+                    self.threshold_c[i, j] = min(r.threshold_c for r in rules) if cfg.throttle_threshold_c is None else cfg.throttle_threshold_c
+                    self.speed_frac[i, j], self.power_frac[i, j] = slow.speed_frac, slow.power_frac
+            self.excess_c = np.zeros(n)  # excess over the trace's temperature when each client last stopped training
+            self.at_s = np.zeros(n)  # when that was
+        if self.memory:
+            lacking = [p.name for p in phones if p.memory is None]
+            if lacking:
+                raise ConfigError(f"{source}: devices.memory: phone {lacking[0]!r} has no memory entry (ram_gb, app_limit_gb)")
+            self.fixed_bytes, self.per_sample_bytes = training_memory_bytes(profiles.model, cfg.input_size, n_classes)
+            limit = np.array([p.memory.app_limit_bytes for p in phones if p.memory is not None]) * cfg.memory_limit_factor
+            self.limit_bytes = limit
+            self.batch_fit = largest_batch(limit, self.fixed_bytes, self.per_sample_bytes, self.batch_size)  # per phone
+        self._round: dict[str, Any] = {}
+
+    # -- per round -----------------------------------------------------------------------------
+    def temperature_c(self, t_s: float, clients: np.ndarray, trace_c: np.ndarray) -> np.ndarray:
+        """The selected clients' battery temperature at ``t_s``: the trace's plus their decayed excess."""
+        if not self.thermal:
+            self._round = {"excess0": np.zeros(len(clients))}
+            return trace_c
+        tau = self.tau_s[self.phone_idx[clients]]
+        excess = self.excess_c[clients] * np.exp(-np.maximum(t_s - self.at_s[clients], 0.0) / tau)
+        self._round = {"excess0": excess}
+        return trace_c + excess
+
+    def apply(self, request: TaskRequest, outcome: TaskOutcome) -> tuple[TaskOutcome, np.ndarray | None]:
+        """The priced tasks under the memory and heat limits; returns the outcome and each
+        client's minibatch (None: every client trains ``fl.batch_size``)."""
+        ph = np.asarray(request.phone_idx, dtype=np.int64)
+        acc = np.asarray(outcome.accepted, dtype=bool).copy()
+        reason = np.asarray(outcome.decline_reason, dtype=object).copy()
+        mode = np.asarray(outcome.mode, dtype=object).copy()
+        dur = np.asarray(outcome.duration_s, dtype=float).copy()
+        en = np.asarray(outcome.energy_j, dtype=float).copy()
+        inter = np.asarray(outcome.interference_s, dtype=float).copy()
+        steps = np.asarray(outcome.steps_by_choice).copy()
+        k = len(acc)
+        oom = np.zeros(k, dtype=bool)
+        shrunk = np.zeros(k, dtype=bool)
+        batch = None
+        if self.memory:
+            fit = self.batch_fit[ph]
+            short = acc & (fit < self.batch_size)
+            oom = short & ((fit == 0) | (self.cfg.memory == "drop"))
+            shrunk = short & ~oom
+            scale = np.where(shrunk, fit / self.batch_size, 1.0)
+            dur, en, inter = dur * scale, en * scale, inter * scale
+            acc[oom], reason[oom], mode[oom] = False, OUT_OF_MEMORY, "declined"
+            dur[oom], en[oom], inter[oom], steps[oom] = 0.0, 0.0, 0.0, 0
+            if shrunk.any():
+                batch = np.where(shrunk, fit, self.batch_size).astype(np.int64)
+        throttled_s = np.zeros(k)
+        if self.thermal:
+            excess0 = self._round["excess0"]
+            label = np.argmax(steps, axis=1)
+            trace_c = np.asarray(request.temperature_c, dtype=float) - excess0
+            tau, res = self.tau_s[ph], self.resistance[ph]
+            speed, pfrac = self.speed_frac[ph, label], self.power_frac[ph, label]
+            run = acc & (dur > 0)
+            tasks = throttled_task(np.where(run, dur, 0.0), np.where(run, en, 0.0), excess0, self.threshold_c[ph, label] - trace_c,
+                                   speed, pfrac, res, tau)
+            power = np.where(run & (dur > 0), en / np.where(dur > 0, dur, 1.0), 0.0)
+            dur, en, throttled_s = np.where(run, tasks.duration_s, dur), np.where(run, tasks.energy_j, en), np.where(run, tasks.throttled_s, 0.0)
+            self._round.update(tasks=tasks, power=power, pfrac=pfrac, run=run, tau=tau, res=res)
+        self._round.update(oom=oom, shrunk=shrunk, throttled_s=throttled_s, too_hot=reason == "too_hot", phone=ph)
+        out = TaskOutcome(acc, reason, dur, en, inter, steps, outcome.labels, mode, outcome.interrupted & acc)
+        return out, batch
+
+    def settle(self, t0_s: float, clients: np.ndarray, done_frac: np.ndarray) -> None:
+        """Book each client's excess temperature where its task stopped (``done_frac`` of it ran)."""
+        if not self.thermal:
+            return
+        r = self._round
+        tasks = r["tasks"]
+        ran = r["run"] & (np.asarray(done_frac) > 0)
+        elapsed = np.asarray(done_frac, dtype=float) * tasks.duration_s
+        end = excess_after(elapsed, r["excess0"], tasks, r["power"], r["pfrac"], r["res"], r["tau"])
+        idx = np.asarray(clients)[ran]
+        self.excess_c[idx] = end[ran]
+        self.at_s[idx] = t0_s + elapsed[ran]
+
+    def columns(self, empty: bool = False) -> dict[str, float]:
+        """The round's metrics columns (per phone; only those of the models that are on); ``empty``:
+        all zero (round 0, before any request)."""
+        r = self._round
+        if empty:
+            none = np.zeros(0, dtype=bool)
+            r = {"phone": np.zeros(0, dtype=np.int64), "oom": none, "shrunk": none, "too_hot": none, "throttled_s": np.zeros(0)}
+        ph = r["phone"]
+        out: dict[str, float] = {}
+        if self.memory:
+            out[f"dropped_{OUT_OF_MEMORY}"] = int(r["oom"].sum())
+            for p, name in enumerate(self.phone_names):
+                out[f"out_of_memory_{name}"] = int((r["oom"] & (ph == p)).sum())
+                out[f"batch_shrunk_{name}"] = int((r["shrunk"] & (ph == p)).sum())
+        if self.thermal:
+            out["declined_too_hot"] = int(r["too_hot"].sum())
+            for p, name in enumerate(self.phone_names):
+                mine = ph == p
+                out[f"throttled_{name}"] = int((r["throttled_s"][mine] > 0).sum())
+                out[f"throttled_s_{name}"] = float(r["throttled_s"][mine].sum())
+        return out
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"excess_c": self.excess_c.copy(), "at_s": self.at_s.copy()} if self.thermal else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.thermal:
+            self.excess_c = np.asarray(state["excess_c"], dtype=float).copy()
+            self.at_s = np.asarray(state["at_s"], dtype=float).copy()
+
+    def describe(self) -> dict[str, Any]:
+        """Per phone: the circuit's constants and the memory fit (the run's summary shows them)."""
+        out: dict[str, Any] = {}
+        for p, name in enumerate(self.phone_names):
+            entry: dict[str, Any] = {}
+            if self.thermal:
+                entry.update(resistance_k_per_w=float(self.resistance[p]), time_constant_s=float(self.tau_s[p]))
+            if self.memory:
+                entry.update(app_limit_gib=float(self.limit_bytes[p] / GIB), batch_fit=int(self.batch_fit[p]),
+                             training_gib=float((self.fixed_bytes + self.per_sample_bytes * self.batch_size) / GIB))
+            out[name] = entry
+        return out
+
+
+def _core_type(soc: Any, core: int) -> str:
+    try:
+        return soc.layout.core_type(core)
+    except ValueError:
+        return ""

@@ -1,0 +1,30 @@
+"""``flamingo-sim thermal``: sustained training per phone under the thermal model, by hand for the Pixel 3."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from flamingo_sim.devices.profiles import load_profile
+from flamingo_sim.devices.thermal_table import sustained_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pixel3_baseline_throttles_at_the_closed_form_onset():
+    prof = load_profile(ROOT / "profiles", "pixel_3", "mobilenet_v2")
+    rows = {r["policy"]: r for r in sustained_rows([prof], ambient_c=30.0)}
+    base = rows["baseline"]
+    body = prof.phone.body
+    assert body is not None
+    r, tau, p = body.resistance_k_per_w, body.time_constant_s, 2.731
+    assert base["steady_c"] == pytest.approx(30.0 + p * r)  # 41.7 degC
+    assert base["onset_s"] == pytest.approx(tau * math.log(p * r / (p * r - 10.0)))  # 40 degC = 10 K above the trace
+    assert base["throttled_step_latency_s"] == pytest.approx(49.7 / 0.6)
+    assert base["throttled_step_energy_j"] == pytest.approx(49.7 * p * 0.5 / 0.6)
+    assert base["throttled_steady_c"] == pytest.approx(30.0 + 0.5 * p * r)
+    # Flamingo's choice on the Pixel 3 (core 4, 1.9 W) stays below 40 degC: never throttled
+    assert rows["flamingo"]["choice"] == "4" and rows["flamingo"]["onset_s"] is None
+    assert rows["flamingo"]["throttled_step_latency_s"] == rows["flamingo"]["step_latency_s"]

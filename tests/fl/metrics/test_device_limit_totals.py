@@ -1,0 +1,24 @@
+"""The summary's per-phone device-limit counts: summed over rounds, averaged over seeds, absent without the models."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from flamingo_sim.fl.metrics.summary import device_limit_totals
+
+
+def test_totals_per_phone_are_sums_over_rounds_averaged_over_seeds():
+    rows = pd.DataFrame({
+        "seed": [0, 0, 1, 1],
+        "dropped_out_of_memory": [1, 2, 0, 1],
+        "out_of_memory_pixel_3": [1, 2, 0, 1],
+        "batch_shrunk_pixel_3": [0, 0, 0, 0],
+        "declined_too_hot": [3, 0, 1, 0],
+        "throttled_pixel_3": [1, 1, 2, 0],
+        "throttled_s_pixel_3": [10.0, 20.0, 30.0, 0.0],
+    })
+    totals = device_limit_totals(rows)
+    assert totals == {"out_of_memory": {"pixel_3": 2.0}, "batch_shrunk": {"pixel_3": 0.0}, "throttled": {"pixel_3": 2.0},
+                      "throttled_s": {"pixel_3": pytest.approx(30.0)}, "declined_too_hot": 2.0}
+    assert device_limit_totals(rows.drop(columns=[c for c in rows.columns if c != "seed"])) is None

@@ -1,0 +1,87 @@
+"""Ray's failure paths, run for real: a cluster address where nothing listens (one line, in
+seconds, before anything is written), an address that is not one, and a Ray worker killed in the
+middle of a unit on a local Ray instance (reported; the other units finish; the same command
+then finishes the study with results identical to one job's)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from flamingo_sim.cli import main
+from tests.cli_runs import EXP
+from tests.studies.test_study import QUIET, _argv, _cli, _outputs, sequential  # noqa: F401  (sequential: a fixture)
+
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'flamingo-sim[cluster]')")
+
+
+def _closed_port() -> int:
+    """A local port where nothing listens (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@needs_ray
+@pytest.mark.parametrize("form", ["{host}:{port}", "ray://{host}:{port}"])
+def test_an_unreachable_ray_address_is_one_line_in_seconds_before_anything_is_written(tmp_path, capsys, form):
+    address = form.format(host="127.0.0.1", port=_closed_port())
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    assert main(["run", str(EXP), "--out", str(out), "--executor", "ray", "--ray-address", address, "--set", "fl.rounds=1"]) == 2
+    assert time.monotonic() - t0 < 60  # importing Ray included; ray.init retried such an address for over 5 minutes
+    err = capsys.readouterr().err.strip()
+    assert re.fullmatch(rf"flamingo-sim run: error: --executor ray: cannot reach the Ray cluster at {re.escape(address)}: nothing accepts "
+                        r"a connection at 127\.0\.0\.1:\d+ \(Connection refused, within 5 s\)", err), err
+    assert not out.exists()
+
+
+@needs_ray
+def test_a_ray_address_that_is_no_address_is_one_line(tmp_path, capsys):
+    assert main(_argv(tmp_path / "grid", "--executor", "ray", "--ray-address", "headnode")) == 2
+    assert capsys.readouterr().err.strip() == ("flamingo-sim sensitivity: error: --ray-address: expected host:port, ray://host:port, auto "
+                                               "or local, got 'headnode'")
+    assert not (tmp_path / "grid").exists()
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_ray_worker_killed_mid_unit_is_reported_the_others_finish_and_the_same_command_finishes(sequential, tmp_path):  # noqa: F811
+    out = tmp_path / "grid"
+    argv = [sys.executable, "-m", "flamingo_sim", *_argv(out, "--executor", "ray", "--jobs", "2")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=QUIET)
+    status = out / "runs" / "reference" / "units" / "flamingo-seed0.status"
+    deadline = time.monotonic() + 300
+    while True:  # kill the Ray worker running the unit once the unit has checkpointed a round
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        try:
+            raw = json.loads(status.read_text())
+        except (OSError, ValueError):
+            raw = {}
+        if raw.get("round", 0) >= 1:
+            break
+        time.sleep(0.02)
+    assert raw["round"] < 6, "the unit finished before it could be killed"
+    assert raw["pid"] != proc.pid  # a Ray worker, not the command's process
+    os.kill(raw["pid"], signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"flamingo-sim sensitivity: error: 1 of 4 units failed, first reference flamingo seed 0: .*(worker|Worker|died|crash|exit).*"
+        r"; the other units finished and are kept; continue it with: flamingo-sim " + re.escape(shlex.join(argv[3:])), last), last
+    assert (out / "runs" / "fl.overcommit=1.0" / "summary.json").is_file()  # the other run finished
+    assert not (out / "sensitivity.csv").exists()
+    again = _cli(argv[3:])  # the same command
+    assert again.returncode == 0, again.stderr
+    assert _outputs(out) == sequential
