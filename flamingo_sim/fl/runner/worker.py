@@ -166,9 +166,9 @@ def serve(conn: Any, started: float) -> None:
                 try:
                     msg = conn.recv()
                 except EOFError:  # the study's process is gone
-                    return
+                    _leave(0)
                 if msg is None:
-                    return
+                    _leave(0)
                 kind, unit_json, env = msg
                 os.environ.update(env)
                 unit = Unit.from_json(unit_json)
@@ -188,7 +188,15 @@ def serve(conn: Any, started: float) -> None:
                 conn.send((kind, error, {"wall_s": round(time.perf_counter() - t0, 4), "reused": hit,
                                          "build_s": 0.0 if hit else round(cache.built_s, 4), "cpu_s": round(cpu.user + cpu.system, 3)}))
     except KeyboardInterrupt as exc:
-        sys.exit(128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT))
+        _leave(128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT))
+
+
+def _leave(code: int) -> None:
+    """End this worker now: every file it wrote is complete (written atomically), and a library's
+    non-daemon thread (a thread pool of the data loaders) must not hold the exit for seconds."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def package_root() -> Path:

@@ -298,9 +298,11 @@ def _stop(workers: Sequence[_Worker]) -> None:
         deadline = time.monotonic() + STOP_GRACE_S
         while any(w.process.is_alive() for w in alive) and time.monotonic() < deadline:
             time.sleep(0.05)
+    deadline = time.monotonic() + STOP_GRACE_S  # one grace for all of them, not one each
+    while any(w.process.is_alive() for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.02)
     for w in workers:
-        w.process.join(timeout=STOP_GRACE_S)
         if w.process.is_alive():
             w.process.kill()
-            w.process.join()
+        w.process.join()
         w.conn.close()
