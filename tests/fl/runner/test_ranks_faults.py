@@ -65,9 +65,9 @@ def _resume(out: Path, nproc: int) -> pd.DataFrame:
     return cli_run(out, LONG, *ONE_THREAD, "--resume", *(["--nproc", str(nproc)] if nproc > 1 else []))
 
 
-def _continue_line(out: Path, nproc: int) -> str:
-    """The command the run was started with (:func:`_start`), ``--resume`` added, as printed to paste."""
-    typed = cli_argv(out, LONG, *ONE_THREAD, *(["--nproc", str(nproc)] if nproc > 1 else []))[3:]
+def _continue_line(out: Path, nproc: int, *extra: str) -> str:
+    """The command the run was started with (:func:`_start`, then ``extra``), ``--resume`` added, as printed to paste."""
+    typed = cli_argv(out, LONG, *ONE_THREAD, *(["--nproc", str(nproc)] if nproc > 1 else []), *extra)[3:]
     return "continue it with: " + shlex.join(["flamingo-sim", *typed, "--resume"])
 
 
@@ -122,7 +122,7 @@ def test_a_frozen_rank_fails_the_collective_after_the_timeout_with_one_line(whol
     assert re.fullmatch(r"flamingo-sim run: error: rank 0: .* timed out after 5 s waiting for the other ranks \(--collective-timeout-s; "
                         r"a rank is stuck or gone\).*", error_lines[0]), error_lines
     assert re.fullmatch(r"flamingo-sim run: error: rank 0 \(pid \d+\) stopped with the error above; every other rank was stopped; "
-                        + re.escape(_continue_line(out, 2)), error_lines[1]), error_lines
+                        + re.escape(_continue_line(out, 2, "--collective-timeout-s", "5")), error_lines[1]), error_lines
     assert_identical(_resume(out, 1), whole)
 
 
