@@ -64,7 +64,9 @@ def test_the_wait_line_counts_on_a_terminal_and_clears_itself():
 
     term = _Terminal()
     line = WaitLine("baseline seed 0: waiting for Ray and Flower's client actors to start", stream=term, every_s=0.05).start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30  # the first redraw, however loaded the machine (a fixed sleep was flaky in the full suite)
+    while "\x1b[K" not in term.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
     line.on_round_end(None, None)  # type: ignore[arg-type]  # round 1 ended
     out = term.getvalue()
     assert "\rbaseline seed 0: waiting for Ray and Flower's client actors to start: 0 s\x1b[K" in out
