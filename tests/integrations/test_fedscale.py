@@ -213,7 +213,7 @@ def test_run_experiment_with_the_fedscale_engine_writes_the_native_run_directory
         assert (tmp_path / "fed" / name).is_file()
     assert list(fed.metrics.columns) == list(native.metrics.columns)
     assert set(COLUMNS) <= set(fed.metrics.columns)
-    pd.testing.assert_frame_equal(fed.metrics[EXACT], native.metrics[EXACT])
+    pd.testing.assert_frame_equal(fed.metrics[EXACT], native.metrics[EXACT], check_exact=True)
     assert fed.summary["engine"] == "fedscale" and native.summary["engine"] == "native"
     assert fed.summary["policies"]["baseline"]["total_energy_j"] == native.summary["policies"]["baseline"]["total_energy_j"]
 
