@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import time
 import warnings
 
@@ -69,7 +70,8 @@ def test_the_wait_line_counts_on_a_terminal_and_clears_itself():
         time.sleep(0.01)
     line.on_round_end(None, None)  # type: ignore[arg-type]  # round 1 ended
     out = term.getvalue()
-    assert "\rbaseline seed 0: waiting for Ray and Flower's client actors to start: 0 s\x1b[K" in out
+    # the seconds waited: 0 on an idle machine, more when the first redraw comes late under load
+    assert re.search(r"\rbaseline seed 0: waiting for Ray and Flower's client actors to start: \d+ s\x1b\[K", out), out
     assert out.endswith("\r\x1b[K")
     size = len(out)
     time.sleep(0.15)
