@@ -60,7 +60,8 @@ def test_flower_and_ray_warnings_filtered_once_and_coloured_only_on_a_terminal(s
 
 
 @needs_flower
-def test_the_wait_line_counts_on_a_terminal_and_clears_itself():
+def test_the_wait_line_counts_on_a_terminal_and_clears_itself(monkeypatch):
+    monkeypatch.delenv("FLAMINGO_SIM_QUIET", raising=False)  # the line is drawn only when not quiet
     from flamingo_sim.integrations.flower.simulation import WaitLine
 
     term = _Terminal()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +10,13 @@ import pytest
 
 from flamingo_sim.traces.synth import SynthOptions, write_synthetic_dump
 
-os.environ.setdefault("FLAMINGO_SIM_QUIET", "1")
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trace tests run quiet; set per test (set at import, it leaked into every other test of the
+    session, and silenced the Flower wait line that tests/integrations checks on a terminal)."""
+    monkeypatch.setenv("FLAMINGO_SIM_QUIET", "1")
 
 ALL_LAYOUTS = ("parquet", "csv-pages", "csv-tables", "csv-2019", "csv-2018")
 
