@@ -19,6 +19,9 @@ repeated (``--repeat``), and every result is checked identical to the first cand
    full ``reproduce`` (100 rounds instead of 40, 3 seeds: each unit's training scaled by the
    rounds, a third seed's units as the mean of the first two).
 
+``--only full`` runs the full ``reproduce`` (100 rounds, 3 seeds) the same way, ``--jobs 1`` against
+``--jobs 2`` (with ``--keep DIR``, both output directories are left in DIR).
+
 The load average of the machine before and after each command is printed beside its time, with
 the CPU seconds of the command (and of its workers, from the schedule): on a shared machine the
 wall-time ratio means little without them. ``--json PATH`` writes every figure.
@@ -99,8 +102,9 @@ def read_schedule(path: Path, began: float, wall: float) -> dict[str, Any]:
 
 
 def compare(title: str, base: tuple[str, list[str]], other: tuple[str, list[str]], command: list[str], names: tuple[str, ...],
-            work: Path, repeat: int) -> dict[str, Any]:
-    """Time ``command`` with each candidate's extra arguments, interleaved; check the outputs are identical."""
+            work: Path, repeat: int, keep: bool = False) -> dict[str, Any]:
+    """Time ``command`` with each candidate's extra arguments, interleaved; check the outputs are identical
+    (``keep``: leave every output directory in ``work``)."""
     print(f"\n== {title}")
     walls: dict[str, list[float]] = {base[0]: [], other[0]: []}
     runs: list[dict[str, Any]] = []
@@ -126,7 +130,8 @@ def compare(title: str, base: tuple[str, list[str]], other: tuple[str, list[str]
             elif files != reference:
                 differ = sorted(k for k in reference if files.get(k) != reference[k])
                 raise SystemExit(f"  results differ from the first candidate's: {', '.join(differ)}")
-            shutil.rmtree(out)
+            if not keep:
+                shutil.rmtree(out)
     b, o = statistics.median(walls[base[0]]), statistics.median(walls[other[0]])
     ratios = sorted(x / y for x, y in zip(walls[base[0]], walls[other[0]]))
     print(f"  speed-up of {other[0]} over {base[0]}: {b / o:.2f}x (medians of {repeat}; per repeat {', '.join(f'{r:.2f}x' for r in ratios)}; all: "
@@ -248,7 +253,8 @@ def main() -> None:
     parser.add_argument("--json", metavar="PATH", help="write every figure here (benchmarks/results/studies_2cores.json)")
     parser.add_argument("--no-ray", action="store_true", help="leave out the Ray comparison")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR (default: a temporary directory)")
-    parser.add_argument("--only", choices=("reproduce", "grid", "ray"), help="run only this comparison")
+    parser.add_argument("--only", choices=("reproduce", "grid", "ray", "full"),
+                        help="run only this comparison (full: the full reproduce, 100 rounds x 3 seeds, not run otherwise)")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
     results: dict[str, Any] = {"cores": os.cpu_count(), "load_at_start": round(os.getloadavg()[0], 2)}
@@ -266,6 +272,9 @@ def main() -> None:
             results["reproduce_quick"] = compare("reproduce --quick", ("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"]), reproduce,
                                                  ("tables.json",), work, repeat)
             results["simulated"] = schedule_estimate(results["reproduce_quick"], args.smoke)
+        if not args.smoke and args.only == "full":
+            results["reproduce_full"] = compare("reproduce (full)", ("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"]), ["reproduce"],
+                                                ("tables.json",), work, repeat, keep=bool(args.keep))
         if not args.smoke and args.only in (None, "grid"):
             results["sensitivity_grid"] = compare("sensitivity grid", ("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"]), grid,
                                                   ("sensitivity.csv",), work, repeat)

@@ -43,6 +43,8 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
                   + [r"^MobileNetV2, 32 px", r"^proxy MLP"], []),
     "gpu_run": (None, [rf"^{p} +[\d,]+ samples/s trained  = +{NUM} s per paper round" for p in ("baseline", "flamingo")]
                 + [rf"flamingo / baseline training rate: {NUM}x \(same run, same device\)"], []),
+    "main_job": (None, [rf"main job: {NUM} s wall \(median of 2; range {NUM}-{NUM} s\); {NUM}x under the 10-minute target; "
+                         r"metrics identical across repeats: True"], [r"DIFFERENT", r"\bFalse\b"]),
     "population": (None, [rf"^\w+: a round at [\d,]+ clients costs {NUM}x the CPU of one at [\d,]+ \({NUM}x the wall time\)"], []),
     "prep_traces": (None, [rf"prep-traces [\d,]+ rows/s, pandas baseline [\d,]+ rows/s: ratio {NUM}x"], []),
     "round_overhead": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),

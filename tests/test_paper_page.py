@@ -76,3 +76,26 @@ def test_figures_from_the_earlier_rule_say_so():
 def test_results_files_name_no_machine_path(name):
     text = (RESULTS / name).read_text()
     assert "/tmp/" not in text and "/work/" not in text and "/home/" not in text
+
+
+def test_a_points_block_renders_each_point_from_its_summary():
+    from flamingo_sim.studies.reproduce.why import points_md
+
+    rows = [{"knob": "reference", "value": ""}, {"knob": "policy.exploration", "value": "per_request"}, {"knob": "policy.exploration", "value": "none"}]
+    seeds = {"0": {"rounds": 100}, "1": {"rounds": 100}}
+
+    def pol(speedup, lost, energy_j, exploration=None):
+        return {"speedup": speedup, "speedup_ci": None if speedup is None else [speedup - 0.5, speedup + 0.5], "energy_efficiency": 2.0, "energy_efficiency_ci": None,
+                "clients_lost": lost, "total_energy_j": energy_j, "exploration": exploration, "per_seed": seeds}
+
+    summaries = {
+        "reference": {"policies": {"baseline": pol(None, 1870.0, 66.8e6), "flamingo": pol(4.16, 322.4, 8.9e6, {"rounds": 14.666, "per_seed": {"0": {"rounds": 14}, "1": {"rounds": 15}}})}},
+        "policy.exploration=per_request": {"policies": {"baseline": pol(None, 1870.0, 66.8e6),
+                                                        "flamingo": pol(0.53, 532.0, 34.7e6, {"rounds": 99.5, "per_seed": {"0": {"rounds": 100}, "1": {"rounds": 99}}})}},
+        "policy.exploration=none": {"policies": {"baseline": pol(None, 1870.0, 66.8e6), "flamingo": pol(9.87, 300.0, 7.0e6)}},
+    }
+    lines = points_md(rows, summaries.__getitem__)
+    assert lines[2] == "| reference (the default) | 4.16x [3.66, 4.66] | 2.00x | 1,870 / 322 | 66.8 / 8.9 MJ | round 14.7 (mean) |"
+    assert lines[3] == ("| `policy.exploration: per_request` | 0.53x [0.03, 1.03] | 2.00x | 1,870 / 532 | 66.8 / 34.7 MJ "
+                        "| never: exploring in the last round in 1 of 2 seeds |")
+    assert lines[4] == "| `policy.exploration: none` | 9.87x [9.37, 10.37] | 2.00x | 1,870 / 300 | 66.8 / 7.0 MJ | no exploration |"

@@ -1,7 +1,8 @@
 """A small Flower app (Message API) for tests/integrations/test_flower.py: a linear classifier on generated partitions.
 
 Its ClientApp ``app`` refuses a training message meant for another flamingo-sim client than its own
-``partition-id``, so a wrong node-to-client map shows up as failed replies; ``plain_app`` is a
+``partition-id``, so a wrong node-to-client map shows up as failed replies, and fails where the
+training config names its client (``fail-clients``) and round (``fail-round``); ``plain_app`` is a
 Flower app as written without flamingo-sim (no partition query, nothing from flamingo-sim).
 Importable by Flower's Ray workers (they import it by name).
 """
@@ -49,6 +50,9 @@ def train(msg: Message, context: Context) -> Message:
     meant_for = int(msg.content["flamingo"]["client-id"])  # type: ignore[arg-type]
     if meant_for != partition:
         raise RuntimeError(f"node of partition {partition} was sent client {meant_for}'s task")
+    config = msg.content["config"]
+    if "fail-round" in config and int(msg.content["flamingo"]["round"]) == config["fail-round"] and partition in config["fail-clients"]:  # type: ignore[index,operator,arg-type]
+        raise RuntimeError(f"client {partition} fails in round {config['fail-round']} (the test asked it to)")  # type: ignore[index]
     model = make_model()
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())  # type: ignore[union-attr]
     x, y = load_data(partition)

@@ -70,7 +70,7 @@ def test_flower_engine_matches_the_native_engine(engine_runs):
     assert summaries["flower"]["policies"]["flamingo"]["total_energy_j"] == summaries["native"]["policies"]["flamingo"]["total_energy_j"]
 
 
-def _user_app_run(out: Path, n_nodes: int, rounds: int, logs: list[str], client_app: str = "app"):
+def _user_app_run(out: Path, n_nodes: int, rounds: int, logs: list[str], client_app: str = "app", config: dict | None = None):
     from flwr.app import ArrayRecord, ConfigRecord
     from flwr.serverapp import ServerApp
     from flwr.serverapp.strategy import FedAvg
@@ -86,7 +86,7 @@ def _user_app_run(out: Path, n_nodes: int, rounds: int, logs: list[str], client_
     @app.main()
     def main(grid, context):
         results.append(strategy.start(grid, ArrayRecord(flower_app.make_model().state_dict()), num_rounds=rounds,
-                                      train_config=ConfigRecord({"lr": 0.5}), evaluate_fn=flower_app.central_evaluate))
+                                      train_config=ConfigRecord({"lr": 0.5, **(config or {})}), evaluate_fn=flower_app.central_evaluate))
 
     run_simulation(app, getattr(flower_app, client_app), num_supernodes=n_nodes, backend_config=RAY)
     return strategy, results[0]
@@ -116,6 +116,50 @@ def test_flamingo_strategy_around_flowers_fedavg_in_a_flower_app(tmp_path):
     # the run directory is flamingo-sim's: `report` reads it
     report = write_report([tmp_path / "run"])
     assert report.markdown.is_file() and all(p.is_file() for paths in report.figures.values() for p in paths)
+
+
+@needs_flower
+@pytest.mark.slow
+def test_a_client_failing_mid_round_in_a_flower_app_is_counted_as_the_native_engine_counts_a_lost_client(tmp_path):
+    """A user's ClientApp raising in round 2: one WARNING line, and the row counts that client as
+    dropped (interrupted), not kept: its energy was drawn, its update never counted."""
+    probe = fli.FlamingoStrategy(fli_fedavg(), experiment=EXP, overrides=["fl.participants_per_round=3"], policy="flamingo",
+                                 out_dir=tmp_path / "unused", log=lambda line: None)
+    planned = probe._build_simulation(12)
+    planned.finish_round(planned.plan_round(), float("nan"))
+    round2 = planned.plan_round()
+    assert len(round2.kept) >= 2  # one fails, the others are kept
+    failing = int(round2.kept[0])
+
+    logs: list[str] = []
+    strategy, _ = _user_app_run(tmp_path / "run", n_nodes=12, rounds=3, logs=logs, config={"fail-round": 2, "fail-clients": [failing]})
+    warned = [line for line in logs if "failed" in line]
+    assert len(warned) == 1 and warned[0].startswith(f"WARNING: Flower client {failing} (node ") and "failed in round 2" in warned[0], logs
+    assert "counted as interrupted" in warned[0]
+    rows = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
+    # stepped by hand without the failure: round 2 kept one more, interrupted one fewer; energy, time and
+    # the rest as planned (the client ran its task)
+    sim = strategy._build_simulation(12)
+    plain = [sim.initial_record().to_row()] + [sim.finish_round(sim.plan_round(), float("nan")).to_row() for _ in range(3)]
+    plain_rows = pd.DataFrame(plain)
+    assert rows["n_kept"].tolist() == [v - (r == 2) for r, v in zip(plain_rows["round"], plain_rows["n_kept"])]
+    assert rows["dropped_interrupted"].tolist() == [v + (r == 2) for r, v in zip(plain_rows["round"], plain_rows["dropped_interrupted"])]
+    same = [c for c in EXACT if c not in ("n_kept", "dropped_interrupted", "jain_participation")]
+    assert_identical(rows[same], plain_rows[same])
+    assert rows["jain_participation"].iloc[:2].tolist() == plain_rows["jain_participation"].iloc[:2].tolist()
+    # and stepped by hand with the same loss (Simulation.lose_updates), every column of the rules is identical
+    sim = strategy._build_simulation(12)
+    lost = [sim.initial_record().to_row()]
+    for r in (1, 2, 3):
+        plan = sim.plan_round()
+        lost.append(sim.finish_round(sim.lose_updates(plan, np.array([failing])) if r == 2 else plan, float("nan")).to_row())
+    assert_identical(rows[EXACT], pd.DataFrame(lost)[EXACT])
+
+
+def fli_fedavg():
+    from flwr.serverapp.strategy import FedAvg
+
+    return FedAvg(fraction_evaluate=0.0)
 
 
 @needs_flower

@@ -1,7 +1,8 @@
 """Ray's failure paths, run for real: a cluster address where nothing listens (one line, in
 seconds, before anything is written), an address that is not one, and a Ray worker killed in the
 middle of a unit on a local Ray instance (reported; the other units finish; the same command
-then finishes the study with results identical to one job's)."""
+then finishes the study with results identical to one job's), and an output directory the Ray
+workers do not see (the shared-filesystem probe refuses it in one line)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from flamingo_sim.cli import main
 from tests.cli_runs import EXP
+from tests.mounts import needs_mounts
 from tests.studies.test_study import QUIET, _argv, _cli, _outputs, sequential  # noqa: F401  (sequential: a fixture)
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'flamingo-sim[cluster]')")
@@ -85,3 +88,46 @@ def test_a_ray_worker_killed_mid_unit_is_reported_the_others_finish_and_the_same
     again = _cli(argv[3:])  # the same command
     assert again.returncode == 0, again.stderr
     assert _outputs(out) == sequential
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@needs_ray
+@needs_mounts
+@pytest.mark.slow
+def test_an_output_directory_the_ray_workers_do_not_see_is_refused_by_the_probe_in_one_line(tmp_path):
+    """A Ray cluster whose workers see another filesystem where --out is, as a node without the shared
+    mount sees its own disk: a Ray head started in a mount namespace of its own with a tmpfs over the
+    output's parent. The probe refuses in one line, naming the directory, before any unit runs."""
+    hidden = tmp_path / "shared"
+    hidden.mkdir()
+    port = _closed_port()
+    ray = Path(sys.executable).with_name("ray")
+    script = (f"mount -t tmpfs -o size=4m tmpfs {shlex.quote(str(hidden))} && exec {shlex.quote(str(ray))} start --head --block "
+              f"--port {port} --num-cpus 1 --include-dashboard=false --disable-usage-stats")
+    head = subprocess.Popen(["unshare", "-rm", "sh", "-c", script], start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=QUIET)
+    try:
+        deadline = time.monotonic() + 120
+        while not _accepts(port):
+            assert head.poll() is None and time.monotonic() < deadline, head.communicate()
+            time.sleep(0.5)
+        out = hidden / "run"
+        proc = _cli(["run", str(EXP), "--out", str(out), "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
+                     "--set", "fl.rounds=1", "--set", "data.proxy.n_clients=40"])
+        assert proc.returncode == 2, proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert re.fullmatch(rf"flamingo-sim run: error: {re.escape(str(out))}: (a Ray worker cannot write here \(.+\)|not on a filesystem "
+                            r"every Ray worker sees \(.+\)); put --out on a filesystem every node mounts at the same path", last), proc.stderr
+        assert not list(out.rglob("metrics.parquet")) and not list(out.rglob(".ray-probe-*"))  # no unit ran; no probe left behind
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()

@@ -11,7 +11,6 @@ import pytest
 from flamingo_sim.traces.synth import SynthOptions, write_synthetic_dump
 
 
-
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     """The trace tests run quiet; set per test (set at import, it leaked into every other test of the

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -49,7 +49,7 @@ from flamingo_sim.fl.sim.fairness import jain_index
 from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY, DeviceLimits
 from flamingo_sim.fl.sim.population import Population, pair_index
 from flamingo_sim.fl.sim.records import RoundRecord
-from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, REASONS, RoundSettlement, settle_round
+from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, INTERRUPTED, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainingSeam, TrainJob
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector, select_online
@@ -356,6 +356,27 @@ class Simulation:
             torch.cat([u.n_samples for u in parts])[order],
             sum(u.train_s for u in parts),
         )
+
+    def lose_updates(self, plan: RoundPlan, clients: np.ndarray) -> RoundPlan:
+        """``plan`` with the updates of ``clients`` (some of ``plan.kept``) lost after they trained.
+
+        Each is counted as the native engine counts a client that stops before its update counts:
+        ``interrupted``. It ran its task and drew its energy (its share of the task stays 1), the
+        owner felt it, but its update is not aggregated, not among ``n_kept`` and not in the
+        participation counts. The round lasts as planned (the coordinator waited for the reply).
+        For an engine whose clients can fail after the plan, e.g. a user's Flower ClientApp raising.
+        """
+        clients = np.asarray(clients, dtype=np.int64)
+        if plan.round != self.round:
+            raise ValueError(f"lose_updates: plan is for round {plan.round}, the simulation is at round {self.round}")
+        unknown = np.setdiff1d(clients, plan.kept)
+        if len(unknown):
+            raise ValueError(f"lose_updates: clients {unknown.tolist()} are not among round {plan.round}'s kept clients")
+        lost = np.isin(plan.chosen[plan.settled.kept], clients)
+        reason = plan.settled.reason.copy()
+        reason[plan.settled.kept[lost]] = INTERRUPTED
+        settled = replace(plan.settled, reason=reason, kept=plan.settled.kept[~lost])
+        return replace(plan, settled=settled, kept=plan.kept[~lost])
 
     def set_global_params(self, state: Mapping[str, torch.Tensor]) -> None:
         """Make ``state`` (a model ``state_dict``, the aggregate of this round's kept updates)

@@ -260,7 +260,11 @@ class FlamingoStrategy(Strategy):
             what = f"Flower client {self.client_of.get(m.metadata.src_node_id, '?')} (node {m.metadata.src_node_id}) failed in round {plan.round}: {_reason(m)}"
             if self._engine:
                 raise FlamingoError(what)
-            self.log(f"WARNING: {what}; its update is not aggregated")
+            self.log(f"WARNING: {what}; its update is lost: counted as interrupted, as the native engine counts a client "
+                     "whose update never arrives")
+        if failed:  # the row counts them as dropped (interrupted), not kept; the selector observes only the good ones
+            lost = [self.client_of[m.metadata.src_node_id] for m in failed if m.metadata.src_node_id in self.client_of]
+            self._plan = sim.lose_updates(plan, np.array(lost, dtype=np.int64))
         arrays, metrics = self.inner.aggregate_train(server_round, good + failed)
         if good:
             clients = np.array([self.client_of[m.metadata.src_node_id] for m in good], dtype=np.int64)

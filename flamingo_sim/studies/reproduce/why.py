@@ -24,7 +24,7 @@ from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
 __all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md",
            "fill_doc", "DOC_BLOCK", "DOC_VALUE", "doc_value",
-           "sensitivity_effects", "table2_md", "table3_md"]
+           "sensitivity_effects", "table2_md", "table3_md", "points_md"]
 
 #: Caption of the waterfall in the report.
 WHY_CAPTION = ("From the paper's readings (left) to the simulator's default (right), one reading switched per step, per task: "
@@ -246,6 +246,39 @@ def table3_md(tables: dict[str, Any]) -> list[str]:
     return [f"{task}:", "", *out, "", t["reading"]]
 
 
+def _point_cell(pol: dict[str, Any], key: str, scale: float, fmt: str) -> str:
+    value = pol.get(key)
+    return "-" if value is None or (isinstance(value, float) and np.isnan(value)) else format(value / scale, fmt)
+
+
+def points_md(rows: Sequence[dict[str, Any]], summary: Callable[[str], dict[str, Any]]) -> list[str]:
+    """Markdown: a sensitivity grid's points (``sensitivity.csv``'s rows, each point's ``summary.json`` by
+    ``summary(NAME)``, NAME ``reference`` or ``KEY=VALUE``): Flamingo's speedup and energy efficiency over the
+    baseline with their 95 % bootstrap intervals over seeds, and after the whole run both policies' clients lost
+    (means over seeds), training energy, and the rounds Flamingo's exploration lasted."""
+    out = ["| point | speedup [95 % CI] | energy efficiency [95 % CI] | clients lost, baseline / Flamingo "
+           "| training energy, baseline / Flamingo | Flamingo's exploration over by |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        name = "reference" if r["knob"] == "reference" else f"{r['knob']}={r['value']}"
+        pols = summary(name)["policies"]
+        base, flam = pols["baseline"], pols["flamingo"]
+        exploration = flam.get("exploration")
+        if not exploration:
+            over = "no exploration"
+        else:  # a seed still exploring in its last round never finished
+            ran = {s: int(v["rounds"]) for s, v in flam.get("per_seed", {}).items()}
+            unfinished = [s for s, v in exploration["per_seed"].items() if int(v["rounds"]) >= ran.get(s, 1 << 30)]
+            over = (f"never: exploring in the last round in {len(unfinished)} of {len(ran)} seeds" if unfinished
+                    else f"round {exploration['rounds']:.1f} (mean)")
+        point = "reference (the default)" if name == "reference" else f"`{r['knob']}: {r['value']}`"
+        out.append(f"| {point} | {ratio_text(flam.get('speedup'), flam.get('speedup_ci'))} "
+                   f"| {ratio_text(flam.get('energy_efficiency'), flam.get('energy_efficiency_ci'))} "
+                   f"| {_point_cell(base, 'clients_lost', 1, ',.0f')} / {_point_cell(flam, 'clients_lost', 1, ',.0f')} "
+                   f"| {_point_cell(base, 'total_energy_j', 1e6, '.1f')} / {_point_cell(flam, 'total_energy_j', 1e6, '.1f')} MJ | {over} |")
+    return out
+
+
 def sensitivity_effects(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``sensitivity.csv``'s rows (as dicts) as the readings table takes them: each varied value's speedup over the reference's."""
     return [{"key": r["knob"], "value": r["value"], "effect": float(r["speedup_change"]) + 1.0}
@@ -256,7 +289,8 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
     """``page`` with every generated block re-rendered from its results files (``load(FILE)``: the parsed JSON, or a
     CSV's rows as dicts). KIND ``headline``, ``walk`` or ``readings`` (:func:`headline_md`, :func:`walk_md`,
     :func:`readings_md`) of an ``attribution.json``; ``readings`` takes a ``sensitivity.csv`` as FILE2 for the choices
-    the paper does not make; ``table2``, ``table3`` (:func:`table2_md`, :func:`table3_md`) of a report's ``tables.json``. A page equal to its
+    the paper does not make; ``table2``, ``table3`` (:func:`table2_md`, :func:`table3_md`) of a report's ``tables.json``; ``points``
+    (:func:`points_md`) of a ``sensitivity.csv`` and its points' ``summary.json`` beside it. A page equal to its
     ``fill_doc`` quotes exactly what its files hold."""
     def one(m: re.Match) -> str:
         kind, data = m.group(3), load(m.group(2))
@@ -270,8 +304,11 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
             lines = table3_md(data)
         elif kind == "table2":
             lines = table2_md(data)
+        elif kind == "points":  # FILE: a sensitivity.csv, each point's summary.json beside it
+            folder = m.group(2).rpartition("/")[0]
+            lines = points_md(data, lambda name: load(f"{folder}/{name}.summary.json"))
         else:
-            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings, table2 or table3)")
+            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings, points, table2 or table3)")
         return m.group(1) + "\n".join(lines) + "\n" + m.group(6)
 
     def value(m: re.Match) -> str:

@@ -193,3 +193,25 @@ def test_charge_state_from_level_changes_only():
     parts.traces.state[0, 0] = 1
     sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
     assert sim._plugged(0.0, np.array([0]))[0]
+
+
+def test_an_update_lost_after_training_counts_as_interrupted_not_kept():
+    """Simulation.lose_updates (a Flower ClientApp that raised): the scripted round's one kept client
+    drops as interrupted; its energy and the round's time stay as planned."""
+    parts = scripted_parts()
+    whole = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    plain = whole.finish_round(whole.plan_round(), float("nan")).to_row()
+    sim = Simulation(scripted_parts(), make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    plan = sim.plan_round()
+    assert plan.kept.tolist() == [0]
+    with pytest.raises(ValueError, match=r"^lose_updates: clients \[2\] are not among round 1's kept clients$"):
+        sim.lose_updates(plan, np.array([2]))
+    lost = sim.lose_updates(plan, np.array([0]))
+    assert plan.kept.tolist() == [0] and lost.kept.tolist() == [] and lost.settled.kept.tolist() == []  # the plan itself unchanged
+    row = sim.finish_round(lost, float("nan")).to_row()
+    assert (row["n_kept"], row["dropped_interrupted"]) == (0, plain["dropped_interrupted"] + 1) == (0, 1)
+    assert (row["energy_j"], row["duration_s"], row["time_s"]) == (plain["energy_j"], plain["duration_s"], plain["time_s"])
+    assert sim.times_kept[0] == 0 and whole.times_kept[0] == 1
+    with pytest.raises(ValueError, match=r"^lose_updates: plan is for round 1, the simulation is at round 2$"):
+        sim.plan_round()
+        sim.lose_updates(lost, np.array([0]))
