@@ -36,6 +36,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -112,8 +113,9 @@ def compare(title: str, base: tuple[str, list[str]], other: tuple[str, list[str]
     for i in range(repeat):
         order = [base, other] if i % 2 == 0 else [other, base]
         for name, extra in order:
-            out = work / f"{title.split()[0]}-{name.replace(' ', '_')}-{i}"
-            schedule = work / f"schedule-{title.split()[0]}-{name.replace(' ', '_')}-{i}.jsonl"
+            slug = re.sub(r"\W+", "_", f"{title}-{name}").strip("_")  # the whole title: two comparisons may share a first word
+            out = work / f"{slug}-{i}"
+            schedule = work / f"schedule-{slug}-{i}.jsonl"
             wall, cpu, load, began = _timed([*command, "--out", str(out), *extra], schedule)
             walls[name].append(wall)
             sched = read_schedule(schedule, began, wall)

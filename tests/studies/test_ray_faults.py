@@ -11,10 +11,12 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -107,8 +109,13 @@ def test_an_output_directory_the_ray_workers_do_not_see_is_refused_by_the_probe_
     hidden.mkdir()
     port = _closed_port()
     ray = Path(sys.executable).with_name("ray")
+    # a temp dir of its own: `ray start` records its cluster in the temp dir's ray_current_cluster, and a
+    # ray.init() without an address (every later local Ray of the suite) would try to join it
+    temp = Path(tempfile.mkdtemp(prefix="rayp", dir="/tmp"))  # short: Ray's socket paths live under it
+    current = Path("/tmp/ray/ray_current_cluster")
+    before = current.read_bytes() if current.exists() else None
     script = (f"mount -t tmpfs -o size=4m tmpfs {shlex.quote(str(hidden))} && exec {shlex.quote(str(ray))} start --head --block "
-              f"--port {port} --num-cpus 1 --include-dashboard=false --disable-usage-stats")
+              f"--port {port} --num-cpus 1 --include-dashboard=false --disable-usage-stats --temp-dir {shlex.quote(str(temp))}")
     head = subprocess.Popen(["unshare", "-rm", "sh", "-c", script], start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=QUIET)
     try:
@@ -131,3 +138,5 @@ def test_an_output_directory_the_ray_workers_do_not_see_is_refused_by_the_probe_
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+    assert (current.read_bytes() if current.exists() else None) == before  # the default local cluster left as it was
