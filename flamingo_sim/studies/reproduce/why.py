@@ -216,8 +216,9 @@ def readings_md(attribution: dict[str, Any], sensitivity: Sequence[dict[str, Any
                 effect = "the paper's reading has no ratio where a policy never reaches the target (see the walk)"
         out.append(f"| {r.name} | `{r.key}`: `{r.paper}` / `{r.default}` | {r.words} ({r.section}) | `{r.default}`: {r.why} | {effect} |")
     for key, (default, what) in SILENT.items():
-        rows = [s for s in sensitivity if s["key"] == key]
-        effect = "; ".join(f"`{s['value']}`: x{s['effect']:.2f}" for s in rows) if rows else "not measured here"
+        rows = [s for s in sensitivity if s["key"] == key or s["key"].startswith(key + ".")]  # a knob of the model counts too
+        effect = "; ".join(f"`{s['key'][len(key) + 1:] + ': ' if s['key'] != key else ''}{s['value']}`: x{s['effect']:.2f}"
+                           for s in rows) if rows else "not measured here"
         out.append(f"| {what} | `{key}` | not in the paper | `{default}` | {effect} |")
     return out
 
@@ -271,7 +272,7 @@ def points_md(rows: Sequence[dict[str, Any]], summary: Callable[[str], dict[str,
             unfinished = [s for s, v in exploration["per_seed"].items() if int(v["rounds"]) >= ran.get(s, 1 << 30)]
             over = (f"never: exploring in the last round in {len(unfinished)} of {len(ran)} seeds" if unfinished
                     else f"round {exploration['rounds']:.1f} (mean)")
-        point = "reference (the default)" if name == "reference" else f"`{r['knob']}: {r['value']}`"
+        point = "reference (no knob varied)" if name == "reference" else f"`{r['knob']}: {r['value']}`"
         out.append(f"| {point} | {ratio_text(flam.get('speedup'), flam.get('speedup_ci'))} "
                    f"| {ratio_text(flam.get('energy_efficiency'), flam.get('energy_efficiency_ci'))} "
                    f"| {_point_cell(base, 'clients_lost', 1, ',.0f')} / {_point_cell(flam, 'clients_lost', 1, ',.0f')} "
