@@ -105,17 +105,28 @@ def test_the_scaling_pages_quote_their_results_files():
 
     results = ROOT / "benchmarks" / "results"
     studies = (ROOT / "docs/studies.md").read_text()
-    log = (results / "studies_2cores.log").read_text()
-    for line in ("--jobs 1:  1186.0 s wall,    93.8 s CPU", "--jobs 2:   311.8 s wall,    13.2 s CPU + 76.5 s in its workers",
-                 "workers' start-up 48.88, 0.22 s; first unit sent at 101.7 s, last done 39.2 s before the end; 9 of 12 units reused"):
-        assert line in log, line
-    assert "| `--jobs 1` | 1186.0 s | 93.8 s | - |" in studies and "| `--jobs 2` | 311.8 s | 13.2 s + 76.5 s in its workers |" in studies
-    simulated = json.loads((results / "studies_2cores_simulated.json").read_text())
+    quick = json.loads((results / "studies_2cores.json").read_text())
+    full = json.loads((results / "studies_full_2cores.json").read_text())
+    for c, label in ((quick["reproduce_quick"], "`reproduce --quick` (40 rounds, 2 seeds: 12 units), `--jobs 1` / `--jobs 2`"),
+                     (full["reproduce_full"], "`reproduce` (100 rounds, 3 seeds: 18 units), `--jobs 1` / `--jobs 2`"),
+                     (quick["sensitivity_grid"], "6-point grid (40 rounds: 14 units), `--jobs 1` / `--jobs 2`"),
+                     (quick["sensitivity_ray"], "the same grid, `--jobs 2` / `--executor ray` (local, 2 CPUs)")):
+        walls: dict[str, list[float]] = {}
+        for r in c["runs"]:
+            walls.setdefault(r["candidate"], []).append(r["wall_s"])
+        per = c["speedup_per_repeat"]
+        spread = f" ({min(per):.2f}-{max(per):.2f}x)" if len(per) > 1 else ""
+        row = (f"| {label} | {len(per)} | {statistics.median(walls[c['base']]):.1f} s / {statistics.median(walls[c['other']]):.1f} s | "
+               f"**{c['speedup_median']:.2f}x**{spread} | {c['identical_files']} files identical |")
+        assert row in studies, row
+        assert c["identical_files"] >= 7
+    simulated = quick["simulated"]
     for name, label in (("reproduce --quick", "`reproduce --quick`"), ("reproduce (full: 100 rounds, 3 seeds)", "`reproduce` (100 rounds, 3 seeds)"),
                         ("reproduce, 100 rounds, 16 seeds", "`reproduce`, 100 rounds, 16 seeds")):
         v = simulated[name]
         row = f"| {label} | {v['units']} | " + " | ".join(f"{v['jobs'][str(j)]['speedup']:.2f}x" for j in (1, 2, 4, 8, 16)) + " |"
         assert row in studies, row
+    assert f"is **not met** ({quick['reproduce_quick']['speedup_median']:.2f}x)" in studies  # the goal of 1.8x, said as measured
     scaling = (ROOT / "docs/scaling-out.md").read_text()
     speed = json.loads((results / "distributed_speed_2cores.json").read_text())["speed"]
     for case, r in speed.items():
