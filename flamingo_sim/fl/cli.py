@@ -180,7 +180,9 @@ def _launch(args: argparse.Namespace, out: str | None) -> int:
     cfg = load_experiment(find_experiment(args.experiment), args.overrides)
     device = str(args.device or cfg.fl.device).lower()
     on_cpu = device == "cpu" or (device == "auto" and not _has_cuda())
-    notice = proxy_notice(args.nproc, cfg.data.root is not None, on_cpu)
+    from flamingo_sim.fl.training.device import usable_cores
+
+    notice = proxy_notice(args.nproc, cfg.data.root is not None, on_cpu, usable_cores())
     if notice:
         print(notice, file=sys.stderr, flush=True)
     if out is None:  # every rank must name the same directory: fix the timestamped default here

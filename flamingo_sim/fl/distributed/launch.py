@@ -65,11 +65,25 @@ def _quiet_agent() -> None:
 PROXY_ROUND_S = {1: 0.403, 2: 0.489}
 
 
-def proxy_notice(nproc: int, real_data: bool, on_cpu: bool) -> str | None:
-    """The line ``run --nproc`` says before it starts where one process is faster (the proxy task on the
-    CPU: its model is too small for the split to pay), with the measurement; None elsewhere."""
-    if nproc < 2 or real_data or not on_cpu:
+#: Seconds a round of MobileNetV2 at 32 px (6 clients a round, ``threads``) took with 2 processes of one thread
+#: and with one process of 2 threads, on 2 cores (``benchmarks/distributed.py --sections speed``, medians, in
+#: benchmarks/results/distributed_speed_2cores.json).
+CNN_ROUND_S = {"processes": 1.700, "threads": 1.388}
+
+
+def proxy_notice(nproc: int, real_data: bool, on_cpu: bool, cores: int | None = None) -> str | None:
+    """The line ``run --nproc`` says before it starts where one process is faster, with the measurement: the
+    proxy task on the CPU (its model is too small for the split to pay), and a CNN on a CPU with fewer than 2
+    cores a rank (``cores``: the usable cores; one process then trains with those cores as threads); None elsewhere."""
+    if nproc < 2 or not on_cpu:
         return None
+    if real_data:
+        if cores is None or cores >= 2 * nproc:
+            return None
+        return (f"--nproc {nproc}: on {cores} CPU cores one process with {cores} threads is likely faster (measured on 2 cores, "
+                f"MobileNetV2 at 32 px, 6 clients a round: {CNN_ROUND_S['threads']:.2f} s a round in one process of 2 threads, "
+                f"{CNN_ROUND_S['processes']:.2f} s in two processes of one); processes pay with cores to spare for each rank, "
+                f"or GPUs; starting {nproc} processes as asked")
     one, two = PROXY_ROUND_S[1], PROXY_ROUND_S[2]
     return (f"--nproc {nproc}: one process is faster on the proxy task (measured on 2 cores: {one:.2f} s a round in one process, "
             f"{two:.2f} s in two; its model is so small that the collectives and rank 0's coordinator outweigh the training they split); "
