@@ -97,3 +97,15 @@ def test_a_points_block_renders_each_point_from_its_summary():
     assert lines[3] == ("| `policy.exploration: per_request` | 0.53x [0.03, 1.03] | 2.00x | 1,870 / 532 | 66.8 / 34.7 MJ "
                         "| never: exploring in the last round in 1 of 2 seeds |")
     assert lines[4] == "| `policy.exploration: none` | 9.87x [9.37, 10.37] | 2.00x | 1,870 / 300 | 66.8 / 7.0 MJ | no exploration |"
+
+
+def test_the_pages_claims_about_the_round_rule_hold_in_the_readings_grid():
+    rows = {(r["knob"], r["value"]): r for r in load("readings_main_job/paper/sensitivity.csv")}
+    ref, oc, steps = rows[("reference", "")], rows[("fl.overcommit", "1.0")], rows[("fl.local_steps", "10")]
+    hours = {name: (float(r["baseline_time_to_target_h"]), float(r["flamingo_time_to_target_h"])) for name, r in
+             (("ref", ref), ("oc", oc), ("steps", steps))}
+    assert hours["oc"][0] > 2 * hours["ref"][0] and round(100 * (hours["oc"][1] / hours["ref"][1] - 1)) == 13
+    assert hours["steps"][0] < 0.5 * hours["ref"][0] and hours["steps"][1] > hours["ref"][1]
+    explored = {name: load(f"readings_main_job/paper/{name}.summary.json")["policies"]["flamingo"]["exploration"]["rounds"]
+                for name in ("reference", "fl.local_steps=10")}
+    assert round(explored["fl.local_steps=10"]) == 52 and round(explored["reference"]) == 15

@@ -282,8 +282,12 @@ def points_md(rows: Sequence[dict[str, Any]], summary: Callable[[str], dict[str,
 
 def sensitivity_effects(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``sensitivity.csv``'s rows (as dicts) as the readings table takes them: each varied value's speedup over the reference's."""
-    return [{"key": r["knob"], "value": r["value"], "effect": float(r["speedup_change"]) + 1.0}
-            for r in rows if r["knob"] != "reference" and r.get("speedup_change") not in (None, "") and r["speedup_change"] == r["speedup_change"]]
+    out = []
+    for r in rows:
+        change = r.get("speedup_rel_change", r.get("speedup_change"))  # its name before and since sensitivity.csv named it relative
+        if r["knob"] != "reference" and change not in (None, "") and float(change) == float(change):
+            out.append({"key": r["knob"], "value": r["value"], "effect": float(change) + 1.0})
+    return out
 
 
 def fill_doc(page: str, load: Callable[[str], Any]) -> str:
