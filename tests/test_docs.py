@@ -273,3 +273,22 @@ def test_the_main_jobs_time_is_quoted_from_its_results_file():
            f"(median of {len(doc['runs'])}, {doc['min_wall_s']:.1f}-{doc['max_wall_s']:.1f} s), {doc['target_s'] / doc['median_wall_s']:.1f}x under "
            "the 10-minute target |")
     assert row in (ROOT / "docs/benchmarks.md").read_text(), row
+
+
+def test_the_round_overhead_figures_are_the_benchmarks_log():
+    """docs/benchmarks.md's round-overhead row and docs/devices.md's 10^6-client figure are benchmarks/results/round_overhead_2cores.log."""
+    import re
+
+    log = (ROOT / "benchmarks/results/round_overhead_2cores.log").read_text()
+    rows = {(m[0], m[1]): m for m in re.findall(r"^(baseline|flamingo) +([\d,]+) +([\d.]+) +([\d.]+) +([\d.]+)x", log, re.M)}
+    limit = {(m[0], m[1]): m for m in re.findall(r"^(baseline|flamingo) +(cold|warm): whole round ([\d.]+) ms, vmap limit ([\d.]+) ms, "
+                                                 r"ratio ([\d.]+)x", log, re.M)}
+    assert len(rows) == 6 and len(limit) == 4
+    page = (ROOT / "docs/benchmarks.md").read_text()
+    for n in ("2,400", "100,000", "1,000,000"):
+        b, f = rows[("baseline", n)], rows[("flamingo", n)]
+        assert f"{n} clients {b[3]} / {f[3]} ({b[4]}x / {f[4]}x" in page, n
+    assert (f"{limit[('baseline', 'warm')][4]}x / {limit[('flamingo', 'warm')][4]}x once every client's data is generated, "
+            f"{limit[('baseline', 'cold')][4]}x / {limit[('flamingo', 'cold')][4]}x while") in page
+    devices = (ROOT / "docs/devices.md").read_text()
+    assert f"takes {rows[('baseline', '1,000,000')][3]} ms (baseline) / {rows[('flamingo', '1,000,000')][3]} ms (Flamingo) per round" in devices
