@@ -115,3 +115,75 @@ def test_compare_on_bases_reads_the_rules_curve():
     comp = compare_on_bases(table(), {0: 0.52}, STABLE)
     assert comp["at_target"]["policies"]["baseline"]["round"] == 5  # smoothed 0.524333
     assert compare_on_bases(table(), {0: 0.52})["at_target"]["policies"]["baseline"]["round"] == 4  # raw 0.543
+
+
+# -- what mutation testing found (benchmarks/results/mutation_2cores.md) ----------------------------------
+def _evals(accs, **extra):
+    return pd.DataFrame([{"policy": "p", "seed": 0, "round": i, "accuracy": a, "time_s": 10.0 * i, **extra} for i, a in enumerate(accs)])
+
+
+def test_the_curve_keeps_every_evaluated_round_whatever_else_is_missing():
+    frame = _evals([0.1, 0.2, float("nan"), 0.4], train_loss=float("nan"))  # round 0 has no training loss; round 2 no evaluation
+    assert accuracy_curve(frame, RAW)["round"].tolist() == [0, 1, 3]
+    assert accuracy_curve(frame, RAW)["curve"].tolist() == [0.1, 0.2, 0.4]
+
+
+def test_the_raw_curve_is_never_smoothed_and_the_smoothed_one_uses_its_window():
+    frame = _evals([0.2, 0.4, 0.9])
+    assert accuracy_curve(frame, TargetConfig(curve="raw", window=3))["curve"].tolist() == [0.2, 0.4, 0.9]
+    assert accuracy_curve(frame, TargetConfig(curve="smoothed", window=2))["curve"].tolist() == pytest.approx([0.2, 0.3, 0.65])
+    assert accuracy_curve(frame, TargetConfig(curve="smoothed", window=1))["curve"].tolist() == [0.2, 0.4, 0.9]
+
+
+def test_nothing_evaluated_has_no_best_and_no_target():
+    from flamingo_sim.fl.metrics.target import best_on_curve
+
+    empty = _evals([float("nan"), float("nan")])
+    assert best_on_curve(empty, RAW) is None
+    assert target_for_seed(empty, "highest", RAW) is None and target_for_seed(empty, 0.5, RAW) == 0.5
+
+
+def test_a_curve_at_the_target_less_the_tolerance_reaches_it():
+    from flamingo_sim.fl.metrics.target import TOLERANCE
+
+    frame = _evals([0.1, 0.5 - TOLERANCE, 0.6])
+    assert first_reach(frame, 0.5, RAW)["round"] == 1
+    assert first_reach(frame, 0.7, RAW) is None and first_reach(frame, None, RAW) is None
+
+
+def test_a_ratio_of_means_over_a_zero_mean_has_no_value():
+    from flamingo_sim.fl.metrics.target import _ratio_of_means
+
+    assert _ratio_of_means([2.0, 4.0], [1.0, 2.0]) == 2.0
+    assert _ratio_of_means([2.0], [0.0]) is None and _ratio_of_means([2.0], [None]) is None and _ratio_of_means([], []) is None
+
+
+def test_the_speedup_curve_records_its_rule_and_each_policys_energy():
+    smooth, raw = target_curve(table(), STABLE, "baseline"), target_curve(table(), RAW, "baseline")
+    assert {k: smooth[k] for k in ("curve", "window", "baseline")} == {"curve": "smoothed", "window": 3, "baseline": "baseline"}
+    assert {k: raw[k] for k in ("curve", "window", "baseline")} == {"curve": "raw", "window": 1, "baseline": "baseline"}
+    first = raw["points"][0]  # the lowest target, 80 % of the common best on the raw curve: 0.8 x 0.543 = 0.4344
+    assert first["target"] == 0.4344
+    # the baseline reaches it at round 2 (0.45: 200 s, 100 J), Flamingo at round 2 (0.50: 40 s, 10 J)
+    assert first["time_to_target_s"] == {"baseline": 200.0, "flamingo": 40.0}
+    assert first["energy_to_target_j"] == {"baseline": 100.0, "flamingo": 10.0}
+    assert first["speedup"] == {"flamingo": 5.0} and first["energy_efficiency"] == {"flamingo": 10.0}  # no ratio of the baseline to itself
+    last = raw["points"][-1]  # the highest any policy reaches (Flamingo's 0.554): the baseline never does
+    assert last["time_to_target_s"]["baseline"] is None and last["energy_to_target_j"]["baseline"] is None
+    assert last["energy_to_target_j"]["flamingo"] == 40.0 and last["speedup"] == {"flamingo": None}
+
+
+def test_the_rule_as_summary_json_records_it():
+    from flamingo_sim.fl.metrics.target import _ratio_of_means, describe_rule, rule_dict
+
+    raw3 = TargetConfig(curve="raw", window=3, margin=0.01)
+    assert rule_dict(0.5, raw3) == {"reading": 0.5, "curve": "raw", "window": 1, "margin": 0.0,
+                                    "description": "0.5000 (a number), on the raw curve (each evaluation)"}
+    assert rule_dict("highest", STABLE)["window"] == 3 and rule_dict("highest", STABLE)["margin"] == 0.01
+    assert describe_rule("highest_common", STABLE).startswith("highest_common - 0.0100 on the smoothed curve (mean of the last 3 evaluations); ")
+    assert describe_rule("highest", TargetConfig(curve="smoothed", window=2, margin=0.0)).startswith(
+        "highest on the smoothed curve (mean of the last 2 evaluations); ")
+    assert describe_rule("highest", TargetConfig(curve="smoothed", window=1, margin=0.0)).startswith("highest on the raw curve (each evaluation); ")
+    assert describe_rule("highest", TargetConfig(curve="raw", window=5, margin=0.0)).startswith("highest on the raw curve (each evaluation); ")
+    assert target_curve(table(), raw3, "baseline")["window"] == 1
+    assert _ratio_of_means([2.0], [0.5]) == 4.0  # a denominator below 1 is a denominator

@@ -38,6 +38,17 @@ def test_fedbuff_step_by_hand():
     # 1 + 2 * (0.4 * 1 - 0.2 * 0.5 + 1.0 * 0.25) / 3 = 1 + 2 * 0.55 / 3 = 1.3667
     assert out["w"].item() == pytest.approx(1 + 2 * 0.55 / 3)
     assert out["n"].item() == 4 + round(2 * (3 + 1.5 + 0.75) / 3)  # 7.5 -> 8 (integer entries rounded)
+    assert out["w"].dtype == torch.float32 and out["n"].dtype == torch.int64  # each entry keeps its dtype
+
+
+def test_fedbuff_step_with_a_buffer_of_one_and_its_refusals():
+    x = {"w": torch.tensor([1.0, 2.0])}
+    out = fedbuff_step(x, {"w": torch.tensor([[0.5, -1.0]])}, torch.tensor([0.5]), server_lr=1.0)  # buffer_size 1: one delta
+    assert out["w"].tolist() == [1.25, 1.5]
+    with pytest.raises(ValueError, match=r"^no deltas to apply$"):
+        fedbuff_step(x, {"w": torch.zeros(0, 2)}, torch.tensor([]), server_lr=1.0)
+    with pytest.raises(ValueError, match=r"^w: expected deltas of shape \(2, 2\), got \(1, 2\)$"):
+        fedbuff_step(x, {"w": torch.zeros(1, 2)}, torch.tensor([1.0, 1.0]), server_lr=1.0)
 
 
 @pytest.mark.slow

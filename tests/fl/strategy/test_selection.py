@@ -177,3 +177,55 @@ def test_select_online_falls_back_to_select_on_the_whole_array():
     view = CoordinatorView(round=1, battery_pct=np.linspace(0, 100, 40))
     expected = BatterySelector().select(members, 4, np.random.default_rng(2), view)
     assert np.array_equal(select_online(BatterySelector(), lazy, 4, np.random.default_rng(2), view), expected)
+
+
+# -- what mutation testing found (benchmarks/results/mutation_2cores.md) ----------------------------------
+def test_oort_defaults_explore_a_fifth_of_the_cohort_among_the_unseen():
+    oort = OortSelector()
+    assert (oort.exploration, oort.penalty, oort.preferred_s) == (0.2, 2.0, None)
+    online = np.arange(20)
+    oort.observe(1, np.arange(15), np.full(15, 10.0), np.full(15, 1.0), np.full(15, 30.0))  # 15 seen, 5 unseen
+    view = CoordinatorView(round=2, battery_pct=np.full(20, 80.0), min_pct=10.0, n_clients=20)
+    for seed in range(5):
+        picked = oort.select(online, 10, np.random.default_rng(seed), view)
+        assert len(picked) == 10 and len(set(picked.tolist())) == 10 and picked.dtype == np.int64
+        assert int((picked >= 15).sum()) == 2  # ceil(0.2 x 10) unseen, the rest exploited among the seen
+
+
+def test_oort_explores_every_unseen_client_when_too_few_are_seen():
+    oort = OortSelector(exploration=0.0)
+    oort.observe(1, np.array([0, 1]), np.ones(2), np.ones(2), np.ones(2))
+    picked = oort.select(np.arange(6), 4, np.random.default_rng(0), CoordinatorView(round=2, battery_pct=np.full(6, 80.0), min_pct=10.0, n_clients=6))
+    assert {0, 1} <= set(picked.tolist()) and len(picked) == 4  # n - seen = 2 unseen, both seen exploited
+
+
+def test_oort_system_utility_against_the_median_or_the_preferred_duration():
+    oort = OortSelector(straggler_penalty=2.0)
+    oort.observe(1, np.array([0, 1, 2]), np.array([10.0, 10.0, 10.0]), np.array([0.5, 1.0, 2.0]), np.array([10.0, 20.0, 40.0]))
+    # statistical utility n x loss = 5, 10, 20; t_pref = the median 20 s: only the 40 s client is penalised, (20/40)^2
+    assert oort.utility(np.array([0, 1, 2])).tolist() == [5.0, 10.0, 20.0 * 0.25]
+    fixed = OortSelector(straggler_penalty=1.0, preferred_duration_s=10.0)
+    fixed.observe(1, np.array([0, 1]), np.array([1.0, 1.0]), np.array([1.0, 1.0]), np.array([10.0, 40.0]))
+    assert fixed.utility(np.array([0, 1])).tolist() == [1.0, 0.25]
+
+
+def test_oort_learns_from_a_single_report_and_adds_no_phantom_client():
+    oort = OortSelector(exploration=0.0)
+    oort.observe(1, np.array([3]), np.array([4.0]), np.array([0.5]), np.array([12.0]))  # one client reported
+    assert oort.stat[3] == 2.0 and oort.duration_s[3] == 12.0 and len(oort.stat) == 4
+    seen_all = OortSelector(exploration=0.0)
+    seen_all.observe(1, np.arange(6), np.ones(6), np.arange(1.0, 7.0), np.full(6, 5.0))
+    view6 = CoordinatorView(round=2, battery_pct=np.full(6, 80.0), min_pct=10.0, n_clients=6)
+    for seed in range(5):  # nothing to explore, and (below) nothing to exploit: exactly n clients, no extra 0
+        assert len(seen_all.select(np.arange(1, 6), 3, np.random.default_rng(seed), view6)) == 3
+        assert len(OortSelector(exploration=1.0).select(np.arange(1, 6), 3, np.random.default_rng(seed), view6)) == 3
+
+
+def test_selector_parameters_reach_the_selector_and_their_ranges_are_checked():
+    assert BatterySelector().floor == 0.1
+    oort = make_selector("oort", {"exploration": 0.5, "straggler_penalty": 3.0, "preferred_duration_s": 60.0})
+    assert (oort.exploration, oort.penalty, oort.preferred_s) == (0.5, 3.0, 60.0)
+    with pytest.raises(ConfigError, match="straggler_penalty"):
+        make_selector("oort", {"straggler_penalty": -0.5})
+    with pytest.raises(ConfigError, match="preferred_duration_s"):
+        make_selector("oort", {"preferred_duration_s": 0.0})
