@@ -292,3 +292,19 @@ def test_the_round_overhead_figures_are_the_benchmarks_log():
             f"{limit[('baseline', 'cold')][4]}x / {limit[('flamingo', 'cold')][4]}x while") in page
     devices = (ROOT / "docs/devices.md").read_text()
     assert f"takes {rows[('baseline', '1,000,000')][3]} ms (baseline) / {rows[('flamingo', '1,000,000')][3]} ms (Flamingo) per round" in devices
+
+
+def test_the_mutation_table_is_its_results_file():
+    """benchmarks/results/mutation_2cores.md's second-run table is mutation_2cores_run2.json, module for module."""
+    import json
+
+    results = ROOT / "benchmarks" / "results"
+    doc = json.loads((results / "mutation_2cores_run2.json").read_text())
+    page = (results / "mutation_2cores.md").read_text()
+    assert len(doc["modules"]) == 3
+    for module, m in doc["modules"].items():
+        path = module.removeprefix("flamingo_sim.").replace(".", "/") + ".py"
+        row = (f"| {path} | {m['mutants']} | {m['before_new_tests']['killed']} | {m['after_new_tests']['killed']} | "
+               f"{m['after_new_tests']['score']:.2f} |")
+        assert row in page, row
+        assert m["after_new_tests"]["killed"] + m["after_new_tests"]["survived"] == m["mutants"]
