@@ -308,3 +308,25 @@ def test_the_mutation_table_is_its_results_file():
                f"{m['after_new_tests']['score']:.2f} |")
         assert row in page, row
         assert m["after_new_tests"]["killed"] + m["after_new_tests"]["survived"] == m["mutants"]
+
+
+def test_the_benchmark_rows_of_devices_engine_and_toolkit_are_their_logs():
+    """docs/benchmarks.md's rows for devices.py, engine.py and toolkit_overhead.py quote their logs in benchmarks/results."""
+    import re
+
+    results = ROOT / "benchmarks" / "results"
+    page = (ROOT / "docs/benchmarks.md").read_text()
+    dev = {m[0]: m for m in re.findall(r"^ (baseline|flamingo): vectorised +([\d.]+) ms +per-step loop +([\d.]+) ms +ratio +([\d.]+)x",
+                                       (results / "devices_2cores.log").read_text(), re.M)}
+    assert (f"priced in {dev['baseline'][1]} ms (baseline) / {dev['flamingo'][1]} ms (Flamingo): {dev['baseline'][3]}x / {dev['flamingo'][3]}x"
+            in page)
+    eng = re.search(r"sequential: ([\d.]+) s per cohort.*\nbatched: +([\d.]+) s per cohort.*\nspeed-up: +([\d.]+)x",
+                    (results / "engine_2cores.log").read_text())
+    assert eng and f"batched (vmap) {eng[2]} s against the one-at-a-time loop's {eng[1]} s a cohort, {eng[3]}x" in page
+    tk = {(m[0], m[1]): m for m in re.findall(r"^(\w+) +(\w+) +([\d.]+) ([\d.]+)x +([\d.]+)- *([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+)%",
+                                              (results / "toolkit_overhead_2cores.log").read_text(), re.M)}
+    assert len(tk) == 5 and "nan" not in (results / "toolkit_overhead_2cores.log").read_text()
+    assert (f"the selection call takes {tk[('uniform', 'fedavg')][6]} ms (uniform) / {tk[('battery', 'fedavg')][6]} ms (battery) / "
+            f"{tk[('oort', 'fedavg')][6]} ms (Oort), the aggregation call {tk[('uniform', 'fedavg')][7]} ms (FedAvg) / "
+            f"{tk[('uniform', 'fedadam')][7]} ms (FedAdam) / {tk[('oort', 'fedyogi')][7]} ms (FedYogi)") in page
+    assert f"at most {max(float(m[8]) for m in tk.values())}% of the {tk[('uniform', 'fedavg')][2]} ms reference round" in page
