@@ -372,7 +372,7 @@ class Simulation:
         unknown = np.setdiff1d(clients, plan.kept)
         if len(unknown):
             raise ValueError(f"lose_updates: clients {unknown.tolist()} are not among round {plan.round}'s kept clients")
-        lost = np.isin(plan.chosen[plan.settled.kept], clients)
+        lost = np.isin(plan.kept, clients)  # plan.kept is plan.chosen[plan.settled.kept]
         reason = plan.settled.reason.copy()
         reason[plan.settled.kept[lost]] = INTERRUPTED
         settled = replace(plan.settled, reason=reason, kept=plan.settled.kept[~lost])
