@@ -81,7 +81,7 @@ class ProgressBar(Callback):
     round evaluated it (a log line must not repeat an old accuracy as if it were measured then)."""
 
     def on_run_begin(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:
-        rounds = sim.cfg.fl.rounds  # None: the run ends at fl.horizon_h, the bar counts rounds without a total
+        rounds = sim.rules.fl.rounds  # None: the run ends at fl.horizon_h, the bar counts rounds without a total
         self.bar: ProgressBarType[int] = progress(None, desc=f"{sim.policy_name} seed {sim.seed}", total=rounds, unit="round",
                                                   initial=sim.round)
 

@@ -31,7 +31,7 @@ from flamingo_sim.fl.runner.rundir import run_guard
 from flamingo_sim.fl.sim.seam import LocalSeam
 
 if TYPE_CHECKING:
-    from flamingo_sim.fl.config import ExperimentConfig
+    from flamingo_sim.fl.config import FLConfig
 
 __all__ = ["run_distributed", "distribute", "announce_pending", "describe_world", "describe_traffic"]
 
@@ -40,9 +40,9 @@ def _quiet(_msg: str) -> None:
     return None
 
 
-def _work_per_client(cfg: ExperimentConfig) -> float:
+def _work_per_client(fl: FLConfig) -> float:
     """What one client's local training costs: ``local_steps`` x ``batch_size`` samples through the model."""
-    return float(cfg.fl.local_steps * cfg.fl.batch_size)
+    return float(fl.local_steps * fl.batch_size)
 
 
 def run_distributed(world: World, prepare: Callable[..., Any], run_all: Callable[[Any], Any], experiment: str | Path, *,
@@ -102,7 +102,7 @@ def distribute(sim: Any, comm: Comm, say: Callable[[str], None]) -> None:
     assert isinstance(local, LocalSeam)
     prepare_trainer(local, comm.world.size, say)
     comm.context = f"{sim.policy_name} seed {sim.seed}"
-    sim.seam = DistributedSeam(local, comm, _work_per_client(sim.cfg))
+    sim.seam = DistributedSeam(local, comm, _work_per_client(sim.rules.fl))
 
 
 def announce_pending(comm: Comm, pending: list[bool]) -> None:
@@ -136,7 +136,7 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
         assert isinstance(local, LocalSeam)
         prepare_trainer(local, comm.world.size, _quiet)
         comm.context = f"{name} seed {seed}"
-        serve(local, comm, _work_per_client(cfg))
+        serve(local, comm, _work_per_client(cfg.fl))
     return RunResult(prep.out, pd.DataFrame(), {})
 
 

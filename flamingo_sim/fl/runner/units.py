@@ -255,7 +255,7 @@ class _Status(Callback):
     def _write(self, sim: Any) -> None:
         self.last = time.monotonic()
         with atomic_path(self.path) as tmp:
-            tmp.write_text(json.dumps({"round": sim.round, "rounds": sim.cfg.fl.rounds, "pid": os.getpid()}))
+            tmp.write_text(json.dumps({"round": sim.round, "rounds": sim.rules.fl.rounds, "pid": os.getpid()}))
 
     def on_run_begin(self, sim: Any, records: Sequence[RoundRecord]) -> None:
         self._write(sim)

@@ -3,6 +3,7 @@
 - :mod:`~flamingo_sim.fl.sim.simulation`  :class:`Simulation`, the synchronous round loop (plan, train, finish);
 - :mod:`~flamingo_sim.fl.sim.seam`        the training seam: who trains a round's cohort and evaluates (:class:`LocalSeam` here);
 - :mod:`~flamingo_sim.fl.sim.rounds`      the rules of one round (declines, drop-outs, K fastest, deadline);
+- :mod:`~flamingo_sim.fl.sim.rules`       :class:`RoundRules`, what the loop reads of an experiment, and all it reads;
 - :mod:`~flamingo_sim.fl.sim.fedbuff`     the asynchronous loop (FedBuff);
 - :mod:`~flamingo_sim.fl.sim.records`     :class:`RoundRecord`, what one round produced;
 - :mod:`~flamingo_sim.fl.sim.population`  which trace, phone and bandwidth each client has;

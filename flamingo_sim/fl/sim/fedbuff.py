@@ -76,7 +76,7 @@ class AsyncSimulation(Simulation):
 
     def __init__(self, parts: Components, policy: Policy, policy_name: str, seed: int, selector: Selector, log: Callable[[str], None] | None = None) -> None:
         super().__init__(parts, policy, policy_name, seed, selector, log=log)
-        fb, fl = self.cfg.fedbuff, self.cfg.fl
+        fb, fl = self.rules.fedbuff, self.rules.fl
         self.concurrency = fb.concurrency or math.ceil(fl.participants_per_round * fl.overcommit)
         self.events: list[tuple[float, int, str, Any]] = []
         self.seq = 0
@@ -104,38 +104,38 @@ class AsyncSimulation(Simulation):
 
     def _dispatch(self, t_s: float) -> None:
         """Fill one free slot at ``t_s``: select, price and settle a client's task."""
-        cfg, pop = self.cfg, self.parts.population
+        rules, pop = self.rules, self.parts.population
         idle = self.budget.online_clients(exclude=self.busy)
         if not len(idle):
-            self._push(t_s + cfg.fedbuff.retry_s, "free", None)
+            self._push(t_s + rules.fedbuff.retry_s, "free", None)
             return
         self.n_dispatch += 1
-        view = CoordinatorView(round=self.round + 1, min_pct=cfg.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
+        view = CoordinatorView(round=self.round + 1, min_pct=rules.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
         chosen = select_online(self.selector, idle, 1, rng(self.seed, "selection", self.n_dispatch), view)
         c = int(chosen[0])
         one = np.array([c], dtype=np.int64)
         plugged = self._plugged(t_s, one)
         request = TaskRequest(
-            client_idx=one, phone_idx=pop.phone_idx[one], n_steps=cfg.fl.local_steps, start_s=t_s,
+            client_idx=one, phone_idx=pop.phone_idx[one], n_steps=rules.fl.local_steps, start_s=t_s,
             battery_pct=self.budget.level_pct_at(one), charging=plugged,
             temperature_c=self._extra("temperature_c", t_s, one, DEFAULT_TEMPERATURE_C), in_use=self._in_use(t_s, one),
             slot_s=float(self.parts.traces.step_s),
         )
         out = self.policy.run_tasks(request)
         duration_s = out.duration_s + pop.comm_s(self.model_size_mb, one)
-        floor_j = cfg.traces.min_pct / 100.0 * self.capacity_j[one]
+        floor_j = rules.traces.min_pct / 100.0 * self.capacity_j[one]
         spare_j = self.budget.available_j_at(one) - floor_j - self._trace_drain_j(one, t_s, duration_s)
         spare_j = np.where(plugged, np.inf, spare_j)  # the charger pays for training
         settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=out.energy_j, spare_energy_j=spare_j,
                                online_at_finish=self._online_at_finish(one, t_s, duration_s), interrupted=out.interrupted,
-                               deadline_s=cfg.fl.deadline_s)
+                               deadline_s=rules.fl.deadline_s)
         self.policy.settle(out, settled.done_frac)  # e.g. Flamingo books exploration that finished
         reason = int(settled.reason[0])
         done = float(settled.done_frac[0])
         # a task that declined or ran nothing (no spare energy: its level sits at the re-entry
         # threshold) frees its slot retry_s later, not at once (the same client would be picked again)
         ran_s = float(duration_s[0]) * done
-        ends = t_s + cfg.fedbuff.retry_s if reason == DECLINED or ran_s <= 0 else t_s + ran_s
+        ends = t_s + rules.fedbuff.retry_s if reason == DECLINED or ran_s <= 0 else t_s + ran_s
         spent_j = float(settled.energy_spent_j[0])
         task = _Task(c, self.n_dispatch, self.round, t_s, reason, spent_j, 0.0 if plugged[0] else spent_j, float(duration_s[0]),
                      float(out.interference_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
@@ -181,7 +181,7 @@ class AsyncSimulation(Simulation):
         training at the server update gives what training at arrival would; the selector hears
         of the losses at the update.
         """
-        cfg = self.cfg
+        rules = self.rules
         began = time.perf_counter()
         deltas: list[dict[str, torch.Tensor]] = [{}] * len(tasks)
         losses = [0.0] * len(tasks)
@@ -191,7 +191,7 @@ class AsyncSimulation(Simulation):
             res = self.seam.train(TrainJob(start, tuple(tasks[i].client for i in idx), tuple(tasks[i].dispatch for i in idx), round_idx=0,
                                             augment_round=0))
             self.train_wall_s += res.train_s
-            self.samples_trained += len(idx) * cfg.fl.local_steps * cfg.fl.batch_size
+            self.samples_trained += len(idx) * rules.fl.local_steps * rules.fl.batch_size
             for j, i in enumerate(idx):
                 deltas[i] = {k: res.params[k][j] - start[k].to(res.params[k].device) for k in start}
                 losses[i] = float(res.losses[j])
@@ -205,7 +205,7 @@ class AsyncSimulation(Simulation):
     # -- one server update -----------------------------------------------------------------------
     def step(self) -> RoundRecord:
         """Process events until the buffer holds M deltas, apply the server update, return its row."""
-        m, horizon_h = self.cfg.fedbuff.buffer_size, self.cfg.fl.horizon_h
+        m, horizon_h = self.rules.fedbuff.buffer_size, self.rules.fl.horizon_h
         while len(self.buffer) < m:
             if horizon_h is not None and self.clock_s >= horizon_h * 3600.0:
                 break  # out of time: apply what arrived (possibly nothing)
@@ -219,22 +219,22 @@ class AsyncSimulation(Simulation):
         return self._update()
 
     def _update(self) -> RoundRecord:
-        cfg, pop = self.cfg, self.parts.population
-        batch, self.buffer = self.buffer[: cfg.fedbuff.buffer_size], self.buffer[cfg.fedbuff.buffer_size :]
+        rules, pop = self.rules, self.parts.population
+        batch, self.buffer = self.buffer[: rules.fedbuff.buffer_size], self.buffer[rules.fedbuff.buffer_size :]
         staleness = [s for _, s in batch]
         deltas, losses = self._train([t for t, _ in batch])
         began = time.perf_counter()
         if batch:
-            weights = staleness_weights(staleness, cfg.fedbuff.staleness_exponent)
+            weights = staleness_weights(staleness, rules.fedbuff.staleness_exponent)
             stacked = {k: torch.stack([d[k] for d in deltas]) for k in self.params}
-            self.params = fedbuff_step(self.params, stacked, weights, cfg.fedbuff.server_lr)
+            self.params = fedbuff_step(self.params, stacked, weights, rules.fedbuff.server_lr)
         self.model_wall_s += time.perf_counter() - began
         self.round += 1
         self.versions[self.round] = self.params
         for v in [v for v in self.versions if v < self.round and self.version_refs.get(v, 0) == 0]:
             del self.versions[v]
         accuracy = loss = float("nan")
-        if self.round % cfg.fl.eval_every == 0 or self.round == 1 or self.is_done():
+        if self.round % rules.fl.eval_every == 0 or self.round == 1 or self.is_done():
             accuracy, loss = self.evaluate()
         w, self._window = self._window, self._new_window()
         self._check_horizon()

@@ -50,6 +50,7 @@ from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY, DeviceLimits
 from flamingo_sim.fl.sim.population import Population, pair_index
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, INTERRUPTED, REASONS, RoundSettlement, settle_round
+from flamingo_sim.fl.sim.rules import RoundRules
 from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainingSeam, TrainJob
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector, select_online
@@ -77,6 +78,13 @@ class Components:
     test_data: tuple[torch.Tensor, torch.Tensor]
     choice_labels: tuple[str, ...]
     model_size_source: str = "network.model_size_mb"  # where cfg.network.model_size_mb came from
+
+    @property
+    def rules(self) -> RoundRules:
+        """What the round loop reads of ``cfg`` (:class:`~flamingo_sim.fl.sim.rules.RoundRules`); the
+        experiment itself stays here for the adapters that translate it (FedScale's arguments,
+        Flower's run guard and summary, tracking)."""
+        return RoundRules.of(self.cfg)
 
 
 @dataclass(frozen=True)
@@ -125,11 +133,9 @@ class Simulation:
         self.aggregator: Aggregator = aggregator if aggregator is not None else FedAvg()
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
         self.horizon_warned = False  # said that the clock passed the traces' wrap-free horizon
-        self.cfg = parts.cfg
-        size_mb = parts.cfg.network.model_size_mb
-        if size_mb is None:
-            raise ValueError("Components.cfg.network.model_size_mb is unset; flamingo_sim.fl.runner.compose.build_components resolves it")
-        self.model_size_mb: float = size_mb  # one model transfer, each way
+        #: What this loop reads of the experiment, and all it reads (:class:`~flamingo_sim.fl.sim.rules.RoundRules`).
+        self.rules = parts.rules
+        self.model_size_mb: float = self.rules.model_size_mb  # one model transfer, each way
         self.policy = policy
         self.policy_name = policy_name
         self.seed = seed
@@ -137,7 +143,7 @@ class Simulation:
         pop = parts.population
         capacity_j = np.array([prof.phone.capacity_j for prof in parts.profiles.profiles])[pop.phone_idx]
         self.capacity_j = capacity_j
-        tcfg = self.cfg.traces
+        tcfg = self.rules.traces
         # The effective budget (training drains it) and a twin that only follows the trace,
         # to tell clients lost to training from clients whose own use took them offline. The
         # twin draws nothing, so it depends only on (trace client, battery capacity): it is kept
@@ -154,8 +160,8 @@ class Simulation:
         self.policy.init(pop.n_clients, pop.phone_idx, parts.profiles)
         #: Heat and memory (``devices.*``, :mod:`flamingo_sim.fl.sim.limits`); None when both are off.
         self.limits: DeviceLimits | None = None
-        if self.cfg.devices.enabled:
-            self.limits = DeviceLimits(self.cfg.devices, parts.profiles, pop.phone_idx, self.cfg.fl.batch_size, parts.dataset.n_classes)
+        if self.rules.devices.enabled:
+            self.limits = DeviceLimits(self.rules.devices, parts.profiles, pop.phone_idx, self.rules.fl.batch_size, parts.dataset.n_classes)
         self.round = 0
         self.clock_s = 0.0
         self.energy_cum_j = 0.0
@@ -164,13 +170,13 @@ class Simulation:
         self.lost_to_training = SparseVector(pop.n_clients, bool)  # lost to training at some point (budget offline, trace online)
         self.rounds_kept = SparseVector(pop.n_clients, np.int64)  # rounds each client's update counted
         self.energy_drawn_j = SparseVector(pop.n_clients, np.float64)  # training energy each client's battery paid
-        fl = self.cfg.fl
+        fl = self.rules.fl
         self.device = resolve_device(fl.device)
         parts.model.to(self.device)
         budget = None if fl.memory_budget_gb is None else int(fl.memory_budget_gb * (1 << 30))
         self.dataset = parts.dataset  # on a GPU, wrapped so that clients' samples stay resident there
-        if self.device.type == "cuda" and self.cfg.data.device_cache_gb != 0:
-            self.dataset = DeviceResident(parts.dataset, self.device, device_cache_bytes(self.device, self.cfg.data.device_cache_gb))
+        if self.device.type == "cuda" and self.rules.device_cache_gb != 0:
+            self.dataset = DeviceResident(parts.dataset, self.device, device_cache_bytes(self.device, self.rules.device_cache_gb))
         self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget, cuda_graphs=fl.cuda_graphs)
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
         self._test_data = tuple(t.to(self.device) for t in parts.test_data)
@@ -196,7 +202,7 @@ class Simulation:
         rises), else a rising battery (``battery_state`` +1); only the latter with
         ``traces.charge_state: level`` (the paper's appendix A.2)."""
         state = self._trace_state(t_s, idx) > 0
-        if self.parts.cfg.traces.charge_state == "level":
+        if self.rules.traces.charge_state == "level":
             return state
         values = self.parts.traces.extra_at("charging", t_s)
         if values is None:
@@ -218,7 +224,7 @@ class Simulation:
     def _in_use(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         """bool (len(idx), USAGE_SLOTS): whether each client's owner uses the phone in each of the next slots."""
         times = t_s + np.arange(USAGE_SLOTS) * self.parts.traces.step_s
-        threshold = self.cfg.policy.interference.in_use_threshold
+        threshold = self.rules.in_use_threshold
         return self._extra("screen_on_frac", times[None, :], np.asarray(idx)[:, None], 0.0) > threshold
 
     def _foreground_s(self, t_s: float, idx: np.ndarray, span_s: np.ndarray) -> np.ndarray:
@@ -243,16 +249,16 @@ class Simulation:
         Other engines (FedScale's aggregator) call this, train ``plan.kept`` themselves, hand
         the aggregated model to :meth:`set_global_params` and then call :meth:`finish_round`.
         """
-        cfg, pop = self.cfg, self.parts.population
+        rules, pop = self.rules, self.parts.population
         self.round += 1
         t0 = self.clock_s
 
         # 1. who is online (counted, not listed: a selector that draws by rank reads only its picks)
         online = self.budget.online_clients()
         # 2. selection
-        k = cfg.fl.participants_per_round
-        n_select = min(len(online), math.ceil(k * cfg.fl.overcommit))
-        view = CoordinatorView(round=self.round, min_pct=cfg.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
+        k = rules.fl.participants_per_round
+        n_select = min(len(online), math.ceil(k * rules.fl.overcommit))
+        view = CoordinatorView(round=self.round, min_pct=rules.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
         chosen = select_online(self.selector, online, n_select, rng(self.seed, "selection", self.round), view)
 
         # 3. price every selected client's task under its policy
@@ -263,7 +269,7 @@ class Simulation:
         request = TaskRequest(
             client_idx=chosen,
             phone_idx=pop.phone_idx[chosen],
-            n_steps=cfg.fl.local_steps,
+            n_steps=rules.fl.local_steps,
             start_s=t0,
             battery_pct=self.budget.level_pct_at(chosen),
             charging=plugged,
@@ -280,7 +286,7 @@ class Simulation:
 
         # 4. settle: who counts, how long the round lasts, what it cost
         finish_online = self._online_at_finish(chosen, t0, duration_s)
-        floor_j = self.cfg.traces.min_pct / 100.0 * self.capacity_j[chosen]
+        floor_j = self.rules.traces.min_pct / 100.0 * self.capacity_j[chosen]
         spare_j = self.budget.available_j_at(chosen) - floor_j - self._trace_drain_j(chosen, t0, duration_s)
         spare_j = np.where(plugged, np.inf, spare_j)  # the charger pays for training
         settled = settle_round(
@@ -291,7 +297,7 @@ class Simulation:
             spare_energy_j=spare_j,
             online_at_finish=finish_online,
             interrupted=outcome.interrupted,
-            deadline_s=cfg.fl.deadline_s,
+            deadline_s=rules.fl.deadline_s,
         )
         self.policy.settle(outcome, settled.done_frac)  # e.g. Flamingo books exploration that finished
         if self.limits is not None:
@@ -315,7 +321,7 @@ class Simulation:
 
         Updates :attr:`params`; returns the kept clients' mean training loss (NaN if none).
         """
-        cfg = self.cfg
+        rules = self.rules
         if not len(plan.kept):
             return float("nan")
         started = time.perf_counter()
@@ -323,7 +329,7 @@ class Simulation:
         job = TrainJob(self.params, ids, ids, plan.round, self.aggregator.proximal_mu, augment_round=plan.round)
         if plan.batch_size is None:
             updates = self.seam.train(job)
-            batches = np.full(len(ids), cfg.fl.batch_size)
+            batches = np.full(len(ids), rules.fl.batch_size)
         else:
             batches = plan.batch_size[plan.settled.kept]
             updates = self._train_by_batch(job, batches)
@@ -331,7 +337,7 @@ class Simulation:
         n_samples = updates.n_samples
         self.params = self.aggregator.aggregate(self.params, updates.params, n_samples)
         self.train_wall_s += updates.train_s + time.perf_counter() - aggregated_from
-        self.samples_trained += int(batches.sum()) * cfg.fl.local_steps
+        self.samples_trained += int(batches.sum()) * rules.fl.local_steps
         kept_s = plan.duration_s[plan.settled.kept]
         self.selector.observe(plan.round, plan.kept, n_samples.numpy(), updates.losses.detach().cpu().double().numpy(), kept_s)
         self.model_wall_s += time.perf_counter() - started
@@ -392,7 +398,7 @@ class Simulation:
 
     def finish_round(self, plan: RoundPlan, train_loss: float) -> RoundRecord:
         """Steps 6-7: advance the clock and batteries, evaluate :attr:`params`, return the round's record."""
-        cfg, pop = self.cfg, self.parts.population
+        rules, pop = self.rules, self.parts.population
         if plan.round != self.round:
             raise ValueError(f"finish_round: plan is for round {plan.round}, the simulation is at round {self.round}")
         chosen, settled, outcome, kept = plan.chosen, plan.settled, plan.outcome, plan.kept
@@ -420,7 +426,7 @@ class Simulation:
 
         # 7. evaluate and record
         accuracy = loss = float("nan")
-        if self.round % cfg.fl.eval_every == 0 or self.round == 1 or self.is_done():
+        if self.round % rules.fl.eval_every == 0 or self.round == 1 or self.is_done():
             accuracy, loss = self.evaluate()
         self._check_horizon()
         counts = outcome.steps_by_choice[settled.kept].sum(axis=0) if len(kept) else None
@@ -504,7 +510,7 @@ class Simulation:
 
     def _online_at_finish(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:
         """Whether each client's trace alone keeps it above the threshold until it finishes."""
-        return self._levels_at(idx, t0 + duration_s) >= self.cfg.traces.min_pct
+        return self._levels_at(idx, t0 + duration_s) >= self.rules.traces.min_pct
 
     def _trace_drain_j(self, idx: np.ndarray, t0: float, duration_s: np.ndarray) -> np.ndarray:
         """Energy the owner's own use drains from each client while its task runs (>= 0)."""
@@ -537,7 +543,7 @@ class Simulation:
         return result
 
     def is_done(self) -> bool:
-        fl = self.cfg.fl
+        fl = self.rules.fl
         if fl.rounds is not None and self.round >= fl.rounds:
             return True
         return fl.horizon_h is not None and self.clock_s >= fl.horizon_h * 3600.0

@@ -125,7 +125,7 @@ def build_aggregator_class(fs: Any) -> type:
 
         def get_client_conf(self, client_id: int) -> dict[str, Any]:
             """Per-client settings sent with each task: the lr, and what picks the minibatches."""
-            return {"learning_rate": self.sim.cfg.fl.lr, "flamingo_seed": self.sim.seed, "flamingo_round": self.sim.round}
+            return {"learning_rate": self.sim.rules.fl.lr, "flamingo_seed": self.sim.seed, "flamingo_round": self.sim.round}
 
         # -- the round, decided by flamingo-sim ----------------------------------------------------
         def select_participants(self, select_num_participants: int, overcommitment: float = 1.3) -> list[int]:

@@ -122,7 +122,7 @@ def run_distributed(
     cls = fedscale_classes()
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    args = fedscale_args(sim.cfg, log_dir=work, ps_ip=ps_ip, ps_port=ps_port, num_executors=n_executors)
+    args = fedscale_args(sim.parts.cfg, log_dir=work, ps_ip=ps_ip, ps_port=ps_port, num_executors=n_executors)
     aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted, callbacks=callbacks)
     procs: list[subprocess.Popen] = []
     logs: list[Path] = []

@@ -61,7 +61,7 @@ def run_in_process(
     """
     start = time.perf_counter()
     cls = fedscale_classes()
-    args = fedscale_args(sim.cfg, log_dir=work_dir, num_executors=n_executors)
+    args = fedscale_args(sim.parts.cfg, log_dir=work_dir, num_executors=n_executors)
     aggregator = cls.FlamingoAggregator(args, sim, n_executors=n_executors, weighted=weighted, callbacks=callbacks)
     executors = []
     for rank in range(1, n_executors + 1):

@@ -258,7 +258,7 @@ def run_flower(
     waiting = WaitLine(f"{sim.policy_name} seed {sim.seed}: waiting for Ray and Flower's client actors to start")
     hooks = CallbackList([waiting, *(callbacks.callbacks if callbacks is not None else []), clock])
     strategy = FlamingoStrategy.for_simulation(ExperimentAggregation(sim, experiment, overrides), sim, hooks, log=log)
-    rounds = ROUND_CAP if sim.cfg.fl.rounds is None else sim.cfg.fl.rounds - sim.round
+    rounds = ROUND_CAP if sim.rules.fl.rounds is None else sim.rules.fl.rounds - sim.round
     app = ServerApp()
 
     @app.main()

@@ -200,7 +200,7 @@ class FlamingoStrategy(Strategy):
                 from flamingo_sim.fl.runner.rundir import run_guard
 
                 assert self.sim is not None
-                stack.enter_context(run_guard(self.out_dir, self.sim.cfg, self.experiment, resume=False, resumable=False, engine="Flower"))
+                stack.enter_context(run_guard(self.out_dir, self.sim.parts.cfg, self.experiment, resume=False, resumable=False, engine="Flower"))
             try:
                 result = super().start(grid, initial_arrays, num_rounds, timeout, train_config, evaluate_config, self._evaluate)
             except RunEnds:
@@ -214,7 +214,7 @@ class FlamingoStrategy(Strategy):
         sim = self.sim
         if sim is not None:
             self.log(f"FlamingoStrategy: {sim.policy_name} seed {sim.seed}, {sim.parts.population.n_clients} phones, "
-                     f"K = {sim.cfg.fl.participants_per_round} (overcommit {sim.cfg.fl.overcommit}) around {type(self.inner).__name__}")
+                     f"K = {sim.rules.fl.participants_per_round} (overcommit {sim.rules.fl.overcommit}) around {type(self.inner).__name__}")
         self.inner.summary()
 
     # -- training ------------------------------------------------------------------------------------
@@ -409,7 +409,7 @@ class FlamingoStrategy(Strategy):
             return
         from flamingo_sim.fl.metrics.summary import summarize
 
-        cfg = self.sim.cfg
+        cfg = self.sim.parts.cfg
         summary = summarize(self.metrics(), cfg.target_accuracy, baseline=self.sim.policy_name)
         summary = {"experiment": cfg.name, "data": "the Flower app's own", "model": cfg.model, "seeds": [self.sim.seed], "engine": "flower",
                    "model_size_mb": cfg.network.model_size_mb, "inner_strategy": type(self.inner).__name__, **summary}

@@ -215,3 +215,31 @@ def test_an_update_lost_after_training_counts_as_interrupted_not_kept():
     with pytest.raises(ValueError, match=r"^lose_updates: plan is for round 1, the simulation is at round 2$"):
         sim.plan_round()
         sim.lose_updates(lost, np.array([0]))
+
+
+def test_the_loop_reads_its_rules_and_nothing_else_of_the_experiment():
+    """Simulation takes RoundRules once, when it is built: with the experiment taken away afterwards,
+    rounds run and give what they give with it (so no round reads data, phones, policies, selection,
+    aggregation or tracking); the rules are the experiment's own sections, and an unresolved model
+    size is refused when they are made."""
+    import dataclasses
+
+    from flamingo_sim.fl.sim.rules import RoundRules
+
+    parts = scripted_parts(rounds=2)
+    rules = parts.rules
+    assert (rules.fl, rules.traces, rules.devices, rules.fedbuff) == (parts.cfg.fl, parts.cfg.traces, parts.cfg.devices, parts.cfg.fedbuff)
+    assert rules.model_size_mb == 14.0 and rules.in_use_threshold == parts.cfg.policy.interference.in_use_threshold
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rules.model_size_mb = 1.0  # type: ignore[misc]
+    reference = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    expected = [reference.step().to_row() for _ in range(2)]
+    blind = scripted_parts(rounds=2)
+    sim = Simulation(blind, make_policy("baseline", blind.cfg), "baseline", 0, UniformSelector())
+    assert not hasattr(sim, "cfg")
+    blind.cfg = None  # type: ignore[assignment]
+    got = [sim.step().to_row() for _ in range(2)]
+    assert got == expected and sim.is_done()
+    unresolved = dataclasses.replace(parts.cfg, network=dataclasses.replace(parts.cfg.network, model_size_mb=None))
+    with pytest.raises(ValueError, match=r"^network\.model_size_mb is unset; flamingo_sim\.fl\.runner\.compose\.build_components resolves it$"):
+        RoundRules.of(unresolved)
