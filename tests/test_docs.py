@@ -330,3 +330,39 @@ def test_the_benchmark_rows_of_devices_engine_and_toolkit_are_their_logs():
             f"{tk[('oort', 'fedavg')][6]} ms (Oort), the aggregation call {tk[('uniform', 'fedavg')][7]} ms (FedAvg) / "
             f"{tk[('uniform', 'fedadam')][7]} ms (FedAdam) / {tk[('oort', 'fedyogi')][7]} ms (FedYogi)") in page
     assert f"at most {max(float(m[8]) for m in tk.values())}% of the {tk[('uniform', 'fedavg')][2]} ms reference round" in page
+
+
+def test_the_toolkit_run_times_are_their_results_file():
+    """docs/fl-engine.md's table of the toolkit examples' run times is the one benchmarks/toolkit_runs.py wrote, every example in it."""
+    import json
+
+    doc = json.loads((ROOT / "benchmarks/results/toolkit_runs_2cores.json").read_text())
+    page = (ROOT / "docs/fl-engine.md").read_text()
+    assert not doc["smoke"] and doc["cores"] == 2
+    examples = sorted(p.stem for p in (ROOT / "experiments").glob("toolkit_*.yaml"))
+    timed = [r for r in doc["runs"] if r["experiment"] != "openimage_mobilenet"]
+    assert [r["experiment"] for r in timed] == examples  # every shipped example, none left out
+    walls = doc["main_job_walls_s"]
+    assert f"({walls[0]:.1f} s and {walls[1]:.1f} s)" in page
+    for r in timed:
+        assert abs(r["vs_main_job"] - r["wall_s"] / doc["main_job_median_wall_s"]) < 1e-12
+        row = f"| `{r['experiment']}` | {r['policies'].replace(',', ', ')} | {r['wall_s']:.1f} | {r['vs_main_job']:.2f}x |"
+        assert row in page, row
+
+
+def test_the_cpu_training_strategies_are_their_results_file():
+    """docs/gpu.md's CPU figures for the training strategies (threads and vmap against the loop) are
+    benchmarks/results/gpu_round_cpu_2cores.json, which benchmarks/gpu_round.py wrote."""
+    import json
+
+    doc = json.loads((ROOT / "benchmarks/results/gpu_round_cpu_2cores.json").read_text())
+    page = " ".join((ROOT / "docs/gpu.md").read_text().split())  # the sentence spans lines
+    assert doc["device"] == "CPU, 2 threads" and "--json benchmarks/results/gpu_round_cpu_2cores.json" in doc["command"]
+    rows = {r["model"] + ("" if r["model"] != "mlp" else str(r["clients"])): r["candidates"] for r in doc["rows"]}
+    convs = [rows[m] for m in ("mobilenet_v2", "shufflenet_v2_x2_0", "resnet34")]
+    assert all(c["engine (threads)"]["vs_loop"] is not None for c in convs)  # auto took the threads for every CNN
+    threads = ", ".join(f"{c['threads']['vs_loop']:.2f}x {n}" for c, n in zip(convs, ("MobileNetV2", "ShuffleNetV2 x2", "ResNet-34")))
+    vmap = ", ".join(f"{c['vmap']['vs_loop']:.2f}x" for c in convs)
+    assert f"threads {threads}; vmap {vmap}" in page
+    mlp = rows["mlp100"]
+    assert "engine (vmap)" in mlp and f"For the proxy MLP (100 clients) vmap is {mlp['vmap']['vs_loop']:.2f}x the loop" in page
