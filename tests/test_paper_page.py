@@ -109,3 +109,24 @@ def test_the_pages_claims_about_the_round_rule_hold_in_the_readings_grid():
     explored = {name: load(f"readings_main_job/paper/{name}.summary.json")["policies"]["flamingo"]["exploration"]["rounds"]
                 for name in ("reference", "fl.local_steps=10")}
     assert round(explored["fl.local_steps=10"]) == 52 and round(explored["reference"]) == 15
+
+
+def test_a_point_whose_value_holds_a_path_is_found_under_the_directory_sensitivity_gave_it():
+    """points_md looks a point's summary up by the name sensitivity gives its run directory (a '/' in the value
+    made '_'), so a grid over traces.path renders; the row still shows the value as given."""
+    from flamingo_sim.studies.names import point_name
+    from flamingo_sim.studies.reproduce.why import points_md
+
+    assert point_name("traces.path", "traces/other") == "traces.path=traces_other"
+    assert point_name("fl.lr", 0.001) == "fl.lr=0.001"
+    pol = {"speedup": 2.0, "speedup_ci": None, "energy_efficiency": 3.0, "energy_efficiency_ci": None, "clients_lost": 5.0,
+           "total_energy_j": 1e6, "exploration": None, "per_seed": {}}
+    asked = []
+
+    def summary(name):
+        asked.append(name)
+        return {"policies": {"baseline": pol, "flamingo": pol}}
+
+    lines = points_md([{"knob": "traces.path", "value": "traces/other"}], summary)
+    assert asked == ["traces.path=traces_other"]
+    assert lines[2].startswith("| `traces.path: traces/other` | 2.00x | 3.00x |")

@@ -41,6 +41,7 @@ from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.runner.options import Execution
 from flamingo_sim.io import atomic_path
 from flamingo_sim.resources import find_experiment
+from flamingo_sim.studies.names import REFERENCE, point_name
 
 __all__ = ["Knob", "parse_vary", "run_sensitivity", "relative_changes", "tornado_figure"]
 
@@ -119,14 +120,14 @@ def run_sensitivity(
                 raise ConfigError(f"--vary {knob.key}={value}: {exc}") from None
             plan.append((knob.key, value, sets, to_mapping(cfg) == reference))
 
-    runs = [StudyRun("reference", experiment, tuple(overrides), n_seeds)]
-    runs += [StudyRun(_run_name(key, value), experiment, tuple(sets), n_seeds) for key, value, sets, same in plan if not same]
+    runs = [StudyRun(REFERENCE, experiment, tuple(overrides), n_seeds)]
+    runs += [StudyRun(point_name(key, value), experiment, tuple(sets), n_seeds) for key, value, sets, same in plan if not same]
     results = {r.name: res for r, res in zip(runs, run_study("sensitivity", out, runs, execution=execution, log=log,
                                                                again=again))}
-    ref_ratios = _ratios(results["reference"].summary, policy, baseline)
-    rows = [{"knob": "reference", "value": "", **ref_ratios}]
+    ref_ratios = _ratios(results[REFERENCE].summary, policy, baseline)
+    rows = [{"knob": REFERENCE, "value": "", **ref_ratios}]
     for key, value, _sets, same in plan:
-        ratios = ref_ratios if same else _ratios(results[_run_name(key, value)].summary, policy, baseline)
+        ratios = ref_ratios if same else _ratios(results[point_name(key, value)].summary, policy, baseline)
         rows.append({"knob": key, "value": value, **ratios})
     table = relative_changes(pd.DataFrame(rows), ref_ratios)
     with atomic_path(out / "sensitivity.csv") as tmp:
@@ -146,11 +147,6 @@ def relative_changes(table: pd.DataFrame, reference: dict[str, Any]) -> pd.DataF
         ref_value = reference[col]
         table[f"{col}_rel_change"] = [None if v is None or ref_value is None else v / ref_value - 1.0 for v in table[col]]
     return table
-
-
-def _run_name(key: str, value: str) -> str:
-    """The run directory of one knob value: ``KEY=VALUE`` (a path separator in the value made ``_``)."""
-    return f"{key}={value}".replace("/", "_")
 
 
 def _fmt(value: Any, digits: int = 2, suffix: str = "") -> str:

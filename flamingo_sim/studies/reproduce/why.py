@@ -19,6 +19,7 @@ from matplotlib.ticker import FuncFormatter
 
 from flamingo_sim.fl.readings import READINGS
 from flamingo_sim.report.plots import STYLE
+from flamingo_sim.studies.names import REFERENCE, point_name
 from flamingo_sim.studies.reproduce.attribution import StepResult, paper_headline, task_label
 from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
@@ -254,14 +255,15 @@ def _point_cell(pol: dict[str, Any], key: str, scale: float, fmt: str) -> str:
 
 def points_md(rows: Sequence[dict[str, Any]], summary: Callable[[str], dict[str, Any]]) -> list[str]:
     """Markdown: a sensitivity grid's points (``sensitivity.csv``'s rows, each point's ``summary.json`` by
-    ``summary(NAME)``, NAME ``reference`` or ``KEY=VALUE``): Flamingo's speedup and energy efficiency over the
+    ``summary(NAME)``, NAME ``reference`` or the point's run directory,
+    :func:`~flamingo_sim.studies.names.point_name`): Flamingo's speedup and energy efficiency over the
     baseline with their 95 % bootstrap intervals over seeds, and after the whole run both policies' clients lost
     (means over seeds), training energy, and the rounds Flamingo's exploration lasted."""
     out = ["| point | speedup [95 % CI] | energy efficiency [95 % CI] | clients lost, baseline / Flamingo "
            "| training energy, baseline / Flamingo | Flamingo's exploration over by |",
            "|---|---|---|---|---|---|"]
     for r in rows:
-        name = "reference" if r["knob"] == "reference" else f"{r['knob']}={r['value']}"
+        name = REFERENCE if r["knob"] == REFERENCE else point_name(r["knob"], r["value"])
         pols = summary(name)["policies"]
         base, flam = pols["baseline"], pols["flamingo"]
         exploration = flam.get("exploration")
