@@ -136,7 +136,7 @@ def test_an_interrupted_grid_is_continued_by_the_same_command(sequential_here, t
     real_step = Simulation.step
 
     def step(self):  # Ctrl-C as the second run's flamingo starts round 3
-        if self.policy_name == "flamingo" and self.round == 2 and self.cfg.fl.overcommit == 1.0:
+        if self.policy_name == "flamingo" and self.round == 2 and self.rules.fl.overcommit == 1.0:
             raise KeyboardInterrupt
         return real_step(self)
 
