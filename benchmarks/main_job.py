@@ -37,15 +37,16 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(out: Path, sets: list[str]) -> dict[str, float]:
-    """One whole command into ``out``: wall and CPU seconds, the load average before and after."""
-    argv = [sys.executable, "-m", "flamingo_sim", "run", EXPERIMENT, "--out", str(out), *[a for s in sets for a in ("--set", s)]]
+def run_once(out: Path, sets: list[str], experiment: str = EXPERIMENT) -> dict[str, float]:
+    """One whole command into ``out``: wall and CPU seconds, the load average before and after
+    (``benchmarks/toolkit_runs.py`` times its examples with it too)."""
+    argv = [sys.executable, "-m", "flamingo_sim", "run", experiment, "--out", str(out), *[a for s in sets for a in ("--set", s)]]
     env = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "PYTHONPATH": str(ROOT)}
     load0, cpu0, t0 = os.getloadavg()[0], _children_cpu_s(), time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"main job failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{experiment} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return {"wall_s": wall, "cpu_s": _children_cpu_s() - cpu0, "load_before": load0, "load_after": os.getloadavg()[0]}
 
 

@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from main_job import run_once  # this folder: the script's own directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN = "openimage_mobilenet"
@@ -48,24 +46,11 @@ def smoke_sets(name: str) -> list[str]:
     return sets
 
 
-def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def run_once(name: str, out: Path, sets: list[str]) -> dict[str, float | str]:
-    """One whole command into ``out``: wall and CPU seconds, the load average before and after."""
-    argv = [sys.executable, "-m", "flamingo_sim", "run", f"experiments/{name}.yaml", "--out", str(out),
-            *[a for s in sets for a in ("--set", s)]]
-    env = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "PYTHONPATH": str(ROOT), "FLAMINGO_SIM_HOME": str(out.parent / "home")}
-    load0, cpu0, t0 = os.getloadavg()[0], _children_cpu_s(), time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    summary = json.loads((out / "summary.json").read_text())
-    return {"experiment": name, "wall_s": wall, "cpu_s": _children_cpu_s() - cpu0, "load_before": load0,
-            "load_after": os.getloadavg()[0], "policies": ",".join(summary["policies"])}
+def run_example(name: str, out: Path, sets: list[str]) -> dict[str, float | str]:
+    """One whole command into ``out``, timed as the main job's benchmark times it, and the policies it ran."""
+    r: dict[str, float | str] = {"experiment": name, **run_once(out, sets, experiment=f"experiments/{name}.yaml")}
+    r["policies"] = ",".join(json.loads((out / "summary.json").read_text())["policies"])
+    return r
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, float | str]] = []
     with tempfile.TemporaryDirectory(prefix="toolkit-runs-bench-") as tmp:
         for i, name in enumerate([MAIN, *names, MAIN]):  # the main job first and last: the baseline brackets the examples
-            r = run_once(name, Path(tmp) / f"run{i}", smoke_sets(name) if args.smoke else [])
+            r = run_example(name, Path(tmp) / f"run{i}", smoke_sets(name) if args.smoke else [])
             runs.append(r)
             print(f"  {name:28s} {r['wall_s']:7.1f} s wall, {r['cpu_s']:7.1f} s CPU (load {r['load_before']:.1f} -> {r['load_after']:.1f})",
                   flush=True)
