@@ -176,8 +176,8 @@ def tornado_figure(table: pd.DataFrame, policy: str = "flamingo"):
     """Per knob, the range of each ratio over its values against the reference (a matplotlib Figure)."""
     from matplotlib.figure import Figure
 
-    ref = table[table["knob"] == "reference"].iloc[0]
-    varied = table[table["knob"] != "reference"]
+    ref = table[table["knob"] == REFERENCE].iloc[0]
+    varied = table[table["knob"] != REFERENCE]
     knobs = list(dict.fromkeys(varied["knob"]))
 
     def span(knob: str, col: str) -> tuple[float, float]:

@@ -286,7 +286,7 @@ class Simulation:
 
         # 4. settle: who counts, how long the round lasts, what it cost
         finish_online = self._online_at_finish(chosen, t0, duration_s)
-        floor_j = self.rules.traces.min_pct / 100.0 * self.capacity_j[chosen]
+        floor_j = rules.traces.min_pct / 100.0 * self.capacity_j[chosen]
         spare_j = self.budget.available_j_at(chosen) - floor_j - self._trace_drain_j(chosen, t0, duration_s)
         spare_j = np.where(plugged, np.inf, spare_j)  # the charger pays for training
         settled = settle_round(

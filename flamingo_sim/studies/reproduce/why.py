@@ -274,7 +274,7 @@ def points_md(rows: Sequence[dict[str, Any]], summary: Callable[[str], dict[str,
             unfinished = [s for s, v in exploration["per_seed"].items() if int(v["rounds"]) >= ran.get(s, 1 << 30)]
             over = (f"never: exploring in the last round in {len(unfinished)} of {len(ran)} seeds" if unfinished
                     else f"round {exploration['rounds']:.1f} (mean)")
-        point = "reference (no knob varied)" if name == "reference" else f"`{r['knob']}: {r['value']}`"
+        point = "reference (no knob varied)" if name == REFERENCE else f"`{r['knob']}: {r['value']}`"
         out.append(f"| {point} | {ratio_text(flam.get('speedup'), flam.get('speedup_ci'))} "
                    f"| {ratio_text(flam.get('energy_efficiency'), flam.get('energy_efficiency_ci'))} "
                    f"| {_point_cell(base, 'clients_lost', 1, ',.0f')} / {_point_cell(flam, 'clients_lost', 1, ',.0f')} "
@@ -287,7 +287,7 @@ def sensitivity_effects(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         change = r.get("speedup_rel_change", r.get("speedup_change"))  # its name before and since sensitivity.csv named it relative
-        if r["knob"] != "reference" and change not in (None, "") and float(change) == float(change):
+        if r["knob"] != REFERENCE and change not in (None, "") and float(change) == float(change):
             out.append({"key": r["knob"], "value": r["value"], "effect": float(change) + 1.0})
     return out
 
