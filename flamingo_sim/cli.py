@@ -47,24 +47,33 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command in ``argv`` (default: this process's arguments); the exit code.
 
-    As the process's own entry point (``argv`` None), a run that used Ray (``--executor ray``,
-    ``--engine flower``) leaves through :func:`_exit_after_ray`: Ray's threads can crash the
-    interpreter's final clean-up (seen as a segmentation fault after a SIGTERM), which would
-    replace the exit code the command chose."""
+    As the process's own entry point (``argv`` None), the command leaves through :func:`_leave`:
+    the interpreter's own end (other threads joined, ``atexit`` handlers run, output flushed) without
+    the native libraries' tear-down after it, where their thread pools can abort a process whose
+    command has finished (Arrow's parquet thread pool: "terminate called without an active
+    exception", SIGABRT, apache/arrow#34314; Ray's threads: a segmentation fault after a SIGTERM),
+    replacing the exit code the command chose."""
     code = _main(argv)
-    if argv is None and "ray" in sys.modules:
-        _exit_after_ray(code)
+    if argv is None:
+        _leave(code)
     return code
 
 
-def _exit_after_ray(code: int) -> None:
-    """Stop Ray if it is still up, flush, and leave with ``code`` without the interpreter's clean-up."""
+def _leave(code: int) -> None:
+    """Stop Ray if it is up, join this process's other (non-daemon) threads, run the ``atexit``
+    handlers, flush, and leave with ``code`` before the native tear-down (:func:`main`)."""
+    import atexit
     import os
+    import threading
 
-    ray: Any = sys.modules["ray"]
     try:
-        if ray.is_initialized():
+        ray: Any = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
             ray.shutdown()
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon and thread.is_alive():
+                thread.join()
+        atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -122,3 +122,55 @@ def test_run_out_onto_a_file_is_one_line(tmp_path, capsys):
     assert main(["run", "experiments/openimage_mobilenet.yaml", "--out", str(target)]) == 2
     assert _err(capsys) == f"flamingo-sim run: error: {target}: Not a directory (ENOTDIR)"
     assert target.read_text() == "a,b\n"
+
+
+_LEAVE_SCRIPT = r'''
+import atexit, sys, threading, time
+from pathlib import Path
+
+out = Path(sys.argv[1])
+
+
+class Native:  # stands for a native library's state that the interpreter's tear-down destroys
+    def __del__(self):
+        (out / "torn-down").write_text("yes")
+
+
+sys.modules["native_state"] = Native()  # freed only by the interpreter's tear-down
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+
+
+def late():
+    time.sleep(0.3)
+    (out / "thread").write_text("joined")
+
+
+threading.Thread(target=late).start()  # non-daemon: the interpreter waits for it, and so must the CLI
+sys.argv = ["flamingo-sim", *sys.argv[2:]]
+print("before main", flush=False)
+from flamingo_sim.cli import main
+
+raise SystemExit(main())
+'''
+
+
+@pytest.mark.parametrize("argv, code", [(["profiles", "--json"], 0), (["run", "no-such-experiment.yaml"], 2)], ids=["ok", "error"])
+def test_the_command_leaves_after_python_s_own_end_but_before_the_native_tear_down(tmp_path, argv, code):
+    """``python -m flamingo_sim`` and the console script leave through ``cli._leave``: other threads are
+    joined, atexit handlers run and output is flushed, with the command's exit code, but the interpreter's
+    tear-down (where Arrow's parquet thread pool can abort a finished run with SIGABRT) never runs."""
+    import subprocess
+    import sys
+
+    from tests.cli_runs import cli_env
+
+    script = tmp_path / "leave.py"
+    script.write_text(_LEAVE_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path), *argv], capture_output=True, text=True, env=cli_env(), timeout=120)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout.startswith("before main\n")  # buffered output flushed
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").read_text() == "joined"
+    assert not (tmp_path / "torn-down").exists()
+    if code:
+        assert proc.stderr.strip().splitlines()[-1].startswith("flamingo-sim run: error: "), proc.stderr
