@@ -18,6 +18,11 @@ Both return ``(stacked state, per-client mean loss)`` in the client order they w
 FedProx (``prox_mu > 0``, every strategy and the CUDA graph alike): each step's gradient of a
 parameter gains ``prox_mu * (w - w_global)`` (:func:`add_proximal`), ``w_global`` being the
 state the cohort started from; the reported loss is the task loss alone.
+
+Under bfloat16 autocast (``precision: bf16``) the vmapped step runs BatchNorm in float32
+(:func:`norms_in_float32`): vmap's batch rule for BatchNorm refuses a bfloat16 input beside
+float32 weights and running statistics, which the per-client loop accepts (and computes in
+float32 inside the kernel); the upcast is exact, and the next layer casts back to bfloat16.
 """
 
 from __future__ import annotations
@@ -31,7 +36,29 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad_and_value, vmap
 
-__all__ = ["train_vmap", "train_streams", "GraphedStep", "make_vmap_step", "add_proximal"]
+__all__ = ["train_vmap", "train_streams", "GraphedStep", "make_vmap_step", "add_proximal", "norms_in_float32"]
+
+
+def _input_to_float32(_module: nn.Module, args: tuple) -> tuple | None:
+    x = args[0] if args else None
+    if isinstance(x, Tensor) and x.dtype in (torch.bfloat16, torch.float16):
+        return (x.float(), *args[1:])
+    return None
+
+
+@contextlib.contextmanager
+def norms_in_float32(model: nn.Module, device_type: str):
+    """While autocast is on for ``device_type``, feed ``model``'s BatchNorm layers float32 inputs
+    (a forward pre-hook each, removed on exit); nothing changes when autocast is off."""
+    if not torch.is_autocast_enabled(device_type):
+        yield
+        return
+    handles = [m.register_forward_pre_hook(_input_to_float32) for m in model.modules() if isinstance(m, nn.modules.batchnorm._NormBase)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 StepFn = Callable[[tuple[Tensor, ...], tuple[Tensor, ...], Tensor, Tensor], tuple[tuple[Tensor, ...], Tensor]]
 
@@ -134,7 +161,7 @@ def train_vmap(
     was_training = model.training
     model.train()
     try:
-        with torch.no_grad():  # grad_and_value ignores the outer no_grad; the updates don't track
+        with torch.no_grad(), norms_in_float32(model, x_all.device.type):  # grad_and_value ignores the outer no_grad
             if graphs is not None:
                 key = (k, tuple(p_names), tuple(gather.shape[2:]), tuple(x_all.shape[1:]), x_all.dtype, lr, prox_mu)
                 graphed = graphs.get(key)
