@@ -125,7 +125,9 @@ def precision_context(precision: str, device: torch.device) -> Iterator[None]:
     torch.backends.cudnn.allow_tf32 = tf32
     try:
         if precision == "bf16":
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            # no cast cache: the region spans many steps whose in-place updates the cache would not see (a
+            # parameter's bfloat16 copy is cached by tensor, not by version), and CUDA graphs need it off
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=False):
                 yield
         else:
             yield

@@ -89,7 +89,7 @@ def test_float32_vmap_is_close_to_the_loop():
 def test_bf16_vmap_with_batchnorm_trains_and_is_close_to_the_loop():
     """bfloat16 autocast: vmap's BatchNorm refuses a bf16 input beside fp32 statistics unless the step
     runs it in float32 (found on an H200 as "Expected grad_output to have type BFloat16"); close, not equal,
-    to the per-client loop (bf16 rounding), within 5e-3 after 3 steps (measured 1.7e-3; bf16 itself moves the loop 1.6e-3 from fp32), and the hooks are gone after."""
+    to the per-client loop (bf16 rounding), within 2e-3 after 3 steps (measured 4.5e-4; bf16 itself moves the loop 5.1e-4 from fp32), and the hooks are gone after."""
     model = _TinyCNN()
     datas = _datas(3, (3, 8, 8), 4, torch.float32)
     kw = dict(n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=2)
@@ -98,10 +98,41 @@ def test_bf16_vmap_with_batchnorm_trains_and_is_close_to_the_loop():
     got = CohortTrainer(model, strategy="vmap", precision="bf16").train(start, CohortTask(datas, [0, 1, 2], **kw))
     fp32 = CohortTrainer(model, strategy="vmap").train(start, CohortTask(datas, [0, 1, 2], **kw))
     assert got.mode == "vmap" and all(v.dtype == start[k].dtype for k, v in got.params.items())
-    assert _max_diff(got.params, ref.params) < 5e-3
+    assert _max_diff(got.params, ref.params) < 2e-3
     assert _max_diff(got.params, fp32.params) > 1e-6  # bf16 did run: it rounds differently from fp32
     assert torch.equal(got.params["bn.num_batches_tracked"], torch.tensor([3, 3, 3]))
     assert not any(m._forward_pre_hooks for m in model.modules())
+
+
+def test_bf16_loop_sees_each_step_s_weights_exactly_as_autocast_per_forward():
+    """bf16 wraps a whole cohort in one autocast region: with autocast's cast cache on, every forward
+    after the first reused the first step's bfloat16 copy of each weight (cached by tensor, blind to the
+    in-place update; 0.09 off here). The loop must equal, bit for bit, the textbook loop that enters
+    autocast for each forward only."""
+    import torch.nn.functional as F
+
+    from flamingo_sim.fl.training.trainer import minibatch_indices
+
+    model = _TinyCNN()
+    datas = _datas(2, (3, 8, 8), 4, torch.float32)
+    kw = dict(n_steps=3, batch_size=8, lr=0.5, seed=1, round_idx=2)
+    start = model_state(model)
+    got = CohortTrainer(model, strategy="sequential", precision="bf16").train(start, CohortTask(datas, [0, 1], **kw))
+    for c, (x, y) in enumerate(datas):
+        work = _TinyCNN()
+        work.load_state_dict(start)
+        work.train()
+        idx = minibatch_indices(int(x.shape[0]), kw["n_steps"], kw["batch_size"], kw["seed"], kw["round_idx"], c)
+        for b in idx:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(work(x[b]), y[b])
+            work.zero_grad(set_to_none=True)
+            loss.backward()
+            with torch.no_grad():
+                for p in work.parameters():
+                    p -= kw["lr"] * p.grad
+        for name, value in work.state_dict().items():
+            assert torch.equal(got.params[name][c], value), name
 
 
 def test_batchnorm_running_stats_are_fedavg_weighted():
@@ -189,3 +220,20 @@ def test_fedprox_term_under_cuda_graphs_equals_the_loop():
         ref = train_cohort(model, round_start, CohortTask(datas, [0, 1, 2], **kw), mode="sequential")
         got = trainer.train(round_start, CohortTask(datas, [0, 1, 2], **kw))  # the second round replays the graph, new anchor
         assert _max_diff(got.params, ref.params) < 1e-9
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("graphs", [False, True], ids=["vmap", "vmap+graph"])
+def test_bf16_vmap_on_cuda_with_batchnorm_is_close_to_the_loop(graphs):
+    """The H200's failure ("Expected grad_output to have type BFloat16 but got Float", bf16 vmap + graph):
+    each vmap step in bf16, plain and graphed (a second round replays the graph), close to the loop in bf16."""
+    model = _TinyCNN().cuda()
+    datas = _datas(3, (3, 8, 8), 4, torch.float32)
+    start = model_state(model)
+    kw = dict(n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=2)
+    trainer = CohortTrainer(model, strategy="vmap", precision="bf16", cuda_graphs=graphs)
+    for round_start in (start, {k: v + 0.01 if v.is_floating_point() else v for k, v in start.items()}):
+        ref = CohortTrainer(model, strategy="sequential", precision="bf16").train(round_start, CohortTask(datas, [0, 1, 2], **kw))
+        got = trainer.train(round_start, CohortTask(datas, [0, 1, 2], **kw))
+        assert got.mode == "vmap"
+        assert _max_diff(got.params, ref.params) < 5e-3
