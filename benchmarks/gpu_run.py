@@ -10,6 +10,7 @@ x batch 16 = 32,000 samples) and writes them, with the device's name, to ``--jso
 
     PYTHONPATH=. python benchmarks/gpu_run.py --device cuda --json gpu_run.json   # on a GPU
     PYTHONPATH=. python benchmarks/gpu_run.py --smoke                             # CPU, tiny, seconds
+    PYTHONPATH=. python benchmarks/gpu_run.py --set fl.train_mode=vmap --set fl.cuda_graphs=true --set fl.precision=bf16
 
 ``--smoke`` runs the same steps on the CPU with 24 clients of 32 px images and 1 round of
 4 participants x 2 steps, so a change that breaks the path fails CI.
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--work", help="folder for the dataset, pack and run (default: a temporary one)")
     parser.add_argument("--json", help="write the results to this JSON file")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a further --set for the run (e.g. fl.cuda_graphs=true, fl.precision=bf16); repeatable")
     parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU: see the module docstring")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         t2 = time.perf_counter()
         print(f"packed in {t2 - t1:.1f} s", flush=True)
         sets = [f"data.root={pack}", f"data.image_size={args.image_size}", "data.filter_less=1", f"fl.rounds={args.rounds}",
-                f"fl.participants_per_round={args.participants}", f"fl.local_steps={args.steps}", "fl.eval_every=1000"]
+                f"fl.participants_per_round={args.participants}", f"fl.local_steps={args.steps}", "fl.eval_every=1000", *args.set]
         out = cli("run", "openimage_mobilenet", "--device", args.device, "--out", str(run), *[a for s in sets for a in ("--set", s)])
         t3 = time.perf_counter()
     rates = {m.group(1): float(m.group(2).replace(",", "")) for m in re.finditer(r"^(\w+) seed \d+: ([\d,]+) samples/s trained on (\S+)", out, re.M)}
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     paper_samples = 100 * 20 * 16
     doc = {"command": "benchmarks/gpu_run.py " + " ".join(sys.argv[1:] if argv is None else argv), "device": args.device,
            "device_line": device_line, "train_images": n, "image_size": args.image_size, "rounds": args.rounds,
-           "participants": args.participants, "steps": args.steps, "samples_per_s": rates,
+           "participants": args.participants, "steps": args.steps, "sets": list(args.set), "samples_per_s": rates,
            "s_per_paper_round": {p: paper_samples / r for p, r in rates.items()},
            "write_s": t1 - t0, "pack_s": t2 - t1, "run_s": t3 - t2}
     try:

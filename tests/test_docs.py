@@ -98,6 +98,28 @@ def test_gpu_page_quotes_the_h200_run_from_its_results_file():
         assert row in page, row
 
 
+def test_gpu_page_quotes_the_h200_strategy_round_and_graphed_bf16_run_from_their_results_files():
+    """docs/gpu.md's H200 table of training strategies is benchmarks/results/gpu_round_h200.json (what
+    benchmarks/gpu_round.py wrote) and its graphed bf16 run is gpu_run_h200_graph_bf16.json (gpu_run.py)."""
+    import json
+
+    page = (ROOT / "docs/gpu.md").read_text()
+    flat = " ".join(page.split())
+    rounds = json.loads((ROOT / "benchmarks/results/gpu_round_h200.json").read_text())
+    assert rounds["device"] == "NVIDIA H200" and "--rows 1,3 --clients 20 --loop-clients 5 --repeats 1" in rounds["command"]
+    assert " ".join(rounds["command"].split(" --json")[0].split()) in flat
+    by_row = [{k.split(" (")[0]: v for k, v in r["candidates"].items()} for r in rounds["rows"]]
+    for name in by_row[0]:
+        cells = [f"{r[name]['s_per_round']:.2f}" for r in by_row] + [f"{r[name]['vs_loop']:.2f}x" for r in by_row]
+        label = "engine (auto: streams / vmap)" if name == "engine" else name
+        assert f"| {label} | " + " | ".join(cells) + " |" in page, name
+    run = json.loads((ROOT / "benchmarks/results/gpu_run_h200_graph_bf16.json").read_text())
+    assert run["gpu"] == "NVIDIA H200" and run["sets"] == ["fl.train_mode=vmap", "fl.cuda_graphs=true", "fl.precision=bf16"]
+    assert f"trained {run['samples_per_s']['baseline']:,.0f} samples/s for the baseline" in flat
+    assert f"{run['s_per_paper_round']['baseline']:.2f} s per paper round" in flat
+    assert "5 passed" in (ROOT / "benchmarks/results/cuda_tests_h200.txt").read_text()
+
+
 def test_the_scaling_pages_quote_their_results_files():
     """docs/studies.md and docs/scaling-out.md quote the figures the benchmarks wrote (benchmarks/results)."""
     import json
