@@ -17,7 +17,9 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-TINY = ["fl.rounds=4", "checkpoint_every=1", "fl.participants_per_round=4", "fl.local_steps=2", "fl.eval_every=2",
+#: 40 rounds a unit: the interrupt must land while a unit is part-way (at 4 rounds, a loaded CI machine let both
+#: workers of --jobs 2 finish their units between the first checkpoint and the SIGINT, so nothing was left to resume)
+TINY = ["fl.rounds=40", "checkpoint_every=1", "fl.participants_per_round=4", "fl.local_steps=2", "fl.eval_every=2",
         "data.proxy.n_clients=100"]
 SETS = [a for s in TINY for a in ("--set", s)]
 ENV = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -59,6 +61,10 @@ def _interrupt(cwd: Path, extra: list[str]) -> str:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert not (out / "summary.json").exists()  # stopped before the end
+    import json
+
+    partial = [json.loads(f.read_text()) for f in (out / "units").glob("*.json")]
+    assert any(not u["done"] and max(r["round"] for r in u["rows"]) >= 1 for u in partial), "no unit was part-way at the interrupt"
     return err.strip().splitlines()[-1]
 
 
