@@ -60,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _leave(code: int) -> None:
-    """Join this process's other (non-daemon) threads, run the ``atexit`` handlers, flush, and leave
+    """Join this process's other (non-daemon) threads as the interpreter does (after threading's own exit
+    calls, which e.g. wake ``concurrent.futures`` workers), run the ``atexit`` handlers, flush, and leave
     with ``code`` before the native tear-down (:func:`main`). After Ray (``--executor ray``,
     ``--engine flower``): stop Ray if it is up and leave at once, as Ray's own exit handlers and
     threads can crash the process after a SIGTERM (a segmentation fault, found by a test)."""
@@ -73,10 +74,8 @@ def _leave(code: int) -> None:
         if ray is not None:
             if ray.is_initialized():
                 ray.shutdown()
-        else:
-            for thread in threading.enumerate():
-                if thread is not threading.current_thread() and not thread.daemon and thread.is_alive():
-                    thread.join()
+        else:  # the interpreter's own two steps, in its order: threading's exit calls, then the join; then atexit
+            threading._shutdown()  # type: ignore[attr-defined]
             atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):

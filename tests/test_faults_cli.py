@@ -146,6 +146,10 @@ def late():
 
 
 threading.Thread(target=late).start()  # non-daemon: the interpreter waits for it, and so must the CLI
+from concurrent.futures import ThreadPoolExecutor
+
+idle = ThreadPoolExecutor(1)  # never shut down: its non-daemon worker ends only on threading's own exit call
+idle.submit(int).result()
 sys.argv = ["flamingo-sim", *sys.argv[2:]]
 print("before main", flush=False)
 from flamingo_sim.cli import main
@@ -166,7 +170,7 @@ def test_the_command_leaves_after_python_s_own_end_but_before_the_native_tear_do
 
     script = tmp_path / "leave.py"
     script.write_text(_LEAVE_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path), *argv], capture_output=True, text=True, env=cli_env(), timeout=120)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path), *argv], capture_output=True, text=True, env=cli_env(), timeout=60)
     assert proc.returncode == code, proc.stderr
     assert proc.stdout.startswith("before main\n")  # buffered output flushed
     assert (tmp_path / "atexit").read_text() == "ran"

@@ -4,6 +4,7 @@ printed, both finish with metrics identical to the uninterrupted run; the same w
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -61,8 +62,6 @@ def _interrupt(cwd: Path, extra: list[str]) -> str:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert not (out / "summary.json").exists()  # stopped before the end
-    import json
-
     partial = [json.loads(f.read_text()) for f in (out / "units").glob("*.json")]
     assert any(not u["done"] and max(r["round"] for r in u["rows"]) >= 1 for u in partial), "no unit was part-way at the interrupt"
     return err.strip().splitlines()[-1]
