@@ -13,12 +13,14 @@ below and writes them deterministically, as two selectable *profile sets*::
   held within the plausibility bound :data:`MAX_CONTENTION`; Table 1 is matched where that
   bound allows and approached as closely as it allows elsewhere.
 - ``public`` (``profiles/public/<phone>/<model>.yaml``, :func:`public_profile`): nothing fitted
-  to the paper. Only the big-core choices, priced from the public measurements of SPEC.md
-  ("Public measurements that bound the absolute scale"): one big core as in the other sets,
-  more threads faster by the thread speed-up of the Raspberry Pi 5 measurement (no contention
-  term, ``kappa = 0``), power the sum of the pinned cores' CoreMark power (no uncore term,
-  which no public figure measures). Low-power choices are left out: no public figure measures
-  training on A55 cores.
+  to the paper. Only the big-core choices: one big core as in the other sets, more threads
+  faster by Amdahl's law with the parallel fraction that gives the *measured* multi-thread
+  speed-up of public mobile inference benchmarks on that SoC (:data:`PUBLIC_SCALING`: Paddle-Lite
+  on the SD855 and SD845 for MobileNetV2 and ShuffleNetV2, ncnn's ResNet-18 on the SD855+; the
+  two-thread figures check it), where one exists; where none does (SD865; ResNet-34 on the SD845)
+  the scaling is assumed and the notes say so. Power is the physical model's
+  (:mod:`~flamingo_sim.devices.power`: the sum of the pinned cores' CoreMark power). Low-power
+  choices are left out: no public figure measures training on A55 cores.
 
 Both sets cannot be one: Table 1's depthwise rows on SD855/SD865 (13.9x-39x) exceed any
 public thread-scaling measurement (a 4-thread step is at most ~2x slower than one thread).
@@ -42,14 +44,20 @@ busy powers ``p_i`` (per core type, from ``phones.yaml``; speed 1 = one Cortex-A
   (ShuffleNetV2 fastest on one big core and ``4567`` 1.8x slower than it); a quadratic penalty
   cannot give both.
 
-- Power above idle: an uncore/DRAM floor ``U`` plus each pinned core's busy power while it
-  computes (a fraction ``1/m`` of the step) and a fraction ``sigma`` of it while stalled::
+- Power above idle: an uncore/DRAM floor ``U`` (``uncore_power_w``, 0 on the shipped SoCs: no
+  public figure) plus each pinned core's busy power while it computes (a fraction ``1/m`` of the
+  step) and a fraction ``sigma`` of it while stalled::
 
       power_w = U + sum(p_i) * (1/m + sigma * (1 - 1/m)),   step_energy_j = power_w * step_latency_s
 
 Fitting (per phone and model). ``kappa_big`` is the value at which the speedup of the fastest
 viable choice over ``4567`` equals Table 1 (bisection; the speedup rises with ``kappa``);
-``sigma`` in [0, 1] then matches the energy efficiency (clipped at the bounds where it cannot).
+``sigma`` in [0, 1] then matches the energy efficiency, but never below the *monotone floor*:
+the smallest ``sigma`` at which power does not fall as cores are added (the ``monotone`` check of
+:mod:`~flamingo_sim.devices.power`). A stalled core keeps its clock running, so four busy-or-stalled
+cores cannot draw less than one of them. Where Table 1's energy efficiency is below its speedup
+(Flamingo's one core would draw more than the baseline's four), no ``sigma`` reaches it: the set
+holds the floor and reaches a higher energy efficiency, which the report prints beside Table 1.
 ``kappa_little`` is the model's default, capped so that no low-power choice exceeds the
 plausibility bound. In the ``anchored`` set ``kappa_big`` is capped the same way. Where Table 1
 gives 1x (Pixel 3 ResNet-34) ``kappa`` keeps the default, which leaves ``4567`` the fastest
@@ -76,7 +84,7 @@ from flamingo_sim.devices.profiles import (
 from flamingo_sim.devices.soc import Choice, Phone, load_phones, state_space
 
 __all__ = ["DnnModel", "DNN_MODELS", "TABLE1", "MAX_CONTENTION", "BATCH", "model_choice", "contention_bound",
-           "calibrate_profile", "public_profile", "calibrate_all", "main"]
+           "calibrate_profile", "public_profile", "calibrate_all", "main", "monotone_floor", "PUBLIC_SCALING"]
 
 #: Minibatch of a local step (the paper's).
 BATCH = 16
@@ -217,6 +225,26 @@ def _max_kappa(phone: Phone, dnn: DnnModel, big: bool) -> float:
     return _bisect(worst, 0.0, 1e3, MAX_CONTENTION * (1 - 1e-6))
 
 
+def monotone_floor(phone: Phone, dnn: DnnModel, kappa_big: float, kappa_little: float) -> float:
+    """The smallest ``sigma`` in [0, 1] at which the profile's power does not fall as cores are added
+    (every gap ``power(b) - power(a)`` for ``a``'s cores a subset of ``b``'s rises with ``sigma``:
+    the larger set has at least the cores and the contention of the smaller, so bisection finds it),
+    with a margin that keeps the files' 4-digit rounding on the right side."""
+    from flamingo_sim.devices.power import check_profile
+
+    def ok(sigma: float) -> bool:
+        prof = _profile(phone, dnn, kappa_big, kappa_little, sigma)
+        return not [v for v in check_profile(_round(prof)) if v.check == "monotone"]
+
+    if ok(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return min(1.0, hi * (1 + 1e-3))
+
+
 def _round(p: Profile, digits: int = 4) -> Profile:
     def r(x: float) -> float:
         return float(f"{x:.{digits}g}")
@@ -236,8 +264,47 @@ def _efficiency(p: Profile) -> float:
     return eff
 
 
-#: Where each figure of the ``public`` set comes from (SPEC.md section 3, "Public measurements
-#: that bound the absolute scale"); :func:`public_profile` writes the ones it uses into the notes.
+@dataclass(frozen=True)
+class Scaling:
+    """A public measurement of multi-thread speed-up on one SoC's big cores (the ``public`` set).
+
+    ``speedup_4``: 4 threads over 1 (the midpoint of the source's range over its versions);
+    ``speedup_2``: 2 threads over 1, the check (None where not measured); ``one_core``: the core
+    type the 1-thread run used."""
+
+    speedup_4: float
+    speedup_2: float | None
+    one_core: str
+    source: str
+
+
+_PADDLE = ("Paddle-Lite docs/benchmark/benchmark.md, armv8 fp32, 1/2/4 threads, midpoint of its five versions "
+           "(commits 68baf043, 0969ec34, eee7b063, b3e49501, 92a2da23; 2020-02 to 2021-06); 1 thread pinned to cpu7, "
+           "2 and 4 unpinned (lite/core/device_info.cc at 92a2da23)")
+_NCNN = ("ncnn benchmark/README.md, 'Qualcomm SM8150-AC Snapdragon 855+', resnet18, ./benchncnn 8 4 2 and 8 1 2 (big cores), "
+         "midpoint of its five versions (commits c384bc10, ae14ca91, 7b222a19, eeb969ad, e389a158; 2020-06 to 2024-06); "
+         "the 1-thread run is not pinned within the big cores (src/cpu.cpp lines 1760-1797 at a4d2ea1d): the scheduler "
+         "places a lone busy thread on the highest-capacity core, the Prime")
+#: Measured multi-thread speed-ups of mobile CNN inference per (SoC, model) (module docstring; no public
+#: figure measures training at 1 vs 4 threads on these SoCs). Models and SoCs missing here are assumed.
+PUBLIC_SCALING: dict[tuple[str, str], Scaling] = {
+    ("sd855", "mobilenet_v2"): Scaling(2.89, 1.73, "prime", f"MobileNetV2 on a Xiaomi Mi 9 (SD855): 4 threads 2.69-3.09x, "
+                                                            f"2 threads 1.63-1.83x; {_PADDLE}"),
+    ("sd855", "shufflenet_v2_x2"): Scaling(2.055, 1.515, "prime", f"ShuffleNetV2 (x1.0) on a Xiaomi Mi 9 (SD855): 4 threads "
+                                                                  f"1.67-2.44x, 2 threads 1.41-1.62x; {_PADDLE}"),
+    ("sd845", "mobilenet_v2"): Scaling(2.965, 1.775, "big", f"MobileNetV2 on a Xiaomi Mi 8 (SD845): 4 threads 2.76-3.17x, "
+                                                           f"2 threads 1.75-1.80x; {_PADDLE}"),
+    ("sd845", "shufflenet_v2_x2"): Scaling(2.33, 1.595, "big", f"ShuffleNetV2 (x1.0) on a Xiaomi Mi 8 (SD845): 4 threads "
+                                                               f"2.08-2.58x, 2 threads 1.50-1.69x; {_PADDLE}"),
+    ("sd855", "resnet34"): Scaling(2.02, None, "prime", f"ResNet-18 (the same basic blocks as ResNet-34) on a OnePlus 7T "
+                                                       f"(SD855+): 4 threads 1.90-2.14x; {_NCNN}"),
+}
+#: SoCs with no public multi-thread measurement that take another SoC's (the same 1+3+4 layout).
+PUBLIC_STAND_IN = {"sd865": "sd855"}
+
+
+#: Where each figure of the ``public`` set comes from (SPEC.md section 3, "Public measurements that
+#: bound the absolute scale"); :func:`public_profile` writes the ones it uses into the notes.
 PUBLIC_SOURCES = {
     "work": "work per step: 3x the forward FLOPs of one sample at the trained input size (torch.utils.flop_counter) x batch 16",
     "pi5": "Raspberry Pi 5, 4x Cortex-A76 @ 2.4 GHz (the SD855's big core), PyTorch, batch 16 at 224 px, full training: "
@@ -247,24 +314,65 @@ PUBLIC_SOURCES = {
     "speeds": "core speeds of profiles/phones.yaml, the same one big core as the other sets (SD855 Prime 2.84/2.42 GHz; "
               "SD845 big 0.58: Pixel 3 about 1.7x slower than SD855 phones on four big cores, TFLite, AI-Benchmark CPU 2324 "
               "vs 4046; SD865 A77 1.15 and Prime 1.35 from Arm's IPC figure and the clocks, the one speed not in SPEC.md's list)",
-    "power": "power above idle: the sum of the pinned cores' CoreMark power at full load (SD855 A76 0.84 W, Prime 1.08 W; "
-             "SD845 A75 1.30 W; SD865 A77 0.71 W, Prime 0.98 W), a lower bound for NEON-heavy training; no uncore/DRAM "
-             "term (no public figure measures it)",
+    "power": "power above idle: the physical model (flamingo_sim.devices.power), the sum of the pinned cores' CoreMark power at "
+             "full load (SD855 A76 0.84 W, Prime 1.08 W; SD845 A75 1.30 W; SD865 A77 0.71 W, Prime 0.98 W), a lower bound "
+             "for NEON-heavy training; no uncore/DRAM term (no public figure measures it)",
 }
 
 
-def public_profile(phone: Phone, model: str) -> Profile:
-    """The ``public`` profile of (phone, model): the big-core choices, no contention, CoreMark power.
+def _amdahl_fraction(phone: Phone, scaling: Scaling) -> float:
+    """The parallel fraction f at which :func:`model_choice` (no contention) gives ``scaling.speedup_4``
+    between one core of type ``scaling.one_core`` and all big cores (module docstring), in [0, 1]."""
+    soc = phone.soc
+    speeds = [soc.core_types[phone.layout.core_type(c)].speed for c in phone.layout.big]
+    one = 1.0 / soc.core_types[scaling.one_core].speed
+    serial, parallel = 1.0 / max(speeds), 1.0 / (len(speeds) * min(speeds))
+    return min(1.0, max(0.0, (serial - one / scaling.speedup_4) / (serial - parallel)))
 
-    Each choice is :func:`model_choice` with ``kappa = 0`` (``m = 1``): the step of ``n``
-    threads is ``W / g * ((1 - f) / max(s) + f / (n * min(s)))``, which on four A76 cores is
-    the Pi 5's measured step (g was derived from it), so four big cores train ``1 / ((1 - f) + f / 4)``
-    times faster than one (2.5x for the depthwise networks, 3.1x for ResNet-34); power is the
-    sum of the pinned cores' CoreMark power (``uncore_power_w`` set to 0).
+
+def public_scaling(phone: Phone, model: str) -> tuple[float, str]:
+    """The parallel fraction of ``model`` on ``phone``'s SoC in the ``public`` set, and where it comes from."""
+    soc = phone.soc.name
+    stand_in = PUBLIC_STAND_IN.get(soc, soc)
+    scaling = PUBLIC_SCALING.get((stand_in, model))
+    dnn = DNN_MODELS[model]
+    if scaling is None:
+        return dnn.parallel_fraction, (f"thread scaling ASSUMED: no public multi-thread measurement of {model} on {soc}; "
+                                       f"Amdahl's law with the model's parallel fraction f={dnn.parallel_fraction}")
+    f = _amdahl_fraction(phone, scaling)
+    where = scaling.source if stand_in == soc else (f"ASSUMED from {stand_in} (no public multi-thread measurement on {soc}; "
+                                                    f"the same 1+3+4 layout): {scaling.source}")
+    check = ""
+    if scaling.speedup_2 is not None:
+        two = _profile_f(phone, dnn, f)
+        one_label = str(phone.layout.prime if scaling.one_core == "prime" else min(c for c in phone.layout.big if c != phone.layout.prime))
+        two_label = f"4{phone.layout.prime}" if scaling.one_core == "prime" else "45"
+        pred = two[one_label] / two[two_label]
+        check = f"; check: 2 threads ({two_label}) {pred:.2f}x against the measured {scaling.speedup_2}x"
+    return f, f"thread scaling from a measured {scaling.speedup_4}x at 4 threads: Amdahl's law with f={f:.4g}{check}; {where}"
+
+
+def _profile_f(phone: Phone, dnn: DnnModel, f: float) -> dict[str, float]:
+    """Latency per big-core label at parallel fraction ``f``, no contention."""
+    import dataclasses
+
+    d = dataclasses.replace(dnn, parallel_fraction=f)
+    return {c.label: model_choice(phone, c, d, 0.0, 0.0, 1.0).step_latency_s for c in state_space(phone.layout) if c.uses_big}
+
+
+def public_profile(phone: Phone, model: str) -> Profile:
+    """The ``public`` profile of (phone, model): the big-core choices, measured thread scaling, physical power.
+
+    Each choice is :func:`model_choice` with no contention term (``kappa = 0``) and the parallel
+    fraction f that gives the SoC's measured 4-thread speed-up (:func:`public_scaling`): the step
+    of ``n`` threads is ``W / g * ((1 - f) / max(s) + f / (n * min(s)))``, one big core as in the
+    other sets; power is the physical model's (the sum of the pinned cores' CoreMark power,
+    ``uncore_power_w`` set to 0).
     """
     import dataclasses
 
-    dnn = DNN_MODELS[model]
+    f, how = public_scaling(phone, model)
+    dnn = dataclasses.replace(DNN_MODELS[model], parallel_fraction=f)
     soc = dataclasses.replace(phone.soc, uncore_power_w=0.0)
     bare = dataclasses.replace(phone, soc=soc)
     chs = tuple(model_choice(bare, c, dnn, 0.0, 0.0, 1.0) for c in state_space(phone.layout) if c.uses_big)
@@ -272,10 +380,10 @@ def public_profile(phone: Phone, model: str) -> Profile:
     notes = (
         f"public set, built only from public measurements (flamingo_sim.devices.calibrate.public_profile; nothing fitted "
         f"to the paper's Table 1). Big-core choices only: no public figure measures training on the low-power cores. "
-        f"W={dnn.work_gflop:.4g} GFLOP ({PUBLIC_SOURCES['work']}); g={dnn.gflops} GFLOP/s, f={dnn.parallel_fraction} "
-        f"({PUBLIC_SOURCES['pi5']}); {PUBLIC_SOURCES['one_core']}; {PUBLIC_SOURCES['speeds']}. Threads: no contention "
-        f"term, so all big cores ({four.label}: {four.step_latency_s:.4g} s) train {one.step_latency_s / four.step_latency_s:.3g}x "
-        f"faster than one ({one.label}: {one.step_latency_s:.4g} s). {PUBLIC_SOURCES['power']}."
+        f"W={dnn.work_gflop:.4g} GFLOP ({PUBLIC_SOURCES['work']}); g={dnn.gflops} GFLOP/s ({PUBLIC_SOURCES['pi5']}); "
+        f"{PUBLIC_SOURCES['one_core']}; {PUBLIC_SOURCES['speeds']}. Threads: {how}; so all big cores ({four.label}: "
+        f"{four.step_latency_s:.4g} s) train {one.step_latency_s / four.step_latency_s:.3g}x faster than one ({one.label}: "
+        f"{one.step_latency_s:.4g} s). {PUBLIC_SOURCES['power']}."
     )
     return _round(Profile(phone, dnn.name, "calibrated", BATCH, chs, notes))
 
@@ -299,9 +407,14 @@ def calibrate_profile(phone: Phone, model: str, profile_set: str = "paper") -> t
             kb = min(kb, _max_kappa(phone, dnn, big=True))
         if abs(_efficiency(_profile(phone, dnn, kb, kl, sigma)) - eff) > 1e-9:
             sigma = _bisect(lambda s: _efficiency(_profile(phone, dnn, kb, kl, s)), 0.0, 1.0, eff)
+    floor = monotone_floor(phone, dnn, kb, kl)
+    held = sigma < floor
+    sigma = max(sigma, floor)
     prof = _profile(phone, dnn, kb, kl, sigma)
     src = (f"Table 1 target speedup {target[0]}x, energy efficiency {target[1]}x; reached "
            f"{prof.speedup:.3g}x, {_efficiency(prof):.3g}x" if target else "no Table 1 target: model defaults")
+    if held:
+        src += f"; sigma held at the monotone floor {floor:.4g} (power does not fall as cores are added)"
     notes = (
         f"calibrated by flamingo_sim.devices.calibrate, profile set {profile_set!r} (kappa_big={kb:.6g}, "
         f"kappa_little={kl:.6g}, sigma={sigma:.6g}; {src}). W={dnn.work_gflop:.4g} GFLOP, g={dnn.gflops} GFLOP/s, "

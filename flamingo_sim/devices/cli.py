@@ -24,10 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="directory with phones.yaml and <phone>/<model>.yaml, searched before the shipped profiles "
                    "(repeatable; default: the user's profiles directory, $FLAMINGO_SIM_HOME/profiles or "
                    "~/.local/share/flamingo-sim/profiles)")
-    p.add_argument("--profile-set", default="paper", metavar="NAME",
+    p.add_argument("--profile-set", default=None, metavar="NAME",
                    help="which profile set to list: paper (Table 1 matched, the default), anchored (bounded thread contention) "
                    "or public (public measurements only); see phones.profile_set")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (with each profile's notes: its sources)")
+    p.add_argument("--check", action="store_true",
+                   help="check every profile set instead (or only --profile-set, if given): power must not fall as cores are "
+                   "added and must lie within a stated band of the physical power model; one line per violation; exit 1 "
+                   "if any (flamingo_sim.devices.power)")
     p.set_defaults(func=_profiles, cli_flags={"profile_set": "--profile-set"})
 
     p = sub.add_parser(
@@ -164,7 +168,11 @@ def _profiles(args: argparse.Namespace) -> int:
     for d in args.profiles_dir or []:
         if not d.is_dir():
             raise FlamingoError(f"--profiles-dir {d}: not a directory")
-    report = profiles_report([*(args.profiles_dir or [user_profiles_dir()]), shipped("profiles")], args.profile_set)
+    search = [*(args.profiles_dir or [user_profiles_dir()]), shipped("profiles")]
+    if args.check:
+        return _check(search, args.profile_set)
+    args.profile_set = args.profile_set or "paper"
+    report = profiles_report(search, args.profile_set)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -180,3 +188,44 @@ def _profiles(args: argparse.Namespace) -> int:
         for c in r["choices"]:
             print(f"  {c['label']:>6} {c['step_latency_s']:>10.4g} {_num(c['power_w'], 8)} {_num(c['step_energy_j'], 9)}")
     return 0
+
+
+def check_report(profiles_dirs: Sequence[str | Path], profile_sets: Sequence[str]) -> tuple[list[str], int]:
+    """The consistency checks (:mod:`flamingo_sim.devices.power`) of every profile of ``profile_sets`` on the search
+    path, and of each SoC's power against the device tree: one line per violation, and the number of profiles checked."""
+    from flamingo_sim.devices.catalogue import ProfileDirs
+    from flamingo_sim.devices.power import check_profile, voltage_checks
+    from flamingo_sim.devices.profiles import profile_path
+
+    search = ProfileDirs.of(profiles_dirs)
+    phones = search.phones()
+    lines: list[str] = []
+    socs: dict[str, Any] = {}
+    for phone in phones.values():
+        socs.setdefault(phone.soc.name, phone)
+    for phone in socs.values():
+        lines += voltage_checks(phone)
+    n = 0
+    for pset in profile_sets:
+        for name in sorted(phones):
+            found = {f.stem for d in search.dirs for f in profile_path(d, name, "x", pset).parent.glob("*.yaml")}
+            for model in sorted(found):
+                n += 1
+                lines += [v.line(pset) for v in check_profile(search.load(name, model, phones, pset))]
+    return lines, n
+
+
+def _check(search: Sequence[Path], profile_set: str | None) -> int:
+    from flamingo_sim.devices.power import POWER_BAND
+    from flamingo_sim.devices.profiles import PROFILE_SETS
+
+    if profile_set is not None and profile_set not in PROFILE_SETS:
+        raise ConfigError(f"--profile-set: expected one of {', '.join(PROFILE_SETS)}, got {profile_set!r}")
+    sets = (profile_set,) if profile_set else PROFILE_SETS
+    lines, n = check_report(search, sets)
+    for line in lines:
+        print(line)
+    lo, hi = POWER_BAND
+    print(f"{len(lines)} violation(s) in {n} profile(s) of {', '.join(sets)} (checks: power does not fall as cores are "
+          f"added; power within {lo}-{hi}x the physical model's; the device tree's coefficients imply a plausible voltage)")
+    return 1 if lines else 0

@@ -301,7 +301,8 @@ class ProfileSet:
     - the full state space in order (what exploration walks): ``space_latency_s``,
       ``space_power_w``, ``space_label_idx``, ``n_space``;
     - the baseline ``4567``: ``baseline_latency_s[p]``, ``baseline_power_w[p]``,
-      ``baseline_label_idx[p]``.
+      ``baseline_label_idx[p]``;
+    - ``batch_size[p]``: the minibatch the phone's profile was measured at.
 
     ``label_cores[l]`` gives the cores of label ``l``.
     """
@@ -322,6 +323,7 @@ class ProfileSet:
     baseline_latency_s: np.ndarray = field(init=False, repr=False)
     baseline_power_w: np.ndarray = field(init=False, repr=False)
     baseline_label_idx: np.ndarray = field(init=False, repr=False)
+    batch_size: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.phones) != len(self.profiles) or not self.profiles:
@@ -366,7 +368,8 @@ class ProfileSet:
         put("baseline_latency_s", np.array([p.baseline.step_latency_s for p in self.profiles]))
         put("baseline_power_w", np.array([p.baseline.power_w for p in self.profiles]))
         put("baseline_label_idx", np.array([index[p.baseline.label] for p in self.profiles], dtype=np.int64))
-        for a in (self.latency_s, self.power_w, self.label_idx, self.n_viable, self.space_latency_s, self.space_power_w,
+        put("batch_size", np.array([p.batch_size for p in self.profiles], dtype=np.float64))
+        for a in (self.batch_size, self.latency_s, self.power_w, self.label_idx, self.n_viable, self.space_latency_s, self.space_power_w,
                   self.space_label_idx, self.n_space, self.baseline_latency_s, self.baseline_power_w, self.baseline_label_idx):
             a.setflags(write=False)
 

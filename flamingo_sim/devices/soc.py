@@ -39,6 +39,8 @@ from flamingo_sim.errors import ConfigError
 __all__ = [
     "CoreLayout",
     "CoreTypeModel",
+    "AndroidScheduling",
+    "APP_STATES",
     "SocSpec",
     "Phone",
     "Choice",
@@ -94,18 +96,68 @@ class CoreLayout:
 
 @dataclass(frozen=True)
 class CoreTypeModel:
-    """Per-core-type parameters of the calibration model (see :mod:`.calibrate`).
+    """One core type of a SoC: its training speed, its power, and the kernel's Energy Model inputs.
 
-    ``speed``: sustained training throughput of one core relative to a Cortex-A76 at 2.42 GHz.
-    ``power_w``: power of one fully busy core of this type (dynamic, at its training frequency).
+    ``speed``: sustained training throughput of one core relative to a Cortex-A76 at 2.42 GHz
+    (the calibration model, :mod:`.calibrate`, and a thread the scheduler moves to this core,
+    :mod:`.scheduling`). ``power_w``: power of one fully busy core above idle (the physical power
+    model, :mod:`.power`). ``capacity_dmips_mhz``, ``dynamic_power_coefficient`` (uW/MHz/V^2) and
+    ``max_freq_mhz``: the device tree's Energy Model inputs (optional: a measured phone may not
+    know them); the kernel orders CPUs by ``capacity_dmips_mhz x max_freq_mhz``.
     """
 
     speed: float
     power_w: float
+    capacity_dmips_mhz: float | None = None
+    dynamic_power_coefficient: float | None = None
+    max_freq_mhz: float | None = None
 
     def __post_init__(self) -> None:
         if not self.speed > 0 or not self.power_w > 0:
             raise ValueError("speed and power_w must be positive")
+        for key in ("capacity_dmips_mhz", "dynamic_power_coefficient", "max_freq_mhz"):
+            value = getattr(self, key)
+            if value is not None and not value > 0:
+                raise ValueError(f"{key} must be positive, got {value}")
+
+    @property
+    def capacity(self) -> float:
+        """The kernel's capacity of this core (DMIPS/MHz x MHz); its ``speed`` where the device tree's inputs are not given."""
+        if self.capacity_dmips_mhz is None or self.max_freq_mhz is None:
+            return self.speed
+        return self.capacity_dmips_mhz * self.max_freq_mhz
+
+
+#: The app states whose cpuset a phone's catalogue entry gives (``phones.<name>.android.cpusets``).
+APP_STATES = ("top_app", "foreground", "background")
+
+
+@dataclass(frozen=True)
+class AndroidScheduling:
+    """How a phone's Android schedules apps: its release and each app state's cpuset (``phones.yaml``).
+
+    From Android 12 every app state has its own cpu cgroup and two groups sharing a core split it
+    by their ``cpu.shares`` (AOSP sets none: equal); before 12 app threads share the root cgroup
+    and split a core by their nice weights (:mod:`flamingo_sim.devices.scheduling`).
+    """
+
+    #: The Android release the phone runs (decides how a shared core is split).
+    version: int
+    #: App state -> the cpus of its cpuset (top_app, foreground, background), from the vendor's init files.
+    cpusets: dict[str, tuple[int, ...]] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.version < 1:
+            raise ValueError(f"version must be a positive Android release, got {self.version}")
+        missing = [s for s in APP_STATES if s not in self.cpusets]
+        unknown = sorted(set(self.cpusets) - set(APP_STATES))
+        if missing or unknown:
+            raise ValueError(f"cpusets: expected the app states {', '.join(APP_STATES)}; "
+                             + (f"missing {missing[0]!r}" if missing else f"unknown {unknown[0]!r}"))
+        object.__setattr__(self, "cpusets", {k: tuple(sorted(set(int(c) for c in v))) for k, v in self.cpusets.items()})
+        for state, cpus in self.cpusets.items():
+            if not cpus or min(cpus) < 0:
+                raise ValueError(f"cpusets.{state}: expected one or more core ids >= 0, got {list(cpus)}")
 
 
 @dataclass(frozen=True)
@@ -157,12 +209,18 @@ class Phone:
     voltage_v: float = 3.85
     body: ThermalBody | None = None  # mass and dimensions: the thermal circuit (devices.thermal)
     memory: PhoneMemory | None = None  # RAM and the app's limit (devices.memory)
+    android: AndroidScheduling | None = None  # its Android's app cpusets (the `android` interference model)
 
     def __post_init__(self) -> None:
         if not self.capacity_mah > 0:
             raise ValueError(f"capacity_mah must be positive, got {self.capacity_mah}")
         if not self.voltage_v > 0:
             raise ValueError(f"voltage_v must be positive, got {self.voltage_v}")
+        if self.android is not None:
+            cores = set(self.soc.low_power) | set(self.soc.big)
+            for state, cpus in self.android.cpusets.items():
+                if not set(cpus) <= cores:
+                    raise ValueError(f"android.cpusets.{state}: {sorted(set(cpus) - cores)} are not cores of SoC {self.soc.name}")
 
     @property
     def layout(self) -> CoreLayout:
@@ -249,6 +307,7 @@ class _PhoneEntry:
     voltage_v: float = 3.85
     body: Optional[ThermalBody] = None
     memory: Optional[PhoneMemory] = None
+    android: Optional[AndroidScheduling] = None
 
 
 @dataclass(frozen=True)
@@ -296,7 +355,7 @@ def _load_phones_file(path: Path, known_socs: dict[str, SocSpec]) -> tuple[dict[
         if p.soc not in usable:
             raise ConfigError(f"{path}: phones.{name}.soc: unknown SoC {p.soc!r} (known: {', '.join(sorted(usable))})")
         try:
-            phones[name] = Phone(name, p.display_name or name, usable[p.soc], p.capacity_mah, p.voltage_v, p.body, p.memory)
+            phones[name] = Phone(name, p.display_name or name, usable[p.soc], p.capacity_mah, p.voltage_v, p.body, p.memory, p.android)
         except ValueError as exc:
             raise ConfigError(f"{path}: phones.{name}: {exc}") from None
     return socs, phones

@@ -2,8 +2,10 @@
 
 For the baseline's choice (``4567``) and Flamingo's (the fastest viable one) of every profile:
 the steady-state temperature of training without pause at the given ambient (trace)
-temperature, when the cluster's throttling threshold is reached (never, if the steady state
-stays below it), the throttled step latency and energy, and the steady state once throttled
+temperature, heated by the physical power model's power of the choice
+(:func:`flamingo_sim.devices.power.physical_power_w`; the profile's own power prices the
+energy), when the cluster's throttling threshold is reached (never, if the steady state stays
+below it), the throttled step latency and energy, and the steady state once throttled
 (:mod:`flamingo_sim.devices.thermal`, the catalogue's ``body`` and ``throttle`` entries).
 """
 
@@ -14,6 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from flamingo_sim.devices.power import physical_power_w
 from flamingo_sim.devices.profiles import ChoiceProfile, Profile
 from flamingo_sim.devices.thermal import ThrottleRule, time_to_excess_s
 from flamingo_sim.errors import ConfigError
@@ -42,29 +45,30 @@ def sustained_rows(profiles: Sequence[Profile], ambient_c: float) -> list[dict[s
         r_k_w, tau_s = body.resistance_k_per_w, body.time_constant_s
         for who, choice in (("baseline", prof.baseline), ("flamingo", prof.best)):
             power = float(choice.power_w or 0.0)
+            heat = physical_power_w(prof.phone, choice.cores)
             rule = _rule(prof, choice)
             onset = math.inf if rule is None else float(time_to_excess_s(np.array(rule.threshold_c - ambient_c), np.array(0.0),
-                                                                          np.array(power), np.array(r_k_w), np.array(tau_s)))
+                                                                          np.array(heat), np.array(r_k_w), np.array(tau_s)))
             speed = 1.0 if rule is None or math.isinf(onset) else rule.speed_frac
             pfrac = 1.0 if rule is None or math.isinf(onset) else rule.power_frac
             rows.append({
                 "phone": prof.phone.name, "model": prof.model, "policy": who, "choice": choice.label, "power_w": power,
-                "step_latency_s": choice.step_latency_s, "resistance_k_per_w": r_k_w, "time_constant_s": tau_s,
-                "steady_c": ambient_c + power * r_k_w, "threshold_c": None if rule is None else rule.threshold_c,
+                "heat_w": heat, "step_latency_s": choice.step_latency_s, "resistance_k_per_w": r_k_w, "time_constant_s": tau_s,
+                "steady_c": ambient_c + heat * r_k_w, "threshold_c": None if rule is None else rule.threshold_c,
                 "onset_s": None if math.isinf(onset) else onset, "throttled_step_latency_s": choice.step_latency_s / speed,
                 "throttled_step_energy_j": choice.step_latency_s * power * pfrac / speed,
-                "throttled_steady_c": ambient_c + power * pfrac * r_k_w,
+                "throttled_steady_c": ambient_c + heat * pfrac * r_k_w,
             })
     return rows
 
 
 def format_rows(rows: Sequence[dict[str, Any]], ambient_c: float) -> str:
-    head = (f"{'phone':<14} {'model':<17} {'policy':<9} {'choice':<6} {'W':>6} {'steady':>8} {'throttle at':>11} "
+    head = (f"{'phone':<14} {'model':<17} {'policy':<9} {'choice':<6} {'heat W':>6} {'steady':>8} {'throttle at':>11} "
             f"{'s/step':>8} {'throttled':>10} {'then':>8}")
-    lines = [f"sustained training at {ambient_c:g} degC ambient (trace) temperature: steady state, onset of throttling, "
-             "step latency before and after it, steady state once throttled", head, "-" * len(head)]
+    lines = [f"sustained training at {ambient_c:g} degC ambient (trace) temperature, heated by the physical power model: "
+             "steady state, onset of throttling, step latency before and after it, steady state once throttled", head, "-" * len(head)]
     for r in rows:
         onset = "never" if r["onset_s"] is None else f"{r['onset_s'] / 60:.1f} min"
-        lines.append(f"{r['phone']:<14} {r['model']:<17} {r['policy']:<9} {r['choice']:<6} {r['power_w']:>6.2f} {r['steady_c']:>6.1f} C "
+        lines.append(f"{r['phone']:<14} {r['model']:<17} {r['policy']:<9} {r['choice']:<6} {r['heat_w']:>6.2f} {r['steady_c']:>6.1f} C "
                      f"{onset:>11} {r['step_latency_s']:>8.2f} {r['throttled_step_latency_s']:>10.2f} {r['throttled_steady_c']:>6.1f} C")
     return "\n".join(lines)

@@ -412,11 +412,15 @@ class ExperimentConfig:
 
     def _check_builtin_params(self) -> None:
         """The shipped plug-ins' parameters, checked with the file (the others' once they are imported, before the run)."""
-        from flamingo_sim.devices.policies import POLICIES
+        from flamingo_sim.devices.policies import POLICIES, RENAMED
         from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMS
         from flamingo_sim.fl.strategy.selection import SELECTORS
         from flamingo_sim.plugins import check_name, check_params, params_class
 
+        for name in [*self.policies, *self.policy_params]:
+            if name in RENAMED:
+                new, why = RENAMED[name]
+                raise ValueError(f"policies: policy {name!r} was renamed {new!r}: {why}")
         for name in self.policies:
             check_name("policy", name, POLICIES.builtin, "policies")
         check_name("selector", self.fl.selection, SELECTORS.builtin, "fl.selection")

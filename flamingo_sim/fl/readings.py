@@ -8,10 +8,20 @@ and ``reproduce`` sets every reading of :data:`READINGS` to the paper's text
 (:func:`readings_overrides`); ``--readings default`` (the default) changes nothing, so a run
 without the option is the simulator's default, bit for bit.
 
-A reading is either a config key (``policy.exploration``, ...), switched by a ``--set`` override
-before the user's own, or a reproduction key (``reproduce.table3_against``) that only
-``reproduce`` reads. ``rerun`` says whether switching it needs new runs (it changes what the
+A reading is a config key (``policy.exploration``, ...), switched by a ``--set`` override before
+the user's own. ``rerun`` says whether switching it needs new runs (it changes what the
 simulation does) or only a new reading of the same metrics (the target rule).
+
+Exploration is read two ways by the paper itself: section 5.1's profiles "benchmarked" before the
+evaluation (``none``, the ``paper`` setting) and Appendix B's explore-then-share (the first client
+of a phone model benchmarks it, then every other client reuses the profile: ``packed`` with
+sharing, the default). ``reproduce --readings paper`` runs and reports both
+(:data:`EXPLORE_THEN_SHARE`).
+
+Table 3's comparison is no reading: the paper compares Flamingo "against the Energy-Aware
+Scheduler", which is PyTorch's default as stock Android (EAS) schedules it, the ``baseline``
+policy under the ``android`` interference model (:mod:`flamingo_sim.devices.scheduling`), in
+every setting.
 """
 
 from __future__ import annotations
@@ -20,11 +30,7 @@ from dataclasses import dataclass
 
 from flamingo_sim.errors import ConfigError
 
-__all__ = ["Reading", "READINGS", "SILENT", "READING_SETS", "REPRODUCE_PREFIX", "readings_overrides", "config_overrides",
-           "reproduce_settings"]
-
-#: Keys of :data:`READINGS` that ``reproduce`` reads itself (not experiment config keys).
-REPRODUCE_PREFIX = "reproduce."
+__all__ = ["Reading", "READINGS", "SILENT", "READING_SETS", "EXPLORE_THEN_SHARE", "readings_overrides", "config_overrides"]
 
 
 @dataclass(frozen=True)
@@ -78,12 +84,6 @@ READINGS: tuple[Reading, ...] = (
             "5.1 (Metrics)",
             "a computed target 0.01 below the best, so that a policy need not match its own best evaluation to the sample",
             False),
-    Reading("table3", REPRODUCE_PREFIX + "table3_against", "eas", "4567",
-            "\"We compare the efficacy of Flamingo against the Energy-Aware Scheduler to reduce the impact on the PCMark score\"",
-            "5.1",
-            "Table 2's baseline (PyTorch's default, 4567), which every run already has; against EAS needs one more policy "
-            "run per task and seed (the report shows both when it has the EAS runs)",
-            False),
 )
 
 #: Choices the paper does not make at all (the simulator's own, knobs): key -> (default, what it is).
@@ -94,7 +94,8 @@ SILENT: dict[str, tuple[str, str]] = {
     "phones.mix": ("equal shares of the five phones", "the phone mix of the fleet"),
     "policy.min_battery_pct": ("30", "the battery level below which Flamingo declines while the phone is in use"),
     "traces.min_pct": ("10", "the energy threshold below which a client is offline (the paper: \"a minimum threshold\")"),
-    "policy.interference": ("foreground on cores 6, 7; shared core 2x slower", "the interference model"),
+    "policy.interference": ("android: Android's scheduling of the two apps on each phone's cpusets, training a foreground "
+                            "service, the owner's app 2 busy threads", "the interference model"),
 }
 
 #: The named settings: name -> reading name -> value (every reading of :data:`READINGS`).
@@ -111,21 +112,17 @@ def _check(name: str) -> dict[str, str]:
 
 
 def readings_overrides(name: str) -> tuple[str, ...]:
-    """The ``--set`` overrides of the named setting: every config-key reading whose value differs from the default
+    """The ``--set`` overrides of the named setting: every reading whose value differs from the default
     (none for ``default``, so a run without ``--readings`` is unchanged)."""
     values = _check(name)
-    return tuple(r.override(values[r.name]) for r in READINGS
-                 if not r.key.startswith(REPRODUCE_PREFIX) and values[r.name] != r.default)
+    return tuple(r.override(values[r.name]) for r in READINGS if values[r.name] != r.default)
 
 
 def config_overrides(values: dict[str, str]) -> tuple[str, ...]:
     """The ``--set`` overrides of a mix of readings (reading name -> value), default values left out."""
     by_name = {r.name: r for r in READINGS}
-    return tuple(by_name[n].override(v) for n, v in values.items()
-                 if not by_name[n].key.startswith(REPRODUCE_PREFIX) and v != by_name[n].default)
+    return tuple(by_name[n].override(v) for n, v in values.items() if v != by_name[n].default)
 
 
-def reproduce_settings(name: str) -> dict[str, str]:
-    """The reproduction keys of the named setting (``table3_against`` -> ``eas`` or ``4567``)."""
-    values = _check(name)
-    return {r.key[len(REPRODUCE_PREFIX):]: values[r.name] for r in READINGS if r.key.startswith(REPRODUCE_PREFIX)}
+#: The paper's readings with Appendix B's explore-then-share instead of section 5.1's benchmarked profiles.
+EXPLORE_THEN_SHARE = config_overrides({**READING_SETS["paper"], "exploration": READING_SETS["default"]["exploration"]})

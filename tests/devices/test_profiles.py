@@ -43,11 +43,38 @@ def test_thirty_figures():
         (p, m): (v[0][i], v[1][i]) for p, v in SPEC_TABLE1.items() for i, m in enumerate(MODELS)}
 
 
+def _at_monotone_floor(prof) -> bool:
+    """The profile's power is held where it stops falling as cores are added: its notes say so, and some
+    choice draws (to the files' rounding) what a choice on a subset of its cores draws."""
+    by = {c.cores: float(c.power_w) for c in prof.all_choices}
+    gaps = [by[b] / by[a] for a in by for b in by if a != b and set(a) < set(b)]
+    return "sigma held at the monotone floor" in prof.notes and 1.0 - 1e-3 <= min(gaps) <= 1.0 + 3e-3
+
+
 @pytest.mark.parametrize("phone,model,kind,target", CASES)
 def test_table1_within_5_percent(profiles_dir, phone, model, kind, target):
     prof = load_profile(profiles_dir, phone, model)
     assert prof.provenance == "calibrated"
-    assert getattr(prof, kind) == pytest.approx(target, rel=0.05)
+    value = getattr(prof, kind)
+    if kind == "speedup" or value == pytest.approx(target, rel=0.05):
+        assert value == pytest.approx(target, rel=0.05)
+    else:  # Table 1's energy efficiency needs power that falls as cores are added: the set stops at the floor, above it
+        assert value > target and _at_monotone_floor(prof), (value, prof.notes)
+
+
+@pytest.mark.parametrize("pset", ("paper", "anchored", "public"))
+def test_every_shipped_set_draws_power_monotone_in_cores(profiles_dir, pset):
+    from flamingo_sim.devices.power import check_profile
+
+    for phone in SPEC_TABLE1:
+        for model in MODELS:
+            prof = load_profile(profiles_dir, phone, model, profile_set=pset)
+            by = {c.cores: float(c.power_w) for c in prof.all_choices}
+            for a in by:  # restated: power does not fall as cores are added
+                for b in by:
+                    if a != b and set(a) < set(b):
+                        assert by[b] >= by[a] * (1 - 1e-3), (pset, phone, model, a, b)
+            assert not [v for v in check_profile(prof) if v.check == "monotone"]
 
 
 def _cp(label: str, lat: float, pw: float = 1.0) -> ChoiceProfile:
@@ -123,6 +150,14 @@ COREMARK_W = {"sd855": {"big": 0.84, "prime": 1.08}, "sd845": {"big": 1.30}, "sd
 SOC = {"galaxy_tab_s6": "sd855", "galaxy_s10e": "sd855", "oneplus_8": "sd865", "mi_10": "sd865", "pixel_3": "sd845"}
 
 
+# The public multi-thread measurements, restated from their sources (calibrate.PUBLIC_SCALING): the
+# 4-thread speed-up over one thread (midpoint of the source's range), the 2-thread range, and which core
+# the one-thread run used. Paddle-Lite (Mi 9 SD855, Mi 8 SD845); ncnn ResNet-18 on the SD855+.
+MEASURED = {("sd855", "mobilenet_v2"): (2.89, (1.63, 1.83), "7"), ("sd855", "shufflenet_v2_x2"): (2.055, (1.41, 1.62), "7"),
+            ("sd845", "mobilenet_v2"): (2.965, (1.75, 1.80), "4"), ("sd845", "shufflenet_v2_x2"): (2.33, (1.50, 1.69), "4"),
+            ("sd855", "resnet34"): (2.02, None, "7")}
+
+
 @pytest.mark.parametrize("phone", sorted(SPEC_TABLE1))
 @pytest.mark.parametrize("model", MODELS)
 def test_public_set_within_public_bounds(profiles_dir, phone, model):
@@ -135,28 +170,36 @@ def test_public_set_within_public_bounds(profiles_dir, phone, model):
     # one big core as in the paper set
     assert by["4"].step_latency_s == next(c.step_latency_s for c in paper.all_choices if c.label == "4")
     # all four big cores faster than one, by at most the thread count
-    assert 2.0 <= by["4"].step_latency_s / by["4567"].step_latency_s <= 4.0
-    # four big cores at the Raspberry Pi 5's measured throughput (four A76 at 2.4 GHz; GFLOP/s
-    # from its 224 px steps, ResNet-34's applied to the 32x32 speech input as well), scaled by
-    # the phone's big-core speed; up to 20 % faster where a Prime core runs the serial part
-    speed = prof.phone.soc.core_types["big"].speed
-    rate = 3 * 16 * FWD_GFLOP[model] / by["4567"].step_latency_s / speed
-    assert PI5_4XA76_GFLOPS[model] * 0.99 <= rate <= PI5_4XA76_GFLOPS[model] * (1.2 if prof.phone.layout.prime else 1.01)
+    assert 1.5 <= by["4"].step_latency_s / by["4567"].step_latency_s <= 4.0
+    # the measured 4-thread speed-up where a measurement exists (the SD865 takes the SD855's), the 2-thread one within
+    # the measured range (a check the fit does not use), and the notes say which; elsewhere they say it is assumed
+    measured = MEASURED.get(({"sd865": "sd855"}.get(soc, soc), model))
+    if measured is None:
+        assert "ASSUMED: no public multi-thread measurement" in prof.notes
+    else:
+        four, two, one = measured
+        assert by[one].step_latency_s / by["4567"].step_latency_s == pytest.approx(four, rel=2e-3)
+        pair = "47" if one == "7" else "45"
+        if two is not None:
+            assert two[0] * 0.97 <= by[one].step_latency_s / by[pair].step_latency_s <= two[1] * 1.03
+        assert ("ASSUMED from sd855" in prof.notes) == (soc == "sd865")
     # power: the pinned cores' CoreMark power, nothing else
     for c in prof.all_choices:
         want = sum(COREMARK_W[soc]["prime" if core == prof.phone.layout.prime else "big"] for core in c.cores)
         assert c.power_w == pytest.approx(want, abs=1e-3), c.label
-    # Flamingo's chosen execution is all big cores: no contention makes a smaller choice faster
+    # Flamingo's chosen execution is all big cores: measured scaling never makes a smaller choice faster
     assert prof.best.label == "4567" and prof.speedup == 1.0
     assert "Raspberry Pi 5" in prof.notes and "CoreMark" in prof.notes and "Table 1" in prof.notes
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_public_set_pixel3_four_big_cores_about_1_7x_slower_than_sd855(profiles_dir, model):
-    # TFLite: the Pixel 3 (SD845) is about 1.7x slower than SD855 phones on four big cores
+    # TFLite: the Pixel 3 (SD845) is about 1.7x slower than SD855 phones on four big cores (one network, inference).
+    # Each set's per-model scaling moves it: 1.3x for ResNet-34 (the SD855's measured 2.02x at 4 threads against the
+    # SD845's assumed Amdahl scaling) to 2.0x for MobileNetV2.
     pixel = load_profile(profiles_dir, "pixel_3", model, profile_set="public").baseline
     s10e = load_profile(profiles_dir, "galaxy_s10e", model, profile_set="public").baseline
-    assert 1.5 <= pixel.step_latency_s / s10e.step_latency_s <= 2.0
+    assert 1.25 <= pixel.step_latency_s / s10e.step_latency_s <= 2.1
 
 
 @pytest.mark.parametrize("pset", SETS)
@@ -174,10 +217,14 @@ def test_pixel3_is_slower_than_sd855_per_big_core(profiles_dir, pset, model):
 def test_anchored_set_matches_table1_where_the_bound_allows(profiles_dir, phone, model, kind, target):
     prof = load_profile(profiles_dir, phone, model, profile_set="anchored")
     value = getattr(prof, kind)
-    if phone == "pixel_3" or model == "resnet34":
+    if kind == "energy_efficiency" and value > target * 1.05:  # held at the monotone floor, as in the paper set
+        assert _at_monotone_floor(prof), (value, prof.notes)
+    elif phone == "pixel_3" or model == "resnet34":
         assert value == pytest.approx(target, rel=0.05)
-    else:  # SD855/SD865 depthwise rows: Table 1 exceeds the plausibility bound
+    elif kind == "speedup":  # SD855/SD865 depthwise rows: Table 1 exceeds the plausibility bound
         assert 1.0 < value < target
+    else:  # their energy efficiency: matched where the bounded speedup still allows it, below Table 1 otherwise
+        assert 1.0 < value <= target * 1.05
 
 
 @pytest.mark.slow

@@ -19,12 +19,15 @@ def test_pixel3_baseline_throttles_at_the_closed_form_onset():
     base = rows["baseline"]
     body = prof.phone.body
     assert body is not None
-    r, tau, p = body.resistance_k_per_w, body.time_constant_s, 2.731
-    assert base["steady_c"] == pytest.approx(30.0 + p * r)  # 41.7 degC
-    assert base["onset_s"] == pytest.approx(tau * math.log(p * r / (p * r - 10.0)))  # 40 degC = 10 K above the trace
+    # heat: the physical model, four busy A75 cores at 1.30 W each (CoreMark); energy: the profile's 1.869 W
+    r, tau, heat, p = body.resistance_k_per_w, body.time_constant_s, 4 * 1.30, 1.869
+    assert base["heat_w"] == pytest.approx(heat) and base["power_w"] == p
+    assert base["steady_c"] == pytest.approx(30.0 + heat * r)  # 52.4 degC
+    assert base["onset_s"] == pytest.approx(tau * math.log(heat * r / (heat * r - 10.0)))  # 40 degC = 10 K above the trace
     assert base["throttled_step_latency_s"] == pytest.approx(49.7 / 0.6)
     assert base["throttled_step_energy_j"] == pytest.approx(49.7 * p * 0.5 / 0.6)
-    assert base["throttled_steady_c"] == pytest.approx(30.0 + 0.5 * p * r)
-    # Flamingo's choice on the Pixel 3 (core 4, 1.9 W) stays below 40 degC: never throttled
+    assert base["throttled_steady_c"] == pytest.approx(30.0 + 0.5 * heat * r)
+    # Flamingo's choice on the Pixel 3 (core 4, 1.30 W of heat) stays below 40 degC: never throttled
     assert rows["flamingo"]["choice"] == "4" and rows["flamingo"]["onset_s"] is None
+    assert rows["flamingo"]["steady_c"] == pytest.approx(30.0 + 1.30 * r) and rows["flamingo"]["steady_c"] < base["steady_c"]
     assert rows["flamingo"]["throttled_step_latency_s"] == rows["flamingo"]["step_latency_s"]

@@ -5,13 +5,13 @@
   :class:`PricedPolicy`, the public pricing helpers a policy is written with;
 - :mod:`.baseline`: :class:`BaselinePolicy`, PyTorch's default (always ``4567``);
 - :mod:`.flamingo`: :class:`FlamingoPolicy`, Flamingo's runtime;
-- :mod:`.eas`: :class:`EasPolicy`, Android's Energy-Aware Scheduler, as the paper compared it.
+- :mod:`.least_energy`: :class:`LeastEnergyPolicy`, the least-energy choice that fits, pinned (``eas`` before).
 
 :func:`make_policy` builds one from :data:`POLICIES` (:class:`~flamingo_sim.plugins.Registry`): by
-name (``baseline``, ``flamingo``, ``eas``), import path ``package.module:ClassName`` or an entry
+name (``baseline``, ``flamingo``, ``least_energy``), import path ``package.module:ClassName`` or an entry
 point of group ``flamingo_sim.policies``, constructed as ``cls(config, **params)`` with the shared
 :class:`PolicyConfig` and the policy's own parameters (``policy_params.<name>``, checked by its
-``Params`` dataclass, e.g. :class:`~flamingo_sim.devices.policies.eas.EasParams`).
+``Params`` dataclass, e.g. :class:`~flamingo_sim.devices.policies.least_energy.LeastEnergyParams`).
 """
 
 from __future__ import annotations
@@ -29,22 +29,26 @@ from flamingo_sim.devices.policies.base import (
     TaskRequest,
 )
 from flamingo_sim.devices.policies.baseline import BaselinePolicy
-from flamingo_sim.devices.policies.eas import EasParams, EasPolicy
 from flamingo_sim.devices.policies.flamingo import FlamingoPolicy
+from flamingo_sim.devices.policies.least_energy import LeastEnergyParams, LeastEnergyPolicy
 from flamingo_sim.plugins import Registry
 
 __all__ = [
     "DECLINE_REASONS", "Policy", "PolicyConfig", "PricedPolicy", "TaskOutcome", "TaskRequest",
-    "BaselinePolicy", "EasParams", "EasPolicy", "FlamingoPolicy", "POLICIES", "make_policy",
+    "BaselinePolicy", "LeastEnergyParams", "LeastEnergyPolicy", "FlamingoPolicy", "POLICIES", "make_policy", "RENAMED",
 ]
 
 #: The shipped policies by name; import paths and entry points (group ``flamingo_sim.policies``) find the rest.
-POLICIES = Registry(CONTRACT, {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy, "eas": EasPolicy})
+POLICIES = Registry(CONTRACT, {"baseline": BaselinePolicy, "flamingo": FlamingoPolicy, "least_energy": LeastEnergyPolicy})
+#: Shipped policies that were renamed: old name -> (new name, why).
+RENAMED = {"eas": ("least_energy", "it picks the least-energy choice from Flamingo's own profiles, which the kernel's EAS never "
+                                   "sees; PyTorch's default as stock Android (EAS) schedules it is the baseline policy under the "
+                                   "android interference model")}
 
 
 def make_policy(spec: str, config: PolicyConfig | None = None, params: Mapping[str, Any] | None = None, *,
                 source: str = "", search: Sequence[Path] = ()) -> Policy:
-    """A policy by name (``baseline``, ``flamingo``, ``eas``, an installed entry point) or import path
+    """A policy by name (``baseline``, ``flamingo``, ``least_energy``, an installed entry point) or import path
     ``package.module:ClassName``, built with the shared ``config`` and its own ``params``
     (the mapping ``policy_params.<spec>``, checked by the policy's ``Params``); ``source`` (the
     experiment file) and ``search`` (folders for an import path's module) as

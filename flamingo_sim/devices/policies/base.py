@@ -29,9 +29,11 @@ from flamingo_sim.config import check_ranges
 from flamingo_sim.devices.battery import population_fingerprint
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.devices.scheduling import contention_table
 from flamingo_sim.plugins import Contract
 
-__all__ = ["DECLINE_REASONS", "PolicyConfig", "TaskRequest", "TaskOutcome", "Policy", "PricedPolicy", "POLICY_METHODS", "CONTRACT"]
+__all__ = ["DECLINE_REASONS", "PolicyConfig", "TaskRequest", "TaskOutcome", "Policy", "PricedPolicy", "Ladders", "Priced",
+           "POLICY_METHODS", "CONTRACT"]
 
 DECLINE_REASONS = ("too_hot", "in_use_exploring", "low_battery_in_use")
 
@@ -86,12 +88,17 @@ class TaskRequest:
     temperature_c: np.ndarray
     in_use: np.ndarray
     slot_s: float
+    #: The minibatch each client trains (k,), or None: the profiles' own batch. A step's latency and energy
+    #: scale with it (:meth:`PricedPolicy.price`), the rule the memory model's shrunk batches follow too.
+    batch_size: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         k = len(np.asarray(self.client_idx))
         for name in ("phone_idx", "battery_pct", "charging", "temperature_c"):
             if np.asarray(getattr(self, name)).shape != (k,):
                 raise ValueError(f"TaskRequest.{name} must have shape ({k},)")
+        if self.batch_size is not None and (np.shape(self.batch_size) != (k,) or np.any(np.asarray(self.batch_size) < 1)):
+            raise ValueError(f"TaskRequest.batch_size must have shape ({k},) and hold positive sizes")
         use = np.asarray(self.in_use)
         if use.ndim != 2 or use.shape[0] != k or use.shape[1] < 1:
             raise ValueError(f"TaskRequest.in_use must have shape ({k}, n_slots >= 1)")
@@ -115,6 +122,10 @@ class TaskOutcome:
     (its update never reaches the server); the engine drops such a client with reason
     ``interrupted``. Policies that never interrupt leave it out: it defaults to all ``False``.
     ``duration_s``/``energy_j``/``interference_s`` are those of the whole task either way.
+
+    ``interference_s``: the owner's foreground time slowed by training; ``foreground_lost_s``:
+    that time weighed by the share of the owner's work lost (Table 3's intensity). A policy that
+    leaves the latter out gets half of ``interference_s`` (two equal threads sharing a core).
     """
 
     accepted: np.ndarray
@@ -126,9 +137,16 @@ class TaskOutcome:
     labels: tuple[str, ...]
     mode: np.ndarray
     interrupted: np.ndarray = field(default=None)  # type: ignore[arg-type]  # bool (k,), default (None) all False
+    foreground_lost_s: np.ndarray = field(default=None)  # type: ignore[arg-type]  # float (k,), default interference_s / 2
 
     def __post_init__(self) -> None:
         k = len(np.asarray(self.accepted))
+        if self.foreground_lost_s is None:
+            self.foreground_lost_s = np.asarray(self.interference_s, dtype=float) * 0.5
+        else:
+            self.foreground_lost_s = np.asarray(self.foreground_lost_s, dtype=float)
+            if self.foreground_lost_s.shape != (k,):
+                raise ValueError(f"TaskOutcome.foreground_lost_s must have shape ({k},), got {self.foreground_lost_s.shape}")
         if self.interrupted is None:
             self.interrupted = np.zeros(k, dtype=bool)
         else:
@@ -174,6 +192,47 @@ POLICY_METHODS = ("init", "run_tasks", "state_dict", "load_state_dict", "settle"
 CONTRACT = Contract("policy", Policy, required=POLICY_METHODS[:4], optional=("settle",))
 
 
+@dataclass(frozen=True)
+class Ladders:
+    """Each of ``k`` requests' ladder of execution choices, ``C`` rungs (what :meth:`PricedPolicy.price` runs).
+
+    Rung 0 is where a task starts (the fastest); rungs at and beyond ``n_rungs[i]`` are padding
+    (latency and power NaN, label -1). ``controlled[i]``: the task runs the control loop over its
+    ladder; otherwise it stays on rung 0."""
+
+    latency_s: np.ndarray  # (k, C) profiled step latency of each rung, at the profiles' batch
+    power_w: np.ndarray  # (k, C) profiled power of each rung
+    label_idx: np.ndarray  # (k, C) the rung's label index in the profile set
+    n_rungs: np.ndarray  # (k,) int
+    controlled: np.ndarray  # (k,) bool
+
+    @classmethod
+    def single(cls, latency_s: np.ndarray, power_w: np.ndarray, label_idx: np.ndarray) -> "Ladders":
+        """One rung per request (the given choice), no control loop."""
+        k = len(latency_s)
+        return cls(np.asarray(latency_s, dtype=float)[:, None], np.asarray(power_w, dtype=float)[:, None],
+                   np.asarray(label_idx, dtype=np.int64)[:, None], np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool))
+
+
+@dataclass(frozen=True)
+class Priced:
+    """What :meth:`PricedPolicy.price` returns: per request (zero for those not run)."""
+
+    duration_s: np.ndarray
+    energy_j: np.ndarray
+    interference_s: np.ndarray
+    foreground_lost_s: np.ndarray
+    steps_by_label: np.ndarray  # (k, n_labels)
+    end_s: np.ndarray  # start_s + duration_s
+
+    def then(self, later: "Priced") -> "Priced":
+        """This part followed by ``later`` (a continuation started at this part's end): sums, and ``later``'s end."""
+        ran = later.duration_s > 0
+        return Priced(self.duration_s + later.duration_s, self.energy_j + later.energy_j, self.interference_s + later.interference_s,
+                      self.foreground_lost_s + later.foreground_lost_s, self.steps_by_label + later.steps_by_label,
+                      np.where(ran, later.end_s, self.end_s))
+
+
 class PricedPolicy(Policy):
     """A policy that prices its tasks on the profile set: the helpers every shipped policy uses.
 
@@ -184,9 +243,15 @@ class PricedPolicy(Policy):
     - :meth:`monitor` gives the decline reasons of Flamingo's monitoring;
     - :meth:`run_fixed` runs every accepted request on one execution choice per phone;
     - :meth:`price` runs tasks on ladders of choices (with or without the control loop).
+
+    ``pinned``: whether the policy pins its threads to its choice's cores (``sched_setaffinity``,
+    as Flamingo does) or leaves their placement to the kernel (PyTorch's default); under the
+    ``android`` interference model an unpinned thread moves off a core the owner's app needs
+    (:mod:`flamingo_sim.devices.scheduling`).
     """
 
     name = "base"
+    pinned = True
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config or PolicyConfig()
@@ -203,12 +268,8 @@ class PricedPolicy(Policy):
         self.profile_set = profile_set
         self.client_phone = phone_idx.copy()
         self._phone_crc = None
-        fg = self.config.interference
-        socs = [prof.phone.soc for prof in profile_set.profiles]
-        held = [set(fg.cores_for(soc.foreground_cores)) for soc in socs]
-        # (n_phones, n_labels): the label's cores overlap the phone's foreground cores
-        self._label_shared = np.array([[bool(set(c) & h) for c in profile_set.label_cores] for h in held], dtype=bool)
-        self._slowdown = np.array([fg.slowdown_for(soc.shared_core_slowdown) for soc in socs])
+        # (n_phones, n_labels): what the owner's use does to each choice's step on each phone
+        self.contention = contention_table(profile_set, self.config.interference, self.pinned)
 
     @property
     def profiles(self) -> ProfileSet:
@@ -237,11 +298,10 @@ class PricedPolicy(Policy):
         ph = np.asarray(req.phone_idx, dtype=np.int64)
         reason = np.full(k, "", dtype=object) if reason is None else reason
         run = reason == ""
-        dur, en, inter, counts, _ = self.price(
-            req, latency_s[ph][:, None], power_w[ph][:, None], label_idx[ph][:, None],
-            np.ones(k, dtype=np.int64), np.zeros(k, dtype=bool), run)
+        got = self.price(req, Ladders.single(latency_s[ph], power_w[ph], label_idx[ph]), run)
         mode = np.where(run, name, "declined").astype(object)
-        return TaskOutcome(run, reason, dur, en, inter, counts, ps.labels, mode)
+        return TaskOutcome(run, reason, got.duration_s, got.energy_j, got.interference_s, got.steps_by_label, ps.labels, mode,
+                           foreground_lost_s=got.foreground_lost_s)
 
     def monitor(self, req: TaskRequest, profiled: np.ndarray) -> np.ndarray:
         """Decline reasons of Flamingo's monitoring: ``too_hot``; then, for the ``profiled``
@@ -254,30 +314,36 @@ class PricedPolicy(Policy):
         reason[np.asarray(req.temperature_c, dtype=float) > cfg.max_temperature_c] = "too_hot"
         return reason
 
-    def price(self, req: TaskRequest, lat, pw, label, n_rungs, controlled, run, n_steps=None, start_s=None) -> tuple:
-        """Run the selected tasks (mask ``run``) on their ladders; returns full-size arrays
-        ``(duration_s, energy_j, interference_s, steps per label, end_s)``. ``n_steps`` (k,)
-        defaults to the request's; ``start_s`` (k,) to 0."""
+    def price(self, req: TaskRequest, ladders: Ladders, run: np.ndarray, n_steps: np.ndarray | None = None,
+              start_s: np.ndarray | None = None) -> Priced:
+        """Run the selected tasks (mask ``run``) on their ``ladders``; full-size arrays (:class:`Priced`).
+
+        ``n_steps`` (k,) defaults to the request's; ``start_s`` (k,) to 0. A step's latency (and so
+        its energy) scales with the client's minibatch over the profiles' (``req.batch_size``);
+        while the owner uses the phone each rung's step is priced by :attr:`contention`."""
         ps = self.profiles
         k = req.k
-        dur, en, inter, end = np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k)
+        dur, en, inter, lost, end = np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k), np.zeros(k)
         counts = np.zeros((k, ps.n_labels), dtype=np.int64)
         sel = np.flatnonzero(run)
         if sel.size:
             cfg = self.config
-            lab = label[sel]
+            lab = np.asarray(ladders.label_idx)[sel]
             ph = np.asarray(req.phone_idx, dtype=np.int64)[sel]
-            shared = self._label_shared[ph[:, None], np.maximum(lab, 0)] & (lab >= 0)
+            lat = np.asarray(ladders.latency_s, dtype=float)[sel]
+            if req.batch_size is not None:
+                lat = lat * (np.asarray(req.batch_size, dtype=float)[sel] / ps.batch_size[ph])[:, None]
             steps = np.full(sel.size, req.n_steps) if n_steps is None else np.asarray(n_steps)[sel]
             start = None if start_s is None else np.asarray(start_s, dtype=float)[sel]
-            res = run_ladder(lat[sel], pw[sel], shared, n_rungs[sel], steps, np.asarray(req.in_use, dtype=bool)[sel],
-                             req.slot_s, controlled[sel], cfg.interference, cfg.interference_factor, cfg.probe_s,
-                             start_s=start, slowdown=self._slowdown[ph])
-            dur[sel], en[sel], inter[sel], end[sel] = res.duration_s, res.energy_j, res.interference_s, res.end_s
+            res = run_ladder(lat, np.asarray(ladders.power_w, dtype=float)[sel], np.asarray(ladders.n_rungs)[sel], steps,
+                             np.asarray(req.in_use, dtype=bool)[sel], req.slot_s, np.asarray(ladders.controlled)[sel],
+                             self.contention.at(ph, lab), cfg.interference_factor, cfg.probe_s, start_s=start)
+            dur[sel], en[sel], inter[sel], lost[sel], end[sel] = res.duration_s, res.energy_j, res.interference_s, \
+                res.foreground_lost_s, res.end_s
             rows = np.repeat(sel, lab.shape[1])
             ok = lab.ravel() >= 0
             np.add.at(counts, (rows[ok], lab.ravel()[ok]), res.steps.ravel()[ok])
-        return dur, en, inter, counts, end
+        return Priced(dur, en, inter, lost, counts, end)
 
     def state_dict(self) -> dict[str, Any]:
         """The policy's name and a checksum of the clients' phones (set by :meth:`init`, not saved whole)."""

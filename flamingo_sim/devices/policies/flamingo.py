@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from flamingo_sim.devices.policies.base import PricedPolicy, TaskOutcome, TaskRequest
+from flamingo_sim.devices.policies.base import Ladders, PricedPolicy, TaskOutcome, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.sparse import SparseVector
 
@@ -135,34 +135,33 @@ class FlamingoPolicy(PricedPolicy):
         lat[default, 0] = ps.baseline_latency_s[ph[default]]
         pw[default, 0] = ps.baseline_power_w[ph[default]]
         lab[default, 0] = ps.baseline_label_idx[ph[default]]
-        dur, en, inter, counts, _ = self.price(request, lat, pw, lab, n_rungs, control, control | default)
+        got = self.price(request, Ladders(lat, pw, lab, n_rungs, control), control | default)
 
         # Explorers: one segment per explored choice, back to back, then the rest controlled.
         t = np.zeros(k)
         seg_end = np.zeros(seg_choice.shape)
-        one = np.ones(k, dtype=np.int64)
         for j in range(seg_choice.shape[1]):
             run = explore & (seg_steps[:, j] > 0)
             pos = np.maximum(seg_choice[:, j], 0)
-            part = self.price(request, ps.space_latency_s[ph, pos][:, None], ps.space_power_w[ph, pos][:, None],
-                               ps.space_label_idx[ph, pos][:, None], one, np.zeros(k, dtype=bool), run,
-                               n_steps=seg_steps[:, j], start_s=t)
-            dur, en, inter, counts = dur + part[0], en + part[1], inter + part[2], counts + part[3]
-            t = np.where(run, part[4], t)
+            part = self.price(request, Ladders.single(ps.space_latency_s[ph, pos], ps.space_power_w[ph, pos], ps.space_label_idx[ph, pos]),
+                              run, n_steps=seg_steps[:, j], start_s=t)
+            got = got.then(part)
+            t = np.where(run, part.end_s, t)
             seg_end[:, j] = t
         rest = np.where(explore, request.n_steps - seg_steps.sum(axis=1), 0)
         run = rest > 0
         if run.any():
-            part = self.price(request, ps.latency_s[ph], ps.power_w[ph], ps.label_idx[ph], ps.n_viable[ph],
-                               np.ones(k, dtype=bool), run, n_steps=rest, start_s=t)
-            dur, en, inter, counts = dur + part[0], en + part[1], inter + part[2], counts + part[3]
+            ladders = Ladders(ps.latency_s[ph], ps.power_w[ph], ps.label_idx[ph], ps.n_viable[ph], np.ones(k, dtype=bool))
+            got = got.then(self.price(request, ladders, run, n_steps=rest, start_s=t))
+        dur = got.duration_s
         rows = np.flatnonzero(explore)
         self._pending = {"rows": rows, "client": ci[rows], "phone": ph[rows], "choice": seg_choice[rows],
                          "full": seg_steps[rows] == seg_len, "end_s": seg_end[rows], "duration_s": dur[rows]}
 
         mode = np.full(k, "declined", dtype=object)
         mode[explore], mode[default], mode[control] = "explore", "default", "control"
-        return TaskOutcome(accepted, reason, dur, en, inter, counts, ps.labels, mode)
+        return TaskOutcome(accepted, reason, dur, got.energy_j, got.interference_s, got.steps_by_label, ps.labels, mode,
+                           foreground_lost_s=got.foreground_lost_s)
 
     def settle(self, outcome: TaskOutcome, done_frac: np.ndarray) -> None:
         """Book exploration progress once the round is settled.

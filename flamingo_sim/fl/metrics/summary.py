@@ -46,6 +46,7 @@ COLUMNS = {
     "energy_exploring_j": "training energy those exploring clients drew this round (J)",
     "jain_participation": "Jain's index over all clients of the rounds each was kept so far (1 = all equal)",
     "jain_energy": "Jain's index over all clients of the training energy each has paid so far",
+    "straggler_phone": "phone model of the round's slowest kept client, whose task sets the round's duration ('' if none kept)",
 }
 
 

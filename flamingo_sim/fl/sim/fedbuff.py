@@ -65,6 +65,7 @@ class _Task:
     battery_j: float  # of which its battery pays (none on the charger)
     duration_s: float  # priced duration of the whole task
     interference_s: float
+    foreground_lost_s: float
     steps: np.ndarray  # steps per execution choice (kept tasks count)
     phone: int
     foreground_s: float  # the owner's use of the phone while the task holds it
@@ -100,7 +101,8 @@ class AsyncSimulation(Simulation):
         n_phones = len(self.parts.population.phone_names)
         return {"dispatched": 0, "dropped": np.zeros(len(REASONS), dtype=np.int64), "energy_j": 0.0, "interference_s": 0.0,
                 "steps": np.zeros(len(self.parts.choice_labels), dtype=np.int64), "phone_interference_s": np.zeros(n_phones),
-                "phone_foreground_s": np.zeros(n_phones), "phone_training_foreground_s": np.zeros(n_phones)}
+                "phone_foreground_s": np.zeros(n_phones), "phone_training_foreground_s": np.zeros(n_phones),
+                "phone_foreground_lost_s": np.zeros(n_phones)}
 
     def _dispatch(self, t_s: float) -> None:
         """Fill one free slot at ``t_s``: select, price and settle a client's task."""
@@ -119,7 +121,7 @@ class AsyncSimulation(Simulation):
             client_idx=one, phone_idx=pop.phone_idx[one], n_steps=rules.fl.local_steps, start_s=t_s,
             battery_pct=self.budget.level_pct_at(one), charging=plugged,
             temperature_c=self._extra("temperature_c", t_s, one, DEFAULT_TEMPERATURE_C), in_use=self._in_use(t_s, one),
-            slot_s=float(self.parts.traces.step_s),
+            slot_s=float(self.parts.traces.step_s), batch_size=np.full(1, rules.fl.batch_size, dtype=np.int64),
         )
         out = self.policy.run_tasks(request)
         duration_s = out.duration_s + pop.comm_s(self.model_size_mb, one)
@@ -138,7 +140,7 @@ class AsyncSimulation(Simulation):
         ends = t_s + rules.fedbuff.retry_s if reason == DECLINED or ran_s <= 0 else t_s + ran_s
         spent_j = float(settled.energy_spent_j[0])
         task = _Task(c, self.n_dispatch, self.round, t_s, reason, spent_j, 0.0 if plugged[0] else spent_j, float(duration_s[0]),
-                     float(out.interference_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
+                     float(out.interference_s[0] * done), float(out.foreground_lost_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
                      float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]),
                      float(self._foreground_s(t_s, one, out.duration_s)[0]) * done)
         self.busy = np.union1d(self.busy, one)
@@ -165,6 +167,7 @@ class AsyncSimulation(Simulation):
         w["phone_interference_s"][task.phone] += task.interference_s
         w["phone_foreground_s"][task.phone] += task.foreground_s
         w["phone_training_foreground_s"][task.phone] += task.training_foreground_s
+        w["phone_foreground_lost_s"][task.phone] += task.foreground_lost_s
         if task.reason == KEPT:
             self.rounds_kept.add([c], 1)
             w["steps"] += task.steps
@@ -261,6 +264,7 @@ class AsyncSimulation(Simulation):
             interference_s_by_phone={phone: float(w["phone_interference_s"][p]) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(w["phone_foreground_s"][p]) for p, phone in enumerate(pop.phone_names)},
             training_foreground_s_by_phone={phone: float(w["phone_training_foreground_s"][p]) for p, phone in enumerate(pop.phone_names)},
+            foreground_lost_s_by_phone={phone: float(w["phone_foreground_lost_s"][p]) for p, phone in enumerate(pop.phone_names)},
             # whole numbers: any order of summing gives the same; energies are summed over every client as before
             jain_participation=jain_index(self.rounds_kept.values.astype(np.float64), n=pop.n_clients),
             jain_energy=jain_index(self.client_energy_j),

@@ -1,22 +1,27 @@
 """The engine's hook for two device limits: heat (``devices.thermal``) and memory (``devices.memory``).
 
 :class:`DeviceLimits` is built only when one of them is on (``devices.enabled``); with both off
-the engine never calls it and a run is bit-identical to one without it. Per round, the engine:
+the engine never calls it. Per round, the engine:
 
 1. asks :meth:`DeviceLimits.temperature_c` for the selected clients' battery temperature: the
    trace's plus the excess their earlier training left, decayed since
    (:mod:`flamingo_sim.devices.thermal`); the policies' monitoring reads it (``too_hot``);
-2. hands the policy's priced tasks to :meth:`DeviceLimits.apply`: memory first (a client whose
-   training does not fit is dropped, reason ``out_of_memory``, or its minibatch shrinks to the
-   largest that fits: step latency and energy scale with the batch, the profiles being measured
-   at ``fl.batch_size``), then heat (each task's cluster is capped once the modelled temperature
-   passes its threshold: :func:`~flamingo_sim.devices.thermal.throttled_task`);
-3. after settlement, :meth:`DeviceLimits.settle` books each client's excess temperature at the
+2. asks :meth:`DeviceLimits.batches` for each client's minibatch before the policy prices the
+   tasks: a client whose training does not fit is dropped (reason ``out_of_memory``) or its
+   minibatch shrinks to the largest that fits; the policy prices every step at the client's
+   batch (step latency and energy scale with it: :meth:`~flamingo_sim.devices.policies.PricedPolicy.price`);
+3. hands the policy's priced tasks to :meth:`DeviceLimits.apply`: the dropped clients declined,
+   then heat (each task's cluster is capped once the modelled temperature passes its threshold:
+   :func:`~flamingo_sim.devices.thermal.throttled_task`);
+4. after settlement, :meth:`DeviceLimits.settle` books each client's excess temperature at the
    point its task stopped (the share ``done_frac`` that ran), and :meth:`DeviceLimits.columns`
    gives the round's per-phone counts (metrics columns that exist only with the model on).
 
 A task's throttling follows the cluster of the choice it ran most steps on (a step on several
-clusters runs at the pace of its slowest one).
+clusters runs at the pace of its slowest one), and so does its heat: the physical power model's
+power of that choice (:func:`~flamingo_sim.devices.power.physical_power_w`), scaled by the task's
+energy over its profiled energy at that choice (so waits the contention model priced below full
+power heat less), never the power a profile set fitted to energy ratios.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import torch
 
 from flamingo_sim.devices.memory import GIB, largest_batch
 from flamingo_sim.devices.policies import TaskOutcome, TaskRequest
+from flamingo_sim.devices.power import physical_power_w
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.thermal import excess_after, throttled_task
 from flamingo_sim.errors import ConfigError
@@ -91,6 +97,12 @@ class DeviceLimits:
                     slow = min(rules, key=lambda r: r.speed_frac)
                     self.threshold_c[i, j] = min(r.threshold_c for r in rules) if cfg.throttle_threshold_c is None else cfg.throttle_threshold_c
                     self.speed_frac[i, j], self.power_frac[i, j] = slow.speed_frac, slow.power_frac
+            # (n_phones, n_labels): physical power over profiled power, what turns a task's mean power into its heat
+            self.heat_scale = np.ones((len(phones), n_labels))
+            for i, prof in enumerate(profiles.profiles):
+                for c in prof.all_choices:
+                    if c.power_w:
+                        self.heat_scale[i, profiles.labels.index(c.label)] = physical_power_w(prof.phone, c.cores) / c.power_w
             self.excess_c = np.zeros(n)  # excess over the trace's temperature when each client last stopped training
             self.at_s = np.zeros(n)  # when that was
         if self.memory:
@@ -114,9 +126,21 @@ class DeviceLimits:
         self._round = {"excess0": excess}
         return trace_c + excess
 
-    def apply(self, request: TaskRequest, outcome: TaskOutcome) -> tuple[TaskOutcome, np.ndarray | None]:
-        """The priced tasks under the memory and heat limits; returns the outcome and each
-        client's minibatch (None: every client trains ``fl.batch_size``)."""
+    def batches(self, phone_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each request's minibatch (the largest that fits, at most ``fl.batch_size``) and whether its
+        training does not fit at all (or must not shrink: ``devices.memory: drop``)."""
+        ph = np.asarray(phone_idx, dtype=np.int64)
+        full = np.full(len(ph), self.batch_size, dtype=np.int64)
+        if not self.memory:
+            return full, np.zeros(len(ph), dtype=bool)
+        fit = self.batch_fit[ph]
+        short = fit < self.batch_size
+        oom = short & ((fit == 0) | (self.cfg.memory == "drop"))
+        return np.where(short & ~oom, fit, full), oom
+
+    def apply(self, request: TaskRequest, outcome: TaskOutcome, oom: np.ndarray | None) -> TaskOutcome:
+        """The priced tasks under the memory and heat limits: ``oom`` (from :meth:`batches`) declined
+        ``out_of_memory``, the rest throttled where the modelled temperature passes the threshold."""
         ph = np.asarray(request.phone_idx, dtype=np.int64)
         acc = np.asarray(outcome.accepted, dtype=bool).copy()
         reason = np.asarray(outcome.decline_reason, dtype=object).copy()
@@ -124,22 +148,13 @@ class DeviceLimits:
         dur = np.asarray(outcome.duration_s, dtype=float).copy()
         en = np.asarray(outcome.energy_j, dtype=float).copy()
         inter = np.asarray(outcome.interference_s, dtype=float).copy()
+        lost = np.asarray(outcome.foreground_lost_s, dtype=float).copy()
         steps = np.asarray(outcome.steps_by_choice).copy()
         k = len(acc)
-        oom = np.zeros(k, dtype=bool)
-        shrunk = np.zeros(k, dtype=bool)
-        batch = None
-        if self.memory:
-            fit = self.batch_fit[ph]
-            short = acc & (fit < self.batch_size)
-            oom = short & ((fit == 0) | (self.cfg.memory == "drop"))
-            shrunk = short & ~oom
-            scale = np.where(shrunk, fit / self.batch_size, 1.0)
-            dur, en, inter = dur * scale, en * scale, inter * scale
-            acc[oom], reason[oom], mode[oom] = False, OUT_OF_MEMORY, "declined"
-            dur[oom], en[oom], inter[oom], steps[oom] = 0.0, 0.0, 0.0, 0
-            if shrunk.any():
-                batch = np.where(shrunk, fit, self.batch_size).astype(np.int64)
+        oom = (np.zeros(k, dtype=bool) if oom is None else np.asarray(oom, dtype=bool)) & acc
+        shrunk = acc & ~oom & (np.asarray(request.batch_size) < self.batch_size) if request.batch_size is not None else np.zeros(k, dtype=bool)
+        acc[oom], reason[oom], mode[oom] = False, OUT_OF_MEMORY, "declined"
+        dur[oom], en[oom], inter[oom], lost[oom], steps[oom] = 0.0, 0.0, 0.0, 0.0, 0
         throttled_s = np.zeros(k)
         if self.thermal:
             excess0 = self._round["excess0"]
@@ -148,14 +163,14 @@ class DeviceLimits:
             tau, res = self.tau_s[ph], self.resistance[ph]
             speed, pfrac = self.speed_frac[ph, label], self.power_frac[ph, label]
             run = acc & (dur > 0)
+            power = np.where(run, en / np.where(dur > 0, dur, 1.0), 0.0)
+            heat = power * self.heat_scale[ph, label]
             tasks = throttled_task(np.where(run, dur, 0.0), np.where(run, en, 0.0), excess0, self.threshold_c[ph, label] - trace_c,
-                                   speed, pfrac, res, tau)
-            power = np.where(run & (dur > 0), en / np.where(dur > 0, dur, 1.0), 0.0)
+                                   speed, pfrac, res, tau, heat_w=heat)
             dur, en, throttled_s = np.where(run, tasks.duration_s, dur), np.where(run, tasks.energy_j, en), np.where(run, tasks.throttled_s, 0.0)
-            self._round.update(tasks=tasks, power=power, pfrac=pfrac, run=run, tau=tau, res=res)
+            self._round.update(tasks=tasks, power=heat, pfrac=pfrac, run=run, tau=tau, res=res)
         self._round.update(oom=oom, shrunk=shrunk, throttled_s=throttled_s, too_hot=reason == "too_hot", phone=ph)
-        out = TaskOutcome(acc, reason, dur, en, inter, steps, outcome.labels, mode, outcome.interrupted & acc)
-        return out, batch
+        return TaskOutcome(acc, reason, dur, en, inter, steps, outcome.labels, mode, outcome.interrupted & acc, foreground_lost_s=lost)
 
     def settle(self, t0_s: float, clients: np.ndarray, done_frac: np.ndarray) -> None:
         """Book each client's excess temperature where its task stopped (``done_frac`` of it ran)."""

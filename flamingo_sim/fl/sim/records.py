@@ -3,7 +3,8 @@
 :meth:`flamingo_sim.fl.sim.simulation.Simulation.finish_round` returns a :class:`RoundRecord`;
 callbacks receive it (:mod:`flamingo_sim.fl.runner.callbacks`) and :meth:`RoundRecord.to_row` gives
 the ``metrics.parquet`` row (columns in :data:`flamingo_sim.fl.metrics.summary.COLUMNS`, then
-``steps_<choice>``, ``interference_s_<phone>``, ``foreground_s_<phone>`` and ``training_foreground_s_<phone>``). :meth:`RoundRecord.from_row` reads a row
+``steps_<choice>``, ``interference_s_<phone>``, ``foreground_s_<phone>``, ``training_foreground_s_<phone>`` and
+``foreground_lost_s_<phone>``). :meth:`RoundRecord.from_row` reads a row
 back (checkpoints store rows, plain data).
 """
 
@@ -18,6 +19,7 @@ from flamingo_sim.fl.sim.rounds import DROP_REASONS
 __all__ = ["RoundRecord"]
 
 _STEPS, _INTERFERENCE, _FOREGROUND, _TRAINING_FG = "steps_", "interference_s_", "foreground_s_", "training_foreground_s_"
+_FOREGROUND_LOST = "foreground_lost_s_"
 #: Columns of the device limits (:mod:`flamingo_sim.fl.sim.limits`), present only with ``devices.thermal`` / ``devices.memory`` on.
 LIMIT_PREFIXES = ("dropped_out_of_memory", "out_of_memory_", "batch_shrunk_", "declined_too_hot", "throttled_")
 
@@ -33,8 +35,11 @@ class RoundRecord:
     used them meanwhile (the task's whole time under the job, transfers included),
     ``training_foreground_s_by_phone`` their use while training ran (over each whole task,
     scaled by the share that ran, as the interference is; the denominator of the
-    user-experience intensity, :mod:`flamingo_sim.studies.reproduce.ux`). The mappings are read-only. ``n_exploring`` and ``energy_exploring_j``:
+    user-experience intensity, :mod:`flamingo_sim.studies.reproduce.ux`), ``foreground_lost_s_by_phone``
+    the interference weighed by the share of the owners' work it cost (its numerator). The mappings are read-only. ``n_exploring`` and ``energy_exploring_j``:
     selected clients whose task explored an execution choice, and the energy they drew.
+    ``straggler_phone``: the phone model of the round's slowest kept client, whose task sets the
+    round's duration under keep-the-K-fastest ('' where none was kept; FedBuff rounds have none).
     ``jain_*`` are Jain's indices over all clients so far (:mod:`flamingo_sim.fl.sim.fairness`);
     ``staleness_mean`` is set by the asynchronous engine only (a column only there);
     ``device_limits`` (column -> value) only with ``devices.thermal`` or ``devices.memory`` on
@@ -62,12 +67,14 @@ class RoundRecord:
     interference_s_by_phone: Mapping[str, float]
     foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
     training_foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
+    foreground_lost_s_by_phone: Mapping[str, float] = field(default_factory=dict)
     n_exploring: int = 0
     energy_exploring_j: float = 0.0
     jain_participation: float = float("nan")
     jain_energy: float = float("nan")
     staleness_mean: float | None = None
     device_limits: Mapping[str, float] | None = None
+    straggler_phone: str = ""  # the phone model of the slowest kept client ('' if none kept, or FedBuff)
 
     def __post_init__(self) -> None:
         if set(self.dropped) != set(DROP_REASONS):
@@ -78,6 +85,7 @@ class RoundRecord:
         object.__setattr__(self, "interference_s_by_phone", MappingProxyType(dict(self.interference_s_by_phone)))
         object.__setattr__(self, "foreground_s_by_phone", MappingProxyType(dict(self.foreground_s_by_phone)))
         object.__setattr__(self, "training_foreground_s_by_phone", MappingProxyType(dict(self.training_foreground_s_by_phone)))
+        object.__setattr__(self, "foreground_lost_s_by_phone", MappingProxyType(dict(self.foreground_lost_s_by_phone)))
 
     def to_row(self) -> dict[str, Any]:
         """The ``metrics.parquet`` row, columns in their documented order."""
@@ -103,11 +111,13 @@ class RoundRecord:
             "energy_exploring_j": self.energy_exploring_j,
             "jain_participation": self.jain_participation,
             "jain_energy": self.jain_energy,
+            "straggler_phone": self.straggler_phone,
         }
         row.update({f"{_STEPS}{label}": n for label, n in self.steps_by_choice.items()})
         row.update({f"{_INTERFERENCE}{phone}": s for phone, s in self.interference_s_by_phone.items()})
         row.update({f"{_FOREGROUND}{phone}": s for phone, s in self.foreground_s_by_phone.items()})
         row.update({f"{_TRAINING_FG}{phone}": s for phone, s in self.training_foreground_s_by_phone.items()})
+        row.update({f"{_FOREGROUND_LOST}{phone}": s for phone, s in self.foreground_lost_s_by_phone.items()})
         if self.staleness_mean is not None:
             row["staleness_mean"] = self.staleness_mean
         if self.device_limits is not None:
@@ -120,7 +130,7 @@ class RoundRecord:
         plain = {k: row[k] for k in ("policy", "seed", "round", "time_s", "duration_s", "accuracy", "loss", "train_loss",
                                      "n_online", "n_selected", "n_kept", "energy_j", "energy_cum_j", "interference_s",
                                      "clients_lost", "clients_lost_cum")}
-        extra = {k: row[k] for k in ("jain_participation", "jain_energy", "staleness_mean") if k in row}
+        extra = {k: row[k] for k in ("jain_participation", "jain_energy", "staleness_mean", "straggler_phone") if k in row}
         limits = {k: v for k, v in row.items() if k.startswith(LIMIT_PREFIXES)}
         if limits:
             extra["device_limits"] = limits
@@ -134,4 +144,5 @@ class RoundRecord:
             interference_s_by_phone={k[len(_INTERFERENCE):]: v for k, v in row.items() if k.startswith(_INTERFERENCE)},
             foreground_s_by_phone={k[len(_FOREGROUND):]: v for k, v in row.items() if k.startswith(_FOREGROUND)},
             training_foreground_s_by_phone={k[len(_TRAINING_FG):]: v for k, v in row.items() if k.startswith(_TRAINING_FG)},
+            foreground_lost_s_by_phone={k[len(_FOREGROUND_LOST):]: v for k, v in row.items() if k.startswith(_FOREGROUND_LOST)},
         )

@@ -266,6 +266,9 @@ class Simulation:
         temperature_c = self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C)
         if self.limits is not None:
             temperature_c = self.limits.temperature_c(t0, chosen, temperature_c)
+            batch_size, out_of_memory = self.limits.batches(pop.phone_idx[chosen])
+        else:
+            batch_size, out_of_memory = np.full(len(chosen), rules.fl.batch_size, dtype=np.int64), None
         request = TaskRequest(
             client_idx=chosen,
             phone_idx=pop.phone_idx[chosen],
@@ -276,11 +279,11 @@ class Simulation:
             temperature_c=temperature_c,
             in_use=self._in_use(t0, chosen),
             slot_s=float(self.parts.traces.step_s),
+            batch_size=batch_size,
         )
         outcome = self.policy.run_tasks(request)
-        batch_size = None
         if self.limits is not None:
-            outcome, batch_size = self.limits.apply(request, outcome)
+            outcome = self.limits.apply(request, outcome, out_of_memory)
         comm_s = pop.comm_s(self.model_size_mb, chosen)
         duration_s = outcome.duration_s + comm_s
 
@@ -313,7 +316,7 @@ class Simulation:
             settled=settled,
             kept=chosen[settled.kept],
             plugged=plugged,
-            batch_size=batch_size,
+            batch_size=batch_size if np.any(batch_size != rules.fl.batch_size) else None,
         )
 
     def train_round(self, plan: RoundPlan) -> float:
@@ -419,6 +422,7 @@ class Simulation:
         # the owner feels every training step that ran, kept or not; the owner's foreground
         # time is counted over each selected client's time under the job this round
         interference_s = outcome.interference_s * settled.done_frac
+        lost_s = outcome.foreground_lost_s * settled.done_frac
         span_s = np.maximum(settled.duration_s, outcome.duration_s * settled.done_frac)
         foreground_s = self._foreground_s(t0, chosen, span_s)
         # while training ran: over the whole task, scaled by the share that ran (as interference_s is)
@@ -459,10 +463,12 @@ class Simulation:
             interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             foreground_s_by_phone={phone: float(foreground_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             training_foreground_s_by_phone={phone: float(training_fg_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
+            foreground_lost_s_by_phone={phone: float(lost_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
             jain_participation=jain_index(self.rounds_kept.values, n=pop.n_clients),
             jain_energy=jain_index(self.energy_drawn_j.values, n=pop.n_clients),
             **_exploring(outcome, settled.energy_spent_j),
             device_limits=limits,
+            straggler_phone=pop.phone_names[int(chosen_phone[settled.kept[-1]])] if len(settled.kept) else "",
         )
 
     def initial_record(self) -> RoundRecord:
@@ -479,6 +485,7 @@ class Simulation:
             interference_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             training_foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
+            foreground_lost_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             device_limits=None if self.limits is None else self.limits.columns(empty=True),
         )
 

@@ -35,30 +35,32 @@ def reproduce(
 ) -> Path:
     """Run (or resume) the paper's tasks into ``out_dir/runs/`` and write the report; returns ``report.md``.
 
-    ``execution``: where the (task, seed, policy) units
-    run (:mod:`flamingo_sim.studies.study`); ``again``: the command that continues an interrupted run.
-    ``readings``: ``default`` or ``paper`` (:mod:`flamingo_sim.fl.readings`, set before ``overrides``; ``paper`` also
-    runs EAS for Table 3, into ``out_dir/eas``); ``attribution``: also run the walk from the paper's readings to the
-    default (:mod:`~flamingo_sim.studies.reproduce.attribution`, into ``out_dir/attribution/<config>``, reusing the
-    main runs where they are one of its configurations) and add "Why our Table 2 differs from the paper's"."""
+    ``execution``: where the (task, seed, policy) units run (:mod:`flamingo_sim.studies.study`); ``again``: the command
+    that continues an interrupted run. ``readings``: ``default`` or ``paper`` (:mod:`flamingo_sim.fl.readings`, set
+    before ``overrides``); ``paper`` also runs Appendix B's explore-then-share reading of exploration (into
+    ``out_dir/explore_then_share``) and reports both. ``attribution``: also run the walk from the paper's readings to the
+    default (:mod:`~flamingo_sim.studies.reproduce.attribution`, into ``out_dir/attribution/<config>``, reusing the main
+    runs where they are one of its configurations) and on past the default into the model's mechanisms
+    (:mod:`~flamingo_sim.studies.reproduce.mechanisms`, into ``out_dir/mechanisms/<variant>``), and add "Why our
+    Table 2 differs from the paper's"."""
     from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.readings import readings_overrides, reproduce_settings
+    from flamingo_sim.fl.readings import EXPLORE_THEN_SHARE, readings_overrides
     from flamingo_sim.studies.reproduce.paper import TASKS
     from flamingo_sim.studies.reproduce.run import experiment_path, run_tasks
 
     own = readings_overrides(readings)  # checks the name before anything runs
-    against = reproduce_settings(readings)["table3_against"]
     todo = tuple(tasks or TASKS)
     common: dict[str, Any] = dict(tasks=todo, n_seeds=n_seeds, quick=quick, log=log, execution=execution, again=again)
     done = run_tasks(out_dir, overrides=(*own, *overrides), **common)
-    eas_dirs: dict[str, Path] = {}
-    if against == "eas":  # Table 3 as the paper compared it: EAS on the same tasks, seeds and readings
-        eas = run_tasks(Path(out_dir) / "eas", overrides=(*own, *overrides, "policies=[eas]"), **common)
-        eas_dirs = {d.task: d.run_dir for d in eas}
-    walks = None
+    ets_dir = None
+    if readings == "paper":  # the paper's other reading of exploration: Appendix B's explore-then-share
+        ets_dir = Path(out_dir) / "explore_then_share"
+        run_tasks(ets_dir, overrides=(*EXPLORE_THEN_SHARE, *overrides), **common)
+    walks = mech = None
     if attribution:
         from flamingo_sim.fl.runner.results import load_run
         from flamingo_sim.studies.reproduce.attribution import attribute, run_configs
+        from flamingo_sim.studies.reproduce.mechanisms import mechanism_configs, mechanism_steps
 
         where: dict[str, Path] = {}
         for name, config in run_configs().items():
@@ -68,17 +70,41 @@ def reproduce(
             where[name] = Path(out_dir) / "attribution" / name
             run_tasks(where[name], overrides=(*config, *overrides), **common)
         walks = [attribute(t, {name: load_run(d / "runs" / t)[0] for name, d in where.items()}) for t in todo]
+        mix = load_experiment(experiment_path(todo[0]), done[0].overrides).phones.mix
+        variants = mechanism_configs(mix if isinstance(mix, dict) else {})  # from_traces: no fixed shares to leave one out of
+        for name, m in variants.items():
+            run_tasks(Path(out_dir) / "mechanisms" / name, overrides=(*m.overrides, *overrides), **common)
+        default_dir = where["default"]
+        mech = {t: mechanism_steps(t, load_run(default_dir / "runs" / t)[0],
+                                   {n: load_run(Path(out_dir) / "mechanisms" / n / "runs" / t)[0] for n in variants}, variants)
+                for t in todo}
     from flamingo_sim.fl.runner.compose import profile_dirs  # torch and matplotlib: after every argument and config is checked
     from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
 
     first = experiment_path(done[0].task)
     cfg = load_experiment(first, done[0].overrides)
     profiles = profile_dirs(cfg, first)
-    catalogue = profiles.phones()
-    slowdowns = {}
-    for d in done:  # each phone's foreground slowdown as the task ran it (Table 3's intensity)
-        model = load_experiment(experiment_path(d.task), d.overrides).policy.interference
-        slowdowns[d.task] = {name: model.foreground_slowdown_for(phone.soc.shared_core_slowdown) for name, phone in catalogue.items()}
-    results = load_results([(d.task, d.run_dir) for d in done], slowdowns, eas_dirs)
+    construction = {d.task: _construction(load_experiment(experiment_path(d.task), d.overrides), profiles) for d in done}
+    results = load_results([(d.task, d.run_dir) for d in done], construction)
+    explore = load_results([(d.task, ets_dir / "runs" / d.task) for d in done], construction) if ets_dir is not None else None
     return write_reproduction(results, out_dir, quick=quick, profiles=profiles, overrides={d.task: d.overrides for d in done},
-                              profile_set=cfg.phones.profile_set, readings=readings, table3_against=against, walks=walks)
+                              profile_set=cfg.phones.profile_set, readings=readings, walks=walks, mechanisms=mech,
+                              explore_then_share=explore)
+
+
+def _construction(cfg: Any, profiles: Any) -> dict[str, dict[str, Any]]:
+    """Per phone of the task's fleet: the owner's loss while training runs the baseline's placement (unpinned) and
+    Flamingo's chosen execution (pinned), with where the threads run (Table 3's "by construction" column)."""
+    from flamingo_sim.devices.scheduling import contention
+
+    catalogue = profiles.phones()
+    model = cfg.policy.interference
+    out = {}
+    mix = cfg.phones.mix
+    for name in (mix if isinstance(mix, dict) else sorted(catalogue)):
+        prof = profiles.load(name, cfg.model, phones=catalogue, profile_set=cfg.phones.profile_set)
+        base = contention(prof.phone, prof.baseline.cores, False, model, prof.baseline.step_latency_s, cfg.model)
+        best = contention(prof.phone, prof.best.cores, True, model, prof.best.step_latency_s, cfg.model)
+        out[name] = {"baseline": (base.foreground_loss, base.placement.describe()),
+                     "flamingo": (prof.best.label, best.foreground_loss, best.placement.describe())}
+    return out

@@ -14,7 +14,8 @@ switched back, the charge state still the paper's) and ``default``; each is a fu
 ``reproduce`` study of the same tasks and seeds. Only Table 2's two policies (``baseline`` and
 ``flamingo``) enter a step's target, as in the paper ("the highest achieved by either").
 
-Table 3's comparison (``reproduce.table3_against``) is not a step: it does not move Table 2.
+Past the default, :mod:`~flamingo_sim.studies.reproduce.mechanisms` switches the model's own
+mechanisms one at a time (interference model, energy accounting, round rule, phone mix).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from flamingo_sim.fl.readings import READINGS, REPRODUCE_PREFIX, Reading, config_overrides, readings_overrides
+from flamingo_sim.fl.readings import READINGS, Reading, config_overrides, readings_overrides
 from flamingo_sim.studies.reproduce.paper import TABLE2, TASKS
 
 __all__ = ["Step", "StepResult", "WALK", "walk_steps", "run_configs", "config_of", "attribute", "per_request_first_round"]
 
-#: The readings the walk switches, in order (Table 3's comparison does not move Table 2).
-WALK: tuple[Reading, ...] = tuple(r for r in READINGS if not r.key.startswith(REPRODUCE_PREFIX))
+#: The readings the walk switches, in order.
+WALK: tuple[Reading, ...] = READINGS
 #: Run configurations: name -> the readings switched to the default (the rest are the paper's).
 _CONFIGS: dict[str, tuple[str, ...]] = {"paper": (), "exploration": ("exploration",),
                                         "default": tuple(r.name for r in WALK if r.rerun)}

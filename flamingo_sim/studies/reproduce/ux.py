@@ -7,16 +7,12 @@ policies completed (equal rounds) and over seeds:
 
 - **intensity** (:func:`ux_intensity_per_phone`, what the paper measured): the change in the
   rate of the owner's foreground work over the foreground time that overlapped training
-  (``training_foreground_s_<phone>``). A foreground second that shares a core with training
-  (``interference_s_<phone>``) runs at ``1 / s`` of its speed, ``s`` the phone's foreground
-  slowdown (:meth:`~flamingo_sim.devices.execution.InterferenceModel.foreground_slowdown_for`: the
-  SoC's ``shared_core_slowdown`` when two runnable threads share a core fairly, or the CFS weights
-  of ``share: cfs_nice``), so the rate changes by
-  ``-(1 - 1/s) x interference_s / training_foreground_s``, in %. ``interference_s`` counts
-  whole steps (a step's conditions are those at its start, :mod:`flamingo_sim.devices.execution`),
-  so a step begun in use that runs on past the owner's use counts whole: the share is capped
-  at 1 (every foreground second slowed). No parameter is fitted: the intensity is not
-  converted to PCMark points.
+  (``training_foreground_s_<phone>``): ``-foreground_lost_s / training_foreground_s``, in %, where
+  ``foreground_lost_s_<phone>`` is the time the owner's app ran slowed weighed by the share of its
+  work lost (:func:`flamingo_sim.devices.scheduling.contention`: the share of a core the owner's
+  threads gave up to training). Both count only the owner's use while training ran, so the
+  share lies in [-100 %, 0]. No parameter is fitted: the intensity is not converted to PCMark
+  points.
 - **exposure** (:func:`ux_impact_per_phone`): the share of the owners' foreground time under
   the job (``foreground_s_<phone>``, transfers included) that training slowed; it also depends
   on how long training runs against the rest of the task.
@@ -25,8 +21,6 @@ The improvement is ``1 - flamingo / baseline`` in %, for either.
 """
 
 from __future__ import annotations
-
-from typing import Mapping
 
 import pandas as pd
 
@@ -37,8 +31,8 @@ __all__ = ["UX_MEASURE", "UX_UNIT", "INTENSITY_MEASURE", "INTENSITY_UNIT", "ux_i
 UX_MEASURE = "share of the owners' foreground time slowed by training (the rounds both policies completed, all seeds pooled)"
 UX_UNIT = "% of foreground time"
 #: What Table 3's intensity columns hold.
-INTENSITY_MEASURE = ("change in the rate of the owners' foreground work while training ran (foreground time sharing a "
-                     "core with training runs at 1/shared_core_slowdown of its speed; same rounds and seeds)")
+INTENSITY_MEASURE = ("change in the rate of the owners' foreground work while training ran (the share of a core the "
+                     "owner's threads gave up to training, over their use while training ran; same rounds and seeds)")
 INTENSITY_UNIT = "% foreground rate"
 
 
@@ -68,23 +62,18 @@ def ux_impact_per_phone(metrics: pd.DataFrame, policy: str) -> dict[str, float]:
     return {p: 100.0 * slowed[p] / fg[p] if fg[p] > 0 else 0.0 for p in slowed}
 
 
-def ux_intensity_per_phone(metrics: pd.DataFrame, policy: str, slowdown: Mapping[str, float]) -> dict[str, float | None]:
-    """Intensity, per phone model: the change (%, <= 0) in the rate of the owners' foreground work
-    while ``policy``'s training ran; ``slowdown[phone]`` is the phone's ``shared_core_slowdown``.
-    0 where the owners never used the phone while training ran (nothing was slowed); ``None``
-    where the metrics predate the ``training_foreground_s_<phone>`` column."""
-    s = _sums(metrics, policy, ("interference_s_", "training_foreground_s_"))
-    slowed, during = s["interference_s_"], s["training_foreground_s_"]
+def ux_intensity_per_phone(metrics: pd.DataFrame, policy: str) -> dict[str, float | None]:
+    """Intensity, per phone model: the change (%, in [-100, 0]) in the rate of the owners' foreground work
+    while ``policy``'s training ran. 0 where the owners never used the phone while training ran (nothing
+    was slowed); ``None`` where the metrics predate the ``foreground_lost_s_<phone>`` column."""
+    s = _sums(metrics, policy, ("foreground_lost_s_", "training_foreground_s_"))
+    lost, during = s["foreground_lost_s_"], s["training_foreground_s_"]
     out: dict[str, float | None] = {}
-    for p in slowed:
-        if f"training_foreground_s_{p}" not in metrics.columns:
+    for p in lost:
+        if f"foreground_lost_s_{p}" not in metrics.columns:
             out[p] = None
             continue
-        if during[p] <= 0:  # no foreground work overlapped training: none was slowed
-            out[p] = 0.0
-            continue
-        lost = 1.0 - 1.0 / float(slowdown[p])
-        out[p] = -100.0 * lost * min(slowed[p] / during[p], 1.0) + 0.0  # + 0.0: no '-0.0'
+        out[p] = -100.0 * lost[p] / during[p] + 0.0 if during[p] > 0 else 0.0  # + 0.0: no '-0.0'
     return out
 
 

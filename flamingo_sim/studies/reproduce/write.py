@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.studies.reproduce import paper
 from flamingo_sim.studies.reproduce.attribution import StepResult
 from flamingo_sim.studies.reproduce.figure import figure6
+from flamingo_sim.studies.reproduce.mechanisms import mechanism_table, mechanisms_json, straggler_table
 from flamingo_sim.studies.reproduce.tables import Table, TaskResult, bases_table, num, table1, table2, table3
 from flamingo_sim.studies.reproduce.why import WHY_CAPTION, attribution_json, attribution_table, waterfall, why_lines
 
@@ -28,19 +29,15 @@ CURVE_CAPTION = ("Speedup and energy efficiency of Flamingo over the baseline ag
                  "targets some policy never reaches in some seed, where the curve, one target for every seed, has no ratio).")
 
 
-def load_results(run_dirs: Sequence[tuple[str, Path]], slowdowns: Mapping[str, Mapping[str, float]] | None = None,
-                 eas_dirs: Mapping[str, Path] | None = None) -> list[TaskResult]:
-    """Read each ``(task, run directory)`` back; ``slowdowns``: task -> phone -> ``shared_core_slowdown``
-    (kept in ``extra["slowdown"]`` for Table 3's intensity); ``eas_dirs``: task -> the run directory of its EAS
-    runs (their metrics kept in ``extra["eas_metrics"]`` for Table 3 against EAS)."""
+def load_results(run_dirs: Sequence[tuple[str, Path]], construction: Mapping[str, Mapping[str, Any]] | None = None) -> list[TaskResult]:
+    """Read each ``(task, run directory)`` back; ``construction``: task -> phone -> what Table 3's row owes to the model
+    (kept in ``extra["construction"]``)."""
     from flamingo_sim.fl.runner.results import load_run
 
     out = []
     for task, run_dir in run_dirs:
         metrics, summary = load_run(run_dir)
-        extra: dict = {"slowdown": dict((slowdowns or {}).get(task, {}))}
-        if eas_dirs and task in eas_dirs:
-            extra["eas_metrics"] = load_run(eas_dirs[task])[0]
+        extra: dict = {"construction": dict((construction or {}).get(task, {}))}
         out.append(TaskResult(task, Path(run_dir), summary, metrics, baseline=summary.get("baseline", "baseline"), extra=extra))
     return out
 
@@ -87,18 +84,29 @@ def _html_table(t: Table) -> str:
 
 def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles: ProfileDirs,
                        overrides: Mapping[str, Sequence[str]] | None = None, profile_set: str = "paper",
-                       readings: str = "default", table3_against: str = "4567",
-                       walks: Sequence[Sequence[StepResult]] | None = None) -> Path:
+                       readings: str = "default", walks: Sequence[Sequence[StepResult]] | None = None,
+                       mechanisms: Mapping[str, Sequence[StepResult]] | None = None,
+                       explore_then_share: Sequence[TaskResult] | None = None) -> Path:
     """Write the report into ``out_dir``; returns the Markdown file. ``overrides``: task -> the ``--set`` list it ran with;
     ``profile_set``: the runs' ``phones.profile_set`` (Table 1 reads it); ``readings``: the named readings the runs
-    used; ``table3_against``: the comparison Table 3's reading line is about; ``walks``: the attribution walk of
-    each task (:mod:`~flamingo_sim.studies.reproduce.attribution`), written as "Why our Table 2 differs from the
-    paper's" with ``attribution.png/.svg`` and ``attribution.json``."""
+    used; ``walks``: the attribution walk of each task (:mod:`~flamingo_sim.studies.reproduce.attribution`), written as
+    "Why our Table 2 differs from the paper's" with ``attribution.png/.svg`` and ``attribution.json``; ``mechanisms``:
+    task -> the model's mechanisms one at a time (:mod:`~flamingo_sim.studies.reproduce.mechanisms`, into the same
+    section and ``mechanisms.json``); ``explore_then_share``: the same tasks under Appendix B's reading of exploration
+    (``--readings paper``), its Table 2 beside the main one."""
     from flamingo_sim.report.write import write_report
 
     out = Path(out_dir)
     phones = list(dict.fromkeys(c[len("interference_s_"):] for r in results for c in r.metrics.columns if c.startswith("interference_s_")))
-    t1, t2, t3 = table1(profiles, phones, profile_set), table2(results), table3(results, table3_against)
+    t1, t2, t3 = table1(profiles, phones, profile_set), table2(results), table3(results)
+    t2_ets = None
+    if explore_then_share is not None:
+        t2_ets = table2(explore_then_share)
+        t2_ets = Table(t2_ets.title + ", under Appendix B's explore-then-share (the first client of a phone model benchmarks it, "
+                       "the coordinator shares the profile)", t2_ets.columns, t2_ets.rows, t2_ets.note, t2_ets.reading, t2_ets.paper)
+        t2 = Table(t2.title + ", under section 5.1's profiles benchmarked beforehand (exploration: none)", t2.columns, t2.rows,
+                   t2.note, t2.reading, t2.paper)
+    stragglers = straggler_table(results)
     per_task = [bases_table(r) for r in results]
     fig = figure6(results)
     for fmt in ("png", "svg"):
@@ -121,15 +129,26 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
         why_html = ["<h2>Why our Table 2 differs from the paper's</h2>", *(f"<p>{html.escape(x)}</p>" for x in why_lines(walks)),
                     f'<figure><img src="attribution.png" width="900" alt="attribution"><figcaption>{html.escape(WHY_CAPTION)}'
                     "</figcaption></figure>", *(_html_table(t) for t in wtables)]
+    mtables: list[Table] = []
+    if mechanisms:
+        write_json(out / "mechanisms.json", mechanisms_json(mechanisms))
+        labels = {r.task: r.label for r in results}
+        mtables = [mechanism_table(labels.get(task, task), steps) for task, steps in mechanisms.items()]
+        why_md += ["### Past the readings: the model's mechanisms", ""]
+        for t in mtables:
+            why_md += _md_table(t)
+        why_html += ["<h3>Past the readings: the model's mechanisms</h3>", *(_html_table(t) for t in mtables)]
     write_json(out / "tables.json", {t.title: {"columns": t.columns, "rows": t.rows, "reading": t.reading, "paper": t.paper}
-                                     for t in (t1, t2, t3, *per_task)})
+                                     for t in (t1, t2, *([t2_ets] if t2_ets else []), stragglers, t3, *per_task)})
 
     seeds = sorted({int(s) for r in results for s in r.metrics["seed"].unique()})
     head = [
         f"Mode: {'quick (fewer rounds, 2 seeds by default)' if quick else 'full'}; seeds {seeds}; baseline = PyTorch's default "
-        "(4567, no monitoring) vs Flamingo, on the same traces, phones, data and seeds. Paper: " + paper.SOURCE + ".",
-        "Runs: " + ", ".join(f"`{r.run_dir}`" for r in results) + f"; profile set `{profile_set}`; readings `{readings}` "
-        f"(Table 3's reading line against {'EAS' if table3_against == 'eas' else '4567'}).",
+        "(4567 unpinned, as stock Android schedules it; no monitoring) vs Flamingo, on the same traces, phones, data and seeds. "
+        "Paper: " + paper.SOURCE + ".",
+        "Runs: " + ", ".join(f"`{r.run_dir}`" for r in results) + f"; profile set `{profile_set}`; readings `{readings}`"
+        + (" (exploration both ways: section 5.1's benchmarked profiles and Appendix B's explore-then-share)."
+           if explore_then_share is not None else "."),
         paper.NOT_FITTED,
     ]
     if overrides and any(overrides.values()):
@@ -140,7 +159,8 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
                    "round's start vs round, on a full scale; (c) the same vs virtual time; (d) distinct clients lost to training "
                    "(offline only because training drained them) vs round. Every curve starts at round 0, t = 0.")
     md = ["# Flamingo (DistributedML '23) reproduced with flamingo-sim", ""] + head + [""]
-    md += _md_table(t1) + _md_table(t2) + [fidelity, "", "![speedup by target](figures/speedup_vs_target.png)", "", CURVE_CAPTION, ""]
+    md += _md_table(t1) + _md_table(t2) + (_md_table(t2_ets) if t2_ets else []) + _md_table(stragglers)
+    md += [fidelity, "", "![speedup by target](figures/speedup_vs_target.png)", "", CURVE_CAPTION, ""]
     md += _md_table(t3)
     md += ["### Figure 6 analogue", "", "![figure 6](figure6.png)", "", fig_caption, ""]
     md += why_md
@@ -157,7 +177,7 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
     body = "\n".join([
         "<h1>Flamingo (DistributedML '23) reproduced with flamingo-sim</h1>",
         *(f"<p>{e(line.replace('`', ''))}</p>" for line in head),
-        _html_table(t1), _html_table(t2), f"<p>{e(fidelity)}</p>",
+        _html_table(t1), _html_table(t2), *([_html_table(t2_ets)] if t2_ets else []), _html_table(stragglers), f"<p>{e(fidelity)}</p>",
         f'<figure><img src="figures/speedup_vs_target.png" width="900" alt="speedup by target"><figcaption>{e(CURVE_CAPTION)}</figcaption></figure>',
         _html_table(t3),
         f'<h3>Figure 6 analogue</h3><figure><img src="figure6.png" width="900" alt="figure 6"><figcaption>{e(fig_caption)}</figcaption></figure>',
