@@ -45,6 +45,7 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
                 + [rf"flamingo / baseline training rate: {NUM}x \(same run, same device\)"], []),
     "main_job": (None, [rf"main job: {NUM} s wall \(median of 2; range {NUM}-{NUM} s\); {NUM}x under the 10-minute target; "
                          r"metrics identical across repeats: True"], [r"DIFFERENT", r"\bFalse\b"]),
+    "memory_peaks": (None, [rf"^mobilenet_v2 +64px +4 +{NUM} +{NUM} +{NUM}x"], []),
     "population": (None, [rf"^\w+: a round at [\d,]+ clients costs {NUM}x the CPU of one at [\d,]+ \({NUM}x the wall time\)"], []),
     "prep_traces": (None, [rf"prep-traces [\d,]+ rows/s, pandas baseline [\d,]+ rows/s: ratio {NUM}x"], []),
     "round_overhead": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),

@@ -57,5 +57,5 @@ def test_wheel_runs_a_shipped_experiment_from_another_directory(tmp_path):
     assert bad.stderr.strip() == ("flamingo-sim run: error: no_such_experiment: no such experiment file, and no shipped "
                                   "experiment of that name (shipped: fedscale_openimage_mobilenet, fedscale_speech_resnet34, openimage_mobilenet, "
                                   "openimage_shufflenet, speech_resnet34, "
-                                  "toolkit_arrays, toolkit_battery_selection, toolkit_eas, toolkit_fedbuff, toolkit_fedprox, toolkit_fedyogi, "
-                                  "toolkit_leaf_femnist, toolkit_leaf_shakespeare, toolkit_oort, toolkit_tracking)")
+                                  "toolkit_arrays, toolkit_battery_selection, toolkit_fedbuff, toolkit_fedprox, toolkit_fedyogi, "
+                                  "toolkit_leaf_femnist, toolkit_leaf_shakespeare, toolkit_least_energy, toolkit_oort, toolkit_tracking)")

@@ -124,7 +124,7 @@ def test_an_installed_plugin_in_an_experiment_is_checked_with_the_file(installed
 def test_installed_plugins_are_listed_in_errors_and_a_broken_one_is_one_line(installed):
     with pytest.raises(ConfigError) as exc:
         make_policy("greedy")
-    assert str(exc.value) == ("policies: unknown policy 'greedy'; expected one of 'baseline', 'flamingo', 'eas', 'broken', 'picky' "
+    assert str(exc.value) == ("policies: unknown policy 'greedy'; expected one of 'baseline', 'flamingo', 'least_energy', 'broken', 'picky' "
                               "(built-in or installed in entry-point group 'flamingo_sim.policies') or an import path 'package.module:ClassName'")
     with pytest.raises(ConfigError) as exc:
         make_policy("broken")
@@ -172,16 +172,16 @@ def test_the_engines_of_the_integrations_are_entry_points_even_with_old_metadata
     assert ENGINES.names() == ["native", "fedscale", "flower"]
 
 
-def test_eas_margin_is_set_from_yaml():
-    cfg = from_mapping(ExperimentConfig, {"name": "x", "policies": ["baseline", "eas"], "policy_params": {"eas": {"margin": 0.5}}}, source="e.yaml")
+def test_least_energy_margin_is_set_from_yaml():
+    cfg = from_mapping(ExperimentConfig, {"name": "x", "policies": ["baseline", "least_energy"], "policy_params": {"least_energy": {"margin": 0.5}}}, source="e.yaml")
     from flamingo_sim.fl.runner.compose import make_policy as compose_policy
 
-    assert compose_policy("eas", cfg, "e.yaml").margin == 0.5  # type: ignore[attr-defined]
+    assert compose_policy("least_energy", cfg, "e.yaml").margin == 0.5  # type: ignore[attr-defined]
     assert compose_policy("baseline", cfg, "e.yaml").name == "baseline"
     for data, message in [
-        ({"policies": ["eas"], "policy_params": {"eas": {"margin": 0}}}, "e.yaml: policy_params.eas.margin: expected a number in (0, 1], got 0.0"),
-        ({"policies": ["eas"], "policy_params": {"eas": {"margni": 0.5}}}, "e.yaml: unknown key 'policy_params.eas.margni' (known here: margin)"),
-        ({"policies": ["baseline"], "policy_params": {"eas": {"margin": 0.5}}}, "e.yaml: policy_params.eas: not a policy of this experiment (policies: baseline)"),
+        ({"policies": ["least_energy"], "policy_params": {"least_energy": {"margin": 0}}}, "e.yaml: policy_params.least_energy.margin: expected a number in (0, 1], got 0.0"),
+        ({"policies": ["least_energy"], "policy_params": {"least_energy": {"margni": 0.5}}}, "e.yaml: unknown key 'policy_params.least_energy.margni' (known here: margin)"),
+        ({"policies": ["baseline"], "policy_params": {"least_energy": {"margin": 0.5}}}, "e.yaml: policy_params.least_energy: not a policy of this experiment (policies: baseline)"),
         ({"policies": ["baseline"], "policy_params": {"baseline": {"x": 1}}},
          "e.yaml: policy_params.baseline: policy 'baseline' takes no parameters (it declares no Params), got x"),
     ]:

@@ -13,6 +13,9 @@ Public API (see each module's docstring for the models):
   a whole-population pass.
 - :mod:`.sparse`: ``SparseVector``, per-client numbers held only for the clients that have one.
 - :mod:`.execution`: :class:`InterferenceModel`, :func:`run_ladder` (control loop, vectorised).
+- :mod:`.scheduling`: training beside the owner's foreground app (Android's scheduling, or the
+  fixed-slowdown model): where each thread runs and what a step then costs.
+- :mod:`.power`: the physical power model of the cores (heat), and the checks every profile set passes.
 - :mod:`.cores`: :func:`discover_cores` (this machine's cores grouped into core types).
 - :mod:`.energy`: :class:`EnergySource` readers (RAPL, battery sysfs, Termux, battery level),
   :func:`detect_energy_source`, :class:`PowerMeter`.
@@ -20,7 +23,7 @@ Public API (see each module's docstring for the models):
   :class:`ProfileRequest`, :func:`measure`, :func:`run_profile`.
 - :mod:`.policies`: a package: ``base`` (the :class:`Policy` contract, :class:`TaskRequest`,
   :class:`TaskOutcome`, :class:`PolicyConfig`, the public pricing helpers of ``PricedPolicy``),
-  ``baseline``, ``flamingo`` and ``eas`` (the shipped policies), :func:`make_policy`.
+  ``baseline``, ``flamingo`` and ``least_energy`` (the shipped policies), :func:`make_policy`.
 - :mod:`.phone_models`, :mod:`.catalogue`: the phone models an experiment can use.
 - :mod:`.thermal`: a phone's heat (a first-order thermal circuit) and each cluster's throttling
   (``devices.thermal``); :mod:`.thermal_table`: sustained training under it (``flamingo-sim thermal``).

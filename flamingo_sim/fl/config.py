@@ -279,23 +279,25 @@ class FedBuffConfig:
 @dataclass(frozen=True)
 class DevicesConfig:
     """Two device limits beyond the profiles: heat and memory (:mod:`flamingo_sim.fl.sim.limits`);
-    both off by default (the run is then bit-identical to one without them)."""
+    both on by default. With both ``none`` the engine never builds them: a run is then exactly one
+    without them."""
 
     #: ``rc``: each phone's battery temperature is the trace's plus the heat its training adds (a
-    #: first-order thermal circuit from the phone catalogue's ``body``), and a core cluster above its
-    #: ``throttle`` threshold slows down; monitoring policies read the modelled temperature. ``none``: the trace's only.
-    thermal: Literal["none", "rc"] = "none"
+    #: first-order thermal circuit from the phone catalogue's ``body``, heated by the physical power
+    #: model), and a core cluster above its ``throttle`` threshold slows down; monitoring policies read
+    #: the modelled temperature. ``none``: the trace's only.
+    thermal: Literal["none", "rc"] = "rc"
     #: A client whose training does not fit its phone's app memory limit: ``drop`` (dropped, reason
     #: ``out_of_memory``), ``shrink_batch`` (trains with the largest minibatch that fits), ``none`` (not checked).
-    memory: Literal["none", "drop", "shrink_batch"] = "none"
+    memory: Literal["none", "drop", "shrink_batch"] = "shrink_batch"
     #: thermal: one throttling threshold (degC) for every core cluster of every phone; null: the catalogue's per-SoC values.
     throttle_threshold_c: Optional[float] = None
     #: thermal: multiplies every phone's heat capacity, so its time constant (the steady-state temperature stays).
     time_constant_factor: float = 1.0
-    #: memory: multiplies every phone's app memory limit (``memory.app_limit_gb`` in the catalogue).
+    #: memory: multiplies every phone's app memory limit (the low-memory killer's, or ``memory.app_limit_gib`` in the catalogue).
     memory_limit_factor: float = 1.0
-    #: memory: input side (px) of the network the phones train, as their profiles were measured (224 for the shipped ones).
-    input_size: int = 224
+    #: memory: input side (px) of the network the phones train; null: the side its profiles were priced at (224; ResNet-34: 32).
+    input_size: Optional[int] = None
 
     def __post_init__(self) -> None:
         check_ranges(self, throttle_threshold_c="[-50, 150]", time_constant_factor="> 0", memory_limit_factor="> 0",

@@ -66,12 +66,12 @@ def test_the_reference_lists_exactly_the_keys_the_loader_takes():
 
 def test_each_shipped_plugin_has_its_parameter_table():
     md = reference_markdown()
-    assert "### `policy_params.eas` (policy `eas`)" in md
-    assert "| `policy_params.eas.margin` | float | `0.8` | `(0, 1]` |" in md
+    assert "### `policy_params.least_energy` (policy `least_energy`)" in md
+    assert "| `policy_params.least_energy.margin` | float | `0.8` | `(0, 1]` |" in md
     assert "### `selector` with `fl.selection: oort`" in md and "| `selector.exploration` | float | `0.2` | `[0, 1]` |" in md
     assert "### `aggregation` with `name: fedprox`" in md and "| `aggregation.mu` | float | `0.01` | `>= 0` |" in md
     keys = plugin_params()
-    assert {(p.section, p.plugin) for p in keys} == {("policy_params.eas", "eas"), ("selector", "battery"), ("selector", "oort"),
+    assert {(p.section, p.plugin) for p in keys} == {("policy_params.least_energy", "least_energy"), ("selector", "battery"), ("selector", "oort"),
                                                     ("aggregation", "fedprox"), ("aggregation", "fedadam"), ("aggregation", "fedyogi")}
 
 

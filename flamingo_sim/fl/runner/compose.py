@@ -219,11 +219,26 @@ def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: 
         raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
     if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
         raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
-    if engine != "native" and cfg.devices.memory == "shrink_batch":
-        raise ConfigError(f"{experiment}: devices.memory: 'shrink_batch' trains each client with its own minibatch natively only; "
-                          f"use 'drop' with --engine {engine}")
+    if engine != "native" and cfg.devices.memory == "shrink_batch" and _would_shrink(cfg, experiment):
+        raise ConfigError(f"{experiment}: devices.memory: 'shrink_batch' trains each client with its own minibatch natively only, and "
+                          f"fl.batch_size {cfg.fl.batch_size} does not fit every phone; use 'drop' with --engine {engine}")
     if engine == "fedscale" and cfg.fl.selection == "oort":
         raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
     make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))
     make_selector(cfg.fl.selection, cfg.selector.parameters(), str(experiment), search=plugin_search(experiment))
     check_tracking(cfg, str(experiment))
+
+
+def _would_shrink(cfg: ExperimentConfig, experiment: str | Path) -> bool:
+    """Whether ``devices.memory`` would shrink some phone's minibatch (a 1000-class head: an upper bound on the shipped
+    tasks'; the head is a few MB against limits of GiB)."""
+    from flamingo_sim.fl.sim.limits import trained_input_size, training_memory_bytes
+
+    catalogue = profile_dirs(cfg, experiment).phones()
+    names = list(cfg.phones.mix) if isinstance(cfg.phones.mix, dict) else sorted(catalogue)
+    size = trained_input_size(cfg.model) if cfg.devices.input_size is None else cfg.devices.input_size
+    fixed, per_sample = training_memory_bytes(cfg.model, size, 1000, calibrated=True)
+    need = fixed + cfg.fl.batch_size * per_sample
+    limits = [catalogue[n].memory.limit_bytes(cfg.policy.interference.app_state) * cfg.devices.memory_limit_factor
+              for n in names if n in catalogue and catalogue[n].memory is not None]
+    return any(need > limit for limit in limits)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from flamingo_sim.devices.memory import GIB, largest_batch
+from flamingo_sim.devices.memory import GIB, MEASURED_OVER_ESTIMATE, largest_batch
 from flamingo_sim.devices.policies import TaskOutcome, TaskRequest
 from flamingo_sim.devices.power import physical_power_w
 from flamingo_sim.devices.profiles import ProfileSet
@@ -40,7 +40,7 @@ from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import DevicesConfig
 from flamingo_sim.fl.training.memory import activation_bytes_per_sample
 
-__all__ = ["DeviceLimits", "OUT_OF_MEMORY", "training_memory_bytes", "NETWORKS"]
+__all__ = ["DeviceLimits", "OUT_OF_MEMORY", "training_memory_bytes", "trained_input_size", "NETWORKS"]
 
 #: The typed drop reason of a client whose training does not fit.
 OUT_OF_MEMORY = "out_of_memory"
@@ -48,10 +48,19 @@ OUT_OF_MEMORY = "out_of_memory"
 NETWORKS = {"shufflenet_v2_x2": "shufflenet_v2_x2_0"}
 
 
-def training_memory_bytes(model: str, input_size: int, n_classes: int) -> tuple[float, float]:
+def trained_input_size(model: str) -> int:
+    """The input side (px) ``model``'s shipped profiles were priced at (224, ResNet-34's speech spectrograms 32)."""
+    from flamingo_sim.devices.calibrate import DNN_MODELS
+
+    return int(DNN_MODELS[model].input_size[-1]) if model in DNN_MODELS else 224
+
+
+def training_memory_bytes(model: str, input_size: int, n_classes: int, calibrated: bool = False) -> tuple[float, float]:
     """``(fixed, per_sample)`` bytes of one client's training of ``model`` on 3 x ``input_size``^2
     inputs: the state four times over, the activations twice per sample
-    (:func:`flamingo_sim.fl.training.memory.per_client_bytes` = fixed + per_sample x batch)."""
+    (:func:`flamingo_sim.fl.training.memory.per_client_bytes` = fixed + per_sample x batch);
+    ``calibrated``: both times the measured peak over this estimate at the model's operating point
+    (:data:`~flamingo_sim.devices.memory.MEASURED_OVER_ESTIMATE`; 1 for a model not measured)."""
     from flamingo_sim.errors import FlamingoError
     from flamingo_sim.models import build_model
 
@@ -62,14 +71,15 @@ def training_memory_bytes(model: str, input_size: int, n_classes: int) -> tuple[
     except FlamingoError as exc:
         raise ConfigError(f"devices.memory: cannot estimate the training memory of model {model!r}: {exc}") from None
     state = sum(v.numel() * v.element_size() for v in net.state_dict().values())
-    return float(4 * state), float(2 * activation_bytes_per_sample(net, shape))
+    scale = MEASURED_OVER_ESTIMATE.get(model, 1.0) if calibrated else 1.0
+    return float(4 * state) * scale, float(2 * activation_bytes_per_sample(net, shape)) * scale
 
 
 class DeviceLimits:
     """Heat and memory of every client's phone (module docstring)."""
 
     def __init__(self, cfg: DevicesConfig, profiles: ProfileSet, phone_idx: np.ndarray, batch_size: int,
-                 n_classes: int, source: str = "the phone catalogue") -> None:
+                 n_classes: int, source: str = "the phone catalogue", app_state: str = "foreground_service") -> None:
         self.cfg = cfg
         self.batch_size = int(batch_size)
         self.phone_idx = np.asarray(phone_idx, dtype=np.int64)
@@ -108,9 +118,10 @@ class DeviceLimits:
         if self.memory:
             lacking = [p.name for p in phones if p.memory is None]
             if lacking:
-                raise ConfigError(f"{source}: devices.memory: phone {lacking[0]!r} has no memory entry (ram_gb, app_limit_gb)")
-            self.fixed_bytes, self.per_sample_bytes = training_memory_bytes(profiles.model, cfg.input_size, n_classes)
-            limit = np.array([p.memory.app_limit_bytes for p in phones if p.memory is not None]) * cfg.memory_limit_factor
+                raise ConfigError(f"{source}: devices.memory: phone {lacking[0]!r} has no memory entry (ram_gb)")
+            size = trained_input_size(profiles.model) if cfg.input_size is None else cfg.input_size
+            self.fixed_bytes, self.per_sample_bytes = training_memory_bytes(profiles.model, size, n_classes, calibrated=True)
+            limit = np.array([p.memory.limit_bytes(app_state) for p in phones if p.memory is not None]) * cfg.memory_limit_factor
             self.limit_bytes = limit
             self.batch_fit = largest_batch(limit, self.fixed_bytes, self.per_sample_bytes, self.batch_size)  # per phone
         self._round: dict[str, Any] = {}

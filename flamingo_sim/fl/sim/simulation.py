@@ -161,7 +161,8 @@ class Simulation:
         #: Heat and memory (``devices.*``, :mod:`flamingo_sim.fl.sim.limits`); None when both are off.
         self.limits: DeviceLimits | None = None
         if self.rules.devices.enabled:
-            self.limits = DeviceLimits(self.rules.devices, parts.profiles, pop.phone_idx, self.rules.fl.batch_size, parts.dataset.n_classes)
+            self.limits = DeviceLimits(self.rules.devices, parts.profiles, pop.phone_idx, self.rules.fl.batch_size, parts.dataset.n_classes,
+                                       app_state=self.rules.app_state)
         self.round = 0
         self.clock_s = 0.0
         self.energy_cum_j = 0.0

@@ -7,6 +7,7 @@
 - :mod:`~flamingo_sim.studies.reproduce.write`   ``report.md``, ``report.html``, figures and ``tables.json``;
 - :mod:`~flamingo_sim.studies.reproduce.paper`   the paper's published numbers set beside ours;
 - :mod:`~flamingo_sim.studies.reproduce.attribution` the walk from the paper's readings to the default (``--attribution``);
+- :mod:`~flamingo_sim.studies.reproduce.mechanisms` past the default: the model's mechanisms one at a time, and the stragglers;
 - :mod:`~flamingo_sim.studies.reproduce.why`     its table, waterfall and report section, and the docs' generated blocks.
 """
 

@@ -127,4 +127,5 @@ def test_run_loop_writes_the_table_of_the_plain_round_loop(tmp_path):
     assert_identical(result.metrics, pd.DataFrame(rows))
     labels, phones = parts.choice_labels, parts.population.phone_names
     assert list(result.metrics.columns) == [*COLUMNS, *(f"steps_{c}" for c in labels), *(f"interference_s_{p}" for p in phones),
-                                            *(f"foreground_s_{p}" for p in phones), *(f"training_foreground_s_{p}" for p in phones)]
+                                            *(f"foreground_s_{p}" for p in phones), *(f"training_foreground_s_{p}" for p in phones),
+                                            *(f"foreground_lost_s_{p}" for p in phones)]

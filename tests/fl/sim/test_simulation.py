@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from flamingo_sim.config import from_mapping
+from flamingo_sim.devices.execution import InterferenceModel
 from flamingo_sim.devices.profiles import ProfileSet, load_profile
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.proxy import SyntheticFederated
@@ -131,15 +133,23 @@ def test_interference_is_recorded_per_phone():
         extras={"screen_on_frac": in_use}, client_ids=traces.client_ids,
         client_device=traces.client_device, shift_s=traces.shift_s,
     )
+    # android (the default): the Pixel 3's foreground cpuset (0-3, 6-7) keeps cores 4 and 5 for the top app, where the
+    # owner's two threads run, so the unpinned baseline on 7, 6, 3, 2 never meets them: nothing recorded
     row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
-    # the foreground app holds cores 6 and 7: every 4567 step runs 2x slower and all of it is
-    # interference; the owner feels the kept client (0) and the one its trace took offline (3)
-    # in full, and the exhausted one (2) for the share of its task its 0.4 % spare paid for
+    assert row["interference_s"] == 0.0 and row["foreground_lost_s_pixel_3"] == 0.0
+    assert row["duration_s"] == pytest.approx(STEPS * LAT_S + COMM_S)
+    # fair with the earlier full-power accounting: the foreground app holds cores 6 and 7, every 4567 step runs 2x slower
+    # and all of it is interference; the owner feels the kept client (0) and the one its trace took offline (3) in full,
+    # and the exhausted one (2) for the share of its task its 0.4 % spare paid for
+    fair = dataclasses.replace(parts.cfg.policy, interference=InterferenceModel(model="fair", energy="full_power"))
+    cfg = dataclasses.replace(parts.cfg, policy=fair)
+    row = Simulation(dataclasses.replace(parts, cfg=cfg), make_policy("baseline", cfg), "baseline", 0, UniformSelector()).step().to_row()
     shared_s = 2 * STEPS * LAT_S
     exhausted_frac = 0.004 * CAPACITY_J / (shared_s * POWER_W)
     assert row["duration_s"] == pytest.approx(shared_s + COMM_S)
     assert row["interference_s"] == pytest.approx(shared_s * (2 + exhausted_frac))
     assert row["interference_s_pixel_3"] == pytest.approx(row["interference_s"])
+    assert row["foreground_lost_s_pixel_3"] == pytest.approx(row["interference_s"] / 2)  # each owner's thread kept half its core
     # the owners' foreground time while the round ran: every selected client is in use for the
     # whole round (its duration), except the exhausted one, which stopped earlier but is still
     # counted until the round ends

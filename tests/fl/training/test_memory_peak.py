@@ -1,56 +1,62 @@
-"""The training-memory estimate (what ``devices.memory`` compares with a phone's limit) against the
-measured peak memory of one training step on the CPU, for the paper's three networks.
+"""The memory model at the operating point: the estimate calibrated against measured peaks of training
+steps, and the paper's phones fitting what the paper trained on them (Table 1, section 5.1).
 
-Each network runs in a fresh process: its peak resident memory (``VmHWM``, reset through
-``/proc/self/clear_refs`` just before the model is built) minus the resident memory at that
-point is the step's peak: parameters, gradients, activations and allocator slack. The stated
-bound: the estimate is never below the measured peak, and at most 2.5 times it (measured on
-this project's CPUs: 0.54-0.70 of the estimate at 96 and 224 px, batches 2 and 8).
+The slow test measures each of the paper's networks at the input and batch the simulator prices it at
+(MobileNetV2 and ShuffleNetV2 x2 at 224 px, ResNet-34 at the speech task's 32 px; batch 16) in a fresh
+process, as ``benchmarks/memory_peaks.py`` does: its peak resident memory (``VmHWM``, reset through
+``/proc/self/clear_refs`` just before the network is built) over the resident memory at that point. The
+stated bound: the calibrated estimate lies within 25 % of that peak (the peak moves by up to 20 % between
+runs with the allocator's arenas: 0.58-0.66 of the raw estimate in the results file, 0.58-0.71 seen).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from flamingo_sim.devices.memory import GIB, LMK_MINFREE_KIB, MEASURED_OVER_ESTIMATE, SYSTEM_GIB
+from flamingo_sim.devices.profiles import MODELS
+from flamingo_sim.devices.soc import load_phones
+from flamingo_sim.fl.sim.limits import trained_input_size, training_memory_bytes
 
-SCRIPT = r"""
-import sys, torch
-from flamingo_sim.fl.sim.limits import NETWORKS, training_memory_bytes
-from flamingo_sim.models import build_model
-name, px, b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-torch.set_num_threads(1)
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) * 1024
-x, y = torch.randn(b, 3, px, px), torch.randint(0, 10, (b,))
-fixed, per_sample = training_memory_bytes(name, px, 10)
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")
-rss0 = status("VmRSS:")
-net = build_model(NETWORKS.get(name, name), (3, px, px), 10, seed=0)
-net.train()
-opt = torch.optim.SGD(net.parameters(), lr=0.01)
-torch.nn.functional.cross_entropy(net(x), y).backward()
-opt.step()
-print(status("VmHWM:") - rss0, fixed + per_sample * b)
-"""
+ROOT = Path(__file__).resolve().parents[3]
+RESULTS = ROOT / "benchmarks" / "results" / "memory_peaks_2cores.json"
+
+
+def test_the_calibration_is_the_measured_results_file():
+    data = json.loads(RESULTS.read_text())
+    assert {n: v["ratio_median"] for n, v in data["networks"].items()} == MEASURED_OVER_ESTIMATE
+    assert {n: (v["input_px"], v["batch"]) for n, v in data["networks"].items()} == {m: (trained_input_size(m), 16) for m in MODELS}
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_paper_phone_fits_what_the_paper_trained_on_it(model):
+    # Table 1: every network trained at minibatch 16 on all five phones, the 4 GB Pixel 3 included; as a foreground
+    # service the app may hold the RAM less the system's 1.5 GiB (assumed) less the killer's 108 MiB level for adj 200
+    fixed, per_sample = training_memory_bytes(model, trained_input_size(model), 10, calibrated=True)
+    need = fixed + 16 * per_sample
+    for name, phone in load_phones(ROOT / "profiles").items():
+        assert phone.memory is not None
+        limit = phone.memory.limit_bytes("foreground_service")
+        assert limit == pytest.approx((phone.memory.ram_gb - SYSTEM_GIB) * GIB - 110592 * 1024)
+        assert need < limit, f"{name} / {model}: needs {need / GIB:.2f} GiB, may hold {limit / GIB:.2f} GiB"
+    assert LMK_MINFREE_KIB[200] == 110592 and LMK_MINFREE_KIB[900] == 221184  # 27648 and 55296 pages of 4 KiB
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc/self/clear_refs to reset the peak")
-@pytest.mark.parametrize("network", ["mobilenet_v2", "shufflenet_v2_x2", "resnet34"])
-def test_estimate_bounds_the_measured_peak_of_a_training_step(network):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, network, "96", "8"], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr
-    measured, estimated = (float(v) for v in proc.stdout.split())
-    assert measured > 0
-    assert measured <= estimated <= 2.5 * measured, f"{network}: measured {measured / 2**20:.0f} MiB, estimated {estimated / 2**20:.0f} MiB"
+@pytest.mark.parametrize("network", MODELS)
+def test_calibrated_estimate_is_the_measured_peak_at_the_operating_point(network):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from memory_peaks import POINTS, measure
+    finally:
+        sys.path.pop(0)
+    px, batch = POINTS[network]
+    assert (px, batch) == (trained_input_size(network), 16)
+    measured, estimated = measure(network, px, batch)
+    calibrated = estimated * MEASURED_OVER_ESTIMATE[network]
+    assert 0.75 * measured <= calibrated <= 1.25 * measured, f"{network}: measured {measured / 2**20:.0f} MiB, calibrated {calibrated / 2**20:.0f} MiB"
