@@ -8,6 +8,8 @@ first, then to the experiment file's directory (and its parent), then among the 
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
@@ -279,17 +281,18 @@ class FedBuffConfig:
 @dataclass(frozen=True)
 class DevicesConfig:
     """Two device limits beyond the profiles: heat and memory (:mod:`flamingo_sim.fl.sim.limits`);
-    both on by default. With both ``none`` the engine never builds them: a run is then exactly one
-    without them."""
+    both on by default in synchronous rounds (FedBuff runs without them). With both ``none`` the
+    engine never builds them: a run is then exactly one without them."""
 
     #: ``rc``: each phone's battery temperature is the trace's plus the heat its training adds (a
     #: first-order thermal circuit from the phone catalogue's ``body``, heated by the physical power
     #: model), and a core cluster above its ``throttle`` threshold slows down; monitoring policies read
-    #: the modelled temperature. ``none``: the trace's only.
-    thermal: Literal["none", "rc"] = "rc"
+    #: the modelled temperature. ``none``: the trace's only. Null: ``rc`` (``none`` with ``fl.mode: fedbuff``).
+    thermal: Optional[Literal["none", "rc"]] = None
     #: A client whose training does not fit its phone's app memory limit: ``drop`` (dropped, reason
     #: ``out_of_memory``), ``shrink_batch`` (trains with the largest minibatch that fits), ``none`` (not checked).
-    memory: Literal["none", "drop", "shrink_batch"] = "shrink_batch"
+    #: Null: ``shrink_batch`` (``none`` with ``fl.mode: fedbuff``).
+    memory: Optional[Literal["none", "drop", "shrink_batch"]] = None
     #: thermal: one throttling threshold (degC) for every core cluster of every phone; null: the catalogue's per-SoC values.
     throttle_threshold_c: Optional[float] = None
     #: thermal: multiplies every phone's heat capacity, so its time constant (the steady-state temperature stays).
@@ -307,6 +310,12 @@ class DevicesConfig:
     def enabled(self) -> bool:
         """Either model is on."""
         return self.thermal != "none" or self.memory != "none"
+
+    def resolved(self, mode: str) -> "DevicesConfig":
+        """The defaults (null) made explicit for ``fl.mode``: on in synchronous rounds, off under FedBuff."""
+        on = mode != "fedbuff"
+        return dataclasses.replace(self, thermal=self.thermal or ("rc" if on else "none"),
+                                   memory=self.memory or ("shrink_batch" if on else "none"))
 
 
 @dataclass(frozen=True)
@@ -403,8 +412,9 @@ class ExperimentConfig:
             raise FieldError("seeds", "at least one seed", self.seeds)
         if len(set(self.seeds)) != len(self.seeds):
             raise FieldError("seeds", "each seed once", self.seeds)
-        if self.fl.mode == "fedbuff" and self.devices.enabled:
+        if self.fl.mode == "fedbuff" and self.devices.enabled and (self.devices.thermal, self.devices.memory) != (None, None):
             raise ValueError("devices: the thermal and memory models run in synchronous rounds (fl.mode: sync); set devices.thermal and devices.memory to none")
+        object.__setattr__(self, "devices", self.devices.resolved(self.fl.mode))
         if self.fl.mode == "fedbuff" and self.aggregation != AggregationConfig():
             raise ValueError("aggregation: fl.mode 'fedbuff' updates the server with FedBuff's own step (fedbuff.server_lr); leave aggregation at its default")
         unused = [k for k in self.policy_params if k not in self.policies]

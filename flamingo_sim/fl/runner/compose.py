@@ -239,6 +239,6 @@ def _would_shrink(cfg: ExperimentConfig, experiment: str | Path) -> bool:
     size = trained_input_size(cfg.model) if cfg.devices.input_size is None else cfg.devices.input_size
     fixed, per_sample = training_memory_bytes(cfg.model, size, 1000, calibrated=True)
     need = fixed + cfg.fl.batch_size * per_sample
-    limits = [catalogue[n].memory.limit_bytes(cfg.policy.interference.app_state) * cfg.devices.memory_limit_factor
-              for n in names if n in catalogue and catalogue[n].memory is not None]
+    memories = [catalogue[n].memory for n in names if n in catalogue]
+    limits = [m.limit_bytes(cfg.policy.interference.app_state) * cfg.devices.memory_limit_factor for m in memories if m is not None]
     return any(need > limit for limit in limits)

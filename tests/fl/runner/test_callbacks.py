@@ -126,6 +126,10 @@ def test_run_loop_writes_the_table_of_the_plain_round_loop(tmp_path):
             rows.append(sim.step().to_row())
     assert_identical(result.metrics, pd.DataFrame(rows))
     labels, phones = parts.choice_labels, parts.population.phone_names
+    limits = [*(c for c in ("dropped_out_of_memory",) if cfg.devices.memory != "none"),
+              *(c for p in phones for c in (f"out_of_memory_{p}", f"batch_shrunk_{p}") if cfg.devices.memory != "none"),
+              *(c for c in ("declined_too_hot",) if cfg.devices.thermal != "none"),
+              *(c for p in phones for c in (f"throttled_{p}", f"throttled_s_{p}") if cfg.devices.thermal != "none")]
     assert list(result.metrics.columns) == [*COLUMNS, *(f"steps_{c}" for c in labels), *(f"interference_s_{p}" for p in phones),
                                             *(f"foreground_s_{p}" for p in phones), *(f"training_foreground_s_{p}" for p in phones),
-                                            *(f"foreground_lost_s_{p}" for p in phones)]
+                                            *(f"foreground_lost_s_{p}" for p in phones), *limits]

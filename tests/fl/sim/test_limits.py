@@ -174,7 +174,12 @@ def test_models_off_is_bit_identical_to_the_code_before_them(tmp_path):
 def test_shrink_batch_is_refused_on_engines_that_train_every_client_alike():
     from flamingo_sim.fl.runner.compose import check_composition
 
+    # batch 16 fits every phone: nothing would shrink, the engine may run it
     cfg = from_mapping(ExperimentConfig, {"name": "x", "devices": {"memory": "shrink_batch"}})
-    with pytest.raises(ConfigError, match=r"x\.yaml: devices\.memory: 'shrink_batch' trains each client with its own minibatch natively only; use 'drop' with --engine flower"):
-        check_composition(cfg, "x.yaml", engine="flower")
-    check_composition(dataclasses.replace(cfg, devices=DevicesConfig(memory="drop")), "x.yaml", engine="flower")  # drop is fine
+    check_composition(cfg, "x.yaml", engine="flower")
+    # batch 64 does not fit the 4 GiB Pixel 3: each client would need its own minibatch
+    big = from_mapping(ExperimentConfig, {"name": "x", "devices": {"memory": "shrink_batch"}, "fl": {"batch_size": 64}})
+    with pytest.raises(ConfigError, match=r"x\.yaml: devices\.memory: 'shrink_batch' trains each client with its own minibatch natively only, "
+                                          r"and fl\.batch_size 64 does not fit every phone; use 'drop' with --engine flower"):
+        check_composition(big, "x.yaml", engine="flower")
+    check_composition(dataclasses.replace(big, devices=DevicesConfig(memory="drop")), "x.yaml", engine="flower")  # drop is fine

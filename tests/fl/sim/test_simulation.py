@@ -57,6 +57,7 @@ def scripted_parts(**fl) -> Components:
             "phones": {"mix": {"pixel_3": 1.0}},
             "network": {"model_size_mb": 14.0, "bandwidth_mbps": 20.0, "bandwidth_sigma": 0.0},
             "fl": {"participants_per_round": 1, "overcommit": 3, "local_steps": STEPS, "rounds": 2, **fl},
+            "devices": {"thermal": "none", "memory": "none"},  # the round loop by hand; heat and memory: test_limits
         },
     )
     data = SyntheticFederated(n_clients=4, n_features=5, n_classes=3, seed=0, mean_samples=40, test_samples=50, test_clients=4)
@@ -122,6 +123,18 @@ def test_training_changes_the_model_and_fedavg_keeps_shapes():
     assert before.keys() == sim.params.keys()
     assert all(before[k].shape == sim.params[k].shape for k in before)
     assert any(not torch.equal(before[k], sim.params[k]) for k in before)
+
+
+def test_a_step_is_priced_at_the_batch_it_trains():
+    # the profiles are measured at batch 16; at fl.batch_size 8 every step does half the work: half the time and energy
+    parts = scripted_parts(batch_size=8)
+    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    assert row["duration_s"] == pytest.approx(STEPS * LAT_S / 2 + COMM_S)
+    half_j = STEPS * LAT_S * POWER_W / 2
+    assert row["steps_4567"] == STEPS and row["energy_j"] == pytest.approx(half_j + 0.004 * CAPACITY_J + half_j)  # as by hand above
+    full = scripted_parts()
+    ref = Simulation(full, make_policy("baseline", full.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    assert ref["duration_s"] == pytest.approx(STEPS * LAT_S + COMM_S)
 
 
 def test_interference_is_recorded_per_phone():
