@@ -188,7 +188,7 @@ class NetworkConfig:
     #: OpenSignal, US smartphone users on WiFi roughly half the time in Q1 2017 (43-54 % by operator).
     unknown_wifi_share: float = 0.5
     #: Train only on an unmetered network (Bonawitz et al., MLSys 2019): a client on cellular or without network at the round's
-    #: start is not reachable, and a transfer pauses while the phone is off WiFi. Off by default: the paper does not say.
+    #: start is not reachable, and (``model: traces``) a transfer pauses while the phone is off WiFi. Off by default: the paper does not say.
     unmetered_only: bool = False
     #: FedScale's device-capacity file (a pickled dict client id -> {'computation': ms/sample, 'communication': kbit/s}, read
     #: without executing it): each client's bandwidth, both ways and on every network, replaces the drawn ones; null: none.

@@ -171,3 +171,15 @@ def test_trace_sets_of_other_tools_are_validated_on_load(tmp_path, devices, ts, 
 def test_a_valid_trace_set_of_another_tool_loads(tmp_path):
     ct = load_client_traces(_write_raw(tmp_path, [1, 1, 2, 2], [T0, T0 + 600, T0, T0 + 600], [50, 40, 30, 100], [0, -1, 1, 0]))
     assert ct.device_length.tolist() == [2, 2] and ct.horizon_s == 1200
+
+
+def test_the_traces_page_quotes_the_shipped_sets_network_shares():
+    """docs/traces.md's shares of WiFi, cellular and no network are the shipped report.json's."""
+    import json
+    from pathlib import Path
+
+    shares = json.loads((SHIPPED_DIR / "report.json").read_text())["network"]["slot_shares"]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "traces.md").read_text()
+    quoted = (f"{100 * shares['wifi']:.1f} % of\nits grid points are WiFi, {100 * shares['cellular']:.1f} % cellular and "
+              f"{100 * shares['none']:.1f} % without network")
+    assert quoted in page and shares["unknown"] == 0.0

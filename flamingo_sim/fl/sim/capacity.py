@@ -34,7 +34,7 @@ import numpy as np
 
 from flamingo_sim.errors import InputDataError
 
-__all__ = ["read_capacity_file", "client_kbps", "MAX_BYTES"]
+__all__ = ["read_capacity_file", "client_kbps", "load_plain_pickle", "MAX_BYTES"]
 
 #: The largest capacity file read (FedScale's holds about 500k clients, a few tens of MB).
 MAX_BYTES = 256 << 20
@@ -48,6 +48,13 @@ class _Restricted(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         raise pickle.UnpicklingError("it holds a persistent id, and only dicts, ints, floats and strings are read")
+
+
+def load_plain_pickle(data: bytes) -> Any:
+    """The plain data (dicts, lists, numbers, strings) a pickle holds, without running anything: every global it names
+    (a class, a function, ``__reduce__``'s callable) is refused with :class:`pickle.UnpicklingError`. Also for the trace
+    files FedScale reads (:mod:`flamingo_sim.integrations.fedscale_traces`)."""
+    return _Restricted(io.BytesIO(data)).load()
 
 
 def _number(value: Any) -> bool:
@@ -66,7 +73,7 @@ def read_capacity_file(path: str | Path) -> dict[int, dict[str, float]]:
     except OSError as exc:
         raise InputDataError(f"{path}: cannot read ({exc.strerror})") from None
     try:
-        table = _Restricted(io.BytesIO(data)).load()
+        table = load_plain_pickle(data)
     except pickle.UnpicklingError as exc:
         raise InputDataError(f"{path}: not read: {exc}; expected FedScale's device-capacity pickle "
                              "{client id: {'computation': ms/sample, 'communication': kbit/s}}") from None

@@ -86,23 +86,62 @@ class Network:
 
     def __init__(self, cfg: NetworkConfig, traces: ClientTraces, population: Population, seed: int, model_size_mb: float,
                  capacity_kbps: np.ndarray | None = None) -> None:
-        self.cfg, self.traces, self.population, self.model_size_mb = cfg, traces, population, model_size_mb
-        n = population.n_clients
+        self.cfg, self.traces, self.population, self.model_size_mb, self.seed = cfg, traces, population, model_size_mb, seed
         self.capacity_kbps = capacity_kbps
         self.has_states = "network_state" in traces.extras
-        #: each client's network where its trace does not tell (1 WiFi, 2 cellular)
-        self.fallback = np.where(rng(seed, "network", "unknown").random(n) < cfg.unknown_wifi_share, ON_WIFI, CELLULAR).astype(np.float64)
-        down, up = np.zeros((n, 3)), np.zeros((n, 3))  # by network state; none: 0
-        if capacity_kbps is not None:
-            mbps = np.asarray(capacity_kbps, dtype=np.float64) / 1000.0
-            for state in (1, 2):
-                down[:, state] = up[:, state] = mbps
-        else:
-            sigma = cfg.spread_sigma
-            for state, name, (d, u) in ((1, "wifi", (cfg.wifi_down_mbps, cfg.wifi_up_mbps)), (2, "cellular", (cfg.cellular_down_mbps, cfg.cellular_up_mbps))):
-                factor = np.exp(sigma * rng(seed, "network", name).standard_normal(n) - sigma * sigma / 2.0)  # mean 1
-                down[:, state], up[:, state] = d * factor, u * factor
-        self.down_mbps, self.up_mbps = down, up
+        # drawn on first use: a plain lognormal run never draws them (and holds no per-client array of its own)
+        self._fallback: np.ndarray | None = None
+        self._factor: dict[int, np.ndarray] = {}
+
+    @property
+    def fallback(self) -> np.ndarray:
+        """float64 (n,): each client's network where its trace does not tell (1 WiFi, 2 cellular)."""
+        if self._fallback is None:
+            draw = rng(self.seed, "network", "unknown").random(self.population.n_clients)
+            self._fallback = np.where(draw < self.cfg.unknown_wifi_share, ON_WIFI, CELLULAR).astype(np.float64)
+        return self._fallback
+
+    def _means(self, state: int) -> tuple[float, float]:
+        cfg = self.cfg
+        return (cfg.wifi_down_mbps, cfg.wifi_up_mbps) if state == 1 else (cfg.cellular_down_mbps, cfg.cellular_up_mbps)
+
+    def factor(self, state: int) -> np.ndarray:
+        """float64 (n,): each client's bandwidth factor on WiFi (1) or cellular (2): log-normal, mean 1, log-sd ``spread_sigma``."""
+        if state not in self._factor:
+            sigma, name = self.cfg.spread_sigma, "wifi" if state == 1 else "cellular"
+            self._factor[state] = np.exp(sigma * rng(self.seed, "network", name).standard_normal(self.population.n_clients) - sigma * sigma / 2.0)
+        return self._factor[state]
+
+    def mbps(self, clients: np.ndarray, state: np.ndarray, up: bool) -> np.ndarray:
+        """Each of ``clients``'s bandwidth on ``state`` (0 none: 0 Mbit/s), in the direction ``up``: the mean x its factor,
+        or its FedScale capacity."""
+        clients = np.asarray(clients, dtype=np.int64)
+        state = np.asarray(state)
+        out = np.zeros(len(clients))
+        for s in (1, 2):
+            mine = state == s
+            if not mine.any():
+                continue
+            if self.capacity_kbps is not None:
+                out[mine] = np.asarray(self.capacity_kbps, dtype=np.float64)[clients[mine]] / 1000.0
+            else:
+                out[mine] = self._means(s)[1 if up else 0] * self.factor(s)[clients[mine]]
+        return out
+
+    @property
+    def down_mbps(self) -> np.ndarray:
+        """float64 (n, 3): every client's download bandwidth by network state (a whole-population table, built on each call)."""
+        return self._table(False)
+
+    @property
+    def up_mbps(self) -> np.ndarray:
+        """float64 (n, 3): the same for the upload."""
+        return self._table(True)
+
+    def _table(self, up: bool) -> np.ndarray:
+        n = self.population.n_clients
+        every = np.arange(n, dtype=np.int64)
+        return np.stack([np.zeros(n), self.mbps(every, np.full(n, 1), up), self.mbps(every, np.full(n, 2), up)], axis=1)
 
     # -- who is on which network ------------------------------------------------------------------
     @property
@@ -160,8 +199,7 @@ class Network:
 
     def _rate(self, clients: np.ndarray, state: np.ndarray, t_s: np.ndarray, up: bool) -> np.ndarray:
         """Mbit/s of each client on ``state`` (0 for none), WiFi capped by the trace's link rate where known."""
-        table = self.up_mbps if up else self.down_mbps
-        rate = table[clients, state.astype(np.int64)]
+        rate = self.mbps(clients, state.astype(np.int64), up)
         link = self.traces.extra_of("wifi_link_mbps", self.population.trace_client[clients], t_s)
         if link is not None and self.capacity_kbps is None:
             link = np.asarray(link, dtype=np.float64)

@@ -87,3 +87,15 @@ def test_a_missing_or_truncated_file(tmp_path):
     f.write_bytes(FIXTURE.read_bytes()[:40])
     with pytest.raises(InputDataError, match=r"not a pickle \(|not read"):
         read_capacity_file(f)
+
+
+def test_the_trace_files_read_back_for_fedscale_are_not_executed_either(tmp_path):
+    from flamingo_sim.integrations.fedscale_traces import read_device_avail, read_device_conf
+
+    marker = tmp_path / "ran"
+    f = tmp_path / "device_conf.pkl"
+    f.write_bytes(pickle.dumps({0: {"computation": 1.0, "communication": _Exploit(str(marker))}}))
+    for read in (read_device_conf, read_device_avail):
+        with pytest.raises(InputDataError, match="only dicts, ints, floats and strings are read"):
+            read(f)
+    assert not marker.exists()
