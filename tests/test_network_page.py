@@ -96,3 +96,11 @@ def test_the_results_file_holds_every_study_and_its_replay_matched():
 
 if __name__ == "__main__":
     print(network_md(json.loads(RESULTS.read_text())))
+
+
+def test_the_lognormal_identity_check_is_recorded_as_identical():
+    """The modelling notes say the default model's output is the code-before's, byte for byte: the results file says so."""
+    doc = json.loads((ROOT / "docs" / "results" / "network" / "lognormal_identity.json").read_text())
+    assert doc["identical"] is True
+    assert doc["before"]["metrics_sha256"] == doc["after"]["metrics_sha256"] and doc["before"]["summary_sha256"] == doc["after"]["summary_sha256"]
+    assert "docs/results/network/lognormal_identity.json" in PAGE.read_text().replace("\n  ", " ")
