@@ -46,6 +46,10 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
     "main_job": (None, [rf"main job: {NUM} s wall \(median of 2; range {NUM}-{NUM} s\); {NUM}x under the 10-minute target; "
                          r"metrics identical across repeats: True"], [r"DIFFERENT", r"\bFalse\b"]),
     "memory_peaks": (None, [rf"^mobilenet_v2 +64px +4 +{NUM} +{NUM} +{NUM}x"], []),
+    "network": (None, [rf"^{task}: speedup lognormal .*; energy efficiency lognormal " for task in ("openimage_mobilenet", "speech_resnet34")]
+                + [rf"^  (baseline|flamingo): transfers .* mean round traces / lognormal {NUM}x$",
+                   r"^openimage_mobilenet unmetered_only \((lognormal|traces) pricing\): baseline clients lost",
+                   r"the log-normal replays match the runs' round durations: True"], [r"\bFalse\b"]),
     "population": (None, [rf"^\w+: a round at [\d,]+ clients costs {NUM}x the CPU of one at [\d,]+ \({NUM}x the wall time\)"], []),
     "prep_traces": (None, [rf"prep-traces [\d,]+ rows/s, pandas baseline [\d,]+ rows/s: ratio {NUM}x"], []),
     "round_overhead": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),

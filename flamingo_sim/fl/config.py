@@ -9,7 +9,6 @@ first, then to the experiment file's directory (and its parent), then among the 
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
@@ -161,15 +160,44 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class NetworkConfig:
+    """How a client's model download (at the task's start) and upload (at its end) are priced.
+    The sources of every value and the model itself: the modelling notes, section "Network"."""
+
     #: Size of one model transfer, each way (MB); null: the parameters of ``model`` x 4 bytes (float32).
     model_size_mb: Optional[float] = None
-    #: Median client bandwidth (Mbit/s); per-client values are log-normal around it.
+    #: ``lognormal``: each client one bandwidth, both ways, no radio energy (the default, as before).
+    #: ``traces``: each transfer on the network the client's trace shows then (WiFi, cellular or none),
+    #: each direction's bandwidth of that network, and the radio's energy (Huang et al., MobiSys 2012).
+    model: Literal["lognormal", "traces"] = "lognormal"
+    #: ``lognormal``: median client bandwidth (Mbit/s); per-client values are log-normal around it (an assumption, no source).
     bandwidth_mbps: float = 20.0
-    #: Standard deviation of log(bandwidth) across clients.
+    #: ``lognormal``: standard deviation of log(bandwidth) across clients (an assumption, no source).
     bandwidth_sigma: float = 0.5
+    #: ``traces``: mean download on WiFi (Mbit/s): Ookla Speedtest Global Index, November 2017, global mean fixed-broadband download.
+    wifi_down_mbps: float = 40.11
+    #: ``traces``: mean upload on WiFi (Mbit/s): the same index, global mean fixed-broadband upload.
+    wifi_up_mbps: float = 19.96
+    #: ``traces``: mean download on cellular (Mbit/s): the same index, global mean mobile download.
+    cellular_down_mbps: float = 20.28
+    #: ``traces``: mean upload on cellular (Mbit/s): the same index, global mean mobile upload.
+    cellular_up_mbps: float = 8.65
+    #: ``traces``: each client's WiFi and its cellular bandwidth are the means x a log-normal factor of mean 1 and this
+    #: log standard deviation (one factor per client and network, both directions; the ``lognormal`` model's spread, an assumption).
+    spread_sigma: float = 0.5
+    #: The share of clients on WiFi where the trace does not tell (a trace set without network columns, or a slot
+    #: further than prep-traces' hold from a reading); each client is on WiFi or cellular for all its unknown slots. 0.5:
+    #: OpenSignal, US smartphone users on WiFi roughly half the time in Q1 2017 (43-54 % by operator).
+    unknown_wifi_share: float = 0.5
+    #: Train only on an unmetered network (Bonawitz et al., MLSys 2019): a client on cellular or without network at the round's
+    #: start is not reachable, and (``model: traces``) a transfer pauses while the phone is off WiFi. Off by default: the paper does not say.
+    unmetered_only: bool = False
+    #: FedScale's device-capacity file (a pickled dict client id -> {'computation': ms/sample, 'communication': kbit/s}, read
+    #: without executing it): each client's bandwidth, both ways and on every network, replaces the drawn ones; null: none.
+    fedscale_capacity_file: Optional[Path] = None
 
     def __post_init__(self) -> None:
-        check_ranges(self, model_size_mb="> 0", bandwidth_mbps="> 0", bandwidth_sigma=">= 0")
+        check_ranges(self, model_size_mb="> 0", bandwidth_mbps="> 0", bandwidth_sigma=">= 0", wifi_down_mbps="> 0", wifi_up_mbps="> 0",
+                     cellular_down_mbps="> 0", cellular_up_mbps="> 0", spread_sigma=">= 0", unknown_wifi_share="[0, 1]")
 
 
 @dataclass(frozen=True)
@@ -365,7 +393,7 @@ class ExperimentConfig:
     phones: PhonesConfig = field(default_factory=PhonesConfig)
     #: The federated data and the network trained on it.
     data: DataConfig = field(default_factory=DataConfig)
-    #: Model transfers: size and the clients' bandwidths.
+    #: Model transfers: size, the clients' bandwidths, the network each transfer runs on and its radio energy.
     network: NetworkConfig = field(default_factory=NetworkConfig)
     #: The FL job: rounds, participants, local training, selection, the device it trains on.
     fl: FLConfig = field(default_factory=FLConfig)

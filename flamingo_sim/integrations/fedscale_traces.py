@@ -205,9 +205,10 @@ def _read_pickle(path: str | Path, what: str) -> dict[Any, Any]:
     path = Path(path)
     if not path.is_file():
         raise InputDataError(f"{path}: {what} not found")
+    from flamingo_sim.fl.sim.capacity import load_plain_pickle
+
     try:
-        with open(path, "rb") as fh:
-            data = pickle.load(fh)
+        data = load_plain_pickle(path.read_bytes())  # never executed: a pickle naming any class or function is refused
     except Exception as exc:  # a truncated or foreign file: say which
         raise InputDataError(f"{path}: cannot read {what} as a pickle: {exc}") from None
     if not isinstance(data, dict) or not data:

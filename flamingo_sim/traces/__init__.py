@@ -5,6 +5,7 @@
 - :mod:`~flamingo_sim.traces.clock`        the GreenHub server clock (UTC, then Europe/Lisbon wall time);
 - :mod:`~flamingo_sim.traces.select`       per-device statistics and the paper's four selection criteria;
 - :mod:`~flamingo_sim.traces.resample`     one device's samples onto the 10-minute UTC grid (PCHIP);
+- :mod:`~flamingo_sim.traces.network`      the network columns as the app wrote them, as states held on the grid;
 - :mod:`~flamingo_sim.traces.pipeline`     ``prep-traces``: dump -> selected, resampled, shifted client traces;
 - :mod:`~flamingo_sim.traces.store`        prepared trace sets on disk, and the view the simulator uses;
 - :mod:`~flamingo_sim.traces.synth`, :mod:`~flamingo_sim.traces.synth_write`  synthetic samples tables, written in each layout;

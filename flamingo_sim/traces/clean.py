@@ -16,7 +16,9 @@ The level scale (0-100 percent or a 0-1 fraction) is detected once per input, on
 chunk with levels: a median above 1 means percent. Levels are returned in percent.
 Extras are cleaned leniently (an invalid extra becomes NaN; the row is kept):
 ``screen_on`` 0/1; ``temperature_c`` in -20..80 degC; ``voltage_v`` with values above 1000
-read as millivolts and kept in 2.5..5.0 V; ``charging`` 1 for ac/usb/wireless, 0 for unplugged.
+read as millivolts and kept in 2.5..5.0 V; ``charging`` 1 for ac/usb/wireless, 0 for unplugged;
+the network columns as states (:func:`flamingo_sim.traces.network.clean_network`; values no rule
+reads are counted in ``Cleaner.network_unread``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import pyarrow.compute as pc
 
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.traces.clock import lisbon_wall_to_utc
+from flamingo_sim.traces.network import clean_network
 
 __all__ = ["Cleaner", "DROP_REASONS", "MIN_DATE", "clean_extras", "parse_numeric"]
 
@@ -110,6 +113,8 @@ class Cleaner:
     rows_in: int = 0
     #: reason -> (file, column, raw value) of the first row dropped for it
     examples: dict[str, tuple[str, str, object]] = field(default_factory=dict)
+    #: network values no rule reads (``column=value`` -> rows), among the rows cleaned with extras
+    network_unread: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         if self.level_scale not in ("auto", "pct", "fraction"):
@@ -171,13 +176,13 @@ class Cleaner:
         if "id" in table.column_names:  # per-table dumps: the key of battery_details.sample_id
             out["sample_id"] = parse_numeric(table.column("id"), "id", f)[0][keep]
         if extras:
-            out.update(clean_extras(table, keep, f))
+            out.update(clean_extras(table, keep, f, self.network_unread))
         return out
 
 
-def clean_extras(table: pa.Table, keep: np.ndarray, f: Path) -> dict[str, np.ndarray]:
+def clean_extras(table: pa.Table, keep: np.ndarray, f: Path, network_unread: Counter | None = None) -> dict[str, np.ndarray]:
     """Extras of the kept rows, invalid values as NaN (see module docstring)."""
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, np.ndarray] = clean_network(table, keep, network_unread)
     names = table.column_names
     if "screen_on" in names:
         v, _ = parse_numeric(table.column("screen_on"), "screen_on", f)

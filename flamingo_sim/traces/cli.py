@@ -37,10 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="timestamps are Europe/Lisbon wall time from 2018-10-28 on (GreenHub server; default) or all UTC")
     p.add_argument("--max-shifted-frac", type=float, default=0.01,
                    help="CSV rows with the wrong field count are skipped and counted; fail when a file has more than this share")
+    p.add_argument("--network-hold-h", type=float, default=6.0,
+                   help="a network reading (WiFi, cellular, none) holds this many hours on the grid, unknown beyond (default 6: a long gap)")
     p.set_defaults(func=_prep, cli_flags={
         "n_devices": "--devices", "n_shifts": "--shifts", "out_dir": "--out", "min_date": "--min-date", "max_date": "--max-date",
         "format": "--format", "max_shifted_frac": "--max-shifted-frac", "level_scale": "--level-scale", "server_clock": "--server-clock",
-        "rule": "--select",
+        "rule": "--select", "network_hold_h": "--network-hold-h",
     })
 
     s = sub.add_parser(
@@ -80,6 +82,7 @@ def _prep(args: argparse.Namespace) -> int:
         server_clock=args.server_clock,
         max_shifted_frac=args.max_shifted_frac,
         format=args.format,
+        network_hold_h=args.network_hold_h,
     )
     report = prep_traces(args.input, args.out, opts)
     d = report["devices"]

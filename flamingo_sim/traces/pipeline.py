@@ -5,9 +5,11 @@ Two passes keep memory bounded by the dump's (device, time) pairs, never its ful
 1. stream ``device_id, timestamp, battery_level`` chunk by chunk, clean (counting drops),
    pack each valid row into one int64 key, sort and deduplicate all keys, compute per-device
    statistics and select devices;
-2. stream again, keep only the selected devices' rows (with the extras columns), clean,
-   sort, deduplicate (keeping the first reading in input order), resample each device onto the
-   10-minute grid, make the time-zone shifts, and write the trace set atomically.
+2. stream again, keep only the selected devices' rows (with the extras columns, the network
+   columns among them; per-table dumps join ``battery_details.csv`` and ``network_details.csv``
+   on ``sample_id``), clean, sort, deduplicate (keeping the first reading in input order),
+   resample each device onto the 10-minute grid, make the time-zone shifts, and write the trace
+   set atomically.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from flamingo_sim.errors import InputDataError
 from flamingo_sim.faults import check_writable
 from flamingo_sim.io import check_out_dir, progress
 from flamingo_sim.traces.clean import DROP_REASONS, MIN_DATE, Cleaner, clean_extras, parse_numeric
+from flamingo_sim.traces.network import HOLD_H, NETWORK_DETAIL_INPUTS, NETWORK_EXTRAS, NETWORK_INPUTS, clean_network, state_shares
 from flamingo_sim.traces.readers import OPTIONAL, REQUIRED, Source, quote_hint
 from flamingo_sim.traces.resample import resample_device
 from flamingo_sim.traces.select import Criteria, choose, device_stats, evaluate, pack_keys, sort_dedup
@@ -47,10 +50,14 @@ class PrepOptions:
     max_shifted_frac: float = 0.01
     state_eps: float = 1e-4
     format: str | None = None
+    #: how long a network reading holds on the grid (hours); unknown beyond (``--network-hold-h``)
+    network_hold_h: float = HOLD_H
 
     def __post_init__(self) -> None:
         if self.n_devices < 1:
             raise InputDataError(f"n_devices: expected at least 1, got {self.n_devices}")
+        if not self.network_hold_h > 0:
+            raise InputDataError(f"network_hold_h: expected hours > 0, got {self.network_hold_h}")
         if not 1 <= self.n_shifts <= 24 * 7:
             raise InputDataError(f"n_shifts: expected 1..168 one-hour shifts, got {self.n_shifts}")
 
@@ -162,6 +169,7 @@ def prep_traces(
             "state_eps": opts.state_eps,
             "server_clock": opts.server_clock,
             "max_shifted_frac": opts.max_shifted_frac,
+            "network_hold_h": opts.network_hold_h,
         },
         "rows": {
             "read": cleaner.rows_in + shifted_rows,
@@ -182,6 +190,7 @@ def prep_traces(
         "n_clients": int(selected.size * opts.n_shifts),
         "n_shifts": opts.n_shifts,
         "extras": extras_present,
+        "network": _network_report(series, src, cleaner),
         "grid_steps_per_device": {str(s.device_id): len(s) for s in series},
         "warnings": warnings,
     }
@@ -226,10 +235,21 @@ def _no_valid_rows(src: Source, cleaner: Cleaner, drops: dict[str, int], opts: P
     return line
 
 
+def _network_report(series: list[DeviceSeries], src: Source, cleaner: Cleaner) -> dict[str, Any]:
+    """Where the network states came from, and the share of grid points in each state."""
+    states = [np.asarray(s.extras["network_state"]) for s in series if "network_state" in s.extras]
+    return {
+        "columns": [n for n in NETWORK_EXTRAS if any(n in s.extras for s in series)],
+        "detail_files": [f.name for f in src.network_files],
+        "slot_shares": state_shares(np.concatenate(states)) if states else None,
+        "unread_values": dict(cleaner.network_unread.most_common(8)),
+    }
+
+
 def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts: PrepOptions) -> tuple[list[DeviceSeries], list[str]]:
     import pyarrow as pa
 
-    want = list(REQUIRED) + list(OPTIONAL) + (["id"] if src.detail_files else [])
+    want = list(REQUIRED) + list(OPTIONAL) + list(NETWORK_INPUTS) + (["id"] if src.detail_files or src.network_files else [])
     chunks: list[dict[str, np.ndarray]] = []
     for f, table in progress(src.scan(want), desc="pass 2/2 (resample)", unit="chunk"):
         dev, _ = parse_numeric(table.column("device_id"), "device_id", f)
@@ -241,7 +261,10 @@ def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts
     cols = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]} if chunks else {}
     if src.detail_files and "sample_id" in cols:
         _join_details(src, cols)
-    extra_names = [k for k in ("screen_on", "temperature_c", "voltage_v", "charging") if k in cols and not np.isnan(cols[k]).all()]
+    if src.network_files and "sample_id" in cols:
+        _join_details(src, cols, network=True, unread=cleaner.network_unread)
+    candidates = ("screen_on", "temperature_c", "voltage_v", "charging", *NETWORK_EXTRAS)
+    extra_names = [k for k in candidates if k in cols and not np.isnan(cols[k]).all()]
     order = np.lexsort((cols["ts_s"], cols["device_id"]))  # stable: first reading wins on ties
     for k in list(cols):
         cols[k] = cols[k][order]
@@ -262,22 +285,27 @@ def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts
                 cols["level_pct"][s],
                 {k: cols[k][s] for k in extra_names},
                 state_eps=opts.state_eps,
+                network_hold_s=opts.network_hold_h * 3600.0,
             )
         )
     return series, [{"screen_on": "screen_on_frac"}.get(k, k) for k in extra_names]
 
 
-def _join_details(src: Source, cols: dict[str, np.ndarray]) -> None:
-    """Fill temperature/voltage/charger of the kept rows from battery_details (by sample_id)."""
+def _join_details(src: Source, cols: dict[str, np.ndarray], network: bool = False, unread: Any = None) -> None:
+    """Fill temperature/voltage/charger of the kept rows from battery_details (by sample_id), where
+    the samples have none; or (``network``) the network states from network_details, whose
+    ``network_type`` reads before the samples' ``network_status``."""
     import pyarrow as pa
 
     sid = cols["sample_id"]
     order = np.argsort(sid, kind="stable")
     sorted_sid = sid[order]
     n = sid.size
-    joined = {k: np.full(n, np.nan) for k in ("temperature_c", "voltage_v", "charging")}
+    names = NETWORK_EXTRAS if network else ("temperature_c", "voltage_v", "charging")
+    joined = {k: np.full(n, np.nan) for k in names}
     rows: dict[Path, list[int]] = {}
-    for f, table in src.scan_details(["temperature", "voltage", "charger"]):
+    inputs = list(NETWORK_DETAIL_INPUTS) if network else ["temperature", "voltage", "charger"]
+    for f, table in src.scan_details(inputs, src.network_files if network else None):
         d_sid, _ = parse_numeric(table.column("sample_id"), "sample_id", f)
         count = rows.setdefault(f, [0, 0])
         count[0] += table.num_rows
@@ -291,12 +319,13 @@ def _join_details(src: Source, cols: dict[str, np.ndarray]) -> None:
         if not mask.any():
             continue
         sub = table.filter(pa.array(mask))
-        ex = clean_extras(sub, np.ones(sub.num_rows, dtype=bool), f)
+        keep = np.ones(sub.num_rows, dtype=bool)
+        ex = clean_network(sub, keep, unread) if network else clean_extras(sub, keep, f)
         pos = order[np.searchsorted(sorted_sid, d_sid[mask])]
         for k, v in ex.items():
             joined[k][pos] = v
     for k, v in joined.items():
-        if k in cols:
-            cols[k] = np.where(np.isnan(cols[k]), v, cols[k])
+        if k in cols:  # network: network_details' type reads before the samples' network_status
+            cols[k] = np.where(np.isnan(v), cols[k], v) if network else np.where(np.isnan(cols[k]), v, cols[k])
         elif not np.isnan(v).all():
             cols[k] = v

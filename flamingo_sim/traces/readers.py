@@ -11,7 +11,8 @@ layout (``format``)  files
 ``csv-pages``       Aug-2020 ``samples.query.N.csv`` pages: ``;``, header on every page,
                     ``NULL``
 ``csv-tables``      weekly per-table dumps: ``samples.csv`` (+ ``battery_details.csv``
-                    keyed by ``sample_id`` for voltage/temperature/charger); ``;`` or ``,``,
+                    keyed by ``sample_id`` for voltage/temperature/charger, and
+                    ``network_details.csv`` for the network columns); ``;`` or ``,``,
                     quoted or not, ``NULL`` or ``\\N``, header lines possibly repeated
 ``csv``             one samples CSV file of any of the dialects above
 ==================  =====================================================================
@@ -104,6 +105,7 @@ class Source:
     files: list[Path]
     detail_files: list[Path]
     device_files: list[Path] = field(default_factory=list)
+    network_files: list[Path] = field(default_factory=list)  # per-table dumps: network_details.csv
     max_shifted_frac: float = 0.01
     stats: ReadStats = field(default_factory=ReadStats)
 
@@ -117,6 +119,7 @@ class Source:
         if not path.exists():
             raise InputDataError(f"{path}: not found")
         details: list[Path] = []
+        network: list[Path] = []
         if detected in ("parquet", "csv"):
             if not path.is_file():
                 raise InputDataError(f"{path}: format {detected!r} expects a file, got a directory")
@@ -129,10 +132,11 @@ class Source:
         else:
             files = [path / "samples.csv"] if (path / "samples.csv").is_file() else []
             details = [path / "battery_details.csv"] if (path / "battery_details.csv").is_file() else []
+            network = [path / "network_details.csv"] if (path / "network_details.csv").is_file() else []
         if not files:
             raise InputDataError(f"{path}: no sample files for format {detected!r}")
         src = cls(path=path, format=detected, files=files, detail_files=details, device_files=_device_files(path, detected),
-                  max_shifted_frac=max_shifted_frac)
+                  network_files=network, max_shifted_frac=max_shifted_frac)
         src.stats.files = [str(f) for f in files]
         return src
 
@@ -160,12 +164,13 @@ class Source:
             else:
                 yield from ((f, t) for t in _scan_parquet(f, want))
 
-    def scan_details(self, columns: Sequence[str]) -> Iterator[tuple[Path, pa.Table]]:
-        """Yield battery_details chunks (``sample_id`` plus the present ``columns``)."""
-        for f in self.detail_files:
+    def scan_details(self, columns: Sequence[str], files: Sequence[Path] | None = None) -> Iterator[tuple[Path, pa.Table]]:
+        """Yield chunks of a table keyed by ``sample_id`` (``sample_id`` plus the present ``columns``):
+        battery_details by default, or ``files`` (network_details)."""
+        for f in self.detail_files if files is None else files:
             present = _csv_header(f)[0]
             if "sample_id" not in present:
-                raise InputDataError(f"{f}: missing required column sample_id; expected sample_id, voltage, temperature")
+                raise InputDataError(f"{f}: missing required column sample_id; expected sample_id, {', '.join(columns)}")
             want = ["sample_id"] + [c for c in columns if c in present]
             yield from ((f, t) for t in self._scan_csv(f, want))
 

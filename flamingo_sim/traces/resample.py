@@ -14,6 +14,10 @@
   sensors' resolution (0.1 degC, 1 mV), which also makes them compress well.
 * ``charging``: 1.0 when the charger (ac/usb/wireless) is plugged, 0.0 when unplugged, by
   zero-order hold of the last reading at or before the grid point.
+* the network states (``network_state``, ``mobile_generation``, ``wifi_enabled``,
+  ``wifi_signal_dbm``, ``wifi_link_mbps``): the last reading at or before the grid point, held at
+  most ``network_hold_s`` (:func:`flamingo_sim.traces.network.hold_bounded`); unknown beyond; the
+  WiFi signal and link only where the state is WiFi (:func:`flamingo_sim.traces.network.wifi_only`).
 
 An extra with no valid reading on a device is all-NaN for that device.
 """
@@ -25,6 +29,7 @@ from typing import Mapping
 import numpy as np
 from scipy.interpolate import PchipInterpolator
 
+from flamingo_sim.traces.network import HOLD_H, NETWORK_EXTRAS, hold_bounded, wifi_only
 from flamingo_sim.traces.store import STEP_S, DeviceSeries
 
 __all__ = ["make_grid", "pchip_level", "derive_state", "hold_fraction", "hold_value", "linear", "resample_device"]
@@ -104,6 +109,7 @@ _EXTRA_METHOD = {
     "temperature_c": ("temperature_c", "linear"),
     "voltage_v": ("voltage_v", "linear"),
     "charging": ("charging", "hold"),
+    **{name: (name, "bounded") for name in NETWORK_EXTRAS},
 }
 
 
@@ -115,11 +121,13 @@ def resample_device(
     *,
     step_s: int = STEP_S,
     state_eps: float = 1e-4,
+    network_hold_s: float = HOLD_H * 3600.0,
 ) -> DeviceSeries:
     """Resample one device (``ts_s`` strictly increasing) onto the grid; extras may hold NaN gaps.
 
     ``extras`` keys are the cleaned input columns ``screen_on``, ``temperature_c``,
-    ``voltage_v``, ``charging``; outputs are named as in :data:`~flamingo_sim.traces.store.EXTRA_COLUMNS`.
+    ``voltage_v``, ``charging`` and the network states; outputs are named as in
+    :data:`~flamingo_sim.traces.store.EXTRA_COLUMNS`.
     """
     grid = make_grid(int(ts_s[0]), int(ts_s[-1]), step_s)
     if grid.size == 0:  # a device sampled within one slot (only with relaxed criteria): one grid point
@@ -134,9 +142,12 @@ def resample_device(
             res = hold_fraction(t, v, grid, step_s)
         elif method == "hold":
             res = hold_value(t, v, grid)
+        elif method == "bounded":
+            res = hold_bounded(t, v, grid, network_hold_s)
         else:
             res = np.round(linear(t, v, grid), _DECIMALS[out_name])
         out[out_name] = res.astype(np.float32)
+    wifi_only(out)
     return DeviceSeries(
         device_id=int(device_id),
         start_s=int(grid[0]),

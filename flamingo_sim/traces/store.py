@@ -6,7 +6,10 @@ A prepared trace set is a directory with three files:
     One row per (device, 10-minute grid point): ``device_id`` int64, ``timestamp``
     (UTC, on the grid; written as timestamp[s, UTC], which parquet stores as milliseconds), ``battery_level_pct`` float32, ``battery_state`` int8
     (+1 charging, 0 neither, -1 discharging) and optional float32 extras with units in their
-    names (``screen_on_frac``, ``temperature_c``, ``voltage_v``, ``charging``); when the dump had
+    names (``screen_on_frac``, ``temperature_c``, ``voltage_v``, ``charging``, and the network
+    states ``network_state`` (0 none, 1 WiFi, 2 cellular), ``mobile_generation``,
+    ``wifi_enabled``, ``wifi_signal_dbm``, ``wifi_link_mbps``: :mod:`flamingo_sim.traces.network`;
+    NaN where unknown; a set without them still loads, its network unknown); when the dump had
     a devices table, the phone's ``model``, ``manufacturer`` and ``brand`` (dictionary-encoded
     strings, null where the table lacks the device).
     Rows are sorted by (device_id, timestamp); each device's grid is contiguous.
@@ -46,8 +49,9 @@ __all__ = [
 TRACE_SET = "trace-set"
 #: The resampling grid step (seconds).
 STEP_S = 600
-#: Optional extra columns, in the order they are written.
-EXTRA_COLUMNS = ("screen_on_frac", "temperature_c", "voltage_v", "charging")
+#: Optional extra columns, in the order they are written (the last five: :data:`flamingo_sim.traces.network.NETWORK_EXTRAS`).
+EXTRA_COLUMNS = ("screen_on_frac", "temperature_c", "voltage_v", "charging",
+                 "network_state", "mobile_generation", "wifi_enabled", "wifi_signal_dbm", "wifi_link_mbps")
 #: The phone columns copied from the dump's devices table, when it has one.
 MODEL_COLUMNS = ("model", "manufacturer", "brand")
 
@@ -239,6 +243,13 @@ def load_client_traces(path: str | Path) -> ClientTraces:
         values = dev.column(name).to_numpy(zero_copy_only=False)[order]
         return np.ascontiguousarray(values.astype(dtype)[src])
 
+    if "network_state" in dev.column_names:  # 0 none, 1 WiFi, 2 cellular, NaN unknown
+        net = dev.column("network_state").to_numpy(zero_copy_only=False).astype(np.float64)[order]
+        bad = ~(np.isnan(net) | np.isin(net, (0.0, 1.0, 2.0)))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputDataError(f"{dev_path}: device {dev_ids_rows[i]}, row {i + 1}: network_state {net[i]} is not 0 (none), 1 (WiFi), "
+                                 "2 (cellular) or NaN (unknown)")
     level = grid("battery_level_pct", np.float32)
     state = grid("battery_state", np.int8)
     extras = {name: grid(name, np.float32) for name in EXTRA_COLUMNS if name in dev.column_names}

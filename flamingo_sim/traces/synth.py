@@ -8,7 +8,20 @@ Each device is simulated minute by minute in segments (discharging / charging):
   charging dips 100 -> 99 -> 100 every hour or two while full) or ``topup`` (plug for 20-90
   minutes whenever the level falls below a personal threshold); charging slows above 80 %;
 * event-driven sampling: one sample whenever the integer percentage changes or the charger is
-  (un)plugged, at a random second within the minute; idle stretches give long gaps.
+  (un)plugged, at a random second within the minute; idle stretches give long gaps;
+* the network (:func:`network_minutes`, its own random stream, so the battery columns do not
+  depend on it): at home the phone is on WiFi if the owner has home WiFi (60 % of devices),
+  else cellular; on weekdays the owner leaves an hour or so after waking and comes back at
+  17:00-19:30, commuting 15-45 minutes each way on cellular, and is on the workplace's WiFi
+  (35 % of the devices) or cellular in between; on weekends one outing of 1-4 hours a day, on
+  cellular; cellular coverage drops out (no network) in 5-30-minute holes starting on 0.2 % of
+  cellular minutes; a switched-off phone has no network. The cellular technology is LTE on 85 %
+  of devices, HSPA+/HSPA/UMTS on the rest; each WiFi has its own link rate (72-866 Mbit/s) and
+  signal (-75 to -40 dBm). The two shares are set so that a phone is on WiFi about half of its
+  time (49 % of the minutes of 160 devices), as OpenSignal measured for US smartphone users in
+  Q1 2017 (43-54 % by operator: "Whose customers are using Wifi the most in the US?",
+  opensignal.com, 2017-04-18). GreenHub logs a sample on battery events, not network
+  changes, so the network is seen only at the samples, as in the real data.
 
 Device kinds (``kind_of(i)``) are built to pass or to fail one selection criterion each:
 ``good`` (>= 30 days, dense), ``short`` (< 28 days), ``sparse`` (only ~30 % of events logged,
@@ -70,6 +83,11 @@ class DeviceSamples:
     temperature_c: np.ndarray
     voltage_v: np.ndarray
     tz_h: int
+    network: np.ndarray  # int8 at the samples: 0 none, 1 WiFi, 2 cellular
+    wifi_link_mbps: np.ndarray  # at the samples, -1 off WiFi
+    wifi_rssi_dbm: np.ndarray  # at the samples, -127 off WiFi
+    mobile_type: str  # the app's mobile_network_type (lte, hspap, hspa, utms)
+    wifi_enabled: bool
 
 
 def _screen(r: np.random.Generator, n_min: int, tz_h: int, wake_h: float, sleep_h: float, heavy: float) -> np.ndarray:
@@ -83,6 +101,49 @@ def _screen(r: np.random.Generator, n_min: int, tz_h: int, wake_h: float, sleep_
     np.add.at(screen, idx, 1)
     np.add.at(screen, idx + lengths, -1)
     return np.cumsum(screen)[:n_min] > 0
+
+
+@dataclass(frozen=True)
+class NetworkMinutes:
+    """A device's network minute by minute (see the module docstring)."""
+
+    state: np.ndarray  # int8 (n_min,): 0 none, 1 WiFi, 2 cellular
+    link_mbps: np.ndarray  # float (n_min,), -1 off WiFi
+    rssi_dbm: np.ndarray  # float (n_min,), -127 off WiFi
+    mobile_type: str
+    wifi_enabled: bool
+
+
+def network_minutes(device_id: int, seed: int, n_min: int, tz_h: int, wake_h: float, off: np.ndarray) -> NetworkMinutes:
+    """The network of device ``device_id`` for each of its ``n_min`` minutes (randomness from
+    (seed, "synth.network", device_id): the battery's own stream is untouched)."""
+    r = rng(seed, "synth.network", device_id)
+    home_wifi, work_wifi = r.random() < 0.6, r.random() < 0.35
+    leave_h, back_h, commute_h = wake_h + r.uniform(0.5, 1.5), r.uniform(17.0, 19.5), r.uniform(0.25, 0.75)
+    hours = np.arange(n_min) / 60.0 + tz_h
+    local_h, day = hours % 24.0, np.floor(hours / 24.0).astype(np.int64)
+    weekday = day % 7 < 5
+    n_days = int(day.max()) + 1 if n_min else 0
+    out_start, out_len = r.uniform(10.0, 16.0, n_days), r.uniform(1.0, 4.0, n_days)
+    at_work = weekday & (local_h >= leave_h + commute_h) & (local_h < back_h - commute_h)
+    commuting = weekday & (local_h >= leave_h) & (local_h < back_h) & ~at_work
+    outing = ~weekday & (local_h >= out_start[day]) & (local_h < out_start[day] + out_len[day])
+    wifi = np.where(at_work, work_wifi, ~commuting & ~outing & home_wifi)
+    state = np.where(wifi, 1, 2).astype(np.int8)
+    holes = np.zeros(n_min + 40, dtype=np.int32)
+    starts = np.flatnonzero((r.random(n_min) < 0.002) & (state == 2))
+    np.add.at(holes, starts, 1)
+    np.add.at(holes, starts + r.integers(5, 31, starts.size), -1)
+    state[(np.cumsum(holes)[:n_min] > 0) & (state == 2)] = 0
+    state[off] = 0
+    links = np.array([72.0, 144.0, 150.0, 300.0, 433.0, 866.0])
+    home_link, work_link = float(r.choice(links)), float(r.choice(links))
+    home_rssi, work_rssi = r.uniform(-70.0, -40.0), r.uniform(-75.0, -45.0)
+    on_wifi = state == 1
+    link = np.where(on_wifi, np.where(at_work, work_link, home_link), -1.0)
+    rssi = np.where(on_wifi, np.where(at_work, work_rssi, home_rssi), -127.0)
+    mobile = "lte" if r.random() < 0.85 else str(r.choice(["hspap", "hspa", "utms"]))
+    return NetworkMinutes(state, link, rssi, mobile, bool(home_wifi or work_wifi))
 
 
 def simulate_device(device_id: int, kind: str, seed: int) -> DeviceSamples:
@@ -161,6 +222,7 @@ def simulate_device(device_id: int, kind: str, seed: int) -> DeviceSamples:
     temp = 24.0 + 2.5 * np.sin(2 * np.pi * ((np.arange(n_min) / 60.0 + tz_h) / 24.0 - 0.375)) + 9.0 * hot + 7.0 * smooth
     temp = np.round(temp[m] + r.normal(0, 0.4, m.size), 1)
     volt = np.round(3.45 + 0.0075 * pct[m] + 0.12 * charging[m] + r.normal(0, 0.01, m.size), 3)
+    net = network_minutes(device_id, seed, n_min, tz_h, wake_h, off)
     return DeviceSamples(
         device_id=device_id,
         kind=kind,
@@ -172,6 +234,11 @@ def simulate_device(device_id: int, kind: str, seed: int) -> DeviceSamples:
         temperature_c=temp,
         voltage_v=volt,
         tz_h=tz_h,
+        network=net.state[m],
+        wifi_link_mbps=net.link_mbps[m],
+        wifi_rssi_dbm=np.round(net.rssi_dbm[m] + np.where(net.state[m] == 1, rng(seed, "synth.rssi", device_id).normal(0, 2.0, m.size), 0.0)),
+        mobile_type=net.mobile_type,
+        wifi_enabled=net.wifi_enabled,
     )
 
 
@@ -180,6 +247,40 @@ _ZONES = {h: z for h, z in zip(range(-8, 10), [
     "America/Sao_Paulo", "Atlantic/South_Georgia", "Atlantic/Azores", "Europe/Lisbon", "Europe/Berlin",
     "Europe/Athens", "Europe/Moscow", "Asia/Dubai", "Asia/Karachi", "Asia/Dhaka", "Asia/Bangkok",
     "Asia/Shanghai", "Asia/Tokyo"])}
+
+
+def _network_columns(devices: list[DeviceSamples], n_per: np.ndarray, idx: np.ndarray, joined_null: np.ndarray,
+                     upper: np.ndarray) -> dict[str, np.ndarray]:
+    """The samples' network columns as the app writes them (:mod:`flamingo_sim.traces.network`), in
+    sample order ``idx`` (duplicates included); the joined columns null where ``joined_null``
+    (network_status is a samples column), and the case flipped where ``upper`` (``wifi``, ``mobile``, ``LTE``)."""
+    state = np.concatenate([d.network for d in devices])[idx]
+    mobile = np.repeat(np.array([d.mobile_type for d in devices], dtype=object), n_per)[idx]
+    link = np.concatenate([d.wifi_link_mbps for d in devices])[idx]
+    rssi = np.concatenate([d.wifi_rssi_dbm for d in devices])[idx]
+    enabled = np.repeat(np.array([d.wifi_enabled for d in devices]), n_per)[idx]
+    kind = np.select([state == 1, state == 2], ["WIFI", "MOBILE"], "unknown").astype(object)
+    status = np.select([state == 1, state == 2], ["WIFI", ""], "disconnected").astype(object)
+    status[state == 2] = mobile[state == 2]
+    kind[upper] = np.char.lower(kind[upper].astype(str)).astype(object)
+    status[upper] = np.char.swapcase(status[upper].astype(str)).astype(object)
+    mobile = mobile.copy()
+    mobile[upper] = np.char.upper(mobile[upper].astype(str)).astype(object)
+    cols = {
+        "network_status": status,
+        "network_type": kind,
+        "mobile_network_type": mobile,
+        "mobile_data_status": np.where(state == 2, "connected", "disconnected").astype(object),
+        "mobile_data_activity": np.where(state == 2, "inout", "none").astype(object),
+        "wifi_status": np.where(enabled, "enabled", "disabled").astype(object),
+        "wifi_signal_strength": rssi.astype(np.float64),
+        "wifi_link_speed": link.astype(np.float64),
+    }
+    for name in cols:
+        if name != "network_status":
+            cols[name] = cols[name].copy()
+            cols[name][joined_null] = None if cols[name].dtype == object else np.nan
+    return cols
 
 
 def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
@@ -228,10 +329,11 @@ def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
     state[upper] = np.char.lower(state[upper].astype(str)).astype(object)
     charger[upper & (charger != None)] = np.char.upper(charger[upper & (charger != None)].astype(str)).astype(object)  # noqa: E711
 
+    net = _network_columns(devices, n_per, idx, joined_null, upper)
+
     order = np.argsort(upload, kind="stable")
     ids = np.arange(1, m + 1, dtype=np.int64)
     pick = lambda a: a[order]  # noqa: E731
-    net = r.choice(np.array(["WIFI", "wifi", "lte", "LTE", "disconnected"], dtype=object), m)
     cols: dict[str, pa.Array] = {
         "id": pa.array(ids),
         "device_id": pa.array(pick(dev)),
@@ -252,14 +354,9 @@ def samples_table(devices: list[DeviceSamples], seed: int) -> pa.Table:
         "usage": pa.array(np.round(r.random(m), 3)),
         "up_time": pa.array(np.round(r.uniform(0, 1e6, m))),
         "sleep_time": pa.array(np.round(r.uniform(0, 5e5, m))),
-        "network_status": pa.array(np.full(m, "connected", dtype=object), type=pa.string()),
-        "network_type": pa.array(net, type=pa.string()),
-        "mobile_network_type": pa.array(np.full(m, "lte", dtype=object), type=pa.string()),
-        "mobile_data_status": pa.array(np.full(m, "connected", dtype=object), type=pa.string()),
-        "mobile_data_activity": pa.array(np.full(m, "none", dtype=object), type=pa.string()),
-        "wifi_status": pa.array(np.full(m, "enabled", dtype=object), type=pa.string()),
-        "wifi_signal_strength": pa.array(np.round(r.uniform(-90, -30, m))),
-        "wifi_link_speed": pa.array(r.choice([-1.0, 72.0, 144.0, 433.0], m)),
+        **{name: pa.array(pick(values), type=pa.string() if values.dtype == object else None, from_pandas=True)
+           for name, values in net.items() if name != "mobile_data_activity"},
+        "mobile_data_activity": pa.array(pick(net["mobile_data_activity"]), type=pa.string()),
         "screen_on": pa.array(pick(screen), from_pandas=True).cast(pa.int64()),
         "screen_brightness": pa.array(r.integers(-1, 256, m)),
     }

@@ -6,7 +6,11 @@ Layouts (each in its own sub-directory of the output):
 ``aug2020/``   ``samples.query.N.csv`` pages: ``;``, unquoted, header on every page, ``NULL``;
                two rows whose ``timezone`` holds a ``;`` (shifted rows)
 ``weekly/``    ``samples.csv`` + ``battery_details.csv`` (``sample_id``, ``charger``, ``health``,
-               ``voltage``, ``temperature``) + ``devices.csv``: ``;``, ``NULL``, 0-1 levels
+               ``voltage``, ``temperature``) + ``network_details.csv`` (``sample_id``,
+               ``network_type``, ``mobile_network_type``, ``mobile_data_status``,
+               ``mobile_data_activity``, ``roaming_enabled``, ``wifi_status``,
+               ``wifi_signal_strength``, ``wifi_link_speed``; ``network_status`` stays in
+               ``samples``, as in the server's schema) + ``devices.csv``: ``;``, ``NULL``, 0-1 levels
 ``csv2019/``   the same tables comma-separated, header line repeated every 5000 rows
 ``csv2018/``   the same tables as ``SELECT ... INTO OUTFILE ... ENCLOSED BY '"'`` wrote them: every
                value double-quoted, NULL as a bare ``\\N``, under a header line of bare column
@@ -35,6 +39,9 @@ __all__ = ["write_layouts", "write_csv", "LAYOUT_DIRS", "SYNTH_PHONES"]
 DUMP = "synthetic-greenhub-dump"
 LAYOUT_DIRS = {"parquet": "kaggle", "csv-pages": "aug2020", "csv-tables": "weekly", "csv-2019": "csv2019", "csv-2018": "csv2018"}
 _DETAILS = ("charger", "health", "voltage", "temperature")
+#: network_details' columns (greenhub-project/farmer, migration create_network_details_table), as far as the samples table has them.
+_NETWORK = ("network_type", "mobile_network_type", "mobile_data_status", "mobile_data_activity", "roaming_enabled", "wifi_status",
+            "wifi_signal_strength", "wifi_link_speed")
 
 
 def _as_text(col: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -108,10 +115,12 @@ def _fraction(table: pa.Table) -> pa.Table:
     return table.set_column(i, "battery_level", pc.divide(table.column("battery_level"), 100.0))
 
 
-def _split_tables(table: pa.Table) -> tuple[pa.Table, pa.Table]:
-    samples = table.drop_columns(list(_DETAILS))
+def _split_tables(table: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """samples, battery_details and network_details of the per-table dumps (both keyed by sample_id)."""
+    samples = table.drop_columns(list(_DETAILS) + list(_NETWORK))
     details = pa.table({"id": table.column("id"), "sample_id": table.column("id"), **{c: table.column(c) for c in _DETAILS}})
-    return samples, details
+    network = pa.table({"id": table.column("id"), "sample_id": table.column("id"), **{c: table.column(c) for c in _NETWORK}})
+    return samples, details, network
 
 
 def _shift_rows(path: Path, row_numbers: list[int], column: str, delim: str) -> None:
@@ -156,7 +165,7 @@ def write_layouts(out_dir: str | Path, table: pa.Table, devices: list[Any], opts
                 _shift_rows(stage / "samples.query.1.csv", rows, "timezone", ";")
                 write_csv(dev_table, stage / "devices.query.1.csv")
             else:
-                samples, details = _split_tables(_fraction(table))
+                samples, details, network = _split_tables(_fraction(table))
                 delim = ";" if layout == "csv-tables" else ","
                 kw: dict[str, Any] = {"delim": delim}
                 if layout == "csv-2019":
@@ -169,6 +178,7 @@ def write_layouts(out_dir: str | Path, table: pa.Table, devices: list[Any], opts
                     samples = samples.set_column(samples.column_names.index("timestamp"), "timestamp", ts)
                 write_csv(samples, stage / "samples.csv", **kw)
                 write_csv(details, stage / "battery_details.csv", **kw)
+                write_csv(network, stage / "network_details.csv", **kw)
                 write_csv(dev_table, stage / "devices.csv", **kw)
         written.append(target)
     return written

@@ -98,7 +98,10 @@ def test_shipped_trace_set_loads_with_2400_clients():
     assert ct.n_clients == 2400 and ct.n_devices == 100
     assert set(np.unique(ct.shift_s // 3600)) == set(range(24))
     assert ct.device_length.min() * 600 >= 28 * 86400
-    assert set(ct.extras) == {"screen_on_frac", "temperature_c", "voltage_v", "charging"}
+    assert set(ct.extras) == {"screen_on_frac", "temperature_c", "voltage_v", "charging", "network_state", "mobile_generation", "wifi_enabled",
+                              "wifi_signal_dbm", "wifi_link_mbps"}
+    state = ct.extras["network_state"]
+    assert set(np.unique(state[~np.isnan(state)])) == {0.0, 1.0, 2.0} and 0.4 < np.mean(state == 1) < 0.6
     assert ct.horizon_s >= 28 * 86400 - 23 * 3600
     level = ct.level_at(3 * 86400.0)
     assert level.shape == (2400,) and level.dtype == np.float32
@@ -120,7 +123,10 @@ def test_shipped_trace_set_regenerates_bit_identically(tmp_path):
     assert (tmp_path / "again" / "report.json").read_bytes() == (SHIPPED_DIR / "report.json").read_bytes()
     for name in ("devices.parquet", "clients.parquet"):
         again, shipped = pq.read_table(tmp_path / "again" / name), pq.read_table(SHIPPED_DIR / name)
-        assert again.equals(shipped, check_metadata=True), name
+        # the same schema and metadata, and the same values (NaN where the network is unknown equals NaN: Arrow's
+        # Table.equals holds no NaN equal to itself, pandas' DataFrame.equals does)
+        assert again.schema.equals(shipped.schema, check_metadata=True), name
+        assert again.to_pandas().equals(shipped.to_pandas()), name
         writer = pq.ParquetFile(SHIPPED_DIR / name).metadata.created_by
         if writer == f"parquet-cpp-arrow version {pa.__version__}":
             assert (tmp_path / "again" / name).read_bytes() == (SHIPPED_DIR / name).read_bytes(), name
@@ -165,3 +171,15 @@ def test_trace_sets_of_other_tools_are_validated_on_load(tmp_path, devices, ts, 
 def test_a_valid_trace_set_of_another_tool_loads(tmp_path):
     ct = load_client_traces(_write_raw(tmp_path, [1, 1, 2, 2], [T0, T0 + 600, T0, T0 + 600], [50, 40, 30, 100], [0, -1, 1, 0]))
     assert ct.device_length.tolist() == [2, 2] and ct.horizon_s == 1200
+
+
+def test_the_traces_page_quotes_the_shipped_sets_network_shares():
+    """docs/traces.md's shares of WiFi, cellular and no network are the shipped report.json's."""
+    import json
+    from pathlib import Path
+
+    shares = json.loads((SHIPPED_DIR / "report.json").read_text())["network"]["slot_shares"]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "traces.md").read_text()
+    quoted = (f"{100 * shares['wifi']:.1f} % of\nits grid points are WiFi, {100 * shares['cellular']:.1f} % cellular and "
+              f"{100 * shares['none']:.1f} % without network")
+    assert quoted in page and shares["unknown"] == 0.0

@@ -111,3 +111,39 @@ def test_synthetic_2018_dump_is_written_the_real_way(synth_dump):
         assert all(ln.count(",") == lines[0].count(",") for ln in lines[1:]), name
     for name in ("samples.csv", "battery_details.csv"):
         assert any(re.search(r'(^|,)\\N(,|$)', ln) for ln in (synth_dump / "csv2018" / name).read_text().splitlines()[1:]), name
+
+
+def test_the_network_is_written_as_the_app_writes_it(table):
+    """network_type WIFI/MOBILE/unknown, network_status WIFI / the mobile type / disconnected, the link and signal only on
+    WiFi (-1 and -127 off it), case flipped on some rows, the joined columns null where the other joined columns are."""
+    df, devices = table
+    kind = df["network_type"].dropna()
+    assert set(kind.unique()) == {"WIFI", "wifi", "MOBILE", "mobile", "unknown", "UNKNOWN"} - {"UNKNOWN"}
+    on_wifi = df["network_type"].str.lower() == "wifi"
+    assert (df.loc[on_wifi, "wifi_link_speed"] > 0).all() and (df.loc[on_wifi, "network_status"].str.lower() == "wifi").all()
+    cell = df["network_type"].str.lower() == "mobile"
+    assert (df.loc[cell, "wifi_link_speed"] == -1).all() and (df.loc[cell, "wifi_signal_strength"] == -127).all()
+    assert set(df.loc[cell, "network_status"].str.lower()) <= {"lte", "hspap", "hspa", "utms"}
+    assert set(df.loc[df["network_type"] == "unknown", "network_status"].str.lower()) == {"disconnected"}
+    assert (df["network_type"].isna() == df["temperature"].isna()).mean() > 0.99  # joined columns null together (a few temps are garbage)
+    assert df["network_status"].notna().all()
+    # a phone is on WiFi about half of its minutes (OpenSignal, US, Q1 2017: 43-54 %); the samples see it through battery events
+    shares = np.mean([np.mean(d.network == 1) for d in devices])
+    assert 0.25 < shares < 0.75
+
+
+def test_the_network_does_not_move_the_battery_columns(monkeypatch):
+    """The network draws from its own random stream: whatever it draws, the samples' times, levels and temperatures stay."""
+    import flamingo_sim.traces.synth as synth
+
+    before = simulate_device(11, "good", 5)
+    real = synth.network_minutes
+
+    def other(device_id, seed, *args):
+        return real(device_id, seed + 1000, *args)
+
+    monkeypatch.setattr(synth, "network_minutes", other)
+    after = synth.simulate_device(11, "good", 5)
+    assert not np.array_equal(before.network, after.network)
+    for name in ("ts_s", "level", "screen_on", "charging", "temperature_c", "voltage_v"):
+        assert np.array_equal(getattr(before, name), getattr(after, name)), name

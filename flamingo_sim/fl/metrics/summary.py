@@ -5,7 +5,8 @@ plus ``steps_<choice>`` (local steps the kept clients ran on each execution choi
 ``steps_4567``), ``interference_s_<phone>`` (interference per phone model, all attempts),
 ``foreground_s_<phone>`` (the owners' foreground time of that phone model's selected clients
 while the round ran) and ``training_foreground_s_<phone>`` (the part of it while their
-training ran). The summary is a pure function of that table, so ``flamingo-sim report`` and
+training ran); with ``network.model: traces`` or ``network.unmetered_only``, the network columns
+:data:`NETWORK_COLUMN_DOCS`. The summary is a pure function of that table, so ``flamingo-sim report`` and
 notebooks can recompute it. Its per-policy ``ux_slowed_frac`` maps each phone model to the
 user-experience score: the share of the owners' foreground time slowed by training, summed
 over rounds and seeds (:func:`ux_slowed_frac`; the reproduce report's Table 3).
@@ -47,6 +48,14 @@ COLUMNS = {
     "jain_participation": "Jain's index over all clients of the rounds each was kept so far (1 = all equal)",
     "jain_energy": "Jain's index over all clients of the training energy each has paid so far",
     "straggler_phone": "phone model of the round's slowest kept client, whose task sets the round's duration ('' if none kept)",
+}
+
+#: The network's columns (only with ``network.model: traces`` or ``network.unmetered_only``; ``energy_j`` then includes the radio's).
+NETWORK_COLUMN_DOCS = {
+    "radio_energy_j": "of energy_j: the radio's energy for the model transfers (Huang et al.'s model), share of each task that ran (J)",
+    "transfer_s": "download + upload time of the client the round waited for (the slowest kept; 0 when none was kept) (s)",
+    "n_unreachable": "online clients the network rule left out of the selection (no network; with unmetered_only, cellular too)",
+    "n_cellular": "selected clients whose download started on cellular",
 }
 
 
@@ -100,6 +109,27 @@ def device_limit_totals(rows: pd.DataFrame) -> dict[str, Any] | None:
     return out
 
 
+def network_totals(rows: pd.DataFrame) -> dict[str, Any] | None:
+    """Per seed, averaged: the radio's energy, its share of all energy drawn, the share of the rounds' time the client each
+    round waited for spent on its transfers (synchronous rounds), clients left unreachable and selected on cellular per
+    round; None without the network columns."""
+    if not all(c in rows.columns for c in NETWORK_COLUMN_DOCS):
+        return None
+    done = rows[rows["round"] > 0]
+    n_seeds = max(int(done["seed"].nunique()), 1)
+    energy, duration = float(done["energy_j"].sum()), float(done["duration_s"].sum())
+    out: dict[str, Any] = {
+        "radio_energy_j": float(done["radio_energy_j"].sum()) / n_seeds,
+        "radio_energy_share": float(done["radio_energy_j"].sum()) / energy if energy > 0 else None,
+        "transfer_time_share": None,
+        "n_unreachable_per_round": float(done["n_unreachable"].mean()) if len(done) else None,
+        "n_cellular_per_round": float(done["n_cellular"].mean()) if len(done) else None,
+    }
+    if "staleness_mean" not in rows.columns and duration > 0:
+        out["transfer_time_share"] = float(done["transfer_s"].sum()) / duration
+    return out
+
+
 def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = "baseline", rule: TargetConfig = RAW) -> dict[str, Any]:
     """Summary per policy, averaged over seeds; ``None`` where a seed did not reach the target.
 
@@ -107,6 +137,8 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
     margin (:mod:`flamingo_sim.fl.metrics.target`; the default :data:`~flamingo_sim.fl.metrics.target.RAW`
     reads each evaluation as measured); ``target_rule`` records it, ``target_curve`` holds the
     ratios over a range of targets (:func:`~flamingo_sim.fl.metrics.target.target_curve`).
+
+    ``network`` (with the network columns): :func:`network_totals`.
 
     ``speedup`` = mean baseline time to target / mean policy time to target (a ratio of means,
     so it agrees with the printed mean times); ``energy_efficiency`` likewise with training
@@ -163,6 +195,9 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
         limits = device_limit_totals(metrics[metrics["policy"] == policy])
         if limits is not None:
             entry["device_limits"] = limits
+        network = network_totals(metrics[metrics["policy"] == policy])
+        if network is not None:
+            entry["network"] = network
         for key in ("time_to_target_s", "energy_to_target_j"):
             entry[f"{key}_ci"] = bootstrap_ci([r[key] for r in runs.values()], f"{policy}|{key}") if entry[key] is not None else None
         entry["per_seed"] = {str(s): r for s, r in runs.items()}
@@ -213,6 +248,13 @@ def format_summary(summary: dict[str, Any]) -> str:
             if "declined_too_hot" in lim:
                 parts.append(f"declined too hot {fmt(lim['declined_too_hot'], 1, 0)}")
             lines.append(f"device limits ({p}, per seed): " + "; ".join(parts))
+    for p, e in summary["policies"].items():
+        net = e.get("network")
+        if net:
+            lines.append(f"network ({p}, per seed): radio {fmt(net['radio_energy_j'], 1000, 1, ' kJ')} "
+                         f"({fmt(net['radio_energy_share'], 0.01, 1, '%')} of the energy); transfers "
+                         f"{fmt(net['transfer_time_share'], 0.01, 1, '%')} of the round time; per round "
+                         f"{fmt(net['n_unreachable_per_round'], 1, 1)} unreachable, {fmt(net['n_cellular_per_round'], 1, 1)} selected on cellular")
     targets = {s: t for s, t in summary["target_accuracy_by_seed"].items()}
     rule = summary.get("target_rule") or {"description": str(summary["target"])}
     lines.append("target accuracy " + ", ".join(f"seed {s}: {fmt(t, 1, 4)}" for s, t in targets.items()) + f" ({rule['description']})")

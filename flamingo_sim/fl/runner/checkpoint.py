@@ -176,7 +176,7 @@ def load_checkpoint(path: str | Path, log: Callable[[str], None]) -> dict[str, A
 
 # -- inputs a resume depends on ------------------------------------------------------------------
 def input_files(cfg: ExperimentConfig, experiment: str | Path | None) -> dict[str, Path]:
-    """Every input file the run reads, by a name for messages: trace set, catalogue, profiles, dataset mapping.
+    """Every input file the run reads, by a name for messages: trace set, catalogue, profiles, FedScale's capacity file, dataset mapping.
 
     The dataset's samples themselves are not hashed (too many); its mapping files name them.
     """
@@ -203,6 +203,8 @@ def input_files(cfg: ExperimentConfig, experiment: str | Path | None) -> dict[st
             files[f"phones.profiles_dir {d / 'phones.d' / phone}.yaml"] = d / "phones.d" / f"{phone}.yaml"
     for phone in phones:  # the profile the run uses: the first one found on the search path
         files[f"phones.profiles_dir {phone}/{cfg.model}.yaml"] = search.path(phone, cfg.model)
+    if cfg.network.fedscale_capacity_file is not None:
+        files["network.fedscale_capacity_file"] = resolve_path(cfg.network.fedscale_capacity_file, experiment)
     if cfg.data.root is not None:
         root = resolve_path(cfg.data.root, experiment)
         for split in ("train", "test"):

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 
 from flamingo_sim.devices.catalogue import ProfileDirs
@@ -21,6 +22,7 @@ from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
 from flamingo_sim.fl.config import ExperimentConfig, load_experiment, require_path, with_seeds
 from flamingo_sim.fl.runner.datasets import ARCHITECTURES, make_dataset
+from flamingo_sim.fl.sim.network import Network
 from flamingo_sim.fl.sim.population import Population, build_population
 from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
@@ -29,7 +31,7 @@ from flamingo_sim.models import build_model, check_forward
 from flamingo_sim.resources import shipped, user_profiles_dir
 
 __all__ = ["compose", "check_composition", "build_components", "make_policy", "plugin_search", "resolve_config", "profile_dirs", "update_size_mb",
-           "experiment_population", "phone_assignment"]
+           "experiment_population", "experiment_network", "phone_assignment"]
 
 
 def plugin_search(experiment_path: str | Path | None) -> list[Path]:
@@ -99,17 +101,44 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
     cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
     log(f"model update: {size_mb:.2f} MB each way ({size_source})")
+    population = experiment_population(cfg, dataset.n_clients, traces.n_clients, mix, trace_phones, seed)
     return Components(
         cfg=cfg,
         traces=traces,
-        population=experiment_population(cfg, dataset.n_clients, traces.n_clients, mix, trace_phones, seed),
+        population=population,
         profiles=profiles,
         dataset=dataset,
         model=model,
         test_data=dataset.test_data(),
         choice_labels=tuple(profiles.labels),
         model_size_source=size_source,
+        network=experiment_network(cfg, experiment_path, traces, traces_dir, population, seed, log),
     )
+
+
+def experiment_network(cfg: ExperimentConfig, experiment_path: str | Path | None, traces: Any, traces_dir: Path, population: Population,
+                       seed: int, log: Callable[[str], None]) -> Network:
+    """The seed's network (:mod:`flamingo_sim.fl.sim.network`), with FedScale's device-capacity file read (never
+    executed) when ``network.fedscale_capacity_file`` names one; says in one line what it runs on."""
+    from flamingo_sim.fl.sim.capacity import client_kbps, read_capacity_file
+
+    net, src = cfg.network, str(experiment_path)
+    capacity = None
+    if net.fedscale_capacity_file is not None:
+        path = require_path(net.fedscale_capacity_file, experiment_path, "network.fedscale_capacity_file", "FedScale device-capacity file")
+        try:
+            table = read_capacity_file(path)
+        except InputDataError as exc:
+            raise ConfigError(f"{src}: network.fedscale_capacity_file: {exc}") from None
+        capacity = client_kbps(table, population.n_clients)
+        log(f"network: bandwidths from FedScale's device-capacity file {path} ({len(table):,} clients, median "
+            f"{float(np.median(capacity)) / 1000:.2f} Mbit/s)")
+    assert net.model_size_mb is not None
+    network = Network(net, traces, population, seed, net.model_size_mb, capacity)
+    if net.model == "traces" and not network.has_states:
+        log(f"network: trace set {traces_dir} has no network columns: every client's network is its draw of "
+            f"network.unknown_wifi_share ({net.unknown_wifi_share:g} WiFi)")
+    return network
 
 
 def update_size_mb(cfg: ExperimentConfig, n_classes: int, trained: str, model: torch.nn.Module) -> tuple[float, str]:

@@ -7,6 +7,8 @@
 - :mod:`~flamingo_sim.fl.sim.fedbuff`     the asynchronous loop (FedBuff);
 - :mod:`~flamingo_sim.fl.sim.records`     :class:`RoundRecord`, what one round produced;
 - :mod:`~flamingo_sim.fl.sim.population`  which trace, phone and bandwidth each client has;
+- :mod:`~flamingo_sim.fl.sim.network`     the network each model transfer runs on, its time and the radio's energy;
+- :mod:`~flamingo_sim.fl.sim.capacity`    FedScale's device-capacity file, read without executing it;
 - :mod:`~flamingo_sim.fl.sim.fairness`    Jain's index over clients;
 - :mod:`~flamingo_sim.fl.sim.limits`      heat and memory in the round loop (``devices.thermal``, ``devices.memory``).
 """

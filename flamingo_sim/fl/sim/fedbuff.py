@@ -13,7 +13,8 @@ An event loop in virtual time:
    with K = 1): its trace takes it offline before it finishes (``unavailable``), its training
    would drain it (``battery_exhausted``, after the share its spare energy paid for), it declines
    (the slot is retried ``retry_s`` later, as for a task that could not run a step), or it arrives; the policy's ``settle`` (Flamingo's
-   exploration progress) hears of the task's share that ran;
+   exploration progress) hears of the task's share that ran; the transfers and who can be reached follow
+   the synchronous loop's network (:mod:`flamingo_sim.fl.sim.network`);
 2. *arrival* (at dispatch time + its duration, or when it stops): every battery is advanced
    along its trace to ``t``, the client's training energy drawn (none when it was on the
    charger at dispatch: the charger pays, as in the synchronous engine); a kept client trains for real
@@ -23,7 +24,10 @@ An event loop in virtual time:
    with weights ``(1 + staleness) ** -staleness_exponent``; that makes one metrics row, with
    the synchronous loop's columns (``round`` = server update, ``n_selected`` = dispatches
    and ``dropped_*`` = drops since the previous update, ``duration_s`` = time since it), plus
-   ``staleness_mean``. ``fl.rounds`` and ``fl.horizon_h`` bound the server updates.
+   ``staleness_mean``; with the network columns (``network.model: traces`` or ``unmetered_only``),
+   ``radio_energy_j`` and ``n_cellular`` over the window's dispatches, ``transfer_s`` their summed
+   transfer time, ``n_unreachable`` at the window's last dispatch. ``fl.rounds`` and
+   ``fl.horizon_h`` bound the server updates.
 
 Runs are not checkpointed (no ``--resume``); same config and seed give the same results.
 """
@@ -41,7 +45,7 @@ import torch
 
 from flamingo_sim.devices.policies import Policy, TaskRequest
 from flamingo_sim.fl.sim.fairness import jain_index
-from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.records import NETWORK_COLUMNS, RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
 from flamingo_sim.fl.sim.seam import TrainJob
 from flamingo_sim.fl.sim.simulation import DEFAULT_TEMPERATURE_C, Components, Simulation
@@ -70,6 +74,9 @@ class _Task:
     phone: int
     foreground_s: float  # the owner's use of the phone while the task holds it
     training_foreground_s: float  # ... while its training runs
+    radio_energy_j: float = 0.0  # of energy_j: the radio's (share run)
+    transfer_s: float = 0.0  # its transfers' time (share run)
+    cellular: bool = False  # its download started on cellular
 
 
 class AsyncSimulation(Simulation):
@@ -102,12 +109,14 @@ class AsyncSimulation(Simulation):
         return {"dispatched": 0, "dropped": np.zeros(len(REASONS), dtype=np.int64), "energy_j": 0.0, "interference_s": 0.0,
                 "steps": np.zeros(len(self.parts.choice_labels), dtype=np.int64), "phone_interference_s": np.zeros(n_phones),
                 "phone_foreground_s": np.zeros(n_phones), "phone_training_foreground_s": np.zeros(n_phones),
-                "phone_foreground_lost_s": np.zeros(n_phones)}
+                "phone_foreground_lost_s": np.zeros(n_phones),
+                "radio_energy_j": 0.0, "transfer_s": 0.0, "n_cellular": 0, "n_unreachable": 0}
 
     def _dispatch(self, t_s: float) -> None:
         """Fill one free slot at ``t_s``: select, price and settle a client's task."""
         rules, pop = self.rules, self.parts.population
-        idle = self.budget.online_clients(exclude=self.busy)
+        idle, _, n_unreachable = self._reachable_online(t_s, self.busy)
+        self._window["n_unreachable"] = n_unreachable
         if not len(idle):
             self._push(t_s + rules.fedbuff.retry_s, "free", None)
             return
@@ -124,12 +133,14 @@ class AsyncSimulation(Simulation):
             slot_s=float(self.parts.traces.step_s), batch_size=np.full(1, rules.fl.batch_size, dtype=np.int64),
         )
         out = self.policy.run_tasks(request)
-        duration_s = out.duration_s + pop.comm_s(self.model_size_mb, one)
+        transfers = self.network.transfers(t_s, one, out.duration_s)
+        duration_s = out.duration_s + transfers.comm_s
+        energy_j, interrupted = self._with_radio(out, transfers)
         floor_j = rules.traces.min_pct / 100.0 * self.capacity_j[one]
         spare_j = self.budget.available_j_at(one) - floor_j - self._trace_drain_j(one, t_s, duration_s)
         spare_j = np.where(plugged, np.inf, spare_j)  # the charger pays for training
-        settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=out.energy_j, spare_energy_j=spare_j,
-                               online_at_finish=self._online_at_finish(one, t_s, duration_s), interrupted=out.interrupted,
+        settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=energy_j, spare_energy_j=spare_j,
+                               online_at_finish=self._online_at_finish(one, t_s, duration_s), interrupted=interrupted,
                                deadline_s=rules.fl.deadline_s)
         self.policy.settle(out, settled.done_frac)  # e.g. Flamingo books exploration that finished
         reason = int(settled.reason[0])
@@ -142,7 +153,8 @@ class AsyncSimulation(Simulation):
         task = _Task(c, self.n_dispatch, self.round, t_s, reason, spent_j, 0.0 if plugged[0] else spent_j, float(duration_s[0]),
                      float(out.interference_s[0] * done), float(out.foreground_lost_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
                      float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]),
-                     float(self._foreground_s(t_s, one, out.duration_s)[0]) * done)
+                     float(self._foreground_s(t_s, one, out.duration_s)[0]) * done,
+                     float(transfers.radio_energy_j[0]) * done, float(transfers.comm_s[0]) * done, bool(transfers.start_state[0] == 2))
         self.busy = np.union1d(self.busy, one)
         self.version_refs[self.round] = self.version_refs.get(self.round, 0) + 1
         self._window["dispatched"] += 1
@@ -168,6 +180,9 @@ class AsyncSimulation(Simulation):
         w["phone_foreground_s"][task.phone] += task.foreground_s
         w["phone_training_foreground_s"][task.phone] += task.training_foreground_s
         w["phone_foreground_lost_s"][task.phone] += task.foreground_lost_s
+        w["radio_energy_j"] += task.radio_energy_j
+        w["transfer_s"] += task.transfer_s
+        w["n_cellular"] += int(task.cellular)
         if task.reason == KEPT:
             self.rounds_kept.add([c], 1)
             w["steps"] += task.steps
@@ -269,6 +284,7 @@ class AsyncSimulation(Simulation):
             jain_participation=jain_index(self.rounds_kept.values.astype(np.float64), n=pop.n_clients),
             jain_energy=jain_index(self.client_energy_j),
             staleness_mean=float(np.mean(staleness)) if batch else float("nan"),
+            network={k: w[k] for k in NETWORK_COLUMNS} if self.network.reports else None,
         )
         self.last_update_s = self.clock_s
         return record

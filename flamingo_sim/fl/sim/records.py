@@ -16,12 +16,15 @@ from typing import Any, Mapping
 
 from flamingo_sim.fl.sim.rounds import DROP_REASONS
 
-__all__ = ["RoundRecord"]
+__all__ = ["RoundRecord", "NETWORK_COLUMNS"]
 
 _STEPS, _INTERFERENCE, _FOREGROUND, _TRAINING_FG = "steps_", "interference_s_", "foreground_s_", "training_foreground_s_"
 _FOREGROUND_LOST = "foreground_lost_s_"
 #: Columns of the device limits (:mod:`flamingo_sim.fl.sim.limits`), present only with ``devices.thermal`` / ``devices.memory`` on.
 LIMIT_PREFIXES = ("dropped_out_of_memory", "out_of_memory_", "batch_shrunk_", "declined_too_hot", "throttled_")
+#: Columns of the network (:mod:`flamingo_sim.fl.sim.network`), present only with ``network.model: traces`` or
+#: ``network.unmetered_only`` (a ``lognormal`` run's table stays as it was).
+NETWORK_COLUMNS = ("radio_energy_j", "transfer_s", "n_unreachable", "n_cellular")
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,9 @@ class RoundRecord:
     ``jain_*`` are Jain's indices over all clients so far (:mod:`flamingo_sim.fl.sim.fairness`);
     ``staleness_mean`` is set by the asynchronous engine only (a column only there);
     ``device_limits`` (column -> value) only with ``devices.thermal`` or ``devices.memory`` on
-    (:meth:`flamingo_sim.fl.sim.limits.DeviceLimits.columns`).
+    (:meth:`flamingo_sim.fl.sim.limits.DeviceLimits.columns`); ``network`` (:data:`NETWORK_COLUMNS` -> value)
+    only with ``network.model: traces`` or ``network.unmetered_only``
+    (:func:`flamingo_sim.fl.sim.simulation.network_columns`; ``energy_j`` includes ``radio_energy_j``).
     """
 
     policy: str
@@ -75,6 +80,7 @@ class RoundRecord:
     staleness_mean: float | None = None
     device_limits: Mapping[str, float] | None = None
     straggler_phone: str = ""  # the phone model of the slowest kept client ('' if none kept, or FedBuff)
+    network: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         if set(self.dropped) != set(DROP_REASONS):
@@ -122,6 +128,8 @@ class RoundRecord:
             row["staleness_mean"] = self.staleness_mean
         if self.device_limits is not None:
             row.update(self.device_limits)
+        if self.network is not None:
+            row.update({k: self.network[k] for k in NETWORK_COLUMNS})
         return row
 
     @classmethod
@@ -134,6 +142,8 @@ class RoundRecord:
         limits = {k: v for k, v in row.items() if k.startswith(LIMIT_PREFIXES)}
         if limits:
             extra["device_limits"] = limits
+        if all(k in row for k in NETWORK_COLUMNS):
+            extra["network"] = {k: row[k] for k in NETWORK_COLUMNS}
         return cls(
             **plain,
             n_exploring=int(row.get("n_exploring", 0)),

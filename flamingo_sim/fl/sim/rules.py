@@ -4,7 +4,8 @@
 nothing else of the experiment: the FL job (cohort, steps, minibatch, learning rate, deadline,
 evaluation cadence, rounds or horizon, the training device and strategy), the battery rule
 (offline below ``traces.min_pct`` until ``traces.reentry_pct``, how charging is read), the device
-limits, FedBuff's buffer, the model's transfer size, the owner-in-use threshold and the training app's state. The rest of
+limits, FedBuff's buffer, the model's transfer size, the network section (how transfers are priced,
+:mod:`flamingo_sim.fl.sim.network`), the owner-in-use threshold and the training app's state. The rest of
 the experiment (data, phones, policies, selection, aggregation, tracking, seeds) is turned into
 the loop's parts before it starts (:func:`flamingo_sim.fl.runner.compose.build_components`).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flamingo_sim.fl.config import DevicesConfig, ExperimentConfig, FedBuffConfig, FLConfig, TracesConfig
+from flamingo_sim.fl.config import DevicesConfig, ExperimentConfig, FedBuffConfig, FLConfig, NetworkConfig, TracesConfig
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class RoundRules:
     model_size_mb: float  # one model transfer, each way (resolved: never None here)
     in_use_threshold: float  # policy.interference.in_use_threshold: the owner is using the phone above it
     device_cache_gb: float | None  # data.device_cache_gb: clients' samples kept on the GPU
+    network: NetworkConfig = NetworkConfig()  # how transfers are priced, who is reachable
     app_state: str = "foreground_service"  # policy.interference.app_state: the low-memory killer's level for the training app
 
     @classmethod
@@ -36,4 +38,4 @@ class RoundRules:
             raise ValueError("network.model_size_mb is unset; flamingo_sim.fl.runner.compose.build_components resolves it")
         return cls(fl=cfg.fl, traces=cfg.traces, devices=cfg.devices, fedbuff=cfg.fedbuff, model_size_mb=cfg.network.model_size_mb,
                    in_use_threshold=cfg.policy.interference.in_use_threshold, device_cache_gb=cfg.data.device_cache_gb,
-                   app_state=cfg.policy.interference.app_state)
+                   network=cfg.network, app_state=cfg.policy.interference.app_state)

@@ -6,7 +6,9 @@ Each round (numbered steps match the code):
 2. select ``ceil(K x overcommit)`` of them (uniform by default; randomness from
    (seed, "selection", round));
 3. each selected client's policy accepts or declines and prices its task (duration, energy,
-   execution choices, interference with the owner), plus model download/upload time;
+   execution choices, interference with the owner), plus the model's download and upload
+   (:mod:`flamingo_sim.fl.sim.network`: their time, and with ``network.model: traces`` the
+   network each runs on and the radio's energy, which joins the task's energy);
 4. settle the round (:func:`flamingo_sim.fl.sim.rounds.settle_round`): drop who declines, runs out
    of energy mid-task, is taken offline by its trace, or is slower than the K fastest;
 5. train the kept clients for real (:attr:`Simulation.seam`, :mod:`flamingo_sim.fl.sim.seam`:
@@ -47,6 +49,7 @@ from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
 from flamingo_sim.fl.sim.fairness import jain_index
 from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY, DeviceLimits
+from flamingo_sim.fl.sim.network import Network, Transfers
 from flamingo_sim.fl.sim.population import Population, pair_index
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, INTERRUPTED, REASONS, RoundSettlement, settle_round
@@ -78,6 +81,7 @@ class Components:
     test_data: tuple[torch.Tensor, torch.Tensor]
     choice_labels: tuple[str, ...]
     model_size_source: str = "network.model_size_mb"  # where cfg.network.model_size_mb came from
+    network: Network | None = None  # the seed's network (compose builds it); None: built from cfg.network by the simulation
 
     @property
     def rules(self) -> RoundRules:
@@ -102,6 +106,24 @@ class RoundPlan:
     kept: np.ndarray  # int64 clients whose updates count, fastest first
     plugged: np.ndarray  # bool (len(chosen),) on the charger at the start: the charger pays for training
     batch_size: np.ndarray | None = None  # int (len(chosen),) each client's minibatch when devices.memory shrank some; None: fl.batch_size
+    transfers: Transfers | None = None  # the cohort's model transfers (network and radio energy); None in plans made elsewhere
+    n_unreachable: int = 0  # online clients the network rule left out of the selection (network.model: traces, unmetered_only)
+
+
+def network_columns(transfers: Transfers | None = None, done_frac: np.ndarray | None = None, comm_s: np.ndarray | None = None,
+                    kept: np.ndarray | None = None, n_unreachable: int = 0) -> dict[str, float]:
+    """A round's network columns (:data:`flamingo_sim.fl.sim.records.NETWORK_COLUMNS`); zeros without transfers (round 0):
+    the radio's energy of the share of each task that ran, the transfer time of the client the round waited for (the
+    slowest kept; 0 when none was kept), the online clients the network left out, the selected clients whose download
+    started on cellular."""
+    if transfers is None or done_frac is None or comm_s is None or kept is None:
+        return {"radio_energy_j": 0.0, "transfer_s": 0.0, "n_unreachable": 0, "n_cellular": 0}
+    return {
+        "radio_energy_j": float((transfers.radio_energy_j * done_frac).sum()),
+        "transfer_s": float(comm_s[kept[-1]]) if len(kept) else 0.0,
+        "n_unreachable": int(n_unreachable),
+        "n_cellular": int(np.count_nonzero(transfers.start_state == 2)),
+    }
 
 
 def _exploring(outcome: TaskOutcome, energy_spent_j: np.ndarray) -> dict[str, Any]:
@@ -158,6 +180,8 @@ class Simulation:
         self.budget = PopulationBudget(capacity_j[first], self._pair_of, min_pct=tcfg.min_pct, reentry_pct=tcfg.reentry_level_pct)
         self.budget.reset(self._trace_levels(0.0)[self._pair_trace])
         self.policy.init(pop.n_clients, pop.phone_idx, parts.profiles)
+        #: The network the transfers run on (:mod:`flamingo_sim.fl.sim.network`).
+        self.network = parts.network if parts.network is not None else Network(self.rules.network, parts.traces, pop, seed, self.model_size_mb)
         #: Heat and memory (``devices.*``, :mod:`flamingo_sim.fl.sim.limits`); None when both are off.
         self.limits: DeviceLimits | None = None
         if self.rules.devices.enabled:
@@ -254,8 +278,8 @@ class Simulation:
         self.round += 1
         t0 = self.clock_s
 
-        # 1. who is online (counted, not listed: a selector that draws by rank reads only its picks)
-        online = self.budget.online_clients()
+        # 1. who is online (counted, not listed: a selector that draws by rank reads only its picks), and reachable
+        online, n_online, n_unreachable = self._reachable_online(t0)
         # 2. selection
         k = rules.fl.participants_per_round
         n_select = min(len(online), math.ceil(k * rules.fl.overcommit))
@@ -285,8 +309,10 @@ class Simulation:
         outcome = self.policy.run_tasks(request)
         if self.limits is not None:
             outcome = self.limits.apply(request, outcome, out_of_memory)
-        comm_s = pop.comm_s(self.model_size_mb, chosen)
+        transfers = self.network.transfers(t0, chosen, outcome.duration_s)
+        comm_s = transfers.comm_s
         duration_s = outcome.duration_s + comm_s
+        energy_j, interrupted = self._with_radio(outcome, transfers)
 
         # 4. settle: who counts, how long the round lasts, what it cost
         finish_online = self._online_at_finish(chosen, t0, duration_s)
@@ -297,10 +323,10 @@ class Simulation:
             k=k,
             accepted=outcome.accepted,
             duration_s=duration_s,
-            energy_j=outcome.energy_j,
+            energy_j=energy_j,
             spare_energy_j=spare_j,
             online_at_finish=finish_online,
-            interrupted=outcome.interrupted,
+            interrupted=interrupted,
             deadline_s=rules.fl.deadline_s,
         )
         self.policy.settle(outcome, settled.done_frac)  # e.g. Flamingo books exploration that finished
@@ -309,7 +335,7 @@ class Simulation:
         return RoundPlan(
             round=self.round,
             t0_s=t0,
-            n_online=len(online),
+            n_online=n_online,
             chosen=chosen,
             outcome=outcome,
             comm_s=comm_s,
@@ -318,7 +344,30 @@ class Simulation:
             kept=chosen[settled.kept],
             plugged=plugged,
             batch_size=batch_size if np.any(batch_size != rules.fl.batch_size) else None,
+            transfers=transfers,
+            n_unreachable=n_unreachable,
         )
+
+    def _reachable_online(self, t0: float, busy: np.ndarray | None = None) -> tuple[Any, int, int]:
+        """The online clients (less ``busy``) a task can reach at ``t0``, how many are online, and how many
+        of those the network leaves out (none under the plain ``lognormal`` model: its rounds stay as they were)."""
+        if not self.network.reports:
+            online = self.budget.online_clients(exclude=busy)
+            return online, len(online), 0
+        n = self.parts.population.n_clients
+        unreachable = np.flatnonzero(~self.network.reachable(t0, np.arange(n, dtype=np.int64)))
+        exclude = unreachable if busy is None else np.union1d(unreachable, busy)
+        online = self.budget.online_clients(exclude=exclude)
+        n_online = len(self.budget.online_clients(exclude=busy)) if busy is not None and len(busy) else self.budget.online_count()
+        return online, n_online, n_online - len(online)
+
+    def _with_radio(self, outcome: TaskOutcome, transfers: Transfers) -> tuple[np.ndarray, np.ndarray]:
+        """Each task's energy with its radio's (an abandoned download trained nothing: only the radio's), and whether it
+        was given up (by the policy, or by a transfer that found no network); the policy's own arrays under ``lognormal``."""
+        if self.rules.network.model == "lognormal":
+            return outcome.energy_j, outcome.interrupted
+        energy = np.where(transfers.download_abandoned, 0.0, outcome.energy_j) + transfers.radio_energy_j
+        return energy, outcome.interrupted | transfers.abandoned
 
     def train_round(self, plan: RoundPlan) -> float:
         """Step 5 (native): train the kept clients for real and aggregate with :attr:`aggregator`.
@@ -442,6 +491,9 @@ class Simulation:
             limits = self.limits.columns()
             if OUT_OF_MEMORY in set(outcome.decline_reason):  # out of memory: its own reason, not a decline
                 dropped["declined"] -= int(limits[f"dropped_{OUT_OF_MEMORY}"])
+        network = None
+        if self.network.reports and plan.transfers is not None:
+            network = network_columns(plan.transfers, settled.done_frac, plan.comm_s, settled.kept, plan.n_unreachable)
         return RoundRecord(
             policy=self.policy_name,
             seed=self.seed,
@@ -470,6 +522,7 @@ class Simulation:
             **_exploring(outcome, settled.energy_spent_j),
             device_limits=limits,
             straggler_phone=pop.phone_names[int(chosen_phone[settled.kept[-1]])] if len(settled.kept) else "",
+            network=network,
         )
 
     def initial_record(self) -> RoundRecord:
@@ -488,6 +541,7 @@ class Simulation:
             training_foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             foreground_lost_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
             device_limits=None if self.limits is None else self.limits.columns(empty=True),
+            network=network_columns() if self.network.reports else None,
         )
 
     @property

@@ -63,3 +63,36 @@ def test_compose_is_the_only_place_in_the_package_that_builds_a_simulation() -> 
                 if name.endswith("Simulation") or name == "simulation":
                     builds.append(f"{path.relative_to(package)}:{node.lineno}")
     assert builds and all(b.startswith("fl/runner/compose.py:") for b in builds), builds
+
+
+CAPACITY = ROOT / "tests" / "fl" / "sim" / "data" / "fedscale" / "client_device_capacity"
+
+
+def test_fedscales_capacity_file_gives_each_client_its_bandwidth() -> None:
+    """network.fedscale_capacity_file: the five clients of the fixture, FL client i playing the (i mod 5)-th by id."""
+    import numpy as np
+
+    logs: list[str] = []
+    cfg = load_experiment(EXP, [*SMALL, f"network.fedscale_capacity_file={CAPACITY}"])
+    parts = build_components(cfg, EXP, 0, log=logs.append)
+    assert parts.network is not None and parts.network.capacity_kbps is not None
+    kbps = np.array([2134.5, 11250.0, 640.0, 35000.0, 4800.0])
+    assert np.array_equal(parts.network.capacity_kbps, kbps[np.arange(60) % 5])
+    sim = compose(cfg, EXP, 0, "baseline", parts=parts)
+    plan = sim.plan_round()
+    size = parts.cfg.network.model_size_mb
+    assert np.array_equal(plan.comm_s, 2.0 * size * 8.0 / (kbps[plan.chosen % 5] / 1000.0))
+    assert any("FedScale's device-capacity file" in line and "5 clients" in line for line in logs)
+
+
+def test_a_bad_capacity_file_is_one_line_naming_the_key(tmp_path) -> None:
+    bad = tmp_path / "capacity"
+    bad.write_bytes(b"\x80\x04K\x01.")  # a pickled 1: not a dict
+    cfg = load_experiment(EXP, [*SMALL, f"network.fedscale_capacity_file={bad}"])
+    with pytest.raises(ConfigError) as exc:
+        build_components(cfg, EXP, 0, log=lambda _m: None)
+    assert str(exc.value) == (f"{EXP}: network.fedscale_capacity_file: {bad}: holds a value of type int; expected a non-empty dict "
+                              "{client id: {'computation': ms/sample, 'communication': kbit/s}}")
+    cfg = load_experiment(EXP, [*SMALL, f"network.fedscale_capacity_file={tmp_path / 'absent'}"])
+    with pytest.raises(ConfigError, match="network.fedscale_capacity_file: FedScale device-capacity file .* not found"):
+        build_components(cfg, EXP, 0, log=lambda _m: None)
