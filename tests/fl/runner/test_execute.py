@@ -97,8 +97,8 @@ def test_executors_by_name_import_path_and_entry_point(tmp_path, monkeypatch):
                               "entry-point group 'flamingo_sim.executors') or an import path 'package.module:ClassName'")
     with pytest.raises(ConfigError) as err:
         make_executor("collections:OrderedDict")
-    assert str(err.value) == ("--executor: executor 'collections:OrderedDict' lacks run (see flamingo_sim.fl.runner.executors.base.Executor; "
-                              "subclass it for the defaults of the optional check, warm_up, validate, close, describe)")
+    assert str(err.value) == ("--executor: executor 'collections:OrderedDict' lacks run, which the contract flamingo_sim.fl.runner.executors.base.Executor "
+                              "requires (an executor needs run; check, warm_up, validate, close, describe are optional)")
 
 
 class Bare:
