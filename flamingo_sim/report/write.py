@@ -1,5 +1,8 @@
 """Writing a report: every figure as PNG and SVG, plus ``report.md`` and ``report.html``.
 
+Both files hold the same tables (the summary, and the requests each policy declined by reason),
+built once and written as Markdown and as HTML.
+
 The report of one run goes to ``RUN_DIR/report/``; with several run directories (overlaid)
 it goes to the first one's ``report/`` unless ``out_dir`` says otherwise. The directory is
 staged and swapped in whole (:func:`flamingo_sim.io.atomic_dir`), so an interrupted report never
@@ -18,7 +21,7 @@ import pandas as pd
 
 from flamingo_sim.faults import check_writable
 from flamingo_sim.io import atomic_dir, check_out_dir
-from flamingo_sim.report.data import Run, load_runs, summary_table
+from flamingo_sim.report.data import Run, declined_by_reason, load_runs, summary_table
 from flamingo_sim.report.plots import make_figures
 
 __all__ = ["ReportResult", "write_report", "CAPTIONS", "FORMATS", "DPI"]
@@ -45,6 +48,8 @@ CAPTIONS = {
     "interference_per_phone": "Time training shared a big core with the owner's foreground app, per round, "
     "summed over the kept clients of each phone model (log scale).",
 }
+FIGURES_INTRO = ("With several seeds a curve is the mean over seeds on a common virtual-time grid (each seed linearly "
+                 "interpolated, within the span every seed covers) and the band its 95 % Student-t confidence interval.")
 SUMMARY_COLUMNS = {
     "run": "run",
     "policy": "policy",
@@ -132,20 +137,41 @@ def _run_lines(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class _Table:
+    """One table of the report, written as Markdown and as HTML alike."""
+
+    title: str
+    intro: str
+    head: list[str]
+    rows: list[list[str]]
+
+
+def _tables(runs: Sequence[Run], table: pd.DataFrame) -> list[_Table]:
+    """The report's tables: the summary, then the requests each policy declined, by reason."""
+    summary = _Table("Summary", "Means over seeds; `-` where some seed never reached the target. "
+                     "Speedup and energy efficiency are relative to the baseline: its mean time or energy to target over the policy's "
+                     "(a ratio of means over seeds). Clients lost: at the end of each policy's own run; `flamingo-sim reproduce` compares "
+                     "them at equal rounds, equal time and at the target.",
+                     list(SUMMARY_COLUMNS.values()), [_cells(row) for _, row in table.iterrows()])
+    declined = [(run, declined_by_reason(run)) for run in runs]
+    reasons = list(dict.fromkeys(r for _, d in declined for r in d.columns))
+    rows = [[run.label, str(policy), *[_fmt(float(d.loc[policy, r]) if r in d.columns else float("nan"), 1) for r in reasons]]
+            for run, d in declined for policy in d.index]
+    declines = _Table("Declined requests", "Requests each policy declined over the whole run, by the reason it gave (mean over seeds; "
+                      "the `declined_<reason>` columns of `metrics.parquet`, which sum to `dropped_declined`); `-`: a reason the policy "
+                      "does not give.", ["run", "policy", *(r.replace("_", " ") for r in reasons)], rows)
+    return [summary] + ([declines] if reasons else [])
+
+
 def _markdown(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> str:
     title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
     out = [f"# flamingo-sim report: {title}", ""]
     out += [f"- {line}" if not line.startswith("  ") else f"  {line.strip()}" for line in _run_lines(runs)]
-    out += ["", "## Summary", "", "Means over seeds; `-` where some seed never reached the target. "
-            "Speedup and energy efficiency are relative to the baseline: its mean time or energy to target over the policy's "
-            "(a ratio of means over seeds). Clients lost: at the end of each policy's own run; `flamingo-sim reproduce` compares "
-            "them at equal rounds, equal time and at the target.", ""]
-    out.append("| " + " | ".join(SUMMARY_COLUMNS.values()) + " |")
-    out.append("|" + "---|" * len(SUMMARY_COLUMNS))
-    for _, row in table.iterrows():
-        out.append("| " + " | ".join(_cells(row)) + " |")
-    out += ["", "## Figures", "", "With several seeds a curve is the mean over seeds on a common virtual-time grid (each seed linearly "
-            "interpolated, within the span every seed covers) and the band its 95 % Student-t confidence interval.", ""]
+    for t in _tables(runs, table):
+        out += ["", f"## {t.title}", "", t.intro, "", "| " + " | ".join(t.head) + " |", "|" + "---|" * len(t.head)]
+        out += ["| " + " | ".join(r) + " |" for r in t.rows]
+    out += ["", "## Figures", "", FIGURES_INTRO, ""]
     for stem, paths in figures.items():
         png = next((p for p in paths if p.suffix == ".png"), paths[0])
         out += [f"### {stem.replace('_', ' ')}", "", CAPTIONS.get(stem, ""), "", f"![{stem}]({png.name})", ""]
@@ -155,8 +181,11 @@ def _markdown(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[
 def _html(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> str:
     e = html.escape
     title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
-    rows = "\n".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in _cells(row)) + "</tr>" for _, row in table.iterrows())
-    head = "".join(f"<th>{e(c)}</th>" for c in SUMMARY_COLUMNS.values())
+    tables = "\n".join(
+        f"<h2>{e(t.title)}</h2>\n<p>{e(t.intro.replace('`', ''))}</p>\n<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in t.head) + "</tr>\n"
+        + "\n".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in t.rows) + "\n</table>"
+        for t in _tables(runs, table)
+    )
     figs = "\n".join(
         f'<figure><img src="{e(next((p for p in paths if p.suffix == ".png"), paths[0]).name)}" alt="{e(stem)}" width="680">'
         f"<figcaption>{e(CAPTIONS.get(stem, ''))}</figcaption></figure>"
@@ -169,13 +198,9 @@ def _html(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path
 td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} figure{{margin:1.5em 0}}</style></head>
 <body><h1>flamingo-sim report: {e(title)}</h1>
 <ul>{items}</ul>
-<h2>Summary</h2>
-<p>Means over seeds; - where some seed never reached the target. Speedup and energy efficiency are relative to the baseline
-(a ratio of means over seeds). Clients lost: at the end of each policy's own run.</p>
-<table><tr>{head}</tr>
-{rows}
-</table>
+{tables}
 <h2>Figures</h2>
+<p>{e(FIGURES_INTRO)}</p>
 {figs}
 </body></html>
 """
