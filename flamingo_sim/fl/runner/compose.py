@@ -17,34 +17,18 @@ import numpy as np
 import torch
 
 from flamingo_sim.devices.catalogue import ProfileDirs
-from flamingo_sim.devices.policies import Policy
-from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
 from flamingo_sim.fl.config import ExperimentConfig, load_experiment, require_path, with_seeds
+from flamingo_sim.fl.plugins import check_plugins, experiment_aggregator, experiment_policy, experiment_selector, policy_name
 from flamingo_sim.fl.runner.datasets import ARCHITECTURES, make_dataset
 from flamingo_sim.fl.sim.network import Network
 from flamingo_sim.fl.sim.population import Population, build_population
 from flamingo_sim.fl.sim.simulation import Components, Simulation
-from flamingo_sim.fl.strategy.aggregators import make_aggregator
-from flamingo_sim.fl.strategy.selection import make_selector
 from flamingo_sim.models import build_model, check_forward
 from flamingo_sim.resources import shipped, user_profiles_dir
 
-__all__ = ["compose", "check_composition", "build_components", "make_policy", "plugin_search", "resolve_config", "profile_dirs", "update_size_mb",
+__all__ = ["compose", "check_composition", "build_components", "resolve_config", "profile_dirs", "update_size_mb",
            "experiment_population", "experiment_network", "phone_assignment"]
-
-
-def plugin_search(experiment_path: str | Path | None) -> list[Path]:
-    """Folders a plug-in's module (``module:Class`` in the experiment) is also looked for in: the experiment's own."""
-    return [] if experiment_path is None else [Path(experiment_path).resolve().parent]
-
-
-def make_policy(name: str, cfg: ExperimentConfig, experiment_path: str | Path | None = None) -> Policy:
-    """A fresh policy instance for one run, configured by the experiment's ``policy`` section and
-    its own ``policy_params.<name>``; ``experiment_path``: the file errors name, whose folder also
-    holds the plug-ins it names by ``module:Class``."""
-    return _make_policy(name, cfg.policy, cfg.policy_params.get(name), source="" if experiment_path is None else str(experiment_path),
-                        search=plugin_search(experiment_path))
 
 
 def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> ProfileDirs:
@@ -224,26 +208,25 @@ def compose(
     """
     if parts is None:
         parts = build_components(cfg, experiment, seed, log=lambda _m: None)
-    source, search = "" if experiment is None else str(experiment), plugin_search(experiment)
-    selector = make_selector(cfg.fl.selection, cfg.selector.parameters(), source, search=search)
+    selector = experiment_selector(cfg, experiment)
+    built = experiment_policy(cfg, experiment, policy)
     if cfg.fl.mode == "fedbuff":
         from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 
-        return AsyncSimulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log)
-    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()], source, search=search)
-    return simulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log, aggregator=aggregator)
+        return AsyncSimulation(parts, built, policy_name(policy, built), seed, selector, log=log)
+    aggregator = experiment_aggregator(cfg, experiment, [b for b, _ in parts.model.named_buffers()])
+    return simulation(parts, built, policy_name(policy, built), seed, selector, log=log, aggregator=aggregator)
 
 
 def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: str, resume: bool = False,
-                      policies: Sequence[str] | None = None) -> None:
-    """Every part :func:`compose` would build from ``cfg`` (the ``policies``, default the config's;
-    the selector, the aggregator, the tracking), built once and checked against the ``engine``,
-    without loading traces or data: a bad setting fails here in one line naming the key."""
+                      policies: Sequence[str] | None = None) -> dict[str, str]:
+    """Every part :func:`compose` would build from ``cfg`` (the plug-ins: :func:`~flamingo_sim.fl.plugins.check_plugins`
+    with the ``policies``, default the config's; the tracking), built once and checked against the ``engine``,
+    without loading traces or data: a bad setting fails here in one line naming the key. Each policy's display name."""
     from flamingo_sim.fl.config import AggregationConfig
     from flamingo_sim.fl.runner.tracking import check_tracking
 
-    for name in cfg.policies if policies is None else policies:
-        make_policy(name, cfg, experiment)
+    names = check_plugins(cfg, experiment, policies)
     if engine == "fedscale" and cfg.aggregation != AggregationConfig():
         raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
     if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
@@ -253,9 +236,8 @@ def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: 
                           f"fl.batch_size {cfg.fl.batch_size} does not fit every phone; use 'drop' with --engine {engine}")
     if engine == "fedscale" and cfg.fl.selection == "oort":
         raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
-    make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))
-    make_selector(cfg.fl.selection, cfg.selector.parameters(), str(experiment), search=plugin_search(experiment))
     check_tracking(cfg, str(experiment))
+    return names
 
 
 def _would_shrink(cfg: ExperimentConfig, experiment: str | Path) -> bool:

@@ -72,9 +72,10 @@ def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: b
     """Gather a run's finished units into ``metrics.parquet`` and ``summary.json``."""
     cfg, out = run.cfg, run.out
     metrics, results = gather(out, cfg)
-    summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0], rule=cfg.target)
-    for res in results:
-        summary["policies"][res["policy"]]["per_seed"][str(res["seed"])]["participation_histogram"] = res["participation_histogram"]
+    shown = [res["rows"][0]["policy"] for res in results]  # each policy's display name, as its rows have it
+    summary = summarize(metrics, cfg.target_accuracy, baseline=shown[0], rule=cfg.target)
+    for res, name in zip(results, shown):
+        summary["policies"][name]["per_seed"][str(res["seed"])]["participation_histogram"] = res["participation_histogram"]
     first, last = results[0], results[-1]
     summary = {"experiment": cfg.name, "data": last["data"], "model": cfg.model, "seeds": cfg.seeds, "engine": run.engine,
                "cpu_kernels": run.kernels[0],

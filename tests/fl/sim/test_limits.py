@@ -20,7 +20,7 @@ from flamingo_sim.devices.policies import PolicyConfig
 from flamingo_sim.devices.soc import load_phones
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import DevicesConfig, ExperimentConfig
-from flamingo_sim.fl.runner.compose import make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.limits import DeviceLimits, training_memory_bytes
 from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
@@ -37,7 +37,7 @@ def _sim(devices: dict, policy: str = "baseline", **policy_cfg) -> Simulation:
     parts = scripted_parts()
     cfg = dataclasses.replace(parts.cfg, devices=DevicesConfig(**{"thermal": "none", "memory": "none", **devices}), policy=PolicyConfig(**policy_cfg))
     parts = dataclasses.replace(parts, cfg=cfg)
-    return Simulation(parts, make_policy(policy, cfg), policy, 0, UniformSelector())
+    return Simulation(parts, experiment_policy(cfg, None, policy), policy, 0, UniformSelector())
 
 
 def test_throttled_round_by_hand():

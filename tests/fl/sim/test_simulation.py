@@ -14,7 +14,7 @@ from flamingo_sim.devices.execution import InterferenceModel
 from flamingo_sim.devices.profiles import ProfileSet, load_profile
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.proxy import SyntheticFederated
-from flamingo_sim.fl.runner.compose import make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.population import build_population
 from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
@@ -75,7 +75,7 @@ def scripted_parts(**fl) -> Components:
 
 def test_scripted_round_by_hand():
     parts = scripted_parts()
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert sim.budget.online.tolist() == [True, False, True, True]
     row = sim.step().to_row()
     task_s = STEPS * LAT_S + COMM_S  # 607.6 s: past the 600 s tick where client 3's trace drops
@@ -102,10 +102,10 @@ def test_scripted_round_by_hand():
 
 def test_flamingo_prices_the_same_client_faster_and_cheaper():
     parts = scripted_parts(rounds=1)
-    base = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    base = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     # Flamingo with the coordinator's Pixel 3 profile in hand (no exploration): its fastest
     # viable choice is 4 (31.06 s/step, 1.9 W) instead of 4567.
-    pol = make_policy("flamingo", parts.cfg)
+    pol = experiment_policy(parts.cfg, None, "flamingo")
     sim = Simulation(parts, pol, "flamingo", 0, UniformSelector())
     pol.shared_table[:] = True
     row = sim.step().to_row()
@@ -117,7 +117,7 @@ def test_flamingo_prices_the_same_client_faster_and_cheaper():
 
 def test_training_changes_the_model_and_fedavg_keeps_shapes():
     parts = scripted_parts(rounds=1)
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     before = {k: v.clone() for k, v in sim.params.items()}
     sim.step()
     assert before.keys() == sim.params.keys()
@@ -128,12 +128,12 @@ def test_training_changes_the_model_and_fedavg_keeps_shapes():
 def test_a_step_is_priced_at_the_batch_it_trains():
     # the profiles are measured at batch 16; at fl.batch_size 8 every step does half the work: half the time and energy
     parts = scripted_parts(batch_size=8)
-    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    row = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     assert row["duration_s"] == pytest.approx(STEPS * LAT_S / 2 + COMM_S)
     half_j = STEPS * LAT_S * POWER_W / 2
     assert row["steps_4567"] == STEPS and row["energy_j"] == pytest.approx(half_j + 0.004 * CAPACITY_J + half_j)  # as by hand above
     full = scripted_parts()
-    ref = Simulation(full, make_policy("baseline", full.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    ref = Simulation(full, experiment_policy(full.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     assert ref["duration_s"] == pytest.approx(STEPS * LAT_S + COMM_S)
 
 
@@ -148,7 +148,7 @@ def test_interference_is_recorded_per_phone():
     )
     # android (the default): the Pixel 3's foreground cpuset (0-3, 6-7) keeps cores 4 and 5 for the top app, where the
     # owner's two threads run, so the unpinned baseline on 7, 6, 3, 2 never meets them: nothing recorded
-    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    row = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     assert row["interference_s"] == 0.0 and row["foreground_lost_s_pixel_3"] == 0.0
     assert row["duration_s"] == pytest.approx(STEPS * LAT_S + COMM_S)
     # fair with the earlier full-power accounting: the foreground app holds cores 6 and 7, every 4567 step runs 2x slower
@@ -156,7 +156,7 @@ def test_interference_is_recorded_per_phone():
     # and the exhausted one (2) for the share of its task its 0.4 % spare paid for
     fair = dataclasses.replace(parts.cfg.policy, interference=InterferenceModel(model="fair", energy="full_power"))
     cfg = dataclasses.replace(parts.cfg, policy=fair)
-    row = Simulation(dataclasses.replace(parts, cfg=cfg), make_policy("baseline", cfg), "baseline", 0, UniformSelector()).step().to_row()
+    row = Simulation(dataclasses.replace(parts, cfg=cfg), experiment_policy(cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     shared_s = 2 * STEPS * LAT_S
     exhausted_frac = 0.004 * CAPACITY_J / (shared_s * POWER_W)
     assert row["duration_s"] == pytest.approx(shared_s + COMM_S)
@@ -182,13 +182,13 @@ def test_phone_on_the_charger_counts_as_plugged_in():
     charging = np.zeros((4, 3), dtype=np.float32)
     charging[0] = 1.0
     parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     row = sim.step().to_row()
     assert row["n_kept"] == 1 and row["energy_j"] > 0
     assert sim.budget.level_pct[0] == pytest.approx(80.0)  # compare 80 - 4.0 % without the charger
     # Flamingo does not explore on the charger (the battery cannot measure): 4567, no progress
     parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
-    pol = make_policy("flamingo", parts.cfg)
+    pol = experiment_policy(parts.cfg, None, "flamingo")
     sim = Simulation(parts, pol, "flamingo", 0, UniformSelector())
     plan = sim.plan_round()
     modes = dict(zip(plan.chosen.tolist(), plan.outcome.mode))
@@ -205,7 +205,7 @@ def test_charge_state_from_level_changes_only():
     charging[0] = 1.0
     parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
     parts.cfg = dataclasses.replace(parts.cfg, traces=dataclasses.replace(parts.cfg.traces, charge_state="level"))
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert not sim._plugged(0.0, np.array([0]))[0]
     sim.step()
     task_pct = 100 * STEPS * LAT_S * POWER_W / CAPACITY_J
@@ -214,7 +214,7 @@ def test_charge_state_from_level_changes_only():
     parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
     parts.cfg = dataclasses.replace(parts.cfg, traces=dataclasses.replace(parts.cfg.traces, charge_state="level"))
     parts.traces.state[0, 0] = 1
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert sim._plugged(0.0, np.array([0]))[0]
 
 
@@ -222,9 +222,9 @@ def test_an_update_lost_after_training_counts_as_interrupted_not_kept():
     """Simulation.lose_updates (a Flower ClientApp that raised): the scripted round's one kept client
     drops as interrupted; its energy and the round's time stay as planned."""
     parts = scripted_parts()
-    whole = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    whole = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     plain = whole.finish_round(whole.plan_round(), float("nan")).to_row()
-    sim = Simulation(scripted_parts(), make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(scripted_parts(), experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     plan = sim.plan_round()
     assert plan.kept.tolist() == [0]
     with pytest.raises(ValueError, match=r"^lose_updates: clients \[2\] are not among round 1's kept clients$"):
@@ -255,10 +255,10 @@ def test_the_loop_reads_its_rules_and_nothing_else_of_the_experiment():
     assert rules.model_size_mb == 14.0 and rules.in_use_threshold == parts.cfg.policy.interference.in_use_threshold
     with pytest.raises(dataclasses.FrozenInstanceError):
         rules.model_size_mb = 1.0  # type: ignore[misc]
-    reference = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    reference = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     expected = [reference.step().to_row() for _ in range(2)]
     blind = scripted_parts(rounds=2)
-    sim = Simulation(blind, make_policy("baseline", blind.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(blind, experiment_policy(blind.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert not hasattr(sim, "cfg")
     blind.cfg = None  # type: ignore[assignment]
     got = [sim.step().to_row() for _ in range(2)]
