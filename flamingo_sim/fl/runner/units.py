@@ -61,17 +61,17 @@ class Unit:
     ``cost``: its relative work, for the order in which units start (not their results).
     """
 
-    experiment: str
-    overrides: tuple[str, ...]
-    n_seeds: int | None
-    run_dir: str
-    policy: str
-    seed: int
-    label: str
-    engine: str = "native"
-    executors: int = 0
-    threads: int = 1
-    gpu: bool = False
+    experiment: str  # a shipped experiment's name or an absolute path
+    overrides: tuple[str, ...]  # the run's --set overrides
+    n_seeds: int | None  # the run's --seeds (None: the experiment's own)
+    run_dir: str  # the run directory, which every worker must be able to write
+    policy: str  # the policy, as the experiment names it
+    seed: int  # the seed
+    label: str  # how progress lines name the unit
+    engine: str = "native"  # what runs its rounds
+    executors: int = 0  # FedScale's executor processes
+    threads: int = 1  # the CPU threads it may use
+    gpu: bool = False  # it trains on a CUDA GPU
     cost: float = 1.0  # relative work (rounds x clients x steps): the costliest units start first
 
     @property

@@ -42,12 +42,12 @@ class Dispatch:
     ``shared_dir`` (the directory every worker must be able to write: the units' results come back
     through it)."""
 
-    jobs: int
-    progress: Progress
-    in_process: Callable[[Unit], None]
-    keep_going: bool = True
-    address: str | None = None
-    shared_dir: Path | None = None
+    jobs: int  # units at a time, at most
+    progress: Progress  # what every start, end and failure is reported to
+    in_process: Callable[[Unit], None]  # runs one unit in this process
+    keep_going: bool = True  # False: the first error of a unit run in this process propagates
+    address: str | None = None  # a cluster to join, where the executor has one
+    shared_dir: Path | None = None  # the directory every worker must be able to write
 
 
 class Executor(abc.ABC):

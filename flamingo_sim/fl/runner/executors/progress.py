@@ -84,6 +84,7 @@ class Progress:
             self.say(msg)
 
     def start(self, unit: Unit) -> None:
+        """``unit`` has started (its line says so, or that it resumes from its checkpoint)."""
         self.running[unit] = time.monotonic()
         if not self.tty:
             partial = unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed, done_only=False)
@@ -92,6 +93,7 @@ class Progress:
             self._line(f"[{self.done + len(self.failed) + len(self.running)}/{self.total}] {unit.label}: {what}")
 
     def finish(self, unit: Unit) -> None:
+        """``unit`` has finished: its result file says done."""
         t0 = self.running.pop(unit, None)
         if t0 is not None:
             self.durations.append(time.monotonic() - t0)
@@ -102,6 +104,7 @@ class Progress:
             self.on_finish(unit)
 
     def fail(self, unit: Unit, error: str) -> None:
+        """``unit`` failed with ``error`` (one line, said at once); the others go on."""
         self.running.pop(unit, None)
         failure = Failure(unit, error)
         self.failed.append(failure)
