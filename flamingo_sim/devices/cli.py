@@ -28,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="which profile set to list: paper (Table 1 matched, the default), anchored (bounded thread contention) "
                    "or public (public measurements only); see phones.profile_set")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (with each profile's notes: its sources)")
+    p.add_argument("--contention", action="store_true",
+                   help="instead: each choice's step while the owner uses the phone, under the default interference model and "
+                   "the fair one: latency and energy over the uncontended step, the owner's work lost, where the threads run "
+                   "(Flamingo's choices pinned, the baseline's 4567 not); with --json, every model")
     p.add_argument("--check", action="store_true",
                    help="check every profile set instead (or only --profile-set, if given): power must not fall as cores are "
                    "added and must lie within a stated band of the physical power model; one line per violation; exit 1 "
@@ -171,6 +175,14 @@ def _profiles(args: argparse.Namespace) -> int:
     search = [*(args.profiles_dir or [user_profiles_dir()]), shipped("profiles")]
     if args.check:
         return _check(search, args.profile_set)
+    if args.contention:
+        rows = contention_report(search, args.profile_set or "paper")
+        if args.json:
+            print(json.dumps({"command": f"flamingo-sim profiles --contention --profile-set {args.profile_set or 'paper'} --json",
+                              "rows": rows}, indent=2))
+            return 0
+        print(format_contention(rows))
+        return 0
     args.profile_set = args.profile_set or "paper"
     report = profiles_report(search, args.profile_set)
     if args.json:
@@ -229,3 +241,40 @@ def _check(search: Sequence[Path], profile_set: str | None) -> int:
     print(f"{len(lines)} violation(s) in {n} profile(s) of {', '.join(sets)} (checks: power does not fall as cores are "
           f"added; power within {lo}-{hi}x the physical model's; the device tree's coefficients imply a plausible voltage)")
     return 1 if lines else 0
+
+
+def contention_report(profiles_dirs: Sequence[str | Path], profile_set: str = "paper") -> list[dict[str, Any]]:
+    """Per (phone, DNN model, choice, model): the step while the owner uses the phone
+    (:func:`flamingo_sim.devices.scheduling.contention`) under ``android`` (the default) and ``fair``, every choice
+    pinned (Flamingo's) and the baseline's ``4567`` unpinned too."""
+    from flamingo_sim.devices.catalogue import ProfileDirs
+    from flamingo_sim.devices.execution import InterferenceModel
+    from flamingo_sim.devices.profiles import profile_path
+    from flamingo_sim.devices.scheduling import contention
+
+    search = ProfileDirs.of(profiles_dirs)
+    phones = search.phones()
+    out = []
+    for name in sorted(phones):
+        found = {f.stem for d in search.dirs for f in profile_path(d, name, "x", profile_set).parent.glob("*.yaml")}
+        for model in sorted(found):
+            prof = search.load(name, model, phones, profile_set)
+            for c in prof.all_choices:  # 4567 both ways: the baseline's unpinned, Flamingo's pinned (exploring, charging)
+                for pinned in ((False, True) if c.cores == prof.baseline.cores else (True,)):
+                    for im in (InterferenceModel(), InterferenceModel(model="fair")):
+                        got = contention(prof.phone, c.cores, pinned, im, c.step_latency_s, model)
+                        out.append({"phone": name, "model": model, "choice": c.label, "pinned": pinned, "interference": im.model,
+                                    "latency_factor": got.latency_factor, "energy_factor": got.energy_factor,
+                                    "foreground_loss": got.foreground_loss, "placement": got.placement.describe()})
+    return out
+
+
+def format_contention(rows: Sequence[dict[str, Any]]) -> str:
+    head = f"{'phone':<14} {'model':<17} {'choice':<6} {'threads':<8} {'model':<8} {'latency':>8} {'energy':>8} {'owner loses':>12}  where"
+    lines = ["each choice's step while the owner uses the phone, over the step without the owner (flamingo_sim.devices.scheduling)",
+             head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['phone']:<14} {r['model']:<17} {r['choice']:<6} {'pinned' if r['pinned'] else 'unpinned':<8} "
+                     f"{r['interference']:<8} {r['latency_factor']:>7.2f}x {r['energy_factor']:>7.2f}x {100 * r['foreground_loss']:>11.0f}%  "
+                     f"{r['placement']}")
+    return "\n".join(lines)

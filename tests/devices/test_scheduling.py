@@ -120,3 +120,19 @@ def test_without_the_owners_use_nothing_changes(phones, profiles_dir):
             for pinned in (True, False):
                 got = contention(phone, c.cores, pinned, quiet, 10.0, "mobilenet_v2")
                 assert (got.latency_factor, got.energy_factor, got.foreground_loss) == pytest.approx((1.0, 1.0, 0.0)), (name, c.label)
+
+
+def test_the_contention_table_is_its_results_file_and_the_model(profiles_dir):
+    """``flamingo-sim profiles --contention --json`` regenerates docs/results/contention/paper.json exactly (what the
+    modelling notes quote), and its rows are :func:`contention`'s."""
+    import json
+    from pathlib import Path
+
+    from flamingo_sim.devices.cli import contention_report
+
+    rows = contention_report([profiles_dir], "paper")
+    saved = json.loads((Path(__file__).resolve().parents[2] / "docs" / "results" / "contention" / "paper.json").read_text())
+    assert saved["rows"] == json.loads(json.dumps(rows))
+    s10e = {(r["choice"], r["pinned"], r["interference"]): r for r in rows if (r["phone"], r["model"]) == ("galaxy_s10e", "mobilenet_v2")}
+    assert s10e[("4567", False, "android")]["latency_factor"] == pytest.approx(1 / 0.29)
+    assert s10e[("4567", True, "android")]["foreground_loss"] == 0.5 and s10e[("7", True, "android")]["foreground_loss"] == 0.0

@@ -31,3 +31,19 @@ def test_pixel3_baseline_throttles_at_the_closed_form_onset():
     assert rows["flamingo"]["choice"] == "4" and rows["flamingo"]["onset_s"] is None
     assert rows["flamingo"]["steady_c"] == pytest.approx(30.0 + 1.30 * r) and rows["flamingo"]["steady_c"] < base["steady_c"]
     assert rows["flamingo"]["throttled_step_latency_s"] == rows["flamingo"]["step_latency_s"]
+
+
+@pytest.mark.parametrize("pset", ["paper", "anchored", "public"])
+def test_the_baseline_runs_at_least_as_hot_as_flamingo_on_every_phone_and_network(pset):
+    from flamingo_sim.devices.profiles import MODELS
+    from flamingo_sim.devices.soc import load_phones
+
+    phones = load_phones(ROOT / "profiles")
+    profiles = [load_profile(ROOT / "profiles", p, m, phones=phones, profile_set=pset) for p in phones for m in MODELS]
+    rows = sustained_rows(profiles, ambient_c=30.0)
+    by = {(r["phone"], r["model"], r["policy"]): r for r in rows}
+    for prof in profiles:
+        base, flam = by[(prof.phone.name, prof.model, "baseline")], by[(prof.phone.name, prof.model, "flamingo")]
+        # heat is the physical model's (busy cores at their CoreMark power), so it grows with the cores: 4567 holds Flamingo's
+        assert set(flam["choice"]) <= set(base["choice"])
+        assert base["steady_c"] >= flam["steady_c"], (pset, prof.phone.name, prof.model)
