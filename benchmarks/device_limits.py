@@ -38,7 +38,7 @@ import json, sys, time
 import torch
 torch.set_num_threads(1)
 from flamingo_sim.fl.config import load_experiment
-from flamingo_sim.fl.runner.compose import build_components
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import make_selector

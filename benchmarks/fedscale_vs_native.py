@@ -39,9 +39,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from flamingo_sim.fl.compose import build_components  # noqa: E402
 from flamingo_sim.fl.config import load_experiment  # noqa: E402
 from flamingo_sim.fl.plugins import experiment_policy  # noqa: E402
-from flamingo_sim.fl.runner.compose import build_components  # noqa: E402
 from flamingo_sim.fl.sim.simulation import Simulation  # noqa: E402
 from flamingo_sim.fl.strategy.selection import make_selector  # noqa: E402
 

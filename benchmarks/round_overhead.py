@@ -42,7 +42,7 @@ torch.set_num_threads(int(sys.argv[5]))
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import make_selector
-from flamingo_sim.fl.runner.compose import build_components
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.plugins import experiment_policy
 
 experiment, n_clients, policy, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])

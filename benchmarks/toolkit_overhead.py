@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.config import AggregationConfig, load_experiment
 from flamingo_sim.fl.plugins import experiment_policy
-from flamingo_sim.fl.runner.compose import build_components
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.selection import make_selector

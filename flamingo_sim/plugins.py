@@ -23,7 +23,7 @@ and the contract's own rule (:attr:`Contract.validate`); an optional part it lac
 contract's default. Every failure is one :class:`~flamingo_sim.errors.ConfigError` line naming
 the config key, the plug-in, the part and the contract.
 
-:func:`display_name` is what reports call a plug-in: its name in the experiment, or for an
+``display_name`` is what reports call a plug-in: its name in the experiment, or for an
 import path its own ``name`` attribute (else its class's name), never the import path.
 """
 

@@ -13,7 +13,7 @@ Every check of a plug-in an experiment names lives here, made at the two moments
 The run builds them with :func:`experiment_policy`, :func:`experiment_selector` and
 :func:`experiment_aggregator` (through the registries' one ``make_*`` each), and calls each policy
 by :func:`policy_name`: its name in the experiment, or an import path's own ``name``
-(:func:`flamingo_sim.plugins.display_name`). An import path's module is looked for on the Python
+(``flamingo_sim.plugins.display_name``). An import path's module is looked for on the Python
 path, then in :func:`plugin_search`'s folders: the experiment's own (and those of the files it
 ``extends``), then the working directory.
 """

@@ -19,10 +19,10 @@ import pytest
 import torch
 
 from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.metrics.summary import COLUMNS
 from flamingo_sim.fl.plugins import experiment_policy
-from flamingo_sim.fl.runner.compose import build_components
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector

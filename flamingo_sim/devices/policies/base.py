@@ -85,9 +85,9 @@ class TaskRequest:
     (beyond the last slot the last value persists).
     """
 
-    #: int (k,): each requested client's index in the population (what :meth:`Policy.init` sized its state for).
+    #: int (k,): each requested client's index in the population (what ``Policy.init`` sized its state for).
     client_idx: np.ndarray
-    #: int (k,): each client's phone, a row of the profile set :meth:`Policy.init` was given.
+    #: int (k,): each client's phone, a row of the profile set ``Policy.init`` was given.
     phone_idx: np.ndarray
     #: Local training steps (minibatches) each task runs.
     n_steps: int
@@ -146,7 +146,7 @@ class TaskOutcome:
 
     #: bool (k,): the client trains (False: it declines the request).
     accepted: np.ndarray
-    #: str (k,): '' if accepted, else why not: one of :data:`DECLINE_REASONS` or of the policy's own ``DECLINE_REASONS``.
+    #: str (k,): '' if accepted, else why not: one of ``DECLINE_REASONS`` or of the policy's own ``DECLINE_REASONS``.
     decline_reason: np.ndarray
     #: float (k,): the whole task's duration (s), compute only (the engine adds the model's transfers).
     duration_s: np.ndarray
@@ -192,7 +192,7 @@ class Policy(Protocol):
     to inherit the optional hook's default."""
 
     name: str
-    #: Optional: the reasons this policy declines with besides the shipped :data:`DECLINE_REASONS`, each a
+    #: Optional: the reasons this policy declines with besides the shipped ``DECLINE_REASONS``, each a
     #: lower-case word with underscores (its count per round is the metrics column ``declined_<reason>``).
     #: Default: none; a reason not registered stops the run at its first use.
     DECLINE_REASONS: tuple[str, ...] = ()
@@ -221,7 +221,7 @@ POLICY_METHODS = ("init", "run_tasks", "state_dict", "load_state_dict", "settle"
 
 
 def decline_reasons(policy: Any) -> tuple[str, ...]:
-    """Every reason ``policy`` may decline with: the shipped :data:`DECLINE_REASONS`, then its own."""
+    """Every reason ``policy`` may decline with: the shipped ``DECLINE_REASONS``, then its own."""
     return tuple(dict.fromkeys((*DECLINE_REASONS, *getattr(policy, "DECLINE_REASONS", ()))))
 
 
@@ -288,7 +288,7 @@ class PricedPolicy(Policy):
     Subclass it and implement :meth:`run_tasks`; the helpers are public so that a policy of
     your own prices tasks exactly as the shipped ones do:
 
-    - :meth:`ready` checks a request against :meth:`init`'s phones and returns the profile set;
+    - ``ready`` checks a request against :meth:`init`'s phones and returns the profile set;
     - :meth:`monitor` gives the decline reasons of Flamingo's monitoring;
     - :meth:`run_fixed` runs every accepted request on one execution choice per phone;
     - :meth:`price` runs tasks on ladders of choices (with or without the control loop).
@@ -327,8 +327,8 @@ class PricedPolicy(Policy):
         return self.profile_set
 
     def ready(self, req: TaskRequest) -> ProfileSet:
-        """The profile set, once ``req`` is checked: :meth:`init` has run and the request's phones are
-        those :meth:`init` gave its clients (a :class:`RuntimeError` or :class:`ValueError` otherwise)."""
+        """The profile set, once ``req`` is checked: ``init`` has run and the request's phones are
+        those ``init`` gave its clients (a :class:`RuntimeError` or :class:`ValueError` otherwise)."""
         if self.profile_set is None:
             raise RuntimeError(f"{type(self).__name__}.init must be called before run_tasks")
         ci, pi = np.asarray(req.client_idx), np.asarray(req.phone_idx)

@@ -1,4 +1,4 @@
-"""Units of work (:class:`~flamingo_sim.fl.runner.units.Unit`) in a process other than the study's.
+"""Units of work (:class:`~flamingo_sim.fl.runner.unit_files.Unit`) in a process other than the study's.
 
 :func:`serve` is a long-lived worker of ``--jobs N`` on this machine
 (:mod:`flamingo_sim.fl.runner.executors.pool`): forked with torch and the package already
@@ -22,7 +22,8 @@ from typing import Any, Iterator
 
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.faults import Interrupted, describe_os_error, stop_signals
-from flamingo_sim.fl.runner.units import PartsCache, Unit, run_unit, unit_parts
+from flamingo_sim.fl.runner.unit_files import Unit
+from flamingo_sim.fl.runner.units import PartsCache, run_unit, unit_parts
 
 __all__ = ["run_logged", "write_probe", "serve", "PRELOAD", "package_root"]
 
@@ -85,7 +86,7 @@ def _die_with_parent(parent_pid: int) -> None:
 #: any worker: torch, pandas and the modules a unit runs (no torch kernel runs at import, so a
 #: worker still chooses its CPU kernels).
 PRELOAD = ("torch", "numpy", "pandas", "pyarrow.parquet", "scipy.interpolate", "flamingo_sim.fl.runner.worker",
-           "flamingo_sim.fl.runner.compose", "flamingo_sim.fl.sim.simulation", "flamingo_sim.fl.training.trainer")
+           "flamingo_sim.fl.compose", "flamingo_sim.fl.sim.simulation", "flamingo_sim.fl.training.trainer")
 
 
 @contextlib.contextmanager

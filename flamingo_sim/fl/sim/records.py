@@ -39,7 +39,7 @@ class RoundRecord:
 
     ``dropped`` maps every drop reason (:data:`flamingo_sim.fl.sim.rounds.DROP_REASONS`) to its
     count; ``declined`` maps every reason the policy may decline with (the shipped ones, then its
-    own: :func:`~flamingo_sim.devices.policies.base.decline_reasons`) to the requests it declined
+    own: ``flamingo_sim.devices.policies.base.decline_reasons``) to the requests it declined
     with it (they sum to ``dropped["declined"]``); ``steps_by_choice`` maps each execution-choice label to the local steps the kept
     clients ran on it; ``interference_s_by_phone`` maps each phone model to the interference
     its selected clients caused (all attempts), ``foreground_s_by_phone`` the time their owners

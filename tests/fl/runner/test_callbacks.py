@@ -9,11 +9,11 @@ import pytest
 
 from flamingo_sim.devices.policies import DECLINE_REASONS
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.metrics.summary import COLUMNS
 from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList
-from flamingo_sim.fl.runner.compose import build_components
 from flamingo_sim.fl.runner.engines import ENGINES, EngineOptions, NativeEngine, make_engine, register_engine
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.sim.simulation import Simulation

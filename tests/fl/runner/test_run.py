@@ -169,8 +169,8 @@ def test_real_fedscale_layout_trains_the_named_dnn(tmp_path):
 def test_seeds_vary_the_run_not_the_task():
     import torch
 
+    from flamingo_sim.fl.compose import build_components
     from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.compose import build_components
 
     exp = ROOT / "experiments/openimage_mobilenet.yaml"
     cfg = load_experiment(exp, SMALL)

@@ -172,7 +172,7 @@ def test_models_off_is_bit_identical_to_the_code_before_them(tmp_path):
 
 
 def test_shrink_batch_is_refused_on_engines_that_train_every_client_alike():
-    from flamingo_sim.fl.runner.compose import check_composition
+    from flamingo_sim.fl.runner.plan import check_composition
 
     # batch 16 fits every phone: nothing would shrink, the engine may run it
     cfg = from_mapping(ExperimentConfig, {"name": "x", "devices": {"memory": "shrink_batch"}})

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.plugins import experiment_policy
-from flamingo_sim.fl.runner.compose import build_components
 from flamingo_sim.fl.sim.population import pair_index
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector

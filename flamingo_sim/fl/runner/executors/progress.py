@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flamingo_sim.errors import FlamingoError
-from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
+from flamingo_sim.fl.runner.unit_files import UNITS_DIR, Unit, read_status, unit_result
 
 __all__ = ["Failure", "Progress", "one_line"]
 
