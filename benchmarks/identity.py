@@ -37,7 +37,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The commit before issue 42's refactor of fl/runner (the decline columns, display names and guide already in).
-BASE = "7d93b8cb"
+BASE = "7d93b8cea408e957bac5038e70b8e40c605b0465"
 JOBS = ("openimage_mobilenet", "toolkit_fedbuff")
 
 

@@ -16,7 +16,7 @@ packages register in. A :class:`Registry` finds a plug-in by
 :meth:`Registry.build` makes the plug-in with the parameters of its YAML section, validated by
 the plug-in's own ``Params`` dataclass (frozen, ranges checked by
 :func:`~flamingo_sim.config.check_ranges`, each field passed to the constructor as a keyword).
-:meth:`Registry.check` holds it to its contract before anything runs: every required part
+``Registry.check`` holds it to its contract before anything runs: every required part
 present and its own (a method a subclass inherits from the contract's class is only the
 contract's stub, and counts as missing), every method taking the arguments the engine passes,
 and the contract's own rule (:attr:`Contract.validate`); an optional part it lacks gets the

@@ -32,14 +32,14 @@ def test_the_contract_tables_are_the_codes():
 def test_every_field_the_guide_lists_has_a_meaning():
     from flamingo_sim.devices.policies import base
     from flamingo_sim.fl.metrics.summary import COLUMNS
-    from flamingo_sim.fl.runner import engines, units
+    from flamingo_sim.fl.runner import engines, unit_files
     from flamingo_sim.fl.runner.executors import base as executors
     from flamingo_sim.fl.sim import records, simulation
     from flamingo_sim.fl.strategy.base import CoordinatorView
 
     for cls, meanings in ((base.TaskRequest, None), (base.TaskOutcome, None), (base.Ladders, None), (base.Priced, None),
                           (CoordinatorView, None), (engines.EngineOptions, None), (simulation.RoundPlan, None), (records.RoundRecord, COLUMNS),
-                          (units.Unit, None), (executors.Dispatch, None)):
+                          (unit_files.Unit, None), (executors.Dispatch, None)):
         missing = [f.name for f in fields_of(cls, meanings) if not f.meaning]
         assert not missing, f"{cls.__qualname__}: no #: comment for {missing}"
 

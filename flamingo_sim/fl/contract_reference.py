@@ -4,9 +4,8 @@ The plug-in guide (``docs/plugins.md``) holds, between the lines ``<!-- contract
 ``<!-- /contracts -->``, what :func:`contracts_markdown` returns: for each contract (policy,
 selector, aggregator, engine, executor) the parts the engine calls (signature, required or
 optional, what it is for: the first paragraph of the contract method's docstring) and every field
-of the records it is handed and returns (:class:`~flamingo_sim.devices.policies.TaskRequest`,
-:class:`~flamingo_sim.devices.policies.TaskOutcome`, :class:`~flamingo_sim.fl.strategy.base.CoordinatorView`,
-...): name, type and default as the source declares them, meaning from the ``#:`` comment above the
+of the records it is handed and returns (``TaskRequest``, ``TaskOutcome``, ``CoordinatorView``, ...):
+name, type and default as the source declares them, meaning from the ``#:`` comment above the
 field or the comment after it. The source is read with :mod:`ast`, never executed.
 ``python -m flamingo_sim.fl.contract_reference docs/plugins.md`` rewrites the block;
 ``tests/test_plugins_page.py`` fails when the page and the code differ, or a field has no meaning.
@@ -169,7 +168,7 @@ def _sections() -> list[tuple[str, Any, list[str]]]:
     from flamingo_sim.devices.policies import base as policies
     from flamingo_sim.devices.profiles import ProfileSet
     from flamingo_sim.fl.metrics.summary import COLUMNS
-    from flamingo_sim.fl.runner import engines, units
+    from flamingo_sim.fl.runner import engines, unit_files
     from flamingo_sim.fl.runner.executors import base as executors
     from flamingo_sim.fl.runner.executors.progress import Progress
     from flamingo_sim.fl.sim import records, simulation
@@ -200,7 +199,7 @@ def _sections() -> list[tuple[str, Any, list[str]]]:
                                                     "set_global_params", "lose_updates")), "",
             *_record(simulation.RoundPlan), *_record(records.RoundRecord, COLUMNS)]),
         ("An executor", executors.CONTRACT, [
-            *_record(units.Unit), *_record(executors.Dispatch),
+            *_record(unit_files.Unit), *_record(executors.Dispatch), *_methods_table(executors.Dispatch, ("in_process",)), "",
             "#### `Progress`", "", f"`{_where(Progress)}`: {_first_paragraph(Progress)}", "",
             *_methods_table(Progress, ("start", "finish", "fail")), ""]),
     ]

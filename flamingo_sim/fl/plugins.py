@@ -6,7 +6,7 @@ Every check of a plug-in an experiment names lives here, made at the two moments
   shipped policy's old name, a name that is no shipped plug-in, installed entry point or import
   path, a shipped plug-in's parameters (its ``Params``);
 - :func:`check_plugins`, before a run writes anything: each plug-in imported and built once, held
-  to its contract (:meth:`flamingo_sim.plugins.Registry.check`: required methods its own,
+  to its contract (``flamingo_sim.plugins.Registry.check``: required methods its own,
   signatures, a policy's decline reasons), its parameters checked by its ``Params``, and the
   policies' display names told apart.
 

@@ -18,7 +18,7 @@ A run's path, top to bottom; each module calls only the ones below it, and nothi
 6. :mod:`~flamingo_sim.fl.runner.units`' :func:`~flamingo_sim.fl.runner.units.run_unit`: the
    unit's simulation assembled (:mod:`flamingo_sim.fl.compose`), resumed from its checkpoint
    (:mod:`~flamingo_sim.fl.runner.checkpoint`), and its rounds run by
-7. :mod:`~flamingo_sim.fl.runner.engines`' engine (native, FedScale, Flower, a plug-in) on the
+7. the engine of ``flamingo_sim.fl.runner.engines`` (native, FedScale, Flower, a plug-in) on the
    :class:`~flamingo_sim.fl.sim.simulation.Simulation`, calling the run loop's callbacks
    (:mod:`~flamingo_sim.fl.runner.callbacks`, :mod:`~flamingo_sim.fl.runner.tracking`) after each round;
 8. the unit's files (:mod:`~flamingo_sim.fl.runner.unit_files`), then, back in

@@ -6,7 +6,7 @@ in a long-lived worker process (:mod:`flamingo_sim.fl.runner.worker`) or in a Ra
 function and the same output files (:mod:`flamingo_sim.fl.runner.unit_files`) whatever the
 executor. :func:`run_unit` builds the unit's simulation (:func:`flamingo_sim.fl.compose.compose`
 on its seed's parts, shared by the policies of a seed through a :class:`PartsCache`), resumes it
-from its checkpoint where it has one, and has its engine (:mod:`flamingo_sim.fl.runner.engines`)
+from its checkpoint where it has one, and has its engine (``flamingo_sim.fl.runner.engines``)
 run the rounds with the run loop's callbacks: the progress bar, the unit's saver
 (:class:`UnitSaver`: its result file and its checkpoint, every ``checkpoint_every`` rounds), its
 status file and tracking. A unit whose result says done is not run again.

@@ -5,7 +5,7 @@ the progress to report to, how to run a unit in this process) and runs every one
 reporting each start, end and failure to :attr:`Dispatch.progress`. It must:
 
 - run each unit with :func:`~flamingo_sim.fl.runner.units.run_unit` (in this process, through
-  :meth:`Dispatch.in_process`; in a worker process, :func:`flamingo_sim.fl.runner.worker.run_logged`;
+  ``Dispatch.in_process``; in a worker process, :func:`flamingo_sim.fl.runner.worker.run_logged`;
   on a cluster), so that a unit writes the same files wherever it ran;
 - report every unit it was given: :meth:`Progress.finish` once its result file says done,
   :meth:`Progress.fail` with one line otherwise (a unit that fails does not stop the others,
@@ -38,7 +38,7 @@ __all__ = ["CONTRACT", "Dispatch", "Executor"]
 @dataclass
 class Dispatch:
     """What an executor gets besides the units: ``jobs`` units at a time at most, the
-    :class:`Progress` it reports to, how this process runs a unit (``here``; :meth:`in_process`
+    :class:`Progress` it reports to, how this process runs a unit (``here``; ``in_process``
     runs one, what ``jobs=1`` on this machine does), ``keep_going`` (False: the first error of a
     unit run in this process propagates), ``address`` (a cluster to join, where the executor has
     one) and ``shared_dir`` (the directory every worker must be able to write: the units' results
