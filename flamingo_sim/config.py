@@ -19,7 +19,8 @@ Overrides (``--set fl.rounds=20``) are applied to the raw mapping *before* valid
 they get exactly the same checks as the file.
 
 Values are YAML as PyYAML reads it (YAML 1.1: ``true``/``false``, ``null``, quoted strings), except
-that a number reads as Python reads it: ``1e-3``, ``1E5`` and ``1_000e-3`` are numbers, where YAML
+that a key written twice in one mapping is an error naming the line of each (YAML requires unique
+keys, where PyYAML keeps the last silently), and that a number reads as Python reads it: ``1e-3``, ``1E5`` and ``1_000e-3`` are numbers, where YAML
 1.1 reads a float only with a dot and a signed exponent (``1.0e-3``). Files must be UTF-8 text;
 another encoding, a directory or a binary file is one line naming the file.
 """
@@ -108,8 +109,33 @@ _DIGITS = r"[0-9](?:_?[0-9])*"
 _EXPONENT_FLOAT = re.compile(rf"^[-+]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})[eE][-+]?{_DIGITS}$")
 
 
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A key written twice in one mapping (YAML requires unique keys; PyYAML would keep the last silently)."""
+
+    def __init__(self, key: Any, first_line: int, line: int, mark: Any) -> None:
+        where = f"twice on line {line}" if first_line == line else f"lines {first_line} and {line}"
+        super().__init__(problem=f"key {key!r} written twice in one mapping ({where}); YAML takes each key once",
+                         problem_mark=mark)
+        self.line = line
+
+
 class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading ``1e-3`` and ``1E5`` as numbers (see the module's docstring)."""
+    """PyYAML's safe loader, reading ``1e-3`` and ``1E5`` as numbers and refusing a key written twice (see the module's docstring)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:  # the mapping's own keys, before a merge (``<<``) adds others it may override
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise DuplicateKey(key, seen[key], line, key_node.start_mark)
+                seen[key] = line
+            except TypeError:  # an unhashable key: SafeLoader's own error follows
+                continue
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789."))
@@ -146,6 +172,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     text = read_text(path, "a YAML file")
     try:
         data = parse_yaml(text)
+    except DuplicateKey as exc:
+        raise ConfigError(f"{path}: line {exc.line}: {exc.problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -178,6 +206,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
             raise ConfigError(f"override {item!r}: empty key")
         try:
             value = parse_yaml(raw) if raw.strip() else None
+        except DuplicateKey as exc:
+            raise ConfigError(f"override {item!r}: {exc.problem}") from None
         except yaml.YAMLError:
             value = raw
         node = out
