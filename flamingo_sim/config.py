@@ -41,7 +41,7 @@ from flamingo_sim.errors import ConfigError
 T = TypeVar("T")
 
 __all__ = ["from_mapping", "load_yaml", "read_text", "parse_yaml", "load_config", "apply_overrides", "to_mapping", "check_ranges",
-           "FieldError", "PLUGIN_PARAMS", "rest_field"]
+           "fits_float32", "FLOAT32_MAX", "FLOAT32_TINY", "FieldError", "PLUGIN_PARAMS", "rest_field"]
 
 #: Field metadata: this ``dict`` field takes the section's keys that no other field names (a plug-in's parameters).
 PLUGIN_PARAMS = {"plugin_params": True}
@@ -79,14 +79,31 @@ def _in_range(value: float, rule: str) -> bool:
     raise ValueError(f"range rule {rule!r} is not understood")  # a programming error
 
 
+#: The largest float32 and the smallest normal one: a value the training puts into a float32 tensor
+#: (a learning rate, FedProx's mu) must lie between them (or be 0), or it overflows mid-run.
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38
+#: What a rule's ``float32`` suffix adds to the expectation it states.
+FLOAT32_TEXT = "that fits float32, the training's dtype (its size between 1.2e-38 and 3.4e+38, or 0)"
+
+
+def fits_float32(value: float) -> bool:
+    """Whether ``value`` is a float32 as it is: finite, not overflowing, and not rounded to 0 or to a subnormal."""
+    return math.isfinite(value) and (value == 0 or FLOAT32_TINY <= abs(value) <= FLOAT32_MAX)
+
+
 def check_ranges(obj: Any, **rules: str) -> None:
     """Check numeric fields of ``obj`` against rules such as ``">= 1"``, ``"> 0"``, ``"[0, 1]"``.
 
     ``None`` values (optional fields left unset) pass; NaN and infinities never do. A field
     holding a list, tuple or mapping has each of its values checked (the key names the item).
+    A rule ending in ``", float32"`` (``lr="> 0, float32"``) also asks that the value fit
+    float32 (:func:`fits_float32`): a value the training uses as a float32 tensor or scalar.
     Raises :class:`FieldError` for the first value out of range.
     """
-    for name, rule in rules.items():
+    for name, full_rule in rules.items():
+        dtype = full_rule.endswith(", float32")
+        rule = full_rule.removesuffix(", float32")
         value = getattr(obj, name)
         items: list[tuple[str, Any]]
         if isinstance(value, dict):
@@ -99,8 +116,8 @@ def check_ranges(obj: Any, **rules: str) -> None:
             if v is None:
                 continue
             kind = "an integer" if isinstance(v, int) and not isinstance(v, bool) else "a number"
-            if not math.isfinite(v) or not _in_range(v, rule):
-                raise FieldError(key, f"{kind} {'in ' if rule[0] in '[(' else ''}{rule}", v)
+            if not math.isfinite(v) or not _in_range(v, rule) or (dtype and not fits_float32(v)):
+                raise FieldError(key, f"{kind} {'in ' if rule[0] in '[(' else ''}{rule}" + (f" {FLOAT32_TEXT}" if dtype else ""), v)
 
 
 #: One run of digits as Python writes them: underscores only between digits.
