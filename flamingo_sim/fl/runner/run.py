@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback
+from flamingo_sim.fl.runner.estimate import check_length
 from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, describe, execute, warm_up
 from flamingo_sim.fl.runner.kernels import training_on
 from flamingo_sim.fl.runner.options import RunOptions
@@ -101,6 +102,8 @@ def run_experiment(
         raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
     check_parallel([run], jobs, executor)
     units = run.units(jobs)
+    if not opts.resume and run.first_parts is not None:
+        check_length(run.cfg, run.first_parts, min(jobs, len(units)), str(run.experiment), opts.confirm, say)
     again = opts.again or resume_command(portable_experiment(run.experiment), run.out, overrides, opts.n_seeds, opts.engine,
                                          opts.executors, ex.jobs)
     with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable,
