@@ -216,3 +216,26 @@ def test_the_generator_imports_nothing_heavy():
             "print(sorted(m for m in ('torch', 'pandas', 'scipy', 'pyarrow', 'matplotlib', 'flamingo_sim.fl.sim') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_command_takes_an_experiment_by_name_like_every_other_command(capsys):
+    """Issue 44: ``python -m flamingo_sim.fl.config_reference openimage_mobilenet`` (docs: EXPERIMENT) ended in a traceback."""
+    from flamingo_sim.fl.config_reference import main
+
+    assert main(["openimage_mobilenet"]) == 0
+    by_name = capsys.readouterr().out
+    assert "### `fl`" in by_name and "| `fl.lr` |" in by_name
+    assert main(["no_such_experiment"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("python -m flamingo_sim.fl.config_reference: error: no_such_experiment: no such experiment file, "
+                                               "and no shipped experiment of that name (shipped: ")
+
+
+def test_the_command_adds_the_plugins_an_experiment_names(capsys):
+    from pathlib import Path
+
+    from flamingo_sim.fl.config_reference import main
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    assert main([str(examples / "charging_only.yaml")]) == 0
+    assert "### `policy_params.charging_policy:ChargingOnlyPolicy` (policy `charging_policy:ChargingOnlyPolicy`)" in capsys.readouterr().out
