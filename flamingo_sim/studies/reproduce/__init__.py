@@ -44,29 +44,42 @@ def reproduce(
     from flamingo_sim.fl.config import load_experiment
     from flamingo_sim.fl.readings import readings_overrides, reproduce_settings
     from flamingo_sim.studies.reproduce.paper import TASKS
-    from flamingo_sim.studies.reproduce.run import experiment_path, run_tasks
+    from flamingo_sim.studies.reproduce.run import count_units, experiment_path, run_tasks
 
     own = readings_overrides(readings)  # checks the name before anything runs
     against = reproduce_settings(readings)["table3_against"]
     todo = tuple(tasks or TASKS)
-    common: dict[str, Any] = dict(tasks=todo, n_seeds=n_seeds, quick=quick, log=log, execution=execution, again=again)
-    done = run_tasks(out_dir, overrides=(*own, *overrides), **common)
-    eas_dirs: dict[str, Path] = {}
+    # the study's phases, each a set of runs into its own folder: every config checked and counted before anything runs
+    phases: list[tuple[str, Path, tuple[str, ...]]] = [
+        (f"baseline and Flamingo, {'the paper' if readings == 'paper' else 'the simulator'}'s readings", Path(out_dir), (*own, *overrides))]
     if against == "eas":  # Table 3 as the paper compared it: EAS on the same tasks, seeds and readings
-        eas = run_tasks(Path(out_dir) / "eas", overrides=(*own, *overrides, "policies=[eas]"), **common)
-        eas_dirs = {d.task: d.run_dir for d in eas}
+        phases.append(("EAS, Table 3 as the paper compared it", Path(out_dir) / "eas", (*own, *overrides, "policies=[eas]")))
+    where: dict[str, Path] = {}
+    if attribution:
+        from flamingo_sim.studies.reproduce.attribution import run_configs
+
+        for name, config in run_configs().items():
+            if config == own:  # the main runs are this configuration
+                where[name] = Path(out_dir)
+            else:
+                where[name] = Path(out_dir) / "attribution" / name
+                phases.append((f"attribution, configuration {name!r}", where[name], (*config, *overrides)))
+    counts = [count_units(todo, ov, quick, n_seeds) for _t, _d, ov in phases]
+    from flamingo_sim.fl.runner.executors.progress import StudyPlan  # torch: after every config is checked
+
+    plan = StudyPlan([(title, n) for (title, _d, _o), n in zip(phases, counts)])
+    common: dict[str, Any] = dict(tasks=todo, n_seeds=n_seeds, quick=quick, log=log, execution=execution, again=again, phases=plan)
+    ran = []
+    for i, (_title, folder, ov) in enumerate(phases):
+        print(plan.start(i), flush=True)
+        ran.append(run_tasks(folder, overrides=ov, **common))
+    done = ran[0]
+    eas_dirs: dict[str, Path] = {d.task: d.run_dir for d in ran[1]} if against == "eas" else {}
     walks = None
     if attribution:
         from flamingo_sim.fl.runner.results import load_run
-        from flamingo_sim.studies.reproduce.attribution import attribute, run_configs
+        from flamingo_sim.studies.reproduce.attribution import attribute
 
-        where: dict[str, Path] = {}
-        for name, config in run_configs().items():
-            if config == own:
-                where[name] = Path(out_dir)
-                continue
-            where[name] = Path(out_dir) / "attribution" / name
-            run_tasks(where[name], overrides=(*config, *overrides), **common)
         walks = [attribute(t, {name: load_run(d / "runs" / t)[0] for name, d in where.items()}) for t in todo]
     from flamingo_sim.fl.runner.compose import profile_dirs  # torch and matplotlib: after every argument and config is checked
     from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
