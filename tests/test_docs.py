@@ -417,3 +417,21 @@ def test_the_cpu_training_strategies_are_their_results_file():
     assert f"threads {threads}; vmap {vmap}" in page
     mlp = rows["mlp100"]
     assert "engine (vmap)" in mlp and f"For the proxy MLP (100 clients) vmap is {mlp['vmap']['vs_loop']:.2f}x the loop" in page
+
+
+def test_a_line_that_introduces_something_is_followed_by_it():
+    """A paragraph ending in ':' ("The report opens with:") is followed by what it introduces: a list, a code
+    block, a table, an admonition, an image or HTML (issue 44: docs/studies.md's was followed by another paragraph)."""
+    wrong = []
+    for page in sorted(DOCS.rglob("*.md")):
+        lines = page.read_text().splitlines()
+        fenced = False
+        for i, line in enumerate(lines):
+            if line.startswith("```"):
+                fenced = not fenced
+            if fenced or not line.rstrip().endswith(":") or i + 1 >= len(lines) or lines[i + 1].strip():
+                continue
+            after = next((x for x in lines[i + 1:] if x.strip()), "")
+            if not re.match(r"\s*([-*+] |\d+\. |```|\||!!!|    |<|!\[|>)", after):
+                wrong.append(f"{page.relative_to(ROOT)}:{i + 1}: {line[-50:]!r} is followed by {after[:50]!r}")
+    assert wrong == []
