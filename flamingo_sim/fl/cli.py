@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from flamingo_sim.fl.config import THREADS_DEFAULT
+
     p = sub.add_parser(
         "run",
         help="run an FL experiment: policies compared on time to accuracy, energy and dropout",
@@ -36,8 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --engine fedscale: N executor processes over gRPC on 127.0.0.1 (default 0: in-process)")
     p.add_argument("--device", metavar="DEVICE",
                    help="where to train: auto (a GPU when one is visible), cpu, cuda or cuda:N (sets fl.device)")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="torch CPU threads (sets fl.threads; default: OMP_NUM_THREADS or the usable cores)")
+    p.add_argument("--threads", type=int, metavar="N", help=f"torch CPU threads (sets fl.threads; default: {THREADS_DEFAULT})")
     add_parallel_arguments(p, "the (policy, seed) runs")
     p.add_argument("--nproc", type=int, metavar="N",
                    help="train over N processes on this machine (torch.distributed, started like torchrun --nproc-per-node N; "

@@ -170,6 +170,11 @@ class NetworkConfig:
         check_ranges(self, model_size_mb="> 0", bandwidth_mbps="> 0", bandwidth_sigma=">= 0")
 
 
+#: The torch CPU threads of a run with ``fl.threads`` null, in words (``run --help`` says it; the rule is
+#: :func:`flamingo_sim.fl.training.device.default_threads`, and a test holds the two together).
+THREADS_DEFAULT = "OMP_NUM_THREADS if set, else 1 for the proxy task, else the usable cores"
+
+
 @dataclass(frozen=True)
 class FLConfig:
     #: K: the client updates aggregated each round.
