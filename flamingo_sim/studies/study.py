@@ -37,7 +37,7 @@ from flamingo_sim.fl.runner.options import Execution
 from flamingo_sim.fl.runner.prepare import PreparedRun, build_first_parts, check_parallel, prepare_run
 from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
 from flamingo_sim.fl.runner.run import run_units
-from flamingo_sim.fl.runner.rundir import run_guard
+from flamingo_sim.fl.runner.rundir import run_guard, write_resume_file
 from flamingo_sim.fl.runner.units import Unit
 from flamingo_sim.io import write_json
 
@@ -128,6 +128,8 @@ def run_study(
         held.callback(runner.close)  # what validation kept, if the units do not run
         _check_out(out, command)  # again, under the lock: another writer may have been first
         write_json(out / STUDY_FILE, {"command": command, "runs": names})
+        if again:
+            write_resume_file(out, again)
         for p in prepared:
             held.enter_context(run_guard(p.out, p.cfg, p.experiment, resume=(p.out / "config.yaml").is_file(), resumable=p.resumable,
                                          how=how))

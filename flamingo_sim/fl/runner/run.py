@@ -106,8 +106,9 @@ def run_experiment(
         check_length(run.cfg, run.first_parts, min(jobs, len(units)), str(run.experiment), opts.confirm, say)
     again = opts.again or resume_command(portable_experiment(run.experiment), run.out, overrides, opts.n_seeds, opts.engine,
                                          opts.executors, ex.jobs)
-    with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable,
-                   engine={"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
+    fedbuff = run.cfg.fl.mode == "fedbuff"  # FedBuff's runs keep no checkpoints either
+    with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable and not fedbuff,
+                   engine="FedBuff" if fedbuff else {"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
         here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
                              keep_going=False, show=not here, shared_dir=run.out)
