@@ -9,8 +9,8 @@ import pytest
 from flamingo_sim.cli import main
 from flamingo_sim.fl.runner import callbacks as callbacks_module
 from flamingo_sim.fl.runner.callbacks import Callback
-from flamingo_sim.fl.runner.rundir import RESUME_FILE
 from flamingo_sim.fl.runner.run import run_experiment
+from flamingo_sim.fl.runner.rundir import RESUME_FILE
 
 BASE = "name: x\npolicies: [baseline]\nfl: {rounds: 4, participants_per_round: 4, local_steps: 1, eval_every: 1}\ndata: {proxy: {n_clients: 40}}\n"
 
