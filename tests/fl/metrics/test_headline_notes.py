@@ -47,3 +47,18 @@ def test_a_long_plugin_name_keeps_the_table_aligned():
     assert [r.index(" h ") + len(" h") for r in rows] == [end, end]  # the times end under their heading
     short = format_summary(REFERENCE).splitlines()[0]
     assert short.startswith("policy        time to target")  # default names: the column as before (12 wide)
+
+
+def test_the_proxy_task_is_named_without_a_contradiction():
+    """Issue 44: with ``data.name: synthetic`` the run said "WARNING: data.root is null: no real synthetic data"."""
+    from flamingo_sim.config import from_mapping
+    from flamingo_sim.fl.config import ExperimentConfig
+    from flamingo_sim.fl.runner.datasets import make_dataset
+
+    said: list[str] = []
+    make_dataset(from_mapping(ExperimentConfig, {"name": "x", "data": {"name": "synthetic", "proxy": {"n_clients": 20}}}), None, said.append)
+    assert said == ["data: the generated proxy task (data.name: synthetic), not real data"]
+    said.clear()
+    make_dataset(from_mapping(ExperimentConfig, {"name": "x", "data": {"proxy": {"n_clients": 20}}}), None, said.append)
+    assert said == ["WARNING: data.root is null, so no real openimage data is read: training the generated proxy task instead "
+                    "(data.fallback: proxy); point data.root at the data to train on it"]
