@@ -6,6 +6,8 @@ In the order a run uses them:
 - :mod:`~flamingo_sim.fl.runner.options`     :class:`RunOptions` and :class:`Execution`: where and how a run or a study runs (frozen);
 - :mod:`~flamingo_sim.fl.runner.prepare`     :func:`prepare_run`: every check before anything is written, :class:`PreparedRun`;
 - :mod:`~flamingo_sim.fl.runner.compose`     the one place a run is assembled: config -> traces, phones, data, model, policy, :class:`Simulation`;
+- :mod:`~flamingo_sim.fl.runner.checks`      the config against where its values are used: the data, the population, the traces, the machine;
+- :mod:`~flamingo_sim.fl.runner.estimate`    the run's length estimated before it starts, and the confirmation a long one needs;
 - :mod:`~flamingo_sim.fl.runner.datasets`    the dataset of a ``data`` section (proxy, arrays, FedScale layouts, packs), ``pack-data``;
 - :mod:`~flamingo_sim.fl.runner.kernels`     the CPU kernels and threads of a process that trains;
 - :mod:`~flamingo_sim.fl.runner.units`       :func:`run_unit`: one (policy, seed), the same function in any process, and its result file;

@@ -21,6 +21,7 @@ from flamingo_sim.devices.policies import Policy
 from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
 from flamingo_sim.fl.config import ExperimentConfig, load_experiment, require_path, with_seeds
+from flamingo_sim.fl.runner.checks import check_fit
 from flamingo_sim.fl.runner.datasets import ARCHITECTURES, make_dataset
 from flamingo_sim.fl.sim.network import Network
 from flamingo_sim.fl.sim.population import Population, build_population
@@ -99,6 +100,7 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
         except FlamingoError as exc:
             raise ConfigError(f"{src}: data.model: {exc}") from None
     size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
+    check_fit(cfg, dataset.samples_per_client, traces.horizon_s, size_mb, src)
     cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
     log(f"model update: {size_mb:.2f} MB each way ({size_source})")
     population = experiment_population(cfg, dataset.n_clients, traces.n_clients, mix, trace_phones, seed)

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flamingo_sim.fl.runner.executors import EXECUTORS, Dispatch, make_executor
-from flamingo_sim.fl.runner.executors.progress import Failure, Progress
+from flamingo_sim.fl.runner.executors.progress import Failure, Progress, StudyPlan
 from flamingo_sim.fl.runner.executors.ray_cluster import RAY_HINT
 from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, unit_result
 
-__all__ = ["EXECUTORS", "Failure", "Progress", "check_executor", "execute", "unit_threads", "auto_jobs", "RAY_HINT", "warm_up"]
+__all__ = ["EXECUTORS", "Failure", "Progress", "StudyPlan", "check_executor", "execute", "unit_threads", "auto_jobs", "RAY_HINT", "warm_up"]
 
 
 def unit_threads(cfg: Any, jobs: int) -> int:
@@ -72,6 +72,7 @@ def execute(
     show: bool = True,
     shared_dir: Path | None = None,
     on_finish: Callable[[Unit], None] | None = None,
+    plan: StudyPlan | None = None,
 ) -> list[Failure]:
     """Run every unit not finished yet; the ones that failed (each already said through ``say``).
 
@@ -79,11 +80,12 @@ def execute(
     lets its first error propagate instead. ``shared_dir``: where Ray's workers must write
     (checked with a probe file before any unit starts). Ctrl-C or SIGTERM stops every unit
     started here (their finished work stays) and propagates. ``on_finish(unit)``: called in this
-    process as each unit finishes.
+    process as each unit finishes. ``plan``: the study's phases, when these units are one of several
+    (the progress then counts and estimates the whole study).
     """
     runner = make_executor(executor)
     pending = [u for u in units if unit_result(Path(u.run_dir) / UNITS_DIR, u.policy, u.seed) is None]
-    progress = Progress(len(units), len(units) - len(pending), jobs, say, show=show, on_finish=on_finish)
+    progress = Progress(len(units), len(units) - len(pending), jobs, say, show=show, on_finish=on_finish, plan=plan)
     if not pending:
         return []
     try:

@@ -36,7 +36,8 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback
-from flamingo_sim.fl.runner.execute import Failure, auto_jobs, check_executor, describe, execute, warm_up
+from flamingo_sim.fl.runner.estimate import check_length
+from flamingo_sim.fl.runner.execute import Failure, StudyPlan, auto_jobs, check_executor, describe, execute, warm_up
 from flamingo_sim.fl.runner.kernels import training_on
 from flamingo_sim.fl.runner.options import RunOptions
 from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, portable_experiment, prepare_run
@@ -101,10 +102,13 @@ def run_experiment(
         raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
     check_parallel([run], jobs, executor)
     units = run.units(jobs)
+    if not opts.resume and run.first_parts is not None:
+        check_length(run.cfg, run.first_parts, min(jobs, len(units)), str(run.experiment), opts.confirm, say)
     again = opts.again or resume_command(portable_experiment(run.experiment), run.out, overrides, opts.n_seeds, opts.engine,
                                          opts.executors, ex.jobs)
-    with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable,
-                   engine={"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
+    fedbuff = run.cfg.fl.mode == "fedbuff"  # FedBuff's runs keep no checkpoints either
+    with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable and not fedbuff,
+                   engine="FedBuff" if fedbuff else {"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
         here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
                              keep_going=False, show=not here, shared_dir=run.out)
@@ -142,11 +146,13 @@ def run_units(
     runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
     say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
     shared_dir: Path | None = None, comm: Any = None, on_run_done: Callable[[PreparedRun], None] | None = None,
+    plan: StudyPlan | None = None,
 ) -> list[Failure]:
     """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
 
     ``on_run_done(run)``: called in this process as soon as the last of a run's units given here
     finished (while other runs' units may still be running), e.g. to write its summary meanwhile.
+    ``plan``: the study's phases when these units are one of several (:class:`~flamingo_sim.fl.runner.execute.StudyPlan`).
 
     With one local job they run in this process, the policies of a seed sharing its components
     (the runs' first seeds are already built); else as :func:`~flamingo_sim.fl.runner.execute.execute` says.
@@ -190,7 +196,7 @@ def run_units(
 
     try:
         return execute(units, jobs=jobs, say=say, in_process=here, executor=executor, ray_address=ray_address,
-                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished)
+                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished, plan=plan)
     except BaseException:
         for r in runs:
             try:

@@ -169,8 +169,9 @@ def run_unit(
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
     writer = _UnitWriter(unit, cfg.checkpoint_every, parts, after_write)
     hooks: list[Callback] = [writer, _Status(unit.path(".status"))]
-    if progress_bar:
-        hooks.insert(0, ProgressBar())
+    bar = ProgressBar() if progress_bar else None
+    if bar is not None:
+        hooks.insert(0, bar)
     if cfg.tracking.tensorboard or cfg.tracking.mlflow:
         hooks.append(TrackingCallback(cfg, out, unit.name))
     if runner.resumable and cfg.fl.mode == "sync":
@@ -180,7 +181,11 @@ def run_unit(
             say(f"{unit.label}: resuming from round {sim.round + 1}")
         done = resumed or done
         hooks.append(Checkpointer(ckpt, cfg.checkpoint_every))
-    records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
+    try:
+        records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
+    finally:  # also on Ctrl-C or an error: the bar ends before the line that says how to continue, never redrawn after it
+        if bar is not None:
+            bar.close()
     if split is not None:
         sim.seam.close()  # type: ignore[attr-defined]  # a DistributedSeam: the other ranks move on to the next unit
     writer.write(records, histogram=participation_histogram(sim.times_kept))
