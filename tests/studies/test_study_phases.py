@@ -19,8 +19,8 @@ def _unit(tmp_path: Path, seed: int) -> Unit:
 
 
 def test_a_phase_header_and_the_counts_over_every_phase():
-    plan = StudyPlan([("paper's readings", 12), ("EAS", 6), ("attribution", 12)])
-    assert plan.start(1) == "== phase 2 of 3: EAS (6 units) =="
+    plan = StudyPlan([("paper's readings", 12), ("explore-then-share", 6), ("attribution", 12)])
+    assert plan.start(1) == "== phase 2 of 3: explore-then-share (6 units) =="
     assert (plan.before, plan.after, plan.total) == (12, 12, 30)
 
 
@@ -64,15 +64,21 @@ def test_reproduce_names_each_phase_on_stdout_with_its_units(tmp_path, monkeypat
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), pytest.raises(Stop):
         reproduce(tmp_path / "out", quick=True, readings="paper", attribution=True)
+    from flamingo_sim.studies.reproduce.mechanisms import MECHANISMS
+
     others = [n for n, c in run_configs().items() if c != run_configs()["paper"]]
     assert others
-    n = 2 + len(others)
+    n = 2 + len(others) + len(MECHANISMS) + 5  # the main runs, explore-then-share, the walk, the mechanisms, each phone left out
     assert printed.getvalue().splitlines() == [f"== phase 1 of {n}: baseline and Flamingo, the paper's readings (12 units) =="]
     (folder, index, phases), = calls
     assert (folder, index) == (tmp_path / "out", 0)
-    # 3 tasks x 2 seeds x 2 policies; EAS alone; each attribution configuration as the main runs
-    assert phases == [("baseline and Flamingo, the paper's readings", 12), ("EAS, Table 3 as the paper compared it", 6),
-                      *[(f"attribution, configuration {name!r}", 12) for name in others]]
+    # 3 tasks x 2 seeds x 2 policies in every phase
+    assert phases[:2 + len(others)] == [("baseline and Flamingo, the paper's readings", 12),
+                                        ("the paper's readings with Appendix B's explore-then-share", 12),
+                                        *[(f"attribution, configuration {name!r}", 12) for name in others]]
+    assert [t for t, _n in phases[2 + len(others):]] == [f"mechanism: {m.label}" for m in MECHANISMS] + [
+        f"mechanism: phone mix: without the {p}" for p in ("Galaxy Tab S6", "OnePlus 8", "Google Pixel 3", "Samsung S10e", "Xiaomi Mi 10")]
+    assert all(units == 12 for _t, units in phases)
 
 
 def test_a_bad_override_of_a_later_phase_is_refused_before_the_first_runs(tmp_path, monkeypatch):
