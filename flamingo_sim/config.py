@@ -19,7 +19,8 @@ Overrides (``--set fl.rounds=20``) are applied to the raw mapping *before* valid
 they get exactly the same checks as the file.
 
 Values are YAML as PyYAML reads it (YAML 1.1: ``true``/``false``, ``null``, quoted strings), except
-that a number reads as Python reads it: ``1e-3``, ``1E5`` and ``1_000e-3`` are numbers, where YAML
+that a key written twice in one mapping is an error naming the line of each (YAML requires unique
+keys, where PyYAML keeps the last silently), and that a number reads as Python reads it: ``1e-3``, ``1E5`` and ``1_000e-3`` are numbers, where YAML
 1.1 reads a float only with a dot and a signed exponent (``1.0e-3``). Files must be UTF-8 text;
 another encoding, a directory or a binary file is one line naming the file.
 """
@@ -40,7 +41,7 @@ from flamingo_sim.errors import ConfigError
 T = TypeVar("T")
 
 __all__ = ["from_mapping", "load_yaml", "read_text", "parse_yaml", "load_config", "apply_overrides", "to_mapping", "check_ranges",
-           "FieldError", "PLUGIN_PARAMS", "rest_field"]
+           "fits_float32", "FLOAT32_MAX", "FLOAT32_TINY", "FieldError", "PLUGIN_PARAMS", "rest_field"]
 
 #: Field metadata: this ``dict`` field takes the section's keys that no other field names (a plug-in's parameters).
 PLUGIN_PARAMS = {"plugin_params": True}
@@ -78,14 +79,31 @@ def _in_range(value: float, rule: str) -> bool:
     raise ValueError(f"range rule {rule!r} is not understood")  # a programming error
 
 
+#: The largest float32 and the smallest normal one: a value the training puts into a float32 tensor
+#: (a learning rate, FedProx's mu) must lie between them (or be 0), or it overflows mid-run.
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38
+#: What a rule's ``float32`` suffix adds to the expectation it states.
+FLOAT32_TEXT = "that fits float32, the training's dtype (its size between 1.2e-38 and 3.4e+38, or 0)"
+
+
+def fits_float32(value: float) -> bool:
+    """Whether ``value`` is a float32 as it is: finite, not overflowing, and not rounded to 0 or to a subnormal."""
+    return math.isfinite(value) and (value == 0 or FLOAT32_TINY <= abs(value) <= FLOAT32_MAX)
+
+
 def check_ranges(obj: Any, **rules: str) -> None:
     """Check numeric fields of ``obj`` against rules such as ``">= 1"``, ``"> 0"``, ``"[0, 1]"``.
 
     ``None`` values (optional fields left unset) pass; NaN and infinities never do. A field
     holding a list, tuple or mapping has each of its values checked (the key names the item).
+    A rule ending in ``", float32"`` (``lr="> 0, float32"``) also asks that the value fit
+    float32 (:func:`fits_float32`): a value the training uses as a float32 tensor or scalar.
     Raises :class:`FieldError` for the first value out of range.
     """
-    for name, rule in rules.items():
+    for name, full_rule in rules.items():
+        dtype = full_rule.endswith(", float32")
+        rule = full_rule.removesuffix(", float32")
         value = getattr(obj, name)
         items: list[tuple[str, Any]]
         if isinstance(value, dict):
@@ -98,8 +116,8 @@ def check_ranges(obj: Any, **rules: str) -> None:
             if v is None:
                 continue
             kind = "an integer" if isinstance(v, int) and not isinstance(v, bool) else "a number"
-            if not math.isfinite(v) or not _in_range(v, rule):
-                raise FieldError(key, f"{kind} {'in ' if rule[0] in '[(' else ''}{rule}", v)
+            if not math.isfinite(v) or not _in_range(v, rule) or (dtype and not fits_float32(v)):
+                raise FieldError(key, f"{kind} {'in ' if rule[0] in '[(' else ''}{rule}" + (f" {FLOAT32_TEXT}" if dtype else ""), v)
 
 
 #: One run of digits as Python writes them: underscores only between digits.
@@ -108,8 +126,33 @@ _DIGITS = r"[0-9](?:_?[0-9])*"
 _EXPONENT_FLOAT = re.compile(rf"^[-+]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})[eE][-+]?{_DIGITS}$")
 
 
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A key written twice in one mapping (YAML requires unique keys; PyYAML would keep the last silently)."""
+
+    def __init__(self, key: Any, first_line: int, line: int, mark: Any) -> None:
+        where = f"twice on line {line}" if first_line == line else f"lines {first_line} and {line}"
+        super().__init__(problem=f"key {key!r} written twice in one mapping ({where}); YAML takes each key once",
+                         problem_mark=mark)
+        self.line = line
+
+
 class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading ``1e-3`` and ``1E5`` as numbers (see the module's docstring)."""
+    """PyYAML's safe loader, reading ``1e-3`` and ``1E5`` as numbers and refusing a key written twice (see the module's docstring)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:  # the mapping's own keys, before a merge (``<<``) adds others it may override
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise DuplicateKey(key, seen[key], line, key_node.start_mark)
+                seen[key] = line
+            except TypeError:  # an unhashable key: SafeLoader's own error follows
+                continue
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789."))
@@ -146,6 +189,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     text = read_text(path, "a YAML file")
     try:
         data = parse_yaml(text)
+    except DuplicateKey as exc:
+        raise ConfigError(f"{path}: line {exc.line}: {exc.problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -178,6 +223,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
             raise ConfigError(f"override {item!r}: empty key")
         try:
             value = parse_yaml(raw) if raw.strip() else None
+        except DuplicateKey as exc:
+            raise ConfigError(f"override {item!r}: {exc.problem}") from None
         except yaml.YAMLError:
             value = raw
         node = out

@@ -237,7 +237,8 @@ class LineProgress(Generic[T]):
 
     A line ``desc: n/total unit (p %) postfix`` is written each time another tenth of ``total``
     is done, or :data:`LINE_EVERY_S` seconds after the last line, and once at ``close`` if the
-    count moved since the last line.
+    count moved since the last line. With a total, a line also says the time left at the pace so
+    far (``(0 %, about 27777:45:05 left)``) once it is a second or more.
     """
 
     def __init__(self, iterable: Iterable[T] | None, *, desc: str, total: int | None, unit: str, stream: Any, initial: int = 0) -> None:
@@ -246,6 +247,7 @@ class LineProgress(Generic[T]):
         self._clock = time.monotonic
         self.iterable, self.desc, self.total, self.unit, self.stream = iterable, desc, total, unit, stream
         self.n = initial
+        self._start_n, self._start_at = initial, self._clock()
         self.postfix = ""
         self._printed_n = initial
         self._printed_at = self._clock()
@@ -274,7 +276,13 @@ class LineProgress(Generic[T]):
 
     def _line(self) -> None:
         count = f"{self.n}/{self.total}" if self.total else f"{self.n}"
-        share = f" ({100 * self.n / self.total:.0f} %)" if self.total else ""
+        share = ""
+        if self.total:
+            done, elapsed = self.n - self._start_n, self._clock() - self._start_at
+            left_s = elapsed / done * (self.total - self.n) if done > 0 and self.n < self.total else 0.0
+            s = int(round(left_s))
+            left = f", about {s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d} left" if s >= 1 else ""
+            share = f" ({100 * self.n / self.total:.0f} %{left})"
         tail = f" {self.postfix}" if self.postfix else ""
         print(f"{self.desc}: {count} {self.unit}{share}{tail}", file=self.stream, flush=True)
         self._printed_n, self._printed_at = self.n, self._clock()

@@ -56,6 +56,8 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
     "prep_traces": (None, [rf"prep-traces [\d,]+ rows/s, pandas baseline [\d,]+ rows/s: ratio {NUM}x"], []),
     "round_overhead": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),
     "studies": (None, [rf"speed-up of --jobs 2 over --jobs 1: {NUM}x .*; outputs identical \(\d+ files\)"], [r"results differ"]),
+    "suite": (None, [r"^smoke: tests/test_errors\.py: \d+ tests \(python -m pytest -q\); slow tests besides: \d+$",
+                     rf"^default suite: \d+ tests, {NUM} s wall \(median of 1; range {NUM}-{NUM} s\), {NUM}x the collection alone; failed: 0$"], []),
     "toolkit_runs": (None, [rf"main job \(baseline\): {NUM} s wall \(median of 2; range {NUM}-{NUM} s\)"]
                      + [rf"^toolkit_{name} +baseline,flamingo +{NUM} +{NUM}x$" for name in ("fedyogi", "fedbuff", "arrays")], []),
     "toolkit_overhead": (None, [rf"^(uniform|battery|oort) +(fedavg|fedadam|fedyogi) +{NUM} +{NUM}x +{NUM}- *{NUM} +{NUM} +{NUM} +{NUM}%$"],

@@ -112,3 +112,33 @@ def test_a_binary_file_is_one_line(tmp_path):
 def test_a_missing_file_still_says_not_found(tmp_path):
     with pytest.raises(ConfigError, match=r"e\.yaml: config file not found$"):
         load_yaml(tmp_path / "e.yaml")
+
+
+def test_a_key_written_twice_is_one_line_with_the_line_of_each(tmp_path):
+    """YAML requires unique keys; PyYAML keeps the last one silently (issue 44: ``fl:`` written twice ran)."""
+    path = tmp_path / "e.yaml"
+    path.write_text("name: x\nfl:\n  rounds: 2\nseeds: [0]\nfl:\n  rounds: 5\n")
+    with pytest.raises(ConfigError) as info:
+        load_yaml(path)
+    assert str(info.value) == f"{path}: line 5: key 'fl' written twice in one mapping (lines 2 and 5); YAML takes each key once"
+
+
+def test_a_nested_key_written_twice_and_a_flow_mapping_are_refused_too(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text("name: x\nfl:\n  rounds: 2\n  lr: 0.1\n  rounds: 3\n")
+    with pytest.raises(ConfigError, match=r"line 5: key 'rounds' written twice in one mapping \(lines 3 and 5\)"):
+        load_yaml(path)
+    path.write_text("fl: {rounds: 2, rounds: 3}\n")
+    with pytest.raises(ConfigError, match=r"line 1: key 'rounds' written twice in one mapping \(twice on line 1\)"):
+        load_yaml(path)
+
+
+def test_the_same_key_in_different_mappings_and_a_merge_key_still_read(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text("a: {rounds: 2}\nb: {rounds: 3}\nbase: &b {rounds: 4, lr: 0.1}\nc:\n  <<: *b\n  rounds: 5\n")
+    assert load_yaml(path) == {"a": {"rounds": 2}, "b": {"rounds": 3}, "base": {"rounds": 4, "lr": 0.1}, "c": {"rounds": 5, "lr": 0.1}}
+
+
+def test_a_set_value_with_a_key_twice_is_refused():
+    with pytest.raises(ConfigError, match=r"^override 'fl=\{rounds: 2, rounds: 3\}': key 'rounds' written twice"):
+        apply_overrides({}, ["fl={rounds: 2, rounds: 3}"])

@@ -1,5 +1,5 @@
-"""The documentation site's sources: every page in the nav, the configuration page's generated
-tables, and the docstrings' Sphinx roles turned into cross-references. (``.ci/run`` builds the
+"""The documentation site's sources: every page in the nav, the generated tables written into the
+configuration page and the plug-in guide, and the docstrings' Sphinx roles turned into cross-references. (``.ci/run`` builds the
 site itself with ``mkdocs build --strict``.)"""
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
-from flamingo_sim.fl.config_reference import MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -45,16 +43,35 @@ def _page(src_uri: str):
     return SimpleNamespace(file=SimpleNamespace(src_uri=src_uri))
 
 
-def test_the_build_puts_the_generated_reference_into_the_configuration_page():
+@pytest.mark.parametrize("name", ["configuration.md", "plugins.md"])
+def test_the_generated_tables_are_in_the_page_and_match_the_code(name):
+    """Issue 44: docs/configuration.md held only a marker line, read as plain Markdown; its tables are
+    now written into the file (``python docs/hooks.py``), and must be what the code generates."""
+    hooks = _hooks()
+    source = (DOCS / name).read_text()
+    start, end = hooks.block_of(source, name)
+    assert source[start:end].strip("\n") == hooks.GENERATED[name]().strip("\n"), f"docs/{name} is stale: run python docs/hooks.py"
+    assert not hooks.stale(source, name)
+    assert hooks.on_page_markdown(source, page=_page(name), config={}, files=None) == source
+    if name == "configuration.md":
+        assert "| `fl.participants_per_round` | int | `100` | `>= 1` | K: the client updates aggregated each round. |" in source
+
+
+def test_a_stale_table_fails_the_build_and_the_writer_mends_it(tmp_path):
+    hooks = _hooks()
     source = (DOCS / "configuration.md").read_text()
-    assert source.count(MARKER) == 1
-    built = _hooks().on_page_markdown(source, page=_page("configuration.md"), config={}, files=None)
-    assert MARKER not in built
-    assert "| `fl.participants_per_round` | int | `100` | `>= 1` | K: the client updates aggregated each round. |" in built
-    other = _hooks().on_page_markdown(f"x\n{MARKER}\n", page=_page("gpu.md"), config={}, files=None)
-    assert other == f"x\n{MARKER}\n"  # only the configuration page is touched
-    with pytest.raises(ValueError, match="configuration.md: expected the line <!-- config-reference --> exactly once"):
-        _hooks().on_page_markdown("# no marker\n", page=_page("configuration.md"), config={}, files=None)
+    old = source.replace("| `fl.participants_per_round` | int | `100` |", "| `fl.participants_per_round` | int | `99` |")
+    with pytest.raises(ValueError, match=r"^docs/configuration\.md: its generated tables no longer match the code; run python docs/hooks\.py$"):
+        hooks.on_page_markdown(old, page=_page("configuration.md"), config={}, files=None)
+    assert hooks.on_page_markdown("x\n", page=_page("gpu.md"), config={}, files=None) == "x\n"  # a page without tables
+    with pytest.raises(ValueError, match=r"docs/configuration\.md: expected the line <!-- generated"):
+        hooks.on_page_markdown("# no tables\n", page=_page("configuration.md"), config={}, files=None)
+    for name in hooks.GENERATED:
+        (tmp_path / name).write_text((DOCS / name).read_text())
+    (tmp_path / "configuration.md").write_text(old)
+    assert hooks.write_pages(tmp_path) == ["configuration.md"]
+    assert (tmp_path / "configuration.md").read_text() == source
+    assert hooks.write_pages(tmp_path) == []
 
 
 def _loader_with_extension():
@@ -400,3 +417,35 @@ def test_the_cpu_training_strategies_are_their_results_file():
     assert f"threads {threads}; vmap {vmap}" in page
     mlp = rows["mlp100"]
     assert "engine (vmap)" in mlp and f"For the proxy MLP (100 clients) vmap is {mlp['vmap']['vs_loop']:.2f}x the loop" in page
+
+
+def test_a_line_that_introduces_something_is_followed_by_it():
+    """A paragraph ending in ':' ("The report opens with:") is followed by what it introduces: a list, a code
+    block, a table, an admonition, an image or HTML (issue 44: docs/studies.md's was followed by another paragraph)."""
+    wrong = []
+    for page in sorted(DOCS.rglob("*.md")):
+        lines = page.read_text().splitlines()
+        fenced = False
+        for i, line in enumerate(lines):
+            if line.startswith("```"):
+                fenced = not fenced
+            if fenced or not line.rstrip().endswith(":") or i + 1 >= len(lines) or lines[i + 1].strip():
+                continue
+            after = next((x for x in lines[i + 1:] if x.strip()), "")
+            if not re.match(r"\s*([-*+] |\d+\. |```|\||!!!|    |<|!\[|>)", after):
+                wrong.append(f"{page.relative_to(ROOT)}:{i + 1}: {line[-50:]!r} is followed by {after[:50]!r}")
+    assert wrong == []
+
+
+def test_the_install_page_quotes_the_suite_as_measured():
+    """Issue 44: docs/install.md said 968 tests in 84 s while 1,023 were collected; its figures now come from the
+    results file ``benchmarks/suite.py`` writes (re-measure with it, and the page must follow)."""
+    import json
+
+    doc = json.loads((ROOT / "benchmarks/results/suite_2cores.json").read_text())
+    page = " ".join((DOCS / "install.md").read_text().split())
+    (run,) = doc["runs"]
+    assert not doc["smoke"] and doc["cores"] == 2 and run["failed"] == 0
+    assert (f"the default suite held {doc['default_tests']:,} tests and took {doc['median_wall_s']:.0f} s on 2 cores shared with other work "
+            f"(load {run['load_before']:.1f} before, {run['load_after']:.1f} after") in page
+    assert f"The full suite adds {doc['slow_tests']} slow tests" in page

@@ -103,6 +103,20 @@ def test_progress_off_a_terminal_prints_a_line_per_tenth(monkeypatch):
     assert "\r" not in "".join(stream.text)
 
 
+def test_a_progress_line_says_the_time_left_at_the_pace_so_far(monkeypatch):
+    """Issue 44: ``fl.rounds=1e9`` showed ``951/1000000000 round (0 %)`` and no time estimate."""
+    from flamingo_sim.io import LineProgress
+
+    now = [100.0]
+    stream = _Stream(tty=False)
+    bar = LineProgress(None, desc="baseline seed 0", total=1_000_000_000, unit="round", stream=stream, initial=0)
+    bar._clock = lambda: now[0]
+    bar._start_at = bar._printed_at = now[0]
+    now[0] += 951 * 0.1  # 951 rounds at 0.1 s each
+    bar.update(951)  # 30 s since the last line: a line
+    assert "".join(stream.text).splitlines() == ["baseline seed 0: 951/1000000000 round (0 %, about 27777:45:05 left)"]  # (1e9 - 951) x 0.1 s
+
+
 def test_progress_line_at_close_and_iteration(monkeypatch):
     from flamingo_sim.io import progress
 

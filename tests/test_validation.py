@@ -16,6 +16,8 @@ from flamingo_sim.fl.compose import update_size_mb
 from flamingo_sim.fl.config import ExperimentConfig, NetworkConfig
 from flamingo_sim.models import build_model
 
+F32 = " that fits float32, the training's dtype (its size between 1.2e-38 and 3.4e+38, or 0)"
+
 #: (override, the error line after "exp.yaml: ")
 BAD_VALUES = [
     # the issue's examples
@@ -28,8 +30,8 @@ BAD_VALUES = [
     ("network.bandwidth_sigma=-0.1", "network.bandwidth_sigma: expected a number >= 0, got -0.1"),
     ("network.model_size_mb=0", "network.model_size_mb: expected a number > 0, got 0.0"),
     ("network.bandwidth_mbps=.inf", "network.bandwidth_mbps: expected a number > 0, got inf"),
-    ("fl.lr=.nan", "fl.lr: expected a number > 0, got nan"),
-    ("fl.lr=0", "fl.lr: expected a number > 0, got 0.0"),
+    ("fl.lr=.nan", f"fl.lr: expected a number > 0{F32}, got nan"),
+    ("fl.lr=0", f"fl.lr: expected a number > 0{F32}, got 0.0"),
     ("fl.overcommit=0.5", "fl.overcommit: expected a number >= 1, got 0.5"),
     ("fl.participants_per_round=0", "fl.participants_per_round: expected an integer >= 1, got 0"),
     ("fl.local_steps=-1", "fl.local_steps: expected an integer >= 1, got -1"),
@@ -66,7 +68,7 @@ BAD_VALUES = [
     ("target_accuracy=1.5", "target_accuracy: expected a number in (0, 1], got 1.5"),
     ("target_accuracy=0", "target_accuracy: expected a number in (0, 1], got 0.0"),
     ("checkpoint_every=0", "checkpoint_every: expected an integer >= 1, got 0"),
-    ("seeds=[-1]", "seeds[0]: expected an integer >= 0, got -1"),
+    ("seeds=[-1]", "seeds[0]: expected an integer in [0, 9223372036854775808), got -1"),
     ("seeds=[0,0]", "seeds: expected each seed once, got [0, 0]"),
     ("seeds=[]", "seeds: expected at least one seed, got []"),
     ("policies=[]", "policies: expected at least one policy, got []"),
@@ -77,12 +79,12 @@ BAD_VALUES = [
     # the toolkit's sections, checked the same way (check_ranges)
     ("fedbuff.staleness_exponent=.nan", "fedbuff.staleness_exponent: expected a number >= 0, got nan"),
     ("fedbuff.concurrency=0", "fedbuff.concurrency: expected an integer >= 1, got 0"),
-    ("aggregation={name: fedadam, tau: 0}", "aggregation.tau: expected a number > 0, got 0.0"),
+    ("aggregation={name: fedadam, tau: 0}", f"aggregation.tau: expected a number > 0{F32}, got 0.0"),
     ("selector.floor=0.5", "selector: selector 'uniform' takes no parameters (it declares no Params), got floor"),
     ("fl.selection=nope", "fl.selection: unknown selector 'nope'; expected one of 'uniform', 'battery', 'oort' (built-in or installed in entry-point "
                           "group 'flamingo_sim.selectors') or an import path 'package.module:ClassName'"),
     # an import path's parameters: checked once it is imported, still before anything is written
-    ("aggregation={name: 'flamingo_sim.fl.strategy.aggregators:FedProx', mu: -1}", "aggregation.mu: expected a number >= 0, got -1.0"),
+    ("aggregation={name: 'flamingo_sim.fl.strategy.aggregators:FedProx', mu: -1}", f"aggregation.mu: expected a number >= 0{F32}, got -1.0"),
 ]
 
 
@@ -135,7 +137,9 @@ def test_update_size_is_derived_from_the_model_unless_set():
 @pytest.mark.parametrize(
     "rule, ok, bad",
     [(">= 1", [1, 2.5], [0, 0.99]), ("> 0", [1e-9], [0, -1]), ("[0, 1]", [0, 1], [-0.01, 1.01]),
-     ("(0, 1]", [1], [0]), ("[0, 1)", [0], [1]), ("< 5", [4], [5]), ("<= 5", [5], [5.1])],
+     ("(0, 1]", [1], [0]), ("[0, 1)", [0], [1]), ("< 5", [4], [5]), ("<= 5", [5], [5.1]),
+     # a value the training holds in float32 (issue 44: fl.lr=1e308 overflowed mid-run)
+     ("> 0, float32", [1e-3, 3.4e38, 1.2e-38], [0, 1e39, 1e308, 1e-39, 1e-300]), (">= 0, float32", [0, 1], [1e-40, -1])],
 )
 def test_check_ranges(rule, ok, bad):
     class Obj:

@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "training steps of the model on random inputs; power comes from RAPL, battery sysfs or "
         "termux-battery-status where readable, minus the idle power. Writes a 'measured' profile that the "
         "simulator accepts unchanged, and registers the machine as a phone of the catalogue "
-        "(<profiles-dir>/phones.d/<phone>.yaml) if it is not there yet.",
+        "(<profiles-dir>/phones.d/<phone>.yaml) if it is not there yet; with --out FILE only the profile is written, "
+        "unless --profiles-dir names where to register the phone.",
     )
     p.add_argument("--model", required=True, help="mobilenet_v2, shufflenet_v2_x2, resnet34, or the proxies mlp, logreg")
     p.add_argument("--steps", type=int, default=10, help="timed training steps per choice (default: 10)")
@@ -127,12 +128,18 @@ def _profile(args: argparse.Namespace) -> int:
                          image_size=args.image_size, n_classes=args.n_classes, seed=args.seed, idle_s=args.idle_s)
     from flamingo_sim.resources import user_profiles_dir
 
+    register = args.out is None or args.profiles_dir is not None  # --out FILE alone: the profile only, nothing else written
     summary = run_profile(req, args.profiles_dir or user_profiles_dir(), phone_name=args.phone, out=args.out, capacity_mah=args.capacity_mah,
-                          log=lambda s: print(s, file=sys.stderr))
+                          log=lambda s: print(s, file=sys.stderr), register=register)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
     print(f"wrote {summary['profile']}" + (f" and {summary['catalogue']}" if summary["catalogue"] else ""))
+    if summary["catalogue"]:
+        print(f"registered this machine as phone {summary['phone']!r} in {summary['catalogue']}: runs find it there "
+              "(phones.profiles_dir; null: the user's profiles directory)")
+    elif not register:
+        print(f"phone {summary['phone']!r} not registered (--out without --profiles-dir): to run it, give --profiles-dir DIR, or leave out --out")
     print(f"{summary['phone']} / {summary['model']}: {summary['machine']}")
     print(f"energy: {summary['energy_source'] or '-'} ({summary['energy_note']})")
     print(f"  {'choice':>6} {'latency_s':>10} {'power_w':>8} {'steps':>5}")

@@ -326,16 +326,19 @@ def _known_phone(profiles_dir: Path, name: str, layout: CoreLayout) -> Phone | N
 
 
 def _catalogue_phone(profiles_dir: Path, name: str, layout: CoreLayout, description: str,
-                     capacity_mah: float) -> tuple[Phone, Path | None]:
-    """The catalogue's phone ``name`` (checked against ``layout``), or a new entry written for it."""
+                     capacity_mah: float, register: bool = True) -> tuple[Phone, Path | None]:
+    """The catalogue's phone ``name`` (checked against ``layout``), or a new entry written for it (``register``;
+    else the phone only, written nowhere)."""
     known = _known_phone(profiles_dir, name, layout)
     if known is not None:
         return known, None
+    soc = f"{name}_soc"
+    if not register:
+        return Phone(name, name, SocSpec(soc, layout.low_power, layout.big, layout.prime), float(capacity_mah)), None
     if (profiles_dir / PHONES_FILE).is_file():
         path = profiles_dir / PHONES_DIR / f"{name}.yaml"
     else:  # a fresh directory: this machine is its whole catalogue
         path = profiles_dir / PHONES_FILE
-    soc = f"{name}_soc"
     doc = {
         "socs": {soc: {"description": description, "low_power": list(layout.low_power), "big": list(layout.big),
                        "prime": layout.prime}},
@@ -364,8 +367,8 @@ def _check_profile_out(path: Path) -> None:
 
 def run_profile(req: ProfileRequest, profiles_dir: str | Path, phone_name: str | None = None,
                 out: str | Path | None = None, capacity_mah: float | None = None,
-                log: Callable[[str], None] = lambda s: None, **measure_kwargs: Any) -> dict[str, Any]:
-    """Measure, write the profile (and the catalogue entry if new); returns a summary record.
+                log: Callable[[str], None] = lambda s: None, register: bool = True, **measure_kwargs: Any) -> dict[str, Any]:
+    """Measure, write the profile (and, with ``register``, the catalogue entry if new); returns a summary record.
 
     The profile goes to ``out`` if given, else to ``<profiles_dir>/<phone>/<model>.yaml`` where
     the simulator looks for it.
@@ -390,7 +393,7 @@ def run_profile(req: ProfileRequest, profiles_dir: str | Path, phone_name: str |
     if cap is None:
         cap, placeholder = PLACEHOLDER_CAPACITY_MAH, True
     desc = m.machine + (f"; capacity_mah {cap:g} is a placeholder (no battery capacity known)" if placeholder else "")
-    phone, catalogue = _catalogue_phone(profiles_dir, name, m.discovery.layout, desc, cap)
+    phone, catalogue = _catalogue_phone(profiles_dir, name, m.discovery.layout, desc, cap, register)
     profile = to_profile(m, phone)
     if out is None:
         path = save_profile(profiles_dir, profile)
@@ -398,7 +401,7 @@ def run_profile(req: ProfileRequest, profiles_dir: str | Path, phone_name: str |
         path = Path(out)
         with atomic_path(path) as tmp:
             tmp.write_text(yaml.safe_dump(profile.to_mapping(), sort_keys=False, default_flow_style=None, width=120))
-        if path.resolve() != profile_path(profiles_dir, name, m.model).resolve():
+        if path.resolve() != profile_path(profiles_dir, name, m.model).resolve() and register:
             log(f"note: the simulator reads {profile_path(profiles_dir, name, m.model)}; copy {path} there to use it")
     return {
         "profile": str(path),

@@ -8,13 +8,15 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from flamingo_sim.fl.runner.options import Execution
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from flamingo_sim.fl.config import THREADS_DEFAULT
+
     p = sub.add_parser(
         "run",
         help="run an FL experiment: policies compared on time to accuracy, energy and dropout",
@@ -27,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_readings_argument(p)
     p.add_argument("--seeds", type=int, help="run N seeds, starting from the config's first seed")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--yes", action="store_true",
+                   help="run even when its estimated wall time is over a day (without it, such a run asks on a terminal and is refused elsewhere)")
     p.add_argument("--engine", choices=("native", "fedscale", "flower"), default="native",
                    help="native (default), fedscale: FedScale's aggregator and executors (pip install 'flamingo-sim[fedscale]'), "
                         "or flower: Flower's simulation engine on Ray (pip install 'flamingo-sim[flower]')")
@@ -34,8 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --engine fedscale: N executor processes over gRPC on 127.0.0.1 (default 0: in-process)")
     p.add_argument("--device", metavar="DEVICE",
                    help="where to train: auto (a GPU when one is visible), cpu, cuda or cuda:N (sets fl.device)")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="torch CPU threads (sets fl.threads; default: OMP_NUM_THREADS or the usable cores)")
+    p.add_argument("--threads", type=int, metavar="N", help=f"torch CPU threads (sets fl.threads; default: {THREADS_DEFAULT})")
     add_parallel_arguments(p, "the (policy, seed) runs")
     p.add_argument("--nproc", type=int, metavar="N",
                    help="train over N processes on this machine (torch.distributed, started like torchrun --nproc-per-node N; "
@@ -159,9 +162,26 @@ def _run(args: argparse.Namespace) -> int:
     run_experiment(args.experiment, RunOptions(
         out_dir=out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
         device=args.device, threads=args.threads, execution=execution(args), collective_timeout_s=args.collective_timeout_s,
-        again=None if out is None else continue_command(args, out),
+        again=None if out is None else continue_command(args, out), confirm=_confirm(args.yes),
     ))
     return 0
+
+
+def _confirm(yes: bool) -> Callable[[str], bool] | None:
+    """How a long run is confirmed: ``--yes``; else a question on a terminal; else not at all (refused)."""
+    if yes:
+        return lambda _line: True
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+
+    def ask(line: str) -> bool:
+        print(line, file=sys.stderr)
+        try:
+            return input("run it? [y/N] ").strip().lower() in ("y", "yes")
+        except EOFError:
+            return False
+
+    return ask
 
 
 def _has_cuda() -> bool:

@@ -201,6 +201,11 @@ class NetworkConfig:
                      cellular_down_mbps="> 0", cellular_up_mbps="> 0", spread_sigma=">= 0", unknown_wifi_share="[0, 1]")
 
 
+#: The torch CPU threads of a run with ``fl.threads`` null, in words (``run --help`` says it; the rule is
+#: :func:`flamingo_sim.fl.training.device.default_threads`, and a test holds the two together).
+THREADS_DEFAULT = "OMP_NUM_THREADS if set, else 1 for the proxy task, else the usable cores"
+
+
 @dataclass(frozen=True)
 class FLConfig:
     #: K: the client updates aggregated each round.
@@ -244,7 +249,7 @@ class FLConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self, participants_per_round=">= 1", overcommit=">= 1", local_steps=">= 1", batch_size=">= 1",
-                     lr="> 0", rounds=">= 1", horizon_h="> 0", eval_every=">= 1", deadline_s="> 0",
+                     lr="> 0, float32", rounds=">= 1", horizon_h="> 0", eval_every=">= 1", deadline_s="> 0",
                      threads=">= 1", memory_budget_gb="> 0")
         if self.rounds is None and self.horizon_h is None:
             raise ValueError("set rounds, horizon_h or both (both are null: the run would never end)")
@@ -304,7 +309,7 @@ class FedBuffConfig:
     retry_s: float = 60.0
 
     def __post_init__(self) -> None:
-        check_ranges(self, buffer_size=">= 1", concurrency=">= 1", staleness_exponent=">= 0", server_lr="> 0", retry_s="> 0")
+        check_ranges(self, buffer_size=">= 1", concurrency=">= 1", staleness_exponent=">= 0", server_lr="> 0, float32", retry_s="> 0")
 
 
 @dataclass(frozen=True)
@@ -380,6 +385,10 @@ class TargetConfig:
         check_ranges(self, window=">= 1", margin="[0, 1)")
 
 
+#: Seeds are stored as int64 (metrics.parquet's ``seed`` column): each below 2**63.
+SEED_LIMIT = 2**63
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
     #: The experiment's name: it names the run directory (no slashes).
@@ -430,7 +439,7 @@ class ExperimentConfig:
             raise FieldError("name", "a non-empty name without slashes (it names the run directory)", self.name)
         if not self.model:
             raise FieldError("model", "the name of a profiled DNN model, e.g. mobilenet_v2", self.model)
-        check_ranges(self, checkpoint_every=">= 1", seeds=">= 0")
+        check_ranges(self, checkpoint_every=">= 1", seeds=f"[0, {SEED_LIMIT})")
         if isinstance(self.target_accuracy, float):
             check_ranges(self, target_accuracy="(0, 1]")
         if not self.policies:

@@ -15,9 +15,10 @@ config modules themselves is imported.
 A plug-in's parameters (``policy_params.<name>``, ``selector``, the keys beside
 ``aggregation.name``) are listed per plug-in, from its ``Params`` dataclass read the same way:
 the shipped plug-ins always, and with :func:`plugin_params_of` those an experiment names
-(``python -m flamingo_sim.fl.config_reference EXPERIMENT`` prints the reference with them). The documentation site's build (``docs/hooks.py``) puts
-:func:`reference_markdown` into the configuration page; a test fails when a key has no
-description.
+(``python -m flamingo_sim.fl.config_reference EXPERIMENT``, a YAML file or a shipped experiment's
+name, prints the reference with them). ``python docs/hooks.py`` writes :func:`reference_markdown`
+into the configuration page and :func:`plugins_markdown` into the plug-in guide; tests fail when a
+key has no description, or when a page's tables no longer match the code.
 """
 
 from __future__ import annotations
@@ -32,16 +33,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-__all__ = ["ConfigKey", "PluginParams", "class_source", "config_keys", "plugin_params", "plugin_params_of", "reference_markdown", "plugins_markdown",
-           "MARKER", "PLUGINS_MARKER", "CHOSEN_BY"]
+__all__ = ["ConfigKey", "PluginParams", "class_source", "config_keys", "plugin_params", "plugin_params_of", "reference_markdown",
+           "plugins_markdown", "CHOSEN_BY", "main"]
 
 #: The section holding a plug-in's parameters -> the key that chooses the plug-in.
 CHOSEN_BY = {"policy_params": "policies", "selector": "fl.selection", "aggregation": "aggregation.name"}
-
-#: The line of ``docs/configuration.md`` that the site's build replaces with the reference.
-MARKER = "<!-- config-reference -->"
-#: The line of ``docs/plugins.md`` that the site's build replaces with the examples' parameter tables.
-PLUGINS_MARKER = "<!-- example-plugin-reference -->"
 
 
 @dataclass(frozen=True)
@@ -317,5 +313,28 @@ def plugins_markdown(plugins: list[PluginParams]) -> str:
     return _tables(_plugin_keys(plugins))
 
 
-if __name__ == "__main__":  # python -m flamingo_sim.fl.config_reference [EXPERIMENT]: print the reference
-    print(reference_markdown(plugins=plugin_params_of(sys.argv[1]) if len(sys.argv) > 1 else None))
+def main(argv: list[str] | None = None) -> int:
+    """``python -m flamingo_sim.fl.config_reference [EXPERIMENT]``: print the reference, with the plug-ins of
+    EXPERIMENT (a YAML file or a shipped experiment's name, as ``flamingo-sim run`` takes); a bad one is one line."""
+    import argparse
+
+    from flamingo_sim.errors import FlamingoError
+    from flamingo_sim.resources import find_experiment, name_shipped
+
+    parser = argparse.ArgumentParser(prog="python -m flamingo_sim.fl.config_reference",
+                                     description="Print the configuration reference as Markdown (docs/configuration.md's tables).")
+    parser.add_argument("experiment", nargs="?", help="also list the parameters of the plug-ins this experiment names "
+                                                      "(a YAML file or a shipped experiment's name, e.g. openimage_mobilenet)")
+    args = parser.parse_args(argv)
+    try:
+        plugins = plugin_params_of(find_experiment(args.experiment)) if args.experiment else None
+        text = reference_markdown(plugins=plugins)
+    except FlamingoError as exc:
+        print(f"{parser.prog}: error: {name_shipped(str(exc))}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,8 +7,10 @@ optional, what it is for: the first paragraph of the contract method's docstring
 of the records it is handed and returns (``TaskRequest``, ``TaskOutcome``, ``CoordinatorView``, ...):
 name, type and default as the source declares them, meaning from the ``#:`` comment above the
 field or the comment after it. The source is read with :mod:`ast`, never executed.
-``python -m flamingo_sim.fl.contract_reference docs/plugins.md`` rewrites the block;
-``tests/test_plugins_page.py`` fails when the page and the code differ, or a field has no meaning.
+``python docs/hooks.py`` rewrites the block with the pages' other generated tables (:func:`write_block`;
+``python -m flamingo_sim.fl.contract_reference docs/plugins.md`` rewrites it alone), the site's build
+fails when it is stale, and ``tests/test_plugins_page.py`` fails when the page and the code differ or
+a field has no meaning.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.fl.config_reference import class_source
 
-__all__ = ["Field", "fields_of", "contracts_markdown", "write_block", "START", "END"]
+__all__ = ["Field", "fields_of", "contracts_markdown", "with_block", "write_block", "START", "END"]
 
 #: The lines around the generated block in ``docs/plugins.md``.
-START = "<!-- contracts: written by python -m flamingo_sim.fl.contract_reference docs/plugins.md; tests/test_plugins_page.py checks it -->"
+START = "<!-- contracts: generated from the code by `python docs/hooks.py`; tests/test_plugins_page.py checks it -->"
 END = "<!-- /contracts -->"
 
 
@@ -213,15 +215,20 @@ def contracts_markdown() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def with_block(text: str, where: str = "the page") -> str:
+    """``text`` (the guide's Markdown) with :func:`contracts_markdown` between its marker lines."""
+    if text.count(START) != 1 or text.count(END) != 1:
+        raise ValueError(f"{where}: expected the lines {START} and {END} once each")
+    head, rest = text.split(START + "\n", 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{contracts_markdown()}{END}{tail}"
+
+
 def write_block(page: str | Path) -> bool:
     """Put :func:`contracts_markdown` between the page's marker lines; whether the page changed."""
     path = Path(page)
     text = path.read_text(encoding="utf-8")
-    if text.count(START) != 1 or text.count(END) != 1:
-        raise SystemExit(f"{path}: expected the lines {START} and {END} once each")
-    head, rest = text.split(START + "\n", 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{contracts_markdown()}{END}{tail}"
+    new = with_block(text, str(path))
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text

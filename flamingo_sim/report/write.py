@@ -20,6 +20,7 @@ from typing import Sequence
 import pandas as pd
 
 from flamingo_sim.faults import check_writable
+from flamingo_sim.fl.metrics.summary import far_below_lines
 from flamingo_sim.io import atomic_dir, check_out_dir
 from flamingo_sim.report.data import Run, declined_by_reason, load_runs, summary_table
 from flamingo_sim.report.plots import make_figures
@@ -127,6 +128,7 @@ def _run_lines(runs: Sequence[Run]) -> list[str]:
             f"{run.label}: `{run.path}`; experiment {s.get('experiment', '?')}, model {s.get('model', '?')}, "
             f"seeds {run.seeds}, baseline {s.get('baseline', '?')}; target accuracy {values or '-'} ({rule})"
         )
+        lines += [f"  {note}" for note in far_below_lines(s)]
         if s.get("incomplete"):
             lines.append(f"  incomplete run: {s['incomplete']} (no summary.json: the numbers cover the rounds done)")
         if s.get("data"):

@@ -30,13 +30,13 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
-from flamingo_sim.fl.runner.execute import auto_jobs, check_executor, check_parallel, run_units
+from flamingo_sim.fl.runner.execute import StudyPlan, auto_jobs, check_executor, check_parallel, run_units
 from flamingo_sim.fl.runner.executors import make_executor
 from flamingo_sim.fl.runner.executors.base import Executor
 from flamingo_sim.fl.runner.options import Execution
 from flamingo_sim.fl.runner.plan import PreparedRun, build_first_parts, prepare_run
 from flamingo_sim.fl.runner.results import RunResult, finish_run
-from flamingo_sim.fl.runner.rundir import run_guard
+from flamingo_sim.fl.runner.rundir import run_guard, write_resume_file
 from flamingo_sim.fl.runner.unit_files import Unit, write_partial_metrics
 from flamingo_sim.io import write_json
 
@@ -85,6 +85,7 @@ def run_study(
     execution: Execution | None = None,
     log: Callable[[str], None] | None = None,
     again: str | None = None,
+    plan: StudyPlan | None = None,
 ) -> list[RunResult]:
     """Run (or continue) every run of the study into ``out_dir/runs/<name>``; their results, in order.
 
@@ -92,7 +93,8 @@ def run_study(
     command is refused. ``execution``: where the units run
     (:class:`~flamingo_sim.fl.runner.options.Execution`; default one at a time here).
     Raises :class:`StudyFailed` after every unit ended when some failed. ``again``: the command
-    that continues the study (said when it is interrupted or a unit failed).
+    that continues the study (said when it is interrupted or a unit failed). ``plan``: the phases of a study
+    that runs several of these one after another (its progress then counts and estimates them all).
     """
     say: Callable[[str], Any] = log or (lambda msg: print(msg, file=sys.stderr))
     out = Path(out_dir)
@@ -125,6 +127,8 @@ def run_study(
         held.callback(runner.close)  # what validation kept, if the units do not run
         _check_out(out, command)  # again, under the lock: another writer may have been first
         write_json(out / STUDY_FILE, {"command": command, "runs": names})
+        if again:
+            write_resume_file(out, again)
         for p in prepared:
             held.enter_context(run_guard(p.out, p.cfg, p.experiment, resume=(p.out / "config.yaml").is_file(), resumable=p.resumable,
                                          how=how))
@@ -132,7 +136,7 @@ def run_study(
         say(f"{command}: {len(prepared)} run(s), {len(units)} units into {out}" + (f" ({resumed} run(s) continued)" if resumed else ""))
         with _EarlyFinish(jobs > 1 or executor != "local", quiet) as early:
             failures = run_units(prepared, units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, shared_dir=out,
-                                 on_run_done=early.submit)
+                                 on_run_done=early.submit, plan=plan)
             results = {str(p.out): early.result(p) for p in prepared if str(p.out) not in {f.unit.run_dir for f in failures}}
         if failures:
             for p in prepared:  # the runs that did finish have their metrics and summary; the others their rounds so far

@@ -206,3 +206,21 @@ def test_profile_goes_to_the_user_folder_and_experiments_find_it(tmp_path, monke
     (home / "profiles" / "pixel_3").mkdir()
     shutil.copy(profiles_dir / "pixel_3" / "resnet34.yaml", home / "profiles" / "pixel_3" / "resnet34.yaml")
     assert ProfileDirs.of([home / "profiles", profiles_dir]).path("pixel_3", "resnet34") == home / "profiles" / "pixel_3" / "resnet34.yaml"
+
+
+def test_profile_with_out_registers_no_phone_unless_asked(tmp_path, monkeypatch, capsys):
+    """Issue 44: ``profile --out FILE`` also wrote the phone into the user's profiles directory, without a word,
+    and later error messages listed it among the known phones."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("FLAMINGO_SIM_HOME", str(home))
+    out = tmp_path / "mine.yaml"
+    assert main(["profile", "--model", "logreg", *FAST, "--phone", "box", "--out", str(out)]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert out.is_file() and not home.exists()  # nothing written but the file asked for
+    assert f"wrote {out}\n" in printed
+    assert "phone 'box' not registered (--out without --profiles-dir): to run it, give --profiles-dir DIR, or leave out --out" in printed
+    mine = tmp_path / "catalogue"  # asked for: --profiles-dir says where
+    assert main(["profile", "--model", "logreg", *FAST, "--phone", "box", "--out", str(tmp_path / "b.yaml"), "--profiles-dir", str(mine)]) == 0
+    printed = capsys.readouterr().out
+    assert f"registered this machine as phone 'box' in {mine / 'phones.yaml'}: runs find it there" in printed
+    assert (mine / "phones.yaml").is_file()

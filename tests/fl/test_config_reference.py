@@ -10,7 +10,7 @@ from typing import Optional
 
 import pytest
 
-from flamingo_sim.config import check_ranges, from_mapping, to_mapping
+from flamingo_sim.config import FLOAT32_MAX, FLOAT32_TINY, check_ranges, from_mapping, to_mapping
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.config_reference import CHOSEN_BY, _plugin_keys, config_keys, plugin_params, reference_markdown
@@ -69,7 +69,7 @@ def test_each_shipped_plugin_has_its_parameter_table():
     assert "### `policy_params.least_energy` (policy `least_energy`)" in md
     assert "| `policy_params.least_energy.margin` | float | `0.8` | `(0, 1]` |" in md
     assert "### `selector` with `fl.selection: oort`" in md and "| `selector.exploration` | float | `0.2` | `[0, 1]` |" in md
-    assert "### `aggregation` with `name: fedprox`" in md and "| `aggregation.mu` | float | `0.01` | `>= 0` |" in md
+    assert "### `aggregation` with `name: fedprox`" in md and "| `aggregation.mu` | float | `0.01` | `>= 0, float32` |" in md
     keys = plugin_params()
     assert {(p.section, p.plugin) for p in keys} == {("policy_params.least_energy", "least_energy"), ("selector", "battery"), ("selector", "oort"),
                                                     ("aggregation", "fedprox"), ("aggregation", "fedadam"), ("aggregation", "fedyogi")}
@@ -85,25 +85,37 @@ def test_the_table_holds_known_keys_with_their_default_and_range():
     assert "### `policy.interference`" in md
 
 
+def _number(text: str) -> float:
+    return int(text) if text.lstrip("-").isdigit() else float(text)  # an integer bound exactly (2**63 is no float's neighbour)
+
+
 def _bounds(rule: str) -> list[tuple[float, bool, int]]:
     """The finite bounds of a range rule: (bound, closed, side), side -1 for a lower and +1 for an upper bound."""
+    rule = rule.removesuffix(", float32")
     if m := re.fullmatch(r"(>=|>|<=|<) (-?[0-9.]+)", rule):
-        op, bound = m.group(1), float(m.group(2))
+        op, bound = m.group(1), _number(m.group(2))
         return [(bound, op.endswith("="), -1 if op[0] == ">" else 1)]
     m = re.fullmatch(r"([\[(])(-?[0-9.]+), (-?[0-9.]+)([\])])", rule)
     assert m, rule
-    return [(float(m.group(2)), m.group(1) == "[", -1), (float(m.group(3)), m.group(4) == "]", 1)]
+    return [(_number(m.group(2)), m.group(1) == "[", -1), (_number(m.group(3)), m.group(4) == "]", 1)]
 
 
 def _probes(rule: str, integer: bool) -> list[tuple[float, bool]]:
     """Values on both sides of every bound of ``rule``, each with whether the rule takes it: a closed
     bound takes the bound itself and refuses the next value outside (the next float, or the next
-    integer); an open bound refuses the bound and takes the next value inside."""
+    integer); an open bound refuses the bound and takes the next value inside. A ``float32`` rule
+    also takes float32's largest and smallest normal values and refuses the next float outside."""
     probes = []
+    float32 = rule.endswith(", float32")
     for bound, closed, side in _bounds(rule):
         outside = bound + side if integer else math.nextafter(bound, side * math.inf)
         inside = bound - side if integer else math.nextafter(bound, -side * math.inf)
+        if float32 and bound == 0 and not closed:  # the next float32 above 0 is the smallest normal one
+            inside = FLOAT32_TINY
         probes += [(bound, True), (outside, False)] if closed else [(bound, False), (inside, True)]
+    if float32:
+        probes += [(FLOAT32_MAX, True), (math.nextafter(FLOAT32_MAX, math.inf), False),
+                   (FLOAT32_TINY, True), (math.nextafter(FLOAT32_TINY, 0), False)]
     return probes
 
 
@@ -156,6 +168,7 @@ def _load_with(k, value: float) -> ConfigError | None:
     ("[0, 1)", [0, math.nextafter(1, 0)], [math.nextafter(0, -1), 1]),
     ("(0, 1]", [math.nextafter(0, 1), 1], [0, math.nextafter(1, 2)]),
     ("[-50, 150]", [-50, 150], [math.nextafter(-50, -51), math.nextafter(150, 151)]),
+    ("> 0, float32", [FLOAT32_TINY, 1e-3, FLOAT32_MAX], [0, math.nextafter(FLOAT32_TINY, 0), math.nextafter(FLOAT32_MAX, math.inf), 1e308]),
 ])
 def test_check_ranges_takes_and_refuses_each_side_of_each_bound(rule, taken, refused):
     @dataclass(frozen=True)
@@ -168,7 +181,9 @@ def test_check_ranges_takes_and_refuses_each_side_of_each_bound(rule, taken, ref
     for v in taken:
         assert One(v).x == v
     for v in refused:
-        with pytest.raises(ValueError, match=rf"^x: expected an? (number|integer) {'in ' if rule[0] in '[(' else ''}{re.escape(rule)}, got "):
+        plain = rule.removesuffix(", float32")
+        with pytest.raises(ValueError, match=rf"^x: expected an? (number|integer) {'in ' if rule[0] in '[(' else ''}{re.escape(plain)}"
+                                             rf"{' that fits float32' if plain != rule else ''}.*, got "):
             One(v)
 
 
@@ -201,3 +216,26 @@ def test_the_generator_imports_nothing_heavy():
             "print(sorted(m for m in ('torch', 'pandas', 'scipy', 'pyarrow', 'matplotlib', 'flamingo_sim.fl.sim') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_command_takes_an_experiment_by_name_like_every_other_command(capsys):
+    """Issue 44: ``python -m flamingo_sim.fl.config_reference openimage_mobilenet`` (docs: EXPERIMENT) ended in a traceback."""
+    from flamingo_sim.fl.config_reference import main
+
+    assert main(["openimage_mobilenet"]) == 0
+    by_name = capsys.readouterr().out
+    assert "### `fl`" in by_name and "| `fl.lr` |" in by_name
+    assert main(["no_such_experiment"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("python -m flamingo_sim.fl.config_reference: error: no_such_experiment: no such experiment file, "
+                                               "and no shipped experiment of that name (shipped: ")
+
+
+def test_the_command_adds_the_plugins_an_experiment_names(capsys):
+    from pathlib import Path
+
+    from flamingo_sim.fl.config_reference import main
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    assert main([str(examples / "charging_only.yaml")]) == 0
+    assert "### `policy_params.charging_policy:ChargingOnlyPolicy` (policy `charging_policy:ChargingOnlyPolicy`)" in capsys.readouterr().out

@@ -125,7 +125,7 @@ def test_an_output_directory_the_ray_workers_do_not_see_is_refused_by_the_probe_
             time.sleep(0.5)
         out = hidden / "run"
         proc = _cli(["run", str(EXP), "--out", str(out), "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
-                     "--set", "fl.rounds=1", "--set", "data.proxy.n_clients=40"])
+                     "--set", "fl.rounds=1", "--set", "data.proxy.n_clients=40", "--set", "fl.participants_per_round=10"])
         assert proc.returncode == 2, proc.stderr
         last = proc.stderr.strip().splitlines()[-1]
         assert re.fullmatch(rf"flamingo-sim run: error: {re.escape(str(out))}: (a Ray worker cannot write here \(.+\)|not on a filesystem "

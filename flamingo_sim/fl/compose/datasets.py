@@ -18,7 +18,7 @@ from flamingo_sim.fl.data.base import FederatedDataset
 if TYPE_CHECKING:
     from flamingo_sim.fl.data.pipeline import PackInfo
 
-__all__ = ["ARCHITECTURES", "make_dataset", "pack_experiment"]
+__all__ = ["ARCHITECTURES", "make_dataset", "pack_experiment", "proxy_line"]
 
 
 #: Profile model name -> torchvision architecture trained on real data.
@@ -51,12 +51,55 @@ def make_dataset(cfg: ExperimentConfig, experiment_path: str | Path | None, log:
     if data.fallback == "error":
         raise ConfigError(f"{src}: data: data.root is null (no real {data.name} data) and data.fallback is 'error'")
     px = data.proxy
-    log(f"WARNING: data.root is null: no real {data.name} data; using the generated proxy task (data.fallback: proxy)")
-    ds = SyntheticFederated(
-        n_clients=px.n_clients, n_classes=px.n_classes, n_features=px.n_features,
-        alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples, min_samples=PROXY_MIN_SAMPLES,
-    )
+    _check_proxy_memory(cfg, 0, src)  # the per-client arrays and the shared teacher, allocated with the dataset
+    try:
+        ds = SyntheticFederated(
+            n_clients=px.n_clients, n_classes=px.n_classes, n_features=px.n_features,
+            alpha=px.alpha, beta=px.beta, seed=px.seed, mean_samples=px.mean_samples, min_samples=PROXY_MIN_SAMPLES,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{src}: data.proxy.{exc}") from None  # "mean_samples 1e+308: ...": a mean so large its draw overflows
+    _check_proxy_memory(cfg, int(ds.samples_per_client.max()), src)
+    log(proxy_line(cfg))
     return ds, px.model
+
+
+def proxy_line(cfg: ExperimentConfig) -> str:
+    """The line a run on the generated proxy task says: asked for (``data.name: synthetic``), or in place of real data."""
+    if cfg.data.name == "synthetic":
+        return "data: the generated proxy task (data.name: synthetic), not real data"
+    return (f"WARNING: data.root is null, so no real {cfg.data.name} data is read: training the generated proxy task instead "
+            f"(data.fallback: proxy); point data.root at the data to train on it")
+
+
+#: Bytes every client of the proxy task holds at least: its sample count as drawn (float64, then floored and cast to
+#: int64: three arrays of 8 bytes a client at once) and the population's trace, phone and bandwidth (8 bytes each).
+PROXY_BYTES_PER_CLIENT = 48
+
+
+def _check_proxy_memory(cfg: ExperimentConfig, largest_samples: int, src: str) -> None:
+    """The proxy task, one client of it generated, and its network must fit this machine's memory: a bound from below
+    (the per-client arrays, the shared and the client's teacher, the client's samples and their logits in float64,
+    the model's parameters; training needs more)."""
+    import torch
+
+    from flamingo_sim.fl.training.memory import total_memory_bytes
+    from flamingo_sim.models import MLP_HIDDEN_UNITS
+
+    px = cfg.data.proxy
+    c, f = float(px.n_classes), float(px.n_features)
+    params = f * c + c if px.model == "logreg" else f * MLP_HIDDEN_UNITS + MLP_HIDDEN_UNITS * (1 + c) + c
+    parts = {f"{px.n_clients:,} clients' arrays": PROXY_BYTES_PER_CLIENT * float(px.n_clients),
+             f"teachers of n_classes {px.n_classes:,} x n_features {px.n_features:,}": 2 * 8 * c * f,
+             f"the largest client's {largest_samples:,} samples": largest_samples * (8 * f + 4 * f + 8 * c),
+             f"the {px.model}'s parameters": 4 * params}
+    need = sum(parts.values())
+    memory = total_memory_bytes(torch.device("cpu"))
+    if memory is not None and need > memory:
+        gib = float(1 << 30)
+        listed = "; ".join(f"{what}: {size / gib:,.1f} GiB" for what, size in parts.items() if size >= 0.05 * gib)
+        raise ConfigError(f"{src}: data.proxy: the proxy task needs at least {need / gib:,.1f} GiB ({listed}), more than the "
+                          f"{memory / gib:.1f} GiB of memory of this machine; lower data.proxy.n_clients, n_classes, n_features or mean_samples")
 
 
 def _data_root(given: Path, experiment_path: str | Path | None) -> Path:

@@ -19,6 +19,7 @@ import torch
 
 from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
+from flamingo_sim.fl.compose.checks import check_fit
 from flamingo_sim.fl.compose.datasets import ARCHITECTURES, make_dataset
 from flamingo_sim.fl.config import ExperimentConfig, require_path
 from flamingo_sim.fl.sim.network import Network
@@ -82,6 +83,7 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
         except FlamingoError as exc:
             raise ConfigError(f"{src}: data.model: {exc}") from None
     size_mb, size_source = update_size_mb(cfg, dataset.n_classes, model_name, model)
+    check_fit(cfg, dataset.samples_per_client, traces.horizon_s, size_mb, src)
     cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
     log(f"model update: {size_mb:.2f} MB each way ({size_source})")
     population = experiment_population(cfg, dataset.n_clients, traces.n_clients, mix, trace_phones, seed)

@@ -11,7 +11,10 @@ from torch import Tensor
 from flamingo_sim.fl.data.base import FederatedDataset, LRUCache, check_client_id
 from flamingo_sim.rng import rng
 
-__all__ = ["SyntheticFederated"]
+__all__ = ["SyntheticFederated", "MAX_CLIENT_SAMPLES"]
+
+#: The most samples a generated client may hold: every count exact as a float64 (2**53).
+MAX_CLIENT_SAMPLES = 2**53
 
 
 class SyntheticFederated(FederatedDataset):
@@ -94,7 +97,12 @@ class SyntheticFederated(FederatedDataset):
         # Sizes: lognormal tail above min_samples with the requested mean.
         extra_mean = mean_samples - min_samples
         mu = math.log(extra_mean) - size_sigma**2 / 2
-        draw = rng(self.seed, "synthetic", "sizes").lognormal(mu, size_sigma, size=self.n_clients)
+        with np.errstate(over="ignore"):
+            draw = rng(self.seed, "synthetic", "sizes").lognormal(mu, size_sigma, size=self.n_clients)
+        largest = min_samples + float(np.max(draw))
+        if not largest <= MAX_CLIENT_SAMPLES:  # also infinity: floor() and the int64 cast would make it a negative count
+            raise ValueError(f"mean_samples {mean_samples:g}: the largest client would hold {largest:.3g} samples, more than the "
+                             f"{MAX_CLIENT_SAMPLES:.3g} (2**53) a client's samples are counted to")
         self.samples_per_client = (min_samples + np.floor(draw)).astype(np.int64)
         self.test_samples = int(test_samples)
         n_test_clients = min(self.n_clients, int(test_clients))

@@ -8,7 +8,9 @@ A run's path, top to bottom; each module calls only the ones below it, and nothi
    of :mod:`~flamingo_sim.fl.runner.options` (under ``torchrun``, :mod:`~flamingo_sim.fl.runner.ranks`
    takes the same path on every process: rank 0 writes, the others serve);
 2. :mod:`~flamingo_sim.fl.runner.plan`: the plan, every check before anything is written (config,
-   engine, device, plug-ins, run directory, the first seed's parts built); its units;
+   engine, device and machine, plug-ins, run directory, the first seed's parts built and checked
+   against the config: :mod:`flamingo_sim.fl.compose.checks`), its units, and the run's length
+   estimated (:mod:`~flamingo_sim.fl.runner.estimate`: a long run needs a confirmation);
 3. :mod:`~flamingo_sim.fl.runner.rundir`: the run directory held (lock, ``config.yaml``, the
    inputs' checksums of :mod:`~flamingo_sim.fl.runner.inputs`);
 4. :mod:`~flamingo_sim.fl.runner.execute`: the units handed to an executor, each with its share

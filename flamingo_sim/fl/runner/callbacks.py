@@ -92,4 +92,11 @@ class ProgressBar(Callback):
         return False
 
     def on_run_end(self, sim: "Simulation", records: Sequence[RoundRecord]) -> None:
-        self.bar.close()
+        self.close()
+
+    def close(self) -> None:
+        """End the bar (again: a no-op); the unit calls it also when the run stops early, so that a bar is never drawn
+        after the line an interruption prints."""
+        bar = getattr(self, "bar", None)
+        if bar is not None:
+            bar.close()

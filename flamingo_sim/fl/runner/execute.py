@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.runner.executors import EXECUTORS, Dispatch, make_executor
-from flamingo_sim.fl.runner.executors.progress import Failure, Progress
+from flamingo_sim.fl.runner.executors.progress import Failure, Progress, StudyPlan
 from flamingo_sim.fl.runner.executors.ray_cluster import RAY_HINT
 from flamingo_sim.fl.runner.kernels import training_on
 from flamingo_sim.fl.runner.unit_files import UNITS_DIR, Unit, unit_result, write_partial_metrics
@@ -35,7 +35,8 @@ from flamingo_sim.fl.runner.units import InProcess
 #: ``engine``, ``kernels`` and ``first_parts`` are what :func:`run_units` reads.
 PreparedRun = Any
 
-__all__ = ["EXECUTORS", "Failure", "Progress", "check_executor", "check_parallel", "execute", "run_units", "unit_threads", "auto_jobs", "RAY_HINT", "warm_up"]
+__all__ = ["EXECUTORS", "Failure", "Progress", "StudyPlan", "check_executor", "check_parallel", "execute", "run_units", "unit_threads", "auto_jobs",
+           "RAY_HINT", "warm_up"]
 
 
 def unit_threads(cfg: Any, jobs: int) -> int:
@@ -83,11 +84,13 @@ def run_units(
     runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
     say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
     shared_dir: Path | None = None, comm: Any = None, on_run_done: Callable[[PreparedRun], None] | None = None,
+    plan: StudyPlan | None = None,
 ) -> list[Failure]:
     """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
 
     ``on_run_done(run)``: called in this process as soon as the last of a run's units given here
     finished (while other runs' units may still be running), e.g. to write its summary meanwhile.
+    ``plan``: the study's phases when these units are one of several (:class:`~flamingo_sim.fl.runner.executors.progress.StudyPlan`).
 
     With one local job they run in this process, the policies of a seed sharing its components
     (the runs' first seeds are already built); else as :func:`execute` says. ``comm``: rank 0 of a
@@ -121,7 +124,7 @@ def run_units(
 
     try:
         return execute(units, jobs=jobs, say=say, here=here, executor=executor, ray_address=ray_address,
-                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished)
+                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished, plan=plan)
     except BaseException:
         for r in runs:
             try:
@@ -145,6 +148,7 @@ def execute(
     show: bool = True,
     shared_dir: Path | None = None,
     on_finish: Callable[[Unit], None] | None = None,
+    plan: StudyPlan | None = None,
 ) -> list[Failure]:
     """Run every unit not finished yet; the ones that failed (each already said through ``say``).
 
@@ -152,11 +156,12 @@ def execute(
     error propagate instead. ``shared_dir``: where Ray's workers must write
     (checked with a probe file before any unit starts). Ctrl-C or SIGTERM stops every unit
     started here (their finished work stays) and propagates. ``on_finish(unit)``: called in this
-    process as each unit finishes.
+    process as each unit finishes. ``plan``: the study's phases, when these units are one of several
+    (the progress then counts and estimates the whole study).
     """
     runner = make_executor(executor)
     pending = [u for u in units if unit_result(Path(u.run_dir) / UNITS_DIR, u.policy, u.seed) is None]
-    progress = Progress(len(units), len(units) - len(pending), jobs, say, show=show, on_finish=on_finish)
+    progress = Progress(len(units), len(units) - len(pending), jobs, say, show=show, on_finish=on_finish, plan=plan)
     if not pending:
         return []
     try:

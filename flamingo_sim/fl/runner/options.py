@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Callable
 
 from flamingo_sim.config import FieldError, check_ranges
 from flamingo_sim.errors import ConfigError
@@ -70,6 +71,9 @@ class RunOptions:
     #: The command that continues the run, for the line an interruption or a failure prints (the
     #: command line passes the command typed); None: one built from these options.
     again: str | None = None
+    #: Asked, with the estimate, whether a run estimated longer than a day should go on
+    #: (:mod:`flamingo_sim.fl.runner.estimate`); None: such a run is refused.
+    confirm: Callable[[str], bool] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "overrides", tuple(self.overrides))

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.compose import build_components, profile_dirs, resolve_config
+from flamingo_sim.fl.compose.checks import check_machine
 from flamingo_sim.fl.config import ExperimentConfig, load_experiment
 from flamingo_sim.fl.plugins import check_plugins
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
@@ -98,6 +99,7 @@ def prepare_run(
     os.environ["ATEN_CPU_CAPABILITY"] = kernels[0].lower()
 
     where = resolve_device(cfg.fl.device)  # a GPU asked for and absent fails here, before anything is written
+    check_machine(cfg, where, str(experiment))
     if cfg.fl.train_mode == "threads" and where.type != "cpu":
         raise ConfigError(f"{experiment}: fl.train_mode: 'threads' trains on the CPU's cores, but fl.device is {cfg.fl.device!r} ({where}); "
                           "use streams (or auto) on a GPU, or --device cpu")

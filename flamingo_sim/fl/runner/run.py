@@ -44,6 +44,7 @@ from typing import Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback
+from flamingo_sim.fl.runner.estimate import check_length
 from flamingo_sim.fl.runner.execute import auto_jobs, check_executor, check_parallel, run_units, warm_up
 from flamingo_sim.fl.runner.options import RunOptions
 from flamingo_sim.fl.runner.plan import portable_experiment, prepare_run
@@ -107,10 +108,13 @@ def run_experiment(
         raise ConfigError("callbacks run in this process: run with jobs=1 (and the local executor) to use them")
     check_parallel([run], jobs, executor)
     units = run.units(jobs)
+    if not opts.resume and run.first_parts is not None:
+        check_length(run.cfg, run.first_parts, min(jobs, len(units)), str(run.experiment), opts.confirm, say)
     again = opts.again or resume_command(portable_experiment(run.experiment), run.out, overrides, opts.n_seeds, opts.engine,
                                          opts.executors, ex.jobs)
-    with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable,
-                   engine={"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
+    fedbuff = run.cfg.fl.mode == "fedbuff"  # FedBuff's runs keep no checkpoints either
+    with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable and not fedbuff,
+                   engine="FedBuff" if fedbuff else {"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
         here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
                              keep_going=False, show=not here, shared_dir=run.out)

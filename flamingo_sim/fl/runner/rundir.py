@@ -33,7 +33,17 @@ from flamingo_sim.io import _LEGACY_TEMP, _TEMP, atomic_path, clean_stale
 if TYPE_CHECKING:
     from flamingo_sim.fl.config import ExperimentConfig
 
-__all__ = ["check_run_dir", "run_guard", "default_out_dir", "resume_command"]
+__all__ = ["check_run_dir", "run_guard", "default_out_dir", "resume_command", "RESUME_FILE", "write_resume_file"]
+
+#: The file of a run (or study) directory that holds the command continuing it, written when the work starts: the
+#: line an interruption prints can be lost (``... 2>&1 | tee log``: Ctrl-C ends tee too), the directory keeps it.
+RESUME_FILE = "resume.txt"
+
+
+def write_resume_file(out: Path, command: str) -> None:
+    """``out/resume.txt``: the command that continues the work in ``out``, one line."""
+    with atomic_path(out / RESUME_FILE) as tmp:
+        tmp.write_text(command + "\n")
 
 
 def default_out_dir(cfg: ExperimentConfig) -> Path:
@@ -114,7 +124,8 @@ def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
 @contextlib.contextmanager
 def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *, resume: bool, resumable: bool = True,
               how: str | None = None, engine: str = "FedScale", again: str | None = None) -> Iterator[None]:
-    """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume).
+    """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume), and
+    :data:`RESUME_FILE` with the command that continues the run where its engine can resume it.
 
     ``resumable``: whether the engine writes checkpoints (what the message on an interruption says,
     naming ``engine`` when it does not); ``again``: the command that continues the run (default: the
@@ -133,7 +144,9 @@ def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *
         if how is not None:
             pass
         elif resumable:
-            how = f"continue it with: {again or resume_command(str(experiment), out)}"
+            command = again or resume_command(str(experiment), out)
+            write_resume_file(out, command)
+            how = f"continue it with: {command}"
         else:
             how = f"this run keeps no checkpoints ({engine}): start it again with another out_dir"
         try:

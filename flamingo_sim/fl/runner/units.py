@@ -156,8 +156,9 @@ def run_unit(
     checkpoint = out / "checkpoints" / f"{unit.name}.pt" if runner.resumable and cfg.fl.mode == "sync" else None
     saver = UnitSaver(unit, cfg.checkpoint_every, parts, checkpoint, metrics_of)
     hooks: list[Callback] = [saver, _Status(unit.path(".status"))]
-    if progress_bar:
-        hooks.insert(0, ProgressBar())
+    bar = ProgressBar() if progress_bar else None
+    if bar is not None:
+        hooks.insert(0, bar)
     if cfg.tracking.tensorboard or cfg.tracking.mlflow:
         hooks.append(TrackingCallback(cfg, out, unit.name))
     if checkpoint is not None:
@@ -165,7 +166,11 @@ def run_unit(
         if resumed:
             say(f"{unit.label}: resuming from round {sim.round + 1}")
         done = resumed or done
-    records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
+    try:
+        records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
+    finally:  # also on Ctrl-C or an error: the bar ends before the line that says how to continue, never redrawn after it
+        if bar is not None:
+            bar.close()
     if comm is not None:
         sim.seam.close()  # type: ignore[attr-defined]  # a DistributedSeam: the other ranks move on to the next unit
     saver.write(records, histogram=participation_histogram(sim.times_kept))

@@ -35,7 +35,6 @@ Runs are not checkpointed (no ``--resume``); same config and seed give the same 
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -47,6 +46,7 @@ from flamingo_sim.devices.policies import Policy, TaskRequest
 from flamingo_sim.fl.sim.fairness import jain_index
 from flamingo_sim.fl.sim.records import NETWORK_COLUMNS, RoundRecord, count_declines
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
+from flamingo_sim.fl.sim.rules import cohort_size
 from flamingo_sim.fl.sim.seam import TrainJob
 from flamingo_sim.fl.sim.simulation import DEFAULT_TEMPERATURE_C, Components, Simulation
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
@@ -86,7 +86,7 @@ class AsyncSimulation(Simulation):
     def __init__(self, parts: Components, policy: Policy, policy_name: str, seed: int, selector: Selector, log: Callable[[str], None] | None = None) -> None:
         super().__init__(parts, policy, policy_name, seed, selector, log=log)
         fb, fl = self.rules.fedbuff, self.rules.fl
-        self.concurrency = fb.concurrency or math.ceil(fl.participants_per_round * fl.overcommit)
+        self.concurrency = fb.concurrency or cohort_size(fl.participants_per_round, fl.overcommit, self.parts.population.n_clients)
         self.events: list[tuple[float, int, str, Any]] = []
         self.seq = 0
         self.n_dispatch = 0

@@ -52,6 +52,14 @@ def pair_index(trace_client: np.ndarray, phone_idx: np.ndarray, n_phones: int) -
     return np.flatnonzero(present), table[keys]
 
 
+def draw_bandwidths(n_clients: int, bandwidth_mbps: float, bandwidth_sigma: float, seed: int) -> np.ndarray:
+    """Each client's bandwidth (Mbit/s) for ``seed``: log-normal around the median ``bandwidth_mbps``
+    with log-sd ``bandwidth_sigma`` (a sigma so wide that some overflow gives 0 or infinity, which
+    :func:`~flamingo_sim.fl.compose.checks.check_fit` refuses before a run)."""
+    with np.errstate(over="ignore", under="ignore"):
+        return bandwidth_mbps * np.exp(bandwidth_sigma * rng(seed, "bandwidth").standard_normal(n_clients))
+
+
 def build_population(
     n_clients: int,
     n_trace_clients: int,
@@ -83,7 +91,7 @@ def build_population(
         counts[np.argsort(-remainder, kind="stable")[: n_clients - counts.sum()]] += 1
         phone_idx = np.repeat(np.arange(len(names)), counts)
         rng(seed, "phones").shuffle(phone_idx)
-    bandwidth = bandwidth_mbps * np.exp(bandwidth_sigma * rng(seed, "bandwidth").standard_normal(n_clients))
+    bandwidth = draw_bandwidths(n_clients, bandwidth_mbps, bandwidth_sigma, seed)
     return Population(
         n_clients=n_clients,
         trace_client=trace_client,

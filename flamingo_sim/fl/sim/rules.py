@@ -12,6 +12,7 @@ the loop's parts before it starts (:func:`flamingo_sim.fl.compose.build_componen
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from flamingo_sim.fl.config import DevicesConfig, ExperimentConfig, FedBuffConfig, FLConfig, NetworkConfig, TracesConfig
@@ -39,3 +40,10 @@ class RoundRules:
         return cls(fl=cfg.fl, traces=cfg.traces, devices=cfg.devices, fedbuff=cfg.fedbuff, model_size_mb=cfg.network.model_size_mb,
                    in_use_threshold=cfg.policy.interference.in_use_threshold, device_cache_gb=cfg.data.device_cache_gb,
                    network=cfg.network, app_state=cfg.policy.interference.app_state)
+
+
+def cohort_size(k: int, overcommit: float, available: int) -> int:
+    """``ceil(k x overcommit)`` clients, at most the ``available`` ones: an over-commitment larger than
+    the population (even one whose product overflows, ``fl.overcommit: 1e308``) selects every one available."""
+    want = k * overcommit
+    return available if want >= available else math.ceil(want)

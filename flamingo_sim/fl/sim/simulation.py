@@ -53,7 +53,7 @@ from flamingo_sim.fl.sim.network import Network, Transfers
 from flamingo_sim.fl.sim.population import Population, pair_index
 from flamingo_sim.fl.sim.records import RoundRecord, by_phone, count_declines
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, INTERRUPTED, REASONS, RoundSettlement, settle_round
-from flamingo_sim.fl.sim.rules import RoundRules
+from flamingo_sim.fl.sim.rules import RoundRules, cohort_size
 from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainingSeam, TrainJob
 from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector, select_online
@@ -284,7 +284,7 @@ class Simulation:
         online, n_online, n_unreachable = self._reachable_online(t0)
         # 2. selection
         k = rules.fl.participants_per_round
-        n_select = min(len(online), math.ceil(k * rules.fl.overcommit))
+        n_select = cohort_size(k, rules.fl.overcommit, len(online))
         view = CoordinatorView(round=self.round, min_pct=rules.traces.min_pct, level_pct_at=self.budget.level_pct_at, n_clients=pop.n_clients)
         chosen = select_online(self.selector, online, n_select, rng(self.seed, "selection", self.round), view)
 

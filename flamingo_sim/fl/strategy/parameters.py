@@ -18,7 +18,7 @@ class FedProxParams:
     mu: float = 0.01
 
     def __post_init__(self) -> None:
-        check_ranges(self, mu=">= 0")
+        check_ranges(self, mu=">= 0, float32")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class ServerOptimizerParams:
     tau: float = 1e-3
 
     def __post_init__(self) -> None:
-        check_ranges(self, server_lr="> 0", beta1="[0, 1)", beta2="[0, 1)", tau="> 0")
+        check_ranges(self, server_lr="> 0, float32", beta1="[0, 1)", beta2="[0, 1)", tau="> 0, float32")
 
 
 #: Each shipped aggregator's ``Params`` (None: no parameters besides ``weighting``).

@@ -19,7 +19,7 @@ import os
 import torch
 from torch import nn
 
-__all__ = ["per_client_bytes", "activation_bytes_per_sample", "default_budget_bytes"]
+__all__ = ["per_client_bytes", "activation_bytes_per_sample", "default_budget_bytes", "total_memory_bytes"]
 
 
 def activation_bytes_per_sample(model: nn.Module, input_shape: tuple[int, ...]) -> int:
@@ -66,6 +66,16 @@ def per_client_bytes(model: nn.Module, input_shape: tuple[int, ...], batch_size:
     """Estimated bytes one client needs inside a vmap chunk (see the module docstring)."""
     state = sum(v.numel() * v.element_size() for v in model.state_dict().values())
     return int(4 * state + 2 * batch_size * activation_bytes_per_sample(model, input_shape))
+
+
+def total_memory_bytes(device: torch.device) -> int | None:
+    """All the memory of ``device``: a CUDA GPU's, or the machine's RAM for the CPU; None where it cannot be read."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[1])
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def default_budget_bytes(device: torch.device) -> int:

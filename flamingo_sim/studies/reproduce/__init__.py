@@ -47,34 +47,50 @@ def reproduce(
     from flamingo_sim.fl.config import load_experiment
     from flamingo_sim.fl.readings import EXPLORE_THEN_SHARE, readings_overrides
     from flamingo_sim.studies.reproduce.paper import TASKS
-    from flamingo_sim.studies.reproduce.run import experiment_path, run_tasks
+    from flamingo_sim.studies.reproduce.run import count_units, experiment_path, run_tasks, task_overrides
 
     own = readings_overrides(readings)  # checks the name before anything runs
     todo = tuple(tasks or TASKS)
-    common: dict[str, Any] = dict(tasks=todo, n_seeds=n_seeds, quick=quick, log=log, execution=execution, again=again)
-    done = run_tasks(out_dir, overrides=(*own, *overrides), **common)
+    # the study's phases, each a set of runs into its own folder: every config checked and counted before anything runs
+    phases: list[tuple[str, Path, tuple[str, ...]]] = [
+        (f"baseline and Flamingo, {'the paper' if readings == 'paper' else 'the simulator'}'s readings", Path(out_dir), (*own, *overrides))]
     ets_dir = None
     if readings == "paper":  # the paper's other reading of exploration: Appendix B's explore-then-share
         ets_dir = Path(out_dir) / "explore_then_share"
-        run_tasks(ets_dir, overrides=(*EXPLORE_THEN_SHARE, *overrides), **common)
+        phases.append(("the paper's readings with Appendix B's explore-then-share", ets_dir, (*EXPLORE_THEN_SHARE, *overrides)))
+    where: dict[str, Path] = {}
+    variants: dict[str, Any] = {}
+    if attribution:
+        from flamingo_sim.studies.reproduce.attribution import run_configs
+        from flamingo_sim.studies.reproduce.mechanisms import mechanism_configs
+
+        for name, config in run_configs().items():
+            if config == own:  # the main runs are this configuration
+                where[name] = Path(out_dir)
+            else:
+                where[name] = Path(out_dir) / "attribution" / name
+                phases.append((f"attribution, configuration {name!r}", where[name], (*config, *overrides)))
+        mix = load_experiment(experiment_path(todo[0]), task_overrides(todo[0], (*own, *overrides), quick)).phones.mix
+        variants = mechanism_configs(mix if isinstance(mix, dict) else {})  # from_traces: no fixed shares to leave one out of
+        for name, m in variants.items():
+            phases.append((f"mechanism: {m.label}", Path(out_dir) / "mechanisms" / name, (*m.overrides, *overrides)))
+    counts = [count_units(todo, ov, quick, n_seeds) for _t, _d, ov in phases]
+    from flamingo_sim.fl.runner.executors.progress import StudyPlan  # torch: after every config is checked
+
+    plan = StudyPlan([(title, n) for (title, _d, _o), n in zip(phases, counts)])
+    common: dict[str, Any] = dict(tasks=todo, n_seeds=n_seeds, quick=quick, log=log, execution=execution, again=again, phases=plan)
+    ran = []
+    for i, (_title, folder, ov) in enumerate(phases):
+        print(plan.start(i), flush=True)
+        ran.append(run_tasks(folder, overrides=ov, **common))
+    done = ran[0]
     walks = mech = None
     if attribution:
         from flamingo_sim.fl.runner.results import load_run
-        from flamingo_sim.studies.reproduce.attribution import attribute, run_configs
-        from flamingo_sim.studies.reproduce.mechanisms import mechanism_configs, mechanism_steps
+        from flamingo_sim.studies.reproduce.attribution import attribute
+        from flamingo_sim.studies.reproduce.mechanisms import mechanism_steps
 
-        where: dict[str, Path] = {}
-        for name, config in run_configs().items():
-            if config == own:
-                where[name] = Path(out_dir)
-                continue
-            where[name] = Path(out_dir) / "attribution" / name
-            run_tasks(where[name], overrides=(*config, *overrides), **common)
         walks = [attribute(t, {name: load_run(d / "runs" / t)[0] for name, d in where.items()}) for t in todo]
-        mix = load_experiment(experiment_path(todo[0]), done[0].overrides).phones.mix
-        variants = mechanism_configs(mix if isinstance(mix, dict) else {})  # from_traces: no fixed shares to leave one out of
-        for name, m in variants.items():
-            run_tasks(Path(out_dir) / "mechanisms" / name, overrides=(*m.overrides, *overrides), **common)
         default_dir = where["default"]
         mech = {t: mechanism_steps(t, load_run(default_dir / "runs" / t)[0],
                                    {n: load_run(Path(out_dir) / "mechanisms" / n / "runs" / t)[0] for n in variants}, variants)

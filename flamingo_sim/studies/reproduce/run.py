@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.options import Execution
 from flamingo_sim.studies.reproduce.paper import TASKS
 
-__all__ = ["DEFAULT_SEEDS", "QUICK_SEEDS", "QUICK_OVERRIDES", "TaskRun", "task_overrides", "run_tasks", "experiment_path"]
+if TYPE_CHECKING:
+    from flamingo_sim.fl.runner.executors.progress import StudyPlan
+
+__all__ = ["DEFAULT_SEEDS", "QUICK_SEEDS", "QUICK_OVERRIDES", "TaskRun", "task_overrides", "run_tasks", "count_units", "experiment_path"]
 
 #: Seeds of a full reproduction (the bootstrap interval needs at least 2; 3 is the paper's usual).
 DEFAULT_SEEDS = 3
@@ -65,6 +68,33 @@ def task_overrides(task: str, overrides: Sequence[str], quick: bool) -> tuple[st
     return tuple(own)
 
 
+def _seeds(tasks: Sequence[str], n_seeds: int | None, quick: bool) -> int:
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown or not tasks:
+        raise ConfigError(f"tasks: expected some of {', '.join(TASKS)}, got {', '.join(unknown) or 'none'}")
+    seeds = n_seeds if n_seeds is not None else (QUICK_SEEDS if quick else DEFAULT_SEEDS)
+    if seeds < 1:
+        raise ConfigError(f"n_seeds: expected a count >= 1, got {seeds}")
+    return seeds
+
+
+def count_units(tasks: Sequence[str], overrides: Sequence[str], quick: bool, n_seeds: int | None) -> int:
+    """The (task, seed, policy) units :func:`run_tasks` would run with these arguments; every task's config is
+    loaded and checked here (a bad one is one line naming the run, as the study says it)."""
+    from flamingo_sim.fl.config import load_experiment, with_seeds
+
+    seeds = _seeds(tasks, n_seeds, quick)
+    units = 0
+    for task in tasks:
+        own = task_overrides(task, overrides, quick)
+        try:
+            cfg = with_seeds(load_experiment(experiment_path(task), own), seeds)
+        except ConfigError as exc:
+            raise ConfigError(f"reproduce: run {task}: {exc}") from None
+        units += len(cfg.policies) * len(cfg.seeds)
+    return units
+
+
 def run_tasks(
     out_dir: str | Path,
     *,
@@ -75,20 +105,16 @@ def run_tasks(
     log: Callable[[str], Any] | None = None,
     execution: Execution | None = None,
     again: str | None = None,
+    phases: StudyPlan | None = None,
 ) -> list[TaskRun]:
     """Run (or continue) every task into ``out_dir/runs/<task>`` as one study
-    (:func:`~flamingo_sim.studies.study.run_study`: ``execution``, ``again`` as there); return where each went."""
-    unknown = [t for t in tasks if t not in TASKS]
-    if unknown or not tasks:
-        raise ConfigError(f"tasks: expected some of {', '.join(TASKS)}, got {', '.join(unknown) or 'none'}")
-    seeds = n_seeds if n_seeds is not None else (QUICK_SEEDS if quick else DEFAULT_SEEDS)
-    if seeds < 1:
-        raise ConfigError(f"n_seeds: expected a count >= 1, got {seeds}")
+    (:func:`~flamingo_sim.studies.study.run_study`: ``execution``, ``again`` and ``phases`` as its ``plan``); return where each went."""
+    seeds = _seeds(tasks, n_seeds, quick)
     plan = [(t, task_overrides(t, overrides, quick)) for t in tasks]
     from flamingo_sim.studies.study import StudyRun, run_study
 
     runs = [StudyRun(task, experiment_path(task), own, seeds) for task, own in plan]
-    results = run_study("reproduce", out_dir, runs, execution=execution, log=log, again=again)
+    results = run_study("reproduce", out_dir, runs, execution=execution, log=log, again=again, plan=phases)
     from flamingo_sim.fl.metrics.summary import format_summary
 
     for i, ((task, _own), res) in enumerate(zip(plan, results), start=1):  # each summary named by its task

@@ -145,9 +145,31 @@ def table1(profiles: ProfileDirs, phones: Sequence[str], profile_set: str = "pap
                  paper={f"{ph}|{m}": {"speedup": v[0], "energy_efficiency": v[1]} for (ph, m), v in paper.TABLE1.items()})
 
 
+def agreement_text(n: int, same: int, near: int, things: str, missing: Sequence[str], direction: str = "direction agrees on",
+                   magnitude: str = "magnitude within 2x on", counted: bool = True) -> str:
+    """``direction agrees on 2 of 3 tasks, magnitude within 2x on 1 of 3`` (:func:`agreement`'s counts; ``counted``: name
+    the ``things`` after the first count), and where some have no pair to compare, which and why (``missing``); with
+    none at all, no "0 of 0" but a "no reading" with the reasons."""
+    why = "; ".join(missing)
+    if n == 0:
+        return f"no reading, none of the {things} has both our figure and the paper's ({why or 'nothing to compare'})"
+    text = f"{direction} {same} of {n}{f' {things}' if counted else ''}, {magnitude} {near} of {n}"
+    return text + (f" (not read: {why})" if missing else "")
+
+
+def _why_no_ratio(r: TaskResult, ratio: str) -> str:
+    """Why task ``r`` has no ``ratio`` (speedup or energy efficiency): which policy missed the target in which seeds."""
+    key = "time_to_target_s" if ratio == "speedup" else "energy_to_target_j"
+    missed = [f"{p} in seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}"
+              for p in (r.baseline, r.policy)
+              if (seeds := [s for s, row in r.summary["policies"][p].get("per_seed", {}).items() if row.get(key) is None])]
+    return f"{r.label}: " + (" and ".join(missed) + " never reached the target" if missed else "no ratio")
+
+
 def table2(results: Sequence[TaskResult]) -> Table:
     rows = []
     pairs: dict[str, list[tuple[float | None, float]]] = {"speedup": [], "energy_efficiency": []}
+    missing: dict[str, list[str]] = {"speedup": [], "energy_efficiency": []}
     for r in results:
         b, f = r.summary["policies"][r.baseline], r.summary["policies"][r.policy]
         theirs = paper.TABLE2.get(r.task)
@@ -156,6 +178,10 @@ def table2(results: Sequence[TaskResult]) -> Table:
             ("energy_to_target_j", "energy to target (kJ)", "energy_efficiency", 1e-3, 1),
         ):
             paper_cell = "-"
+            if theirs is None:
+                missing[ratio].append(f"{r.label}: not in the paper")
+            elif f.get(ratio) is None:
+                missing[ratio].append(_why_no_ratio(r, ratio))
             if theirs is not None:
                 paper_cell = f"{getattr(theirs, ratio):.1f}x"
                 if ratio == "speedup":
@@ -169,9 +195,8 @@ def table2(results: Sequence[TaskResult]) -> Table:
             ])
     columns = ["task", "quantity", "baseline mean [95 % CI]", "baseline per seed", "Flamingo mean [95 % CI]", "Flamingo per seed",
                "baseline / Flamingo (ratio of means) [95 % CI]", "paper (Flamingo over baseline)"]
-    reading = "; ".join(
-        f"{what}: direction agrees on {same} of {n} tasks, magnitude within 2x on {near} of {n}"
-        for what, (n, same, near) in (("speedup", agreement(pairs["speedup"])), ("energy efficiency", agreement(pairs["energy_efficiency"]))))
+    reading = "; ".join(f"{what.replace('_', ' ')}: {agreement_text(*agreement(pairs[what]), 'tasks', missing[what])}"
+                        for what in ("speedup", "energy_efficiency"))
     rules = list(dict.fromkeys(str((r.summary.get("target_rule") or {}).get("description", r.summary.get("target", "?"))) for r in results))
     targets = "; ".join(f"{r.label} " + ", ".join(num(t, 4) for t in r.summary.get("target_accuracy_by_seed", {}).values()) for r in results)
     return Table("Table 2: time and training energy to the target accuracy, per task", columns, rows,
@@ -220,10 +245,15 @@ def table3(results: Sequence[TaskResult]) -> Table:
     n, same, near = agreement(pairs_i, neutral=0.0)
     n_e, same_e, near_e = agreement(pairs_e, neutral=0.0)
     worst = max(paper.TABLE3, key=lambda p: -paper.TABLE3[p].baseline_pct)
+    rows_missing = ["no improvement of ours where a policy's measure is missing"]
+
+    def short(n: int, same: int, near: int) -> str:
+        return agreement_text(n, same, near, "(task, phone) rows", rows_missing if n == 0 else [], "direction", "within 2x", counted=False)
+
+    over = agreement_text(n, same, near, "(task, phone) rows", rows_missing if n == 0 else [], "direction agrees on", "within 2x on")
     reading = (f"Reading: improvement of Flamingo over the baseline (PyTorch's default as stock Android schedules it, the "
-               f"paper's comparison with the Energy-Aware Scheduler), intensity: direction agrees on {same} of {n} (task, phone) "
-               f"rows, within 2x on {near} of {n}; exposure: direction {same_e} of {n_e}, within 2x {near_e} of {n_e}. Largest "
-               f"baseline impact per task: intensity {'; '.join(largest['intensity']) or '-'}; exposure "
+               f"paper's comparison with the Energy-Aware Scheduler), intensity: {over}; exposure: {short(n_e, same_e, near_e)}. "
+               f"Largest baseline impact per task: intensity {'; '.join(largest['intensity']) or '-'}; exposure "
                f"{'; '.join(largest['exposure']) or '-'}; the paper's: {PHONE_NAMES[worst]} ({paper.TABLE3[worst].baseline_pct:.0f} %).")
     return Table("Table 3: user-experience impact per phone, baseline vs Flamingo", columns, rows,
                  f"Intensity: {INTENSITY_MEASURE}; exposure: {UX_MEASURE}. The paper measured the PCMark Work 3.0 score change "

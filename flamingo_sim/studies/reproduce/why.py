@@ -23,8 +23,8 @@ from flamingo_sim.studies.names import REFERENCE, point_name
 from flamingo_sim.studies.reproduce.attribution import StepResult, paper_headline, task_label
 from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
-__all__ = ["attribution_table", "waterfall", "why_lines", "attribution_json", "WHY_CAPTION", "headline_md", "walk_md", "readings_md",
-           "fill_doc", "DOC_BLOCK", "DOC_VALUE", "doc_value",
+__all__ = ["attribution_table", "waterfall", "walks_from_json", "log_ticks", "LEGEND", "why_lines", "attribution_json", "WHY_CAPTION",
+           "headline_md", "walk_md", "readings_md", "fill_doc", "DOC_BLOCK", "DOC_VALUE", "doc_value",
            "sensitivity_effects", "table2_md", "table3_md", "points_md"]
 
 #: Caption of the waterfall in the report.
@@ -113,13 +113,52 @@ def attribution_json(walks: Sequence[Sequence[StepResult]]) -> dict[str, Any]:
     } for r in walk] for walk in walks if walk}
 
 
+#: What the waterfall's colours and lines mean, in its legend (the figure reads without the caption).
+LEGEND = (("bar", "0.55", "first step with a ratio: from 1 to it"), ("bar", "tab:green", "a reading that raises the ratio (x factor)"),
+          ("bar", "tab:red", "a reading that lowers it (x factor)"), ("errorbar", "0.2", "95 % bootstrap interval over seeds"),
+          ("dashed", "0.3", "the paper's Table 2"))
+#: "Nice" tick values of a decade on the log axes: every panel gets ticks it can be read by, also one spanning less than a decade.
+_NICE = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+
+
+def walks_from_json(doc: dict[str, Any]) -> list[list[StepResult]]:
+    """The walks an ``attribution.json`` (:func:`attribution_json`) holds, to draw its waterfall again."""
+    from flamingo_sim.studies.reproduce.attribution import walk_steps
+
+    steps = {s.name: s for s in walk_steps()}
+    return [[StepResult(task, steps[r["step"]], r["speedup"], r["speedup_ci"], r["energy_efficiency"], r["energy_efficiency_ci"],
+                        r["speedup_factor"], r["speedup_factor_ci"], r["energy_factor"], r["energy_factor_ci"], list(r["missed"]))
+             for r in rows] for task, rows in doc.items()]
+
+
+def log_ticks(lo: float, hi: float, most: int = 7) -> list[float]:
+    """Round values between ``lo`` and ``hi`` (> 0) for a log axis: at least two where the range allows, at most ``most``."""
+    first, last = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
+    ticks = [m * 10.0 ** e for e in range(first, last + 1) for m in _NICE if lo <= m * 10.0 ** e <= hi]
+    for subset in ((1.0,), (1.0, 3.0), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)):  # the sparsest that reads
+        pick = [t for t in ticks if round(t / 10.0 ** np.floor(np.log10(t)), 6) in subset]
+        if len(pick) >= 3 or (len(pick) >= 2 and subset[-1] == 7.0):
+            ticks = pick
+            break
+    while len(ticks) > most:
+        ticks = ticks[::2]
+    return ticks
+
+
 def waterfall(walks: Sequence[Sequence[StepResult]]) -> Figure:
-    """The walk of every task as a waterfall (module docstring)."""
+    """The walk of every task as a waterfall (module docstring), with a legend: it reads without the report's caption.
+
+    Every panel has ticks (:func:`log_ticks`), a step without a ratio says "no ratio" inside the plot
+    at its place (a text with the ``gid`` ``"<task>|<quantity>|<step>|no ratio"``), and a factor's
+    label sits above its bar and its error bar."""
     from matplotlib import rc_context
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FixedLocator, NullLocator
 
     walks = [w for w in walks if w]
     with rc_context(STYLE):
-        fig = Figure(figsize=(3.4 * max(len(walks), 1) + 0.4, 6.2), layout="constrained")
+        fig = Figure(figsize=(3.4 * max(len(walks), 1) + 0.4, 6.9), layout="constrained")
         axes = fig.subplots(2, max(len(walks), 1), squeeze=False)
         for j, walk in enumerate(walks):
             names = [r.step.name for r in walk]
@@ -127,31 +166,52 @@ def waterfall(walks: Sequence[Sequence[StepResult]]) -> Figure:
             for i, (attr, title) in enumerate(_QUANTITIES):
                 ax = axes[i, j]
                 prev, first = 1.0, True
+                shown = [1.0] + ([theirs[i]] if theirs else [])
+                missing = []
                 for x, r in enumerate(walk):
                     value = getattr(r, attr)
                     if value is None:
-                        ax.text(x, 1.0, "no ratio", rotation=90, ha="center", va="bottom", fontsize=7, color="0.4")
+                        missing.append((x, r))
                         continue
                     lo, hi = sorted((prev, value))
                     color = "0.55" if first else ("tab:green" if value >= prev else "tab:red")
                     ax.bar(x, hi - lo, bottom=lo, color=color, width=0.7, gid=f"{r.task}|{attr}|{r.step.name}")
                     ci = getattr(r, f"{attr}_ci")
+                    top = hi
                     if ci:
                         ax.errorbar(x, value, yerr=[[value - ci[0]], [ci[1] - value]], color="0.2", lw=0.8, capsize=2)
+                        top = max(hi, ci[1])
+                        shown += [ci[0], ci[1]]
                     factor = getattr(r, "speedup_factor" if attr == "speedup" else "energy_factor")
                     label = f"{value:.1f}x" if first or factor is None else f"x{factor:.2f}"
-                    ax.annotate(label, (x, hi), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
+                    ax.annotate(label, (x, top), textcoords="offset points", xytext=(0, 3), ha="center", va="bottom", fontsize=7, zorder=4,
+                                bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85},
+                                gid=f"{r.task}|{attr}|{r.step.name}|label")
+                    shown += [lo, hi]
                     prev, first = value, False
                 if theirs:
                     ax.axhline(theirs[i], color="0.3", ls=(0, (4, 2)), lw=0.8)
-                    ax.annotate(f"paper {theirs[i]:.1f}x", (len(walk) - 0.5, theirs[i]), fontsize=7, ha="right", va="bottom")
                 ax.set_yscale("log")
+                lo_y, hi_y = min(shown) / 1.25, max(shown) * 1.6  # room above for the labels
+                ax.set_ylim(lo_y, hi_y)
+                ax.yaxis.set_major_locator(FixedLocator(log_ticks(lo_y, hi_y)))
+                ax.yaxis.set_minor_locator(NullLocator())
                 ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-                ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
+                ax.set_xlim(-0.6, len(walk) - 0.4)
+                for x, r in missing:  # in the plot, at the step's place, not along an axis
+                    ax.text(x, 0.5, "no\nratio", transform=ax.get_xaxis_transform(), ha="center", va="center", fontsize=7,
+                            color="0.3", bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "0.6", "lw": 0.6}, zorder=5,
+                            gid=f"{r.task}|{attr}|{r.step.name}|no ratio")
                 ax.set_xticks(range(len(walk)), names, rotation=40, ha="right", fontsize=7)
-                ax.set_title(f"{task_label(walk[0].task)}\n{title}" if i == 0 else title, fontsize=8)
+                heading = title + (f" (paper {theirs[i]:.1f}x, dashed)" if theirs else "")
+                ax.set_title(f"{task_label(walk[0].task)}\n{heading}" if i == 0 else heading, fontsize=8)
                 if j == 0:
                     ax.set_ylabel(f"Flamingo over baseline, {title} (x)")
+        handles = [Patch(color=c, label=text) if kind == "bar" else
+                   Line2D([], [], color=c, lw=0.8, ls=(0, (4, 2)) if kind == "dashed" else "-", marker="_" if kind == "errorbar" else None,
+                          markersize=6, label=text) for kind, c, text in LEGEND]
+        handles.append(Patch(facecolor="white", edgecolor="0.6", label="no ratio: a policy never reached that step's target in some seed"))
+        fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
     return fig
 
 

@@ -70,7 +70,8 @@ def test_progress_lines_print_the_accuracy_only_where_it_was_measured(tmp_path, 
 
 @pytest.mark.parametrize("args,message", [
     (["--seeds", "0"], "flamingo-sim run: error: --seeds: expected a count >= 1, got 0"),
-    (["--set", "fl.lr=-1"], f"flamingo-sim run: error: {EXP}: fl.lr: expected a number > 0, got -1.0"),
+    (["--set", "fl.lr=-1"], f"flamingo-sim run: error: {EXP}: fl.lr: expected a number > 0 that fits float32, the training's dtype "
+                            "(its size between 1.2e-38 and 3.4e+38, or 0), got -1.0"),
     (["--set", "target.curve=mean"], f"flamingo-sim run: error: {EXP}: target.curve: expected one of 'smoothed' or 'raw', got 'mean'"),
     (["--resume"], "flamingo-sim run: error: --resume: needs --out, the run directory to continue"),
     (["--executors", "2"], "flamingo-sim run: error: --executors: 2 executor processes need --engine 'fedscale', not 'native'"),

@@ -74,8 +74,8 @@ def test_the_flower_client_pins_the_kernels_the_native_run_uses(native):
     pytest.importorskip("flwr", reason="Flower's extra is not installed: pip install 'flamingo-sim[flower]'")
     code = ("import json, torch; from flamingo_sim.integrations.flower.client import _parts; "
             f"_parts({str(EXP)!r}, json.dumps({{extra}}), 0); print(torch.backends.cpu.get_cpu_capability())")
-    assert _python(code.replace("{extra}", repr(["data.proxy.n_clients=20"]))) == "DEFAULT"
-    assert _python(code.replace("{extra}", repr(["data.proxy.n_clients=20", "fl.cpu_kernels=native"]))) == native
+    assert _python(code.replace("{extra}", repr(["data.proxy.n_clients=20", "fl.participants_per_round=10"]))) == "DEFAULT"
+    assert _python(code.replace("{extra}", repr(["data.proxy.n_clients=20", "fl.participants_per_round=10", "fl.cpu_kernels=native"]))) == native
 
 
 @pytest.mark.slow

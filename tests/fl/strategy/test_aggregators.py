@@ -124,7 +124,8 @@ def cfg(section):
     [
         ({"name": "fedyogi", "beta3": 0.9}, "exp.yaml: unknown key 'aggregation.beta3' (known here: beta1, beta2, server_lr, tau)"),
         ({"name": "fedyogi", "beta2": 1.0}, "exp.yaml: aggregation.beta2: expected a number in [0, 1), got 1.0"),
-        ({"name": "fedadam", "server_lr": -1}, "exp.yaml: aggregation.server_lr: expected a number > 0, got -1.0"),
+        ({"name": "fedadam", "server_lr": -1}, "exp.yaml: aggregation.server_lr: expected a number > 0 that fits float32, the training's "
+                                               "dtype (its size between 1.2e-38 and 3.4e+38, or 0), got -1.0"),
         ({"name": "fedavg", "mu": 0.1}, "exp.yaml: aggregation: aggregator 'fedavg' takes no parameters (it declares no Params), got mu"),
         ({"name": "fedprox", "tau": 0.1}, "exp.yaml: unknown key 'aggregation.tau' (known here: mu)"),
         ({"name": "fedsgd"}, "exp.yaml: aggregation.name: unknown aggregator 'fedsgd'; expected one of 'fedavg', 'fedprox', 'fedadam', 'fedyogi' "

@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.fl.runner.unit_files import UNITS_DIR, Unit, read_status, unit_result
 
-__all__ = ["Failure", "Progress", "one_line"]
+__all__ = ["Failure", "Progress", "StudyPlan", "one_line"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,44 @@ class Failure:
 
     def describe(self) -> str:
         return f"{self.unit.label} failed: {self.error} (run directory {self.unit.run_dir}, log {self.unit.path('.log')})"
+
+
+@dataclass
+class StudyPlan:
+    """A study run as several phases, one after another (``reproduce --readings paper --attribution``: the paper's
+    readings, EAS, the attribution's configurations), each its own set of units: what each phase's
+    :class:`Progress` needs to count and estimate the whole study, not only its own phase.
+
+    :meth:`start` names the phase now running (its header, for stdout); the finished units' wall
+    times accumulate in :attr:`durations` across the phases, so a phase's estimate starts from the
+    earlier ones'."""
+
+    #: Each phase's title and its units, in the order they run.
+    phases: list[tuple[str, int]]
+    #: The phase running (0-based).
+    index: int = 0
+    #: Wall seconds of every unit finished so far in this process, all phases.
+    durations: list[float] = field(default_factory=list)
+
+    def start(self, index: int) -> str:
+        """Phase ``index`` (0-based) starts: its header line, "== phase 2 of 4: EAS runs (6 units) =="."""
+        self.index = index
+        title, units = self.phases[index]
+        return f"== phase {index + 1} of {len(self.phases)}: {title} ({units} units) =="
+
+    @property
+    def total(self) -> int:
+        return sum(n for _t, n in self.phases)
+
+    @property
+    def before(self) -> int:
+        """Units of the phases before the running one."""
+        return sum(n for _t, n in self.phases[: self.index])
+
+    @property
+    def after(self) -> int:
+        """Units of the phases after the running one."""
+        return sum(n for _t, n in self.phases[self.index + 1:])
 
 
 def _clock(seconds: float) -> str:
@@ -46,15 +84,17 @@ class Progress:
     every_s = 30.0
 
     def __init__(self, total: int, done: int, jobs: int, say: Callable[[str], None], *, show: bool = True,
-                 stream: Any = None, on_finish: Callable[[Unit], None] | None = None) -> None:
+                 stream: Any = None, on_finish: Callable[[Unit], None] | None = None, plan: StudyPlan | None = None) -> None:
         self.total, self.done, self.jobs, self.say, self.show = total, done, jobs, say, show
+        #: The study's phases, when this is one of several (the counts and the estimate then cover them all).
+        self.plan = plan
         #: Called with each unit that finished (after its line): what its run can do with it already.
         self.on_finish = on_finish
         self.stream = sys.stderr if stream is None else stream
         self.tty = show and hasattr(self.stream, "isatty") and self.stream.isatty() and not os.environ.get("FLAMINGO_SIM_QUIET")
         self.failed: list[Failure] = []
         self.running: dict[Unit, float] = {}
-        self.durations: list[float] = []
+        self.durations: list[float] = plan.durations if plan is not None else []
         self.drawn = 0
         self.last_total = time.monotonic()
 
@@ -65,18 +105,23 @@ class Progress:
         return min(1.0, status[0] / status[1])
 
     def eta_s(self) -> float | None:
-        """Seconds left: the mean finished unit's wall time times the work left, over the jobs."""
+        """Seconds left: the mean finished unit's wall time times the work left (with a :class:`StudyPlan`, the
+        later phases' units too), over the jobs."""
         if not self.durations:
             return None
         mean = sum(self.durations) / len(self.durations)
-        queued = self.total - self.done - len(self.failed) - len(self.running)
+        queued = self.total - self.done - len(self.failed) - len(self.running) + (self.plan.after if self.plan is not None else 0)
         left = queued * mean + sum(max(0.0, mean * (1.0 - self._fraction(u))) for u in self.running)
         return left / max(1, min(self.jobs, queued + len(self.running)))
 
     def summary(self) -> str:
         eta = self.eta_s()
-        return (f"units: {self.done}/{self.total} done, {len(self.running)} running, {len(self.failed)} failed"
-                + ("" if eta is None or not (self.running or self.done < self.total) else f", about {_clock(eta)} left"))
+        plan = self.plan
+        done, total = (self.done, self.total) if plan is None else (plan.before + self.done, plan.before + self.total + plan.after)
+        whole = "" if plan is None or len(plan.phases) == 1 else f" of the study (phase {plan.index + 1} of {len(plan.phases)})"
+        left = self.running or done < total
+        return (f"units{whole}: {done}/{total} done, {len(self.running)} running, {len(self.failed)} failed"
+                + ("" if eta is None or not left else f", about {_clock(eta)} left"))
 
     def _line(self, msg: str) -> None:
         self._erase()
