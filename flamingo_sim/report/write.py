@@ -1,7 +1,7 @@
 """Writing a report: every figure as PNG and SVG, plus ``report.md`` and ``report.html``.
 
-Both files hold the same tables (the summary, and the requests each policy declined by reason),
-built once and written as Markdown and as HTML.
+Both files hold the same content (the runs, the summary, the requests each policy declined by reason,
+the figures), built once as blocks (:mod:`flamingo_sim.report.document`) and written as Markdown and as HTML.
 
 The report of one run goes to ``RUN_DIR/report/``; with several run directories (overlaid)
 it goes to the first one's ``report/`` unless ``out_dir`` says otherwise. The directory is
@@ -11,7 +11,6 @@ leaves a half-written image, and only an earlier report (or an empty directory) 
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import pandas as pd
 from flamingo_sim.faults import check_writable
 from flamingo_sim.fl.metrics.summary import far_below_lines
 from flamingo_sim.io import atomic_dir, check_out_dir
+from flamingo_sim.report import document as doc
 from flamingo_sim.report.data import Run, declined_by_reason, load_runs, summary_table
 from flamingo_sim.report.plots import make_figures
 
@@ -101,9 +101,10 @@ def write_report(
             for fmt in formats:
                 fig.savefig(stage / f"{stem}.{fmt}", format=fmt, dpi=DPI)
                 written[stem].append(out / f"{stem}.{fmt}")
-        table = summary_table(runs)
-        (stage / "report.md").write_text(_markdown(runs, table, written))
-        (stage / "report.html").write_text(_html(runs, table, written))
+        blocks = _blocks(runs, summary_table(runs), written)
+        title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
+        (stage / "report.md").write_text(doc.markdown(blocks))
+        (stage / "report.html").write_text(doc.html_page(f"flamingo-sim report: {title}", blocks, max_width_em=60))
     return ReportResult(out, written, out / "report.md", out / "report.html")
 
 
@@ -139,70 +140,29 @@ def _run_lines(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True)
-class _Table:
-    """One table of the report, written as Markdown and as HTML alike."""
-
-    title: str
-    intro: str
-    head: list[str]
-    rows: list[list[str]]
-
-
-def _tables(runs: Sequence[Run], table: pd.DataFrame) -> list[_Table]:
-    """The report's tables: the summary, then the requests each policy declined, by reason."""
-    summary = _Table("Summary", "Means over seeds; `-` where some seed never reached the target. "
-                     "Speedup and energy efficiency are relative to the baseline: its mean time or energy to target over the policy's "
-                     "(a ratio of means over seeds). Clients lost: at the end of each policy's own run; `flamingo-sim reproduce` compares "
-                     "them at equal rounds, equal time and at the target.",
-                     list(SUMMARY_COLUMNS.values()), [_cells(row) for _, row in table.iterrows()])
+def _blocks(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> list[doc.Block]:
+    """The report's content, once: the runs, the summary, the requests each policy declined by reason, the figures."""
+    title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
+    blocks: list[doc.Block] = [
+        doc.Heading(1, f"flamingo-sim report: {title}"), doc.Bullets(_run_lines(runs)),
+        doc.Heading(2, "Summary"),
+        doc.Lines(["Means over seeds; `-` where some seed never reached the target. Speedup and energy efficiency are relative to the "
+                   "baseline: its mean time or energy to target over the policy's (a ratio of means over seeds). Clients lost: at the "
+                   "end of each policy's own run; `flamingo-sim reproduce` compares them at equal rounds, equal time and at the target."]),
+        doc.Table("", list(SUMMARY_COLUMNS.values()), [_cells(row) for _, row in table.iterrows()]),
+    ]
     declined = [(run, declined_by_reason(run)) for run in runs]
     reasons = list(dict.fromkeys(r for _, d in declined for r in d.columns))
-    rows = [[run.label, str(policy), *[_fmt(float(d.loc[policy, r]) if r in d.columns else float("nan"), 1) for r in reasons]]
-            for run, d in declined for policy in d.index]
-    declines = _Table("Declined requests", "Requests each policy declined over the whole run, by the reason it gave (mean over seeds; "
-                      "the `declined_<reason>` columns of `metrics.parquet`, which sum to `dropped_declined`); `-`: a reason the policy "
-                      "does not give.", ["run", "policy", *(r.replace("_", " ") for r in reasons)], rows)
-    return [summary] + ([declines] if reasons else [])
-
-
-def _markdown(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> str:
-    title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
-    out = [f"# flamingo-sim report: {title}", ""]
-    out += [f"- {line}" if not line.startswith("  ") else f"  {line.strip()}" for line in _run_lines(runs)]
-    for t in _tables(runs, table):
-        out += ["", f"## {t.title}", "", t.intro, "", "| " + " | ".join(t.head) + " |", "|" + "---|" * len(t.head)]
-        out += ["| " + " | ".join(r) + " |" for r in t.rows]
-    out += ["", "## Figures", "", FIGURES_INTRO, ""]
+    if reasons:
+        rows = [[run.label, str(policy), *[_fmt(float(d.loc[policy, r]) if r in d.columns else float("nan"), 1) for r in reasons]]
+                for run, d in declined for policy in d.index]
+        blocks += [doc.Heading(2, "Declined requests"),
+                   doc.Lines(["Requests each policy declined over the whole run, by the reason it gave (mean over seeds; the "
+                              "`declined_<reason>` columns of `metrics.parquet`, which sum to `dropped_declined`); `-`: a reason the "
+                              "policy does not give."]),
+                   doc.Table("", ["run", "policy", *(r.replace("_", " ") for r in reasons)], rows)]
+    blocks += [doc.Heading(2, "Figures"), doc.Lines([FIGURES_INTRO])]
     for stem, paths in figures.items():
         png = next((p for p in paths if p.suffix == ".png"), paths[0])
-        out += [f"### {stem.replace('_', ' ')}", "", CAPTIONS.get(stem, ""), "", f"![{stem}]({png.name})", ""]
-    return "\n".join(out)
-
-
-def _html(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> str:
-    e = html.escape
-    title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
-    tables = "\n".join(
-        f"<h2>{e(t.title)}</h2>\n<p>{e(t.intro.replace('`', ''))}</p>\n<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in t.head) + "</tr>\n"
-        + "\n".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in t.rows) + "\n</table>"
-        for t in _tables(runs, table)
-    )
-    figs = "\n".join(
-        f'<figure><img src="{e(next((p for p in paths if p.suffix == ".png"), paths[0]).name)}" alt="{e(stem)}" width="680">'
-        f"<figcaption>{e(CAPTIONS.get(stem, ''))}</figcaption></figure>"
-        for stem, paths in figures.items()
-    )
-    items = "".join(f"<li>{e(line.strip())}</li>" for line in _run_lines(runs))
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>flamingo-sim report: {e(title)}</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} figure{{margin:1.5em 0}}</style></head>
-<body><h1>flamingo-sim report: {e(title)}</h1>
-<ul>{items}</ul>
-{tables}
-<h2>Figures</h2>
-<p>{e(FIGURES_INTRO)}</p>
-{figs}
-</body></html>
-"""
+        blocks += [doc.Heading(3, stem.replace("_", " ")), doc.Figure(png.name, stem, CAPTIONS.get(stem, ""), width=680)]
+    return blocks
