@@ -106,7 +106,8 @@ def main() -> None:
         args.base, args.rounds = "HEAD", 1
     record: dict[str, Any] = {"base": args.base, "base_commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.base], check=True,
                                                                                capture_output=True, text=True).stdout.strip(),
-                              "rounds": args.rounds, "lenient": args.lenient, "jobs": {}}
+                              "rounds": args.rounds, "lenient": args.lenient, "command": "PYTHONPATH=. python benchmarks/identity.py " + " ".join(sys.argv[1:]),
+                              "cpus": os.cpu_count(), "jobs": {}}
     with tempfile.TemporaryDirectory(prefix="identity-") as tmp:
         base_code = checkout(args.base, Path(tmp) / "base")
         for job in JOBS:
