@@ -264,5 +264,5 @@ def test_the_loop_reads_its_rules_and_nothing_else_of_the_experiment():
     got = [sim.step().to_row() for _ in range(2)]
     assert got == expected and sim.is_done()
     unresolved = dataclasses.replace(parts.cfg, network=dataclasses.replace(parts.cfg.network, model_size_mb=None))
-    with pytest.raises(ValueError, match=r"^network\.model_size_mb is unset; flamingo_sim\.fl\.runner\.compose\.build_components resolves it$"):
+    with pytest.raises(ValueError, match=r"^network\.model_size_mb is unset; flamingo_sim\.fl\.compose\.build_components resolves it$"):
         RoundRules.of(unresolved)
