@@ -5,6 +5,8 @@ In the order a unit uses them:
 - :mod:`~flamingo_sim.fl.compose.assemble`  :func:`resolve_config` (the run's config) and :func:`compose` (a
   :class:`~flamingo_sim.fl.sim.simulation.Simulation` of one policy and seed: policy, selector and aggregator on the seed's parts);
 - :mod:`~flamingo_sim.fl.compose.parts`     :func:`build_components`: traces, profiles, data, model, population and network of a seed;
+- :mod:`~flamingo_sim.fl.compose.checks`    the config against what its values meet: the data, the population, the traces (``check_fit``,
+  where the parts are built) and the machine (``check_machine``, by the run's plan);
 - :mod:`~flamingo_sim.fl.compose.datasets`  the dataset of a ``data`` section (proxy, arrays, FedScale layouts, packs), ``pack-data``.
 
 Running them (units, executors, run directories) is :mod:`flamingo_sim.fl.runner`'s job; this
