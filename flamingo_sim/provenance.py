@@ -4,7 +4,7 @@ Every writer of a results file calls :func:`stamp` after writing it: the file ge
 ``provenance.json`` (:data:`MANIFEST`) in its folder, with
 
 - ``commit``: the checkout's ``git`` HEAD (None outside a git checkout), and ``dirty``: whether
-  tracked files differed from it (then the commit alone does not name the code);
+  tracked code differed from it (then the commit alone does not name the code);
 - ``command``: the command line that wrote the file;
 - ``machine``: CPU model, cores, the CPU's vector-instruction flags, the OS, and the versions of
   Python and of the numerical libraries (numpy and its BLAS, scipy, pandas, torch): what decides
@@ -58,12 +58,17 @@ def _git(*args: str, root: Path = ROOT) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+#: what is not code: results, documentation and tests (a results file being written makes no checkout dirty)
+NOT_CODE = (":(exclude)docs", ":(exclude)benchmarks/results", ":(exclude)tests", ":(exclude)*.md")
+
+
 def commit(root: Path = ROOT) -> tuple[str | None, bool]:
-    """(HEAD's hash, whether tracked files differ from it); (None, False) outside a git checkout."""
+    """(HEAD's hash, whether tracked code differs from it: anything but :data:`NOT_CODE`);
+    (None, False) outside a git checkout."""
     head = _git("rev-parse", "HEAD", root=root)
     if head is None:
         return None, False
-    return head, bool(_git("status", "--porcelain", "--untracked-files=no", root=root))
+    return head, bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE, root=root))
 
 
 def _cpu() -> tuple[str, list[str]]:
