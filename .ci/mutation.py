@@ -92,8 +92,8 @@ def mutmut_section(modules: list[str]) -> str:
             f"only_mutate = {json.dumps(only)}\n"
             'also_copy = ["experiments", "profiles", "traces", "tests", "examples"]\n'
             f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
-            "# the slow tests are left out, as in the default suite\n"
-            f"pytest_add_cli_args = {json.dumps(['-p', 'no:cacheprovider', '-m', 'not slow', '-q', *deselect])}\n")
+            "# the slow tests too: FedBuff's runs are slow tests (mutmut runs, per mutant, only the tests that reach it)\n"
+            f"pytest_add_cli_args = {json.dumps(['-p', 'no:cacheprovider', '-m', 'slow or not slow', '-q', *deselect])}\n")
 
 
 def module_of(mutant: str) -> str:
