@@ -64,6 +64,9 @@ GROUPS: dict[str, list[str]] = {
 #: (flamingo_sim/data/*) as folders, and this one compares the resolved folders
 DESELECT = ["tests/devices/test_profiler.py::test_profile_goes_to_the_user_folder_and_experiments_find_it"]
 
+#: mutmut's progress lines (a spinner), left out of what the script repeats
+SPINNER = re.compile(r"^\s*[\u2800-\u28ff] ")
+
 #: a line of ``mutmut results --all true``: ``    flamingo_sim.x.y.x_f__mutmut_3: survived``
 RESULT_LINE = re.compile(r"^\s+([\w.]+__mutmut_\d+):\s+(.+?)\s*$")
 
@@ -90,7 +93,8 @@ def mutmut_section(modules: list[str]) -> str:
             "# torch's thread pools do not survive a fork: each mutant from a fork server that has not imported it\n"
             'process_isolation = "forkserver"\n'
             f"only_mutate = {json.dumps(only)}\n"
-            'also_copy = ["experiments", "profiles", "traces", "tests", "examples"]\n'
+            "# the package's links to the shipped data (flamingo_sim/data/*): mutmut copies only the package's files\n"
+            'also_copy = ["experiments", "profiles", "traces", "tests", "examples", "flamingo_sim/data"]\n'
             f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
             "# the slow tests too: FedBuff's runs are slow tests (mutmut runs, per mutant, only the tests that reach it)\n"
             f"pytest_add_cli_args = {json.dumps(['-p', 'no:cacheprovider', '-m', 'slow or not slow', '-q', *deselect])}\n")
@@ -145,7 +149,8 @@ def _mutmut(args: list[str], cwd: Path, expect: str | None = None) -> str:
     done = subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": ""})
     if done.returncode != 0 and not (expect and expect in done.stdout + done.stderr):
-        raise SystemExit(f"mutation.py: mutmut {' '.join(args[:2])} exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
+        said = [line for line in (done.stdout + done.stderr).splitlines() if line.strip() and not SPINNER.match(line)]
+        raise SystemExit(f"mutation.py: mutmut {' '.join(args[:2])} exited {done.returncode}:\n" + "\n".join(said[-60:]))
     return done.stdout
 
 
