@@ -63,11 +63,11 @@ NOT_CODE = (":(exclude)docs", ":(exclude)benchmarks/results", ":(exclude)tests",
 
 
 def commit(root: Path = ROOT) -> tuple[str | None, bool]:
-    """(HEAD's hash, whether tracked code differs from it: anything but :data:`NOT_CODE`);
-    (None, False) outside a git checkout."""
+    """(HEAD's hash, whether tracked code differs from it: anything but :data:`NOT_CODE`); outside a
+    git checkout, ``FLAMINGO_SIM_COMMIT`` (set by whoever copied the tree) or None, and False."""
     head = _git("rev-parse", "HEAD", root=root)
-    if head is None:
-        return None, False
+    if head is None:  # a copy of the tree without git (a device machine): the commit its sender named, if any
+        return os.environ.get("FLAMINGO_SIM_COMMIT") or None, False
     return head, bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE, root=root))
 
 
@@ -139,9 +139,21 @@ def describe(command: str, sources: Sequence[str] = (), root: Path = ROOT) -> di
     """The provenance of a file written now by ``command`` from code whose key files are ``sources``
     (paths relative to the repository root; omitted where the package is not a source checkout)."""
     head, dirty = commit(root)
-    checkout = (root / "flamingo_sim").is_dir()
+    checkout = (root / "pyproject.toml").is_file() and (root / "flamingo_sim").is_dir()  # not an installed package
     return {"commit": head, "dirty": dirty, "command": command, "machine": machine(),
             "sources": sources_digest(sources, root) if checkout else {}}
+
+
+def command_line(argv: Sequence[str] | None = None, program: str | None = None) -> str:
+    """This process's command line as a person would type it: ``program`` (default: the script's path
+    relative to the repository root, after ``python``) and the arguments."""
+    import shlex
+
+    argv = list(sys.argv if argv is None else argv)
+    if program is None:
+        script = Path(argv[0]).resolve()
+        program = "python " + (script.relative_to(ROOT).as_posix() if script.is_relative_to(ROOT) else argv[0])
+    return " ".join([program, *(shlex.quote(a) for a in argv[1:])])
 
 
 def read(folder: str | Path) -> dict[str, dict[str, Any]]:

@@ -33,7 +33,7 @@ def same_machine(reference: Path) -> bool:
     (a file whose folder's ``provenance.json`` records it)."""
     entry = provenance.read(reference.parent)[reference.name]
     here, there = provenance.machine(), entry["machine"]
-    return here["cpu_flags"] == there["cpu_flags"] and here["libraries"] == there["libraries"]
+    return here["cpu_flags"] == there.get("cpu_flags") and here["libraries"] == there.get("libraries")
 
 
 def assert_metrics_match(got: pd.DataFrame, reference: Path, columns: list[str] | None = None) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
-import shutil
 import re
+import shutil
 import subprocess
 import sys
 import threading

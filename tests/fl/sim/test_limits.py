@@ -24,8 +24,8 @@ from flamingo_sim.fl.runner.compose import make_policy
 from flamingo_sim.fl.sim.limits import DeviceLimits, training_memory_bytes
 from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
-from tests.identity import assert_metrics_match, assert_summary_matches
 from tests.fl.sim.test_simulation import COMM_S, LAT_S, POWER_W, ROOT, STEPS, scripted_parts
+from tests.identity import assert_metrics_match, assert_summary_matches
 
 PIXEL3 = load_phones(ROOT / "profiles")["pixel_3"]
 assert PIXEL3.body is not None and PIXEL3.memory is not None
