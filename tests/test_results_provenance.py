@@ -175,8 +175,7 @@ def test_every_table1_is_the_shipped_profiles():
     """Table 1 in every tables.json under docs/results, rebuilt from the shipped profiles (its phones, its profile set)."""
     from flamingo_sim.devices.catalogue import ProfileDirs
     from flamingo_sim.resources import shipped
-    from flamingo_sim.studies.reproduce.tables import PHONE_NAMES
-    from flamingo_sim.studies.reproduce.tables import table1
+    from flamingo_sim.studies.reproduce.tables import PHONE_NAMES, table1
 
     by_name = {v: k for k, v in PHONE_NAMES.items()}
     checked = 0
