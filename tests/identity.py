@@ -36,27 +36,29 @@ def same_machine(reference: Path) -> bool:
     return here["cpu_flags"] == there.get("cpu_flags") and here["libraries"] == there.get("libraries")
 
 
-def assert_metrics_match(got: pd.DataFrame, reference: Path, columns: list[str] | None = None) -> None:
+def assert_metrics_match(got: pd.DataFrame, reference: Path, columns: list[str] | None = None, exact_torch: bool | None = None) -> None:
     """``got`` equals the metrics at ``reference``: every simulated column exactly, on any CPU; the
-    torch columns exactly on the reference's CPU kind and libraries, else within their bounds."""
+    torch columns exactly on the reference's CPU kind and libraries (``exact_torch``, default: whether
+    this machine is that kind), else within their bounds."""
     want = pd.read_parquet(reference)
     assert list(got.columns) == list(want.columns)
     columns = list(want.columns) if columns is None else columns
     simulated = [c for c in columns if c not in TORCH_COLUMNS]
     pd.testing.assert_frame_equal(got[simulated], want[simulated], check_exact=True)
     torch_columns = [c for c in columns if c in TORCH_COLUMNS]
-    if same_machine(reference):
+    if same_machine(reference) if exact_torch is None else exact_torch:
         pd.testing.assert_frame_equal(got[torch_columns], want[torch_columns], check_exact=True)
     else:
         for c in torch_columns:
             np.testing.assert_allclose(got[c].to_numpy(float), want[c].to_numpy(float), rtol=0, atol=TORCH_COLUMNS[c], equal_nan=True, err_msg=c)
 
 
-def assert_summary_matches(got: dict, reference: Path) -> None:
-    """``got`` equals the summary at ``reference``: whole, on the reference's CPU kind; elsewhere
-    the figures that do not depend on the accuracy curve (:data:`SIMULATED_SUMMARY`)."""
+def assert_summary_matches(got: dict, reference: Path, exact_torch: bool | None = None) -> None:
+    """``got`` equals the summary at ``reference``: whole, on the reference's CPU kind (``exact_torch``,
+    default: whether this machine is that kind); elsewhere the figures that do not depend on the
+    accuracy curve (:data:`SIMULATED_SUMMARY`)."""
     want = json.loads(reference.read_text())
-    if same_machine(reference):
+    if same_machine(reference) if exact_torch is None else exact_torch:
         assert got == want
         return
     for policy, figures in want["policies"].items():

@@ -10,6 +10,8 @@ from_traces``) each FL client plays the phone of its trace's device (see
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -83,7 +85,10 @@ def build_population(
         counts[np.argsort(-remainder, kind="stable")[: n_clients - counts.sum()]] += 1
         phone_idx = np.repeat(np.arange(len(names)), counts)
         rng(seed, "phones").shuffle(phone_idx)
-    bandwidth = bandwidth_mbps * np.exp(bandwidth_sigma * rng(seed, "bandwidth").standard_normal(n_clients))
+    # libm's exp, one value at a time, not np.exp: numpy's AVX-512 exp differs from libm's in the last bit for about 5 % of
+    # arguments, so np.exp gave each client a CPU-dependent bandwidth (and every time figure after it)
+    z = (bandwidth_sigma * rng(seed, "bandwidth").standard_normal(n_clients)).tolist()
+    bandwidth = bandwidth_mbps * np.fromiter(map(math.exp, z), dtype=np.float64, count=n_clients)
     return Population(
         n_clients=n_clients,
         trace_client=trace_client,
