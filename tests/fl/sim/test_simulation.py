@@ -243,3 +243,25 @@ def test_the_loop_reads_its_rules_and_nothing_else_of_the_experiment():
     unresolved = dataclasses.replace(parts.cfg, network=dataclasses.replace(parts.cfg.network, model_size_mb=None))
     with pytest.raises(ValueError, match=r"^network\.model_size_mb is unset; flamingo_sim\.fl\.runner\.compose\.build_components resolves it$"):
         RoundRules.of(unresolved)
+
+
+# --- what mutation testing found (.ci/mutation.py core): survivors these tests kill ---
+
+
+def test_train_by_batch_trains_each_group_with_its_minibatch_and_keeps_the_job_order():
+    """``devices.memory: shrink_batch``: the clients of one job train in groups of one minibatch size
+    each, and the updates come back in the job's client order (two groups, interleaved)."""
+    from flamingo_sim.fl.sim.seam import TrainJob
+
+    parts = scripted_parts()
+    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    start = {k: v.clone() for k, v in sim.params.items()}
+    got = sim._train_by_batch(TrainJob(start, (0, 2, 3), (0, 2, 3), 1), np.array([4, 2, 4]))
+    fours = sim.seam.train(TrainJob(start, (0, 3), (0, 3), 1, batch_size=4))
+    two = sim.seam.train(TrainJob(start, (2,), (2,), 1, batch_size=2))
+    rows = [(fours, 0), (two, 0), (fours, 1)]  # the job's order: client 0, 2, 3
+    for i, (part, j) in enumerate(rows):
+        assert all(torch.equal(got.params[k][i], part.params[k][j]) for k in got.params), i
+        assert got.losses[i] == part.losses[j] and got.n_samples[i] == part.n_samples[j]
+    cohort = sim.seam.train(TrainJob(start, (2,), (2,), 1))  # the cohort's minibatch (16) trains client 2 otherwise
+    assert any(not torch.equal(cohort.params[k][0], got.params[k][1]) for k in got.params)
