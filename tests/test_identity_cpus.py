@@ -76,8 +76,10 @@ def test_the_population_check_can_fail():
             "print(bool(c.get('X86_V4', c.get('AVX512F'))), hashlib.sha256(np.exp(z).tobytes()).hexdigest())")
     run = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, check=True).stdout.split()
            for env in ({}, {"NPY_ENABLE_CPU_FEATURES": ",".join(BASELINE)})]
-    if run[0][0] != "True":
-        pytest.skip("numpy's exp is the same code without AVX-512: nothing to tell apart on this CPU")
+    import numpy as np
+
+    if run[0][0] != "True" or int(np.__version__.split(".")[0]) < 2:
+        pytest.skip("numpy's AVX-512 exp for float64 needs an AVX-512 CPU and numpy 2 (1.24's gives libm's bits): nothing to tell apart")
     assert run[0][1] != run[1][1]
 
 
