@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     record = provenance.describe(args.command)
     doc = {"commit": record["commit"], "command": args.command, "machine": record["machine"],
            "counts": dict(Counter(t["outcome"] for t in tests)), "tests": tests}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     provenance.stamp([args.out], args.command, record=record)
     print(f"{args.out}: {len(tests)} tests, " + ", ".join(f"{n} {k}" for k, n in sorted(doc["counts"].items())) + f"; commit {record['commit']}")

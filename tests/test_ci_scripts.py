@@ -107,3 +107,29 @@ def test_the_mutation_sample_is_deterministic_and_a_subset():
     a = mutation.sample(names, 10)
     assert a == mutation.sample(list(reversed(names)), 10) and len(a) == 10 and set(a) <= set(names)
     assert mutation.sample(names, 200) == sorted(names)
+
+
+def test_junit_results_names_every_test_its_outcome_and_the_commit(tmp_path):
+    """.ci/junit_results.py (the CUDA tests' results file): a real pytest run's JUnit XML in, one
+    record per test out, with the commit (FLAMINGO_SIM_COMMIT where the tree has no git) and a
+    provenance.json entry beside it."""
+    (tmp_path / "test_inner.py").write_text(
+        "import pytest\n\ndef test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n\n"
+        "@pytest.mark.skip(reason='no GPU')\ndef test_gpu():\n    pass\n")
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", str(tmp_path / "j.xml"), "test_inner.py"],
+                   cwd=tmp_path, capture_output=True, text=True)
+    env = {"PATH": "/usr/bin:/bin", "FLAMINGO_SIM_COMMIT": "0123456789abcdef0123456789abcdef01234567"}
+    done = subprocess.run([sys.executable, str(ROOT / ".ci" / "junit_results.py"), str(tmp_path / "j.xml"), str(tmp_path / "out" / "cuda.json"),
+                           "--command", "pytest test_inner.py"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    doc = __import__("json").loads((tmp_path / "out" / "cuda.json").read_text())
+    assert done.returncode == 1  # a test failed
+    assert {t["id"]: t["outcome"] for t in doc["tests"]} == {"test_inner.py::test_ok": "passed", "test_inner.py::test_bad": "failed",
+                                                             "test_inner.py::test_gpu": "skipped"}
+    assert doc["counts"] == {"passed": 1, "failed": 1, "skipped": 1} and doc["command"] == "pytest test_inner.py"
+    assert doc["commit"] in (env["FLAMINGO_SIM_COMMIT"], subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                                                                          text=True).stdout.strip())
+    assert "cuda.json" in (tmp_path / "out" / "provenance.json").read_text()
+    (tmp_path / "empty.xml").write_text("<testsuites><testsuite/></testsuites>")
+    bad = subprocess.run([sys.executable, str(ROOT / ".ci" / "junit_results.py"), str(tmp_path / "empty.xml"), str(tmp_path / "e.json"),
+                          "--command", "x"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "no <testcase>: the tests did not run" in bad.stderr
