@@ -72,7 +72,7 @@ def commit(root: Path = ROOT) -> tuple[str | None, bool]:
 
 
 def _cpu() -> tuple[str, list[str]]:
-    model, flags = platform.processor() or platform.machine(), set()
+    model, flags = platform.processor() or platform.machine(), set[str]()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
@@ -98,7 +98,7 @@ def _blas() -> str | None:
     try:
         import numpy as np
 
-        info = np.show_config(mode="dicts")["Build Dependencies"]["blas"]  # type: ignore[func-returns-value,index]
+        info = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
         return f"{info.get('name')} {info.get('version')}"
     except Exception:  # numpy before 1.26 has no dicts mode: the version of numpy then says the rest
         return None

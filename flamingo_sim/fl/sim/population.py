@@ -11,7 +11,6 @@ from_traces``) each FL client plays the phone of its trace's device (see
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from typing import Any, Optional
 
