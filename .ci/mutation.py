@@ -2,7 +2,8 @@
 
     nice -n 19 python .ci/mutation.py core --out benchmarks/results/mutation_core_2cores.json
     nice -n 19 python .ci/mutation.py device-model --out benchmarks/results/mutation_device_model_2cores.json
-    python .ci/mutation.py flamingo_sim/devices/battery.py --sample 200   # one module, 200 of its mutants
+    python .ci/mutation.py flamingo_sim/devices/battery.py --sample 200 --out OUT.json   # one module, 200 of its mutants
+    python .ci/mutation.py core --recheck OUT.json --out AFTER.json   # an earlier run's survivors, on today's tests
 
 A target is a group name (:data:`GROUPS`) or a module path of :data:`TESTS` (a file, or a folder
 for all its modules). The script copies the checkout's files (tracked and untracked, not ignored)
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=None, metavar="N", help="check only N mutants, drawn deterministically")
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--workdir", type=Path, default=None, help="the copy's folder (default: a new temporary one, removed after)")
+    ap.add_argument("--recheck", type=Path, default=None, metavar="RESULTS.json",
+                    help="check only the survivors of an earlier run (its results file), on today's tests")
     args = ap.parse_args(argv)
     modules = modules_of(args.targets)
     if importlib_missing("mutmut"):
@@ -175,15 +178,22 @@ def main(argv: list[str] | None = None) -> int:
         _copy_checkout(work)
         with open(work / "pyproject.toml", "a") as f:
             f.write(mutmut_section(modules))
-        if args.sample is None:
+        chosen: list[str] | None = None
+        if args.recheck is not None:
+            chosen = sorted(json.loads(args.recheck.read_text())["survivors"])
+        if args.sample is None and chosen is None:
             _mutmut(["run", "--max-children", str(args.max_children)], work)
         else:
             # generate every mutant and the test map, check none (a pattern no mutant has), then the sample
             _mutmut(["run", "--max-children", str(args.max_children), "no_such_mutant_*"], work, expect="nothing matches")
-            names = sample(sorted(parse_results(_mutmut(["results", "--all", "true"], work))), args.sample)
+            every = sorted(parse_results(_mutmut(["results", "--all", "true"], work)))
+            names = sample(every, args.sample) if chosen is None else [n for n in chosen if n in set(every)]
+            if chosen is not None and len(names) != len(chosen):
+                raise SystemExit(f"mutation.py: {len(chosen) - len(names)} of {args.recheck}'s survivors are no mutants of today's code: "
+                                 "the module changed; run it whole")
             _mutmut(["run", "--max-children", str(args.max_children), *names], work)
         statuses = parse_results(_mutmut(["results", "--all", "true"], work))
-        if args.sample is not None:
+        if args.sample is not None or chosen is not None:
             statuses = {k: v for k, v in statuses.items() if k in set(names)}
         survivors = {k: _mutmut(["show", k], work).strip() for k, v in sorted(statuses.items()) if v == "survived"}
     finally:
@@ -195,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         "modules_mutated": modules,
         "tests": {m: TESTS[m] for m in modules},
         "sampled": None if args.sample is None else f"{args.sample} mutants, the smallest SHA-256 of their names",
+        "rechecked": None if args.recheck is None else f"the survivors of {args.recheck.name}, on today's tests",
         "modules": summarise(statuses),
         "survivors": survivors,
     }
