@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if importlib_missing("mutmut"):
         raise SystemExit("mutation.py: mutmut is not installed: pip install 'flamingo-sim[mutation]'")
     sys.path.insert(0, str(ROOT))
-    from flamingo_sim.provenance import describe
+    from flamingo_sim.provenance import describe, stamp
 
     command = "python .ci/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:])
     provenance = describe(command=command, sources=modules)
@@ -210,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         "survivors": survivors,
     }
     args.out.write_text(json.dumps(result, indent=1, sort_keys=False) + "\n")
+    stamp([args.out], command, record=provenance)  # the provenance.json beside it
     for mod, row in result["modules"].items():
         print(f"{mod:45s} {row['mutants']:5d} mutants  killed {row['killed']:5d}  survived {row['survived']:4d}  "
               f"no tests {row['no_tests']:4d}  timeout {row['timeout']:3d}  score {row['score']}")
