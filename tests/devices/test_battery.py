@@ -233,3 +233,12 @@ def test_discharge_intervals_of_unsigned_levels_and_a_bad_capacity():
     for bad in (0, -1000):
         with pytest.raises(ValueError, match="^capacity_mah must be positive$"):
             discharge_intervals(t, [50, 49, 48, 47], v, bad)
+
+
+def test_energy_budget_refuses_a_2d_capacity_and_takes_a_floor_of_zero():
+    with pytest.raises(ValueError, match="^capacity_j must be a 1-D array of positive energies$"):
+        EnergyBudget(np.full((2, 2), 1000.0), min_pct=10.0, reentry_pct=20.0)  # finite and positive, but not 1-D
+    budget = EnergyBudget(np.array([1000.0, 2000.0]), min_pct=0.0, reentry_pct=0.0)  # no floor: never offline for the battery
+    assert budget.online.tolist() == [True, True]
+    with pytest.raises(ValueError, match=r"^level_pct must be within \[0, 100\]$"):
+        budget.reset([50.0, 101.0])

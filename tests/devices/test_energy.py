@@ -209,3 +209,10 @@ def test_power_meter_takes_the_sources_capacity():
 
     assert PowerMeter(Source(), interval_s=0.05).capacity_mah == 2915.0
     assert PowerMeter(Source(), interval_s=0.05, capacity_mah=4000.0).capacity_mah == 4000.0
+
+
+def test_rapl_describes_its_zones_by_name_and_path(tmp_path):
+    root = _rapl_tree(tmp_path)
+    src = RaplSource(root)
+    zones = ", ".join(str(z) for z in src.zones)
+    assert src.describe() == f"Intel RAPL (package-0, package-1: {zones})" and len(src.zones) == 2
