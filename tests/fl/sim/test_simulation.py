@@ -371,3 +371,11 @@ def test_the_selector_sees_the_rounds_view_and_hears_the_kept_clients_durations(
     assert view.battery_pct_at(np.array([0, 3])).tolist() == sim.budget.level_pct_at(np.array([0, 3])).tolist()
     ((rnd, clients, durations),) = sel.observed
     assert rnd == 1 and clients.tolist() == [0] and durations.tolist() == [row["duration_s"]]
+
+
+def test_the_memory_budget_reaches_the_trainer_in_bytes_and_the_default_log_prints(capsys):
+    parts = scripted_parts(memory_budget_gb=0.5)
+    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    assert sim.trainer.memory_budget_bytes == 1 << 29
+    sim.log("a line for the user")
+    assert capsys.readouterr().err == "a line for the user\n"
