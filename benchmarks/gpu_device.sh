@@ -11,8 +11,14 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$OUT/nvidia.txt"
 python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__, torch.cuda.get_device_name(0))" 2>&1 | tee -a "$OUT/nvidia.txt"
+# the CUDA tests: every test id with its outcome, the commit and the machine in $OUT/cuda_tests.json (copy it to
+# benchmarks/results/cuda_tests_<gpu>.json with its provenance.json entry). The device machine's tree is a copy
+# without git: FLAMINGO_SIM_COMMIT names the commit (default: git's HEAD where there is one).
+export FLAMINGO_SIM_COMMIT=${FLAMINGO_SIM_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+TESTS_CMD='python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" -k "cuda or gpu or bf16" tests/fl/training'
 timeout "${TESTS_S:-60}" python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" -k "cuda or gpu or bf16" \
-    tests/fl/training 2>&1 | tee "$OUT/cuda_tests.txt"
+    --junitxml "$OUT/cuda_tests.xml" tests/fl/training 2>&1 | tee "$OUT/cuda_tests.txt"
+python3 .ci/junit_results.py "$OUT/cuda_tests.xml" "$OUT/cuda_tests.json" --command "$TESTS_CMD" 2>&1 | tee -a "$OUT/cuda_tests.txt"
 timeout "${ROUND_S:-150}" python3 benchmarks/gpu_round.py --device cuda --paper --bf16 --rows 1,3 --clients 20 --loop-clients 5 \
     --repeats 1 --json "$OUT/gpu_round.json" 2>&1 | tee "$OUT/gpu_round.txt"
 RUN="--device cuda --clients 200 --samples 16 --rounds 2"

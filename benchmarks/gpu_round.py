@@ -44,6 +44,7 @@ import torch
 from flamingo_sim.fl.training.device import resolve_device, set_threads
 from flamingo_sim.fl.training.trainer import CohortResult, CohortTask, CohortTrainer, model_state
 from flamingo_sim.models import build_model
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
 
 # --smoke: two rows on the CPU in seconds; explicit options still win
 SMOKE = {"device": "cpu", "threads": 1, "clients": 2, "steps": 1, "batch_size": 4, "samples": 8, "image_divisor": 8,
@@ -210,6 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         doc = {"command": "benchmarks/gpu_round.py " + " ".join(sys.argv[1:] if argv is None else argv), "device": where,
                "torch": torch.__version__, "rows": results}
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        stamp([Path(args.json)], command_line())  # timings: no sources (they date with the whole tree)
         print(f"results: {args.json}")
 
 

@@ -47,6 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The 6 points of the grid (two knobs of three values, none equal to the reference's).
 GRID = ["--vary", "fl.overcommit=1.0,1.6,2.0", "--vary", "policy.interference.shared_core_slowdown=1,1.5,3"]
@@ -290,6 +292,7 @@ def main() -> None:
         results["load_at_end"] = round(os.getloadavg()[0], 2)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+            stamp([Path(args.json)], command_line())  # timings: no sources (they date with the whole tree)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from main_job import run_once  # this folder: the script's own directory is on sys.path
 
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
+
 ROOT = Path(__file__).resolve().parents[1]
 MAIN = "openimage_mobilenet"
 #: a tiny version of every experiment: the same code path in seconds (each key exists in all of them)
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"command": "python -m flamingo_sim run experiments/<example>.yaml", "cores": os.cpu_count(), "smoke": args.smoke,
                "main_job_median_wall_s": base, "main_job_walls_s": main_walls, "runs": runs}
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        stamp([args.json], command_line())  # timings: no sources (they date with the whole tree)
     return 0
 
 
