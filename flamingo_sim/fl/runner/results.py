@@ -81,6 +81,11 @@ def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: b
                "model_size_mb": first["model_size_mb"], "model_size_source": first["model_size_source"], **summary}
     if first.get("phones_from_traces") is not None:  # phones.mix: from_traces
         summary["phones_from_traces"] = first["phones_from_traces"]
+    chosen = {f"{res['policy']} seed {res['seed']}": res["train_mode"] for res in results if res.get("train_mode") is not None}
+    if chosen:  # train_mode auto on a GPU: the first unit's choice, and every unit's where they differ
+        summary["train_mode"] = next(iter(chosen.values()))
+        if len({json.dumps(c, sort_keys=True) for c in chosen.values()}) > 1:
+            summary["train_mode_per_unit"] = chosen
     write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     if print_summary:

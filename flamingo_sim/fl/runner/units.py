@@ -230,6 +230,7 @@ class _UnitWriter(Callback):
 
     def on_run_begin(self, sim: Any, records: Sequence[RoundRecord]) -> None:
         self.records = list(records)
+        self.sim = sim
 
     def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
         self.records.append(record)
@@ -240,6 +241,9 @@ class _UnitWriter(Callback):
     def write(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> None:
         body = {"format": FORMAT, "policy": self.unit.policy, "seed": self.unit.seed, "done": histogram is not None,
                 "rows": [r.to_row() for r in records], "participation_histogram": histogram, **self.about}
+        choice = getattr(getattr(getattr(self, "sim", None), "trainer", None), "choice", None)
+        if choice is not None:  # train_mode auto on a GPU: what it chose, why, and the bound it checked
+            body["train_mode"] = choice.record()
         write_json(self.unit.path(".json"), body)
         if self.after is not None:
             self.after()

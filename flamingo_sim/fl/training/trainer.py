@@ -27,13 +27,16 @@ rounding, the per-client loop being the reference):
 - ``"threads"``: model copies training clients side by side on the CPU's cores, one worker
   thread per torch thread (:func:`flamingo_sim.fl.training.threads.train_threads`); each client draws
   its dropout masks from its own generator, ``(seed, "dropout", round_idx, client_id)``.
-- ``"auto"``: :func:`choose_strategy` for (model, image size, device): vmap, except
+- ``"auto"``: on the CPU, :func:`choose_strategy` for (model, image size, device): vmap, except
   ``threads`` for convolutional networks on the CPU (vmap turns their convolutions into
   grouped ones, which oneDNN runs no faster than the loop: measured 0.5-1.0x on 2 cores,
-  where threads measured 1.2-1.6x), the per-client loop there with one torch thread, and
-  streams on CUDA for networks with grouped (depthwise) convolutions on images of 128 px or
-  more; on the CPU threads (else the loop) when the model does not vmap or only one client
-  fits in memory, on CUDA streams.
+  where threads measured 1.2-1.6x), the per-client loop there with one torch thread; threads
+  (else the loop) when the model does not vmap or only one client fits in memory. On a GPU
+  with a tuner (:mod:`flamingo_sim.fl.training.autotune`, what a run gives its trainer there),
+  the candidates are measured on the first round's cohort and the fastest that keeps to the
+  stated bound trains (:attr:`CohortTrainer.choice` says which and why); without one, the
+  rule: streams for networks with grouped (depthwise) convolutions on images of 128 px or
+  more, streams when the model does not vmap, else vmap.
 
 BatchNorm running statistics are aggregated like every other state entry: FedAvg's
 sample-weighted mean of the clients' running means and variances, ``num_batches_tracked``
@@ -51,10 +54,9 @@ A model *state* here is a ``dict[str, Tensor]`` of its parameters and buffers, a
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 import torch
@@ -62,7 +64,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from flamingo_sim.fl.training.batched import GraphedStep, train_one_client, train_streams, train_vmap
+from flamingo_sim.fl.training.batched import GraphedStep, model_copy, train_one_client, train_streams, train_vmap
 from flamingo_sim.fl.training.device import precision_context
 from flamingo_sim.fl.training.memory import default_budget_bytes, per_client_bytes
 from flamingo_sim.fl.training.threads import threads_safe, train_threads
@@ -203,7 +205,11 @@ class CohortTrainer:
     (``None``: 80 % of the free GPU memory, half the available RAM on the CPU);
     ``max_batched_clients`` caps the chunk further. ``cuda_graphs``: capture the vmap step as a
     CUDA graph (CUDA only; ignored on the CPU). ``precision``: see
-    :func:`flamingo_sim.fl.training.device.precision_context`.
+    :func:`flamingo_sim.fl.training.device.precision_context`. ``channels_last``: the per-client
+    strategies (``sequential``, ``streams``) train model copies and minibatches in NHWC memory
+    order. ``tuner`` (with ``strategy="auto"``): an
+    :class:`~flamingo_sim.fl.training.autotune.Tuner` that picks the strategy from measurements
+    on the first cohort of each input shape and batch size (:attr:`choice`); ``log`` gets its lines.
     """
 
     def __init__(
@@ -215,6 +221,9 @@ class CohortTrainer:
         max_batched_clients: int | None = None,
         cuda_graphs: bool = False,
         n_streams: int = 4,
+        channels_last: bool = False,
+        tuner: Any = None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         if strategy not in MODES:
             raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {strategy!r}")
@@ -226,8 +235,15 @@ class CohortTrainer:
         self.max_batched_clients = max_batched_clients
         self.cuda_graphs = bool(cuda_graphs) and self.device.type == "cuda"
         self.n_streams = int(n_streams)
+        self.channels_last = bool(channels_last)
+        self.tuner = tuner
+        self.log = log or (lambda _m: None)
+        #: What the tuner chose (an :class:`~flamingo_sim.fl.training.autotune.Choice`, for the last input shape and
+        #: batch size it measured); None without a tuner.
+        self.choice: Any = None
         self._graphs: dict[tuple, GraphedStep] = {}
         self._plans: dict[tuple, tuple[str, int]] = {}
+        self._tuned: dict[tuple, CohortTrainer] = {}
 
     def plan(self, input_shape: Sequence[int], batch_size: int, n_clients: int) -> tuple[str, int]:
         """``(strategy, clients per chunk)`` for a cohort of ``n_clients``."""
@@ -247,9 +263,11 @@ class CohortTrainer:
 
     def train(self, global_params: dict[str, Tensor], task: CohortTask) -> CohortResult:
         """Run ``task``'s local SGD for each client, starting from ``global_params`` (see :func:`train_cohort`)."""
+        if self.strategy == "auto" and self.tuner is not None:
+            return self._chosen(global_params, task).train(global_params, task)
         client_datas, client_ids, n_steps, batch_size, lr = task.client_datas, task.client_ids, task.n_steps, task.batch_size, task.lr
         seed, round_idx, prox_mu = task.seed, task.round_idx, float(task.prox_mu)
-        state = self._start_state(global_params)
+        state = self.start_state(global_params)
         indices = [
             minibatch_indices(int(x.shape[0]), n_steps, batch_size, seed, round_idx, int(cid))
             for cid, (x, _) in zip(client_ids, client_datas)
@@ -263,8 +281,9 @@ class CohortTrainer:
             else:  # only the CPU generator draws: torch.manual_seed would also queue a lazy CUDA seeding (a stack trace, ~4 ms)
                 torch.default_generator.manual_seed(dropout_seed)
             if strategy == "sequential":
-                work = copy.deepcopy(self.model).to(self.device).train()
-                parts = [train_one_client(work, state, x, y, idx, lr, self.device, prox_mu) for (x, y), idx in zip(client_datas, indices)]
+                work = model_copy(self.model, self.device, self.channels_last)
+                cl = self.channels_last
+                parts = [train_one_client(work, state, x, y, idx, lr, self.device, prox_mu, cl) for (x, y), idx in zip(client_datas, indices)]
                 params = {name: torch.stack([p[0][name] for p in parts]) for name in state}
                 return CohortResult(params, torch.stack([p[1] for p in parts]), "sequential")
             if strategy == "threads":
@@ -274,7 +293,8 @@ class CohortTrainer:
                 params, losses = train_threads(self.model, state, client_datas, indices, lr, torch.get_num_threads(), seeds, prox_mu)
                 return CohortResult(params, losses, "threads")
             if strategy == "streams":
-                params, losses = train_streams(self.model, state, client_datas, indices, lr, self.device, self.n_streams, prox_mu)
+                params, losses = train_streams(self.model, state, client_datas, indices, lr, self.device, self.n_streams, prox_mu,
+                                               self.channels_last)
                 return CohortResult(params, losses, "streams")
             chunks = [
                 self._vmap_chunk(state, client_datas[i : i + chunk], indices[i : i + chunk], lr, prox_mu) for i in range(0, len(client_ids), chunk)
@@ -284,7 +304,16 @@ class CohortTrainer:
         params = {name: torch.cat([c[0][name] for c in chunks]) for name in state}
         return CohortResult(params, torch.cat([c[1] for c in chunks]), "vmap")
 
-    def _start_state(self, global_params: dict[str, Tensor]) -> dict[str, Tensor]:
+    def _chosen(self, global_params: dict[str, Tensor], task: CohortTask) -> CohortTrainer:
+        """The trainer the tuner chose for this cohort's input shape and batch size (measured on the first such cohort)."""
+        key = (tuple(task.client_datas[0][0].shape[1:]), task.batch_size)
+        if key not in self._tuned:
+            self.choice = choice = self.tuner.choose(self, global_params, task)
+            self._tuned[key] = choice.candidate.trainer(self.model, self.memory_budget_bytes)
+        return self._tuned[key]
+
+    def start_state(self, global_params: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The model's state with ``global_params`` put in (checked: names and shapes), on the trainer's device."""
         state = model_state(self.model)
         for name, value in global_params.items():
             if name not in state:
