@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.errors import ConfigError, FlamingoError, PoolLost
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
 from flamingo_sim.fl.runner.execute import auto_jobs, check_executor
 from flamingo_sim.fl.runner.executors import make_executor
@@ -120,7 +120,10 @@ def run_study(
     jobs = auto_jobs([p.cfg for p in prepared]) if execution.jobs is None else execution.jobs
     check_parallel(prepared, jobs, executor)
     units = [u for p in prepared for u in p.units(jobs)]
-    _validate(command, runs, prepared, units, runner, jobs)
+    try:
+        _validate(command, runs, prepared, units, runner, jobs)
+    except PoolLost as exc:
+        raise FlamingoError(f"{exc}; nothing was written; " + (f"run it again with: {again}" if again else f"run the same {command} again")) from None
     how = f"finished units are kept; continue it with: {again}" if again else f"finished units are kept; run the same {command} again"
     with run_lock(out), ExitStack() as held:
         held.callback(runner.close)  # what validation kept, if the units do not run

@@ -12,8 +12,13 @@ built about once per study.
 Why this holds up as well as a process per unit did: a unit runs with its own torch thread
 budget (set before each unit, ``OMP_NUM_THREADS`` and torch's threads), its randomness is its
 own (per seed and round) and the components it reuses are the ones the policies of a seed share
-in one process anyway (``--jobs 1``), so the results do not change; a worker that crashes or is
-killed fails only the unit it held (its log says so) and another worker takes its place; on
+in one process anyway (``--jobs 1``), so the results do not change. Losing a process
+(:mod:`~flamingo_sim.fl.runner.executors.revive`): a worker killed by a signal, or taken down
+with the forkserver, has its unit run again once, from its last checkpoint (one line says which
+process died and how), on a new worker (from a new forkserver if need be); a unit whose worker
+crashed otherwise, or was killed again, fails alone (its log says so) while the others go on,
+and the study's last line says how to continue; a forkserver that cannot be started again ends
+the study with one line naming it and how it ended (:class:`~flamingo_sim.errors.PoolLost`). On
 Ctrl-C or SIGTERM every worker gets SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; a worker
 is ended by the kernel if its parent goes (``PR_SET_PDEATHSIG``), and the forkserver ends with
 the study's process.
@@ -33,11 +38,13 @@ import multiprocessing.connection
 import multiprocessing.forkserver
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from flamingo_sim.fl.runner.executors import revive
 from flamingo_sim.fl.runner.executors.progress import Progress
 from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
 from flamingo_sim.fl.runner.worker import WORKER_CACHE
@@ -48,6 +55,10 @@ __all__ = ["Pool", "pool", "close_pool", "run_pool", "pick", "warm_up", "error_o
 STOP_GRACE_S = 8.0
 #: The environment variable naming the schedule file (measurements only).
 SCHEDULE_ENV = "FLAMINGO_SIM_SCHEDULE"
+#: How many times a unit whose worker was killed (or went with the forkserver) is run again.
+RERUNS = 1
+#: The exit code multiprocessing reports for a worker whose forkserver is gone (it cannot read the status).
+FORKSERVER_LOST = 255
 
 
 def _context() -> Any:
@@ -76,6 +87,7 @@ class _Worker:
     unit: Unit | None = None
     kind: str = ""
     holds: list[tuple[str, int]] = field(default_factory=list)
+    server: int | None = None  # the forkserver it was forked from
 
 
 def pick(queue: Sequence[Unit], holds: Sequence[tuple[str, int]], busy: set[tuple[str, int]]) -> int:
@@ -137,6 +149,10 @@ class Pool:
         self.log = _Schedule()
         self.workers: list[_Worker] = []
         self.started = 0
+        #: Where the pool's own lines go (a lost process, a unit run again).
+        self.say: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
+        self.reruns: dict[Unit, int] = {}
+        self.dead_servers: dict[int, str] = {}
 
     def _grow(self, n: int) -> None:
         from flamingo_sim.fl.runner.worker import serve
@@ -144,9 +160,14 @@ class Pool:
         while len(self.workers) < n:
             here, there = self.ctx.Pipe()
             proc = self.ctx.Process(target=serve, args=(there, time.time()), name=f"flamingo-sim worker {self.started}", daemon=False)
-            proc.start()
+            try:
+                revive.start(proc, self.say)
+            except BaseException:
+                here.close()
+                there.close()
+                raise
             there.close()
-            self.workers.append(_Worker(self.started, proc, here))
+            self.workers.append(_Worker(self.started, proc, here, server=revive.forkserver_pid()))
             self.log("start", self.started, pid=proc.pid)
             self.started += 1
 
@@ -167,7 +188,7 @@ class Pool:
             for w in self.workers:
                 if w.ready and w.unit is None and queue:
                     unit = queue.pop(pick(queue, w.holds, busy))
-                    if kind == "run":
+                    if kind == "run" and unit not in self.reruns:  # a unit run again keeps its log
                         unit.path(".log").parent.mkdir(parents=True, exist_ok=True)
                         unit.path(".log").write_text("")
                         unit.path(".status").unlink(missing_ok=True)
@@ -178,12 +199,35 @@ class Pool:
             ready = multiprocessing.connection.wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers], timeout=0.2)
             for w in list(self.workers):
                 if w.conn in ready or w.process.sentinel in ready:
-                    self._answer(w, answer)
+                    lost = self._answer(w, answer)
+                    if lost is not None:
+                        queue.insert(0, lost)
             if progress is not None:
                 progress.tick()
 
-    def _answer(self, w: _Worker, answer: Callable[[Unit, str | None, dict[str, Any] | None, int | None], None]) -> None:
-        """Read what worker ``w`` said (or see that it ended) and pass its unit's outcome to ``answer``."""
+    def _lost(self, w: _Worker) -> tuple[str, bool]:
+        """Why worker ``w`` ended, and whether its unit may run again: it was killed by a signal, or went with the forkserver."""
+        code = w.process.exitcode
+        server = w.server
+        if server is not None:
+            how = self.dead_servers.get(server) or revive.how_it_ended(server)
+            # a worker that lost its forkserver reports 255, and may be seen to end a moment before its parent
+            deadline = time.monotonic() + (2.0 if code == FORKSERVER_LOST else 0.0)
+            while how is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+                how = revive.how_it_ended(server)
+            if how is not None:
+                if server not in self.dead_servers:
+                    self.dead_servers[server] = how
+                    self.say(f"the pool's forkserver (pid {server}) {how}; its workers ended with it; a new one is started")
+                return f"its worker went down with the pool's forkserver (pid {server}, which {how})", True
+        if code is not None and code < 0:
+            return f"its worker (pid {w.process.pid}) {revive.describe_exit(code)}", True
+        return "", False
+
+    def _answer(self, w: _Worker, answer: Callable[[Unit, str | None, dict[str, Any] | None, int | None], None]) -> Unit | None:
+        """Read what worker ``w`` said (or see that it ended) and pass its unit's outcome to ``answer``; the unit to
+        run again when its worker was lost to a signal or with the forkserver (at most :data:`RERUNS` times)."""
         msg = None
         try:
             if w.conn.poll():
@@ -193,23 +237,33 @@ class Pool:
         if msg is not None and msg[0] == "ready":
             w.ready = True
             self.log("ready", w.index, start_up_s=round(msg[1], 4))
-            return
+            return None
         if msg is not None:
             kind, error, timing = msg
             unit, w.unit = w.unit, None
             assert unit is not None
             self.log("done" if kind == "run" else "built", w.index, unit=unit.name, run=Path(unit.run_dir).name, error=error, **timing)
             answer(unit, error, timing, None)
-            return
-        # EOF or the process ended (crashed, killed): its unit fails alone; a new worker takes its place when needed
+            return None
+        # EOF or the process ended (crashed, killed): a new worker takes its place when needed
         w.process.join(timeout=1.0)
         if w.process.exitcode is None:
-            return
+            return None
         self.workers.remove(w)
         w.conn.close()
         self.log("died", w.index, exitcode=w.process.exitcode)
-        if w.unit is not None:
-            answer(w.unit, None, None, w.process.exitcode)
+        unit = w.unit
+        if unit is None:
+            self._lost(w)  # an idle worker: said only if the forkserver went
+            return None
+        why, again = self._lost(w)
+        if again and self.reruns.get(unit, 0) < RERUNS:
+            self.reruns[unit] = self.reruns.get(unit, 0) + 1
+            what = "runs again from its last checkpoint" if w.kind == "run" else "is built again"
+            self.say(f"{unit.label}: {why}; it {what}")
+            return unit
+        answer(unit, why or None, None, w.process.exitcode)
+        return None
 
     def build(self, units: Sequence[Unit], jobs: int) -> dict[Unit, str]:
         """Build each unit's components on the workers (each keeps what it built); the units whose build failed, with their error lines."""
@@ -217,7 +271,7 @@ class Pool:
 
         def answer(unit: Unit, error: str | None, timing: dict[str, Any] | None, exitcode: int | None) -> None:
             if timing is None:
-                errors[unit] = f"its worker ended ({error_of(unit, exitcode)})"
+                errors[unit] = error or f"its worker ended ({error_of(unit, exitcode)})"
             elif error is not None:
                 errors[unit] = error
 
@@ -233,12 +287,13 @@ class Pool:
 
         def answer(unit: Unit, error: str | None, timing: dict[str, Any] | None, exitcode: int | None) -> None:
             if timing is None:
-                progress.fail(unit, error_of(unit, exitcode))
+                progress.fail(unit, error or error_of(unit, exitcode))
             elif error is None and unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed) is not None:
                 progress.finish(unit)
             else:
                 progress.fail(unit, error or "ended without writing its result")
 
+        self.say = progress.say
         try:
             self._loop(_order(pending), jobs, "run", answer, progress)
         except BaseException:
