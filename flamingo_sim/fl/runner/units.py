@@ -42,7 +42,7 @@ from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["Unit", "PartsCache", "run_unit", "unit_parts", "unit_result", "log_rates", "read_status", "safe_name"]
+__all__ = ["Unit", "PartsCache", "run_unit", "unit_parts", "unit_result", "log_rates", "read_status", "safe_name", "call_after"]
 
 UNITS_DIR = "units"
 #: The result file's format (a file of another format is not trusted: the unit runs again).
@@ -58,7 +58,11 @@ class Unit:
     ``experiment``: a shipped experiment's name or an absolute path (the same on every node).
     ``threads``: the CPU threads the unit may use (its share of the cores: torch's thread
     budget in a worker process, the CPUs a Ray task asks for); ``gpu``: it trains on a CUDA GPU;
-    ``cost``: its relative work, for the order in which units start (not their results).
+    ``cost``: its relative work, for the order in which units start (not their results);
+    ``device``: its ``fl.device`` as configured (``auto`` and ``cuda`` train on the GPU a ``--jobs N``
+    pool gives the worker); ``after``: ``package.module:function`` called with ``(unit, say)`` once the unit has
+    finished, in the process that ran it (a study's per-run work done where the run ends:
+    ``reproduce`` draws a task's figures when its last unit is done); its errors are said, not raised.
     """
 
     experiment: str
@@ -73,6 +77,8 @@ class Unit:
     threads: int = 1
     gpu: bool = False
     cost: float = 1.0  # relative work (rounds x clients x steps): the costliest units start first
+    after: str = ""
+    device: str = "cpu"  # fl.device as configured: a pool gives each worker its own GPU for "auto" and "cuda"
 
     @property
     def name(self) -> str:
@@ -185,6 +191,20 @@ def run_unit(
         sim.seam.close()  # type: ignore[attr-defined]  # a DistributedSeam: the other ranks move on to the next unit
     writer.write(records, histogram=participation_histogram(sim.times_kept))
     log_rates(sim, say)
+    if unit.after:
+        call_after(unit, say)
+
+
+def call_after(unit: Unit, say: Callable[[str], None]) -> None:
+    """``unit.after(unit, say)`` (see :class:`Unit`); an error in it is one line said, the unit stays done."""
+    import importlib
+
+    module, _, name = unit.after.partition(":")
+    try:
+        getattr(importlib.import_module(module), name)(unit, say)
+    except Exception as exc:  # noqa: BLE001 - the unit finished; what comes after it is redone where it is needed
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        say(f"{unit.label}: {unit.after} failed: {type(exc).__name__}{': ' + first if first else ''}")
 
 
 def unit_parts(unit: Unit, cache: PartsCache | None) -> tuple[Path, ExperimentConfig, Any]:

@@ -1,7 +1,7 @@
 """``--jobs N`` on this machine: N long-lived worker processes, started once, fed units one at a time.
 
 The workers are forked by multiprocessing's forkserver, a parent process that imported torch,
-pandas and the package once (:data:`~flamingo_sim.fl.runner.worker.PRELOAD`): a worker is ready
+pandas and the package once (:data:`~flamingo_sim.fl.runner.forkserver.PRELOAD`): a worker is ready
 in a fraction of a second instead of the seconds a fresh interpreter takes to import them, and a
 worker that crashed is replaced as cheaply. Each worker (:func:`~flamingo_sim.fl.runner.worker.serve`)
 runs the units sent to it one after another and keeps the components of the last (run, seed) it
@@ -23,6 +23,11 @@ Ctrl-C or SIGTERM every worker gets SIGTERM, then SIGKILL after :data:`STOP_GRAC
 is ended by the kernel if its parent goes (``PR_SET_PDEATHSIG``), and the forkserver ends with
 the study's process.
 
+On a machine with GPUs, each worker has a slot (0, 1, ... up to the jobs; a worker that replaces
+another takes its slot) and trains a unit whose ``fl.device`` is ``auto`` or ``cuda`` on the GPU of its
+slot (:func:`gpu_of`: ``CUDA_VISIBLE_DEVICES`` set to one of the GPUs this process sees, the slot modulo
+their number), so ``--jobs N`` on N GPUs runs one unit per GPU; a unit pinned to ``cuda:K`` is left as it is.
+
 ``FLAMINGO_SIM_SCHEDULE=PATH`` (for measurements): one JSON line per event (a worker started or
 ready, with its start-up seconds; a unit sent or done, with its wall seconds, whether it reused
 the seed's components or how long it took to build them, and the worker's CPU seconds so far),
@@ -33,9 +38,7 @@ from __future__ import annotations
 
 import atexit
 import json
-import multiprocessing
 import multiprocessing.connection
-import multiprocessing.forkserver
 import os
 import signal
 import sys
@@ -44,12 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from flamingo_sim.fl.runner import forkserver
 from flamingo_sim.fl.runner.executors import revive
 from flamingo_sim.fl.runner.executors.progress import Progress
 from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
 from flamingo_sim.fl.runner.worker import WORKER_CACHE
 
-__all__ = ["Pool", "pool", "close_pool", "run_pool", "pick", "warm_up", "error_of", "STOP_GRACE_S", "SCHEDULE_ENV"]
+__all__ = ["Pool", "pool", "close_pool", "run_pool", "pick", "warm_up", "error_of", "visible_gpus", "gpu_of", "STOP_GRACE_S", "SCHEDULE_ENV"]
 
 #: Seconds a stopped worker gets to end on SIGTERM before it is killed.
 STOP_GRACE_S = 8.0
@@ -62,18 +66,13 @@ FORKSERVER_LOST = 255
 
 
 def _context() -> Any:
-    from flamingo_sim.fl.runner.worker import PRELOAD
-
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(PRELOAD))
-    return ctx
+    return forkserver.context()
 
 
 def warm_up() -> None:
-    """Start the forkserver (it imports :data:`~flamingo_sim.fl.runner.worker.PRELOAD`) without
+    """Start the forkserver (it imports :data:`~flamingo_sim.fl.runner.forkserver.PRELOAD`) without
     waiting for it: the study's process meanwhile validates its configs."""
-    _context()
-    multiprocessing.forkserver.ensure_running()
+    forkserver.start_early()
 
 
 @dataclass
@@ -88,6 +87,26 @@ class _Worker:
     kind: str = ""
     holds: list[tuple[str, int]] = field(default_factory=list)
     server: int | None = None  # the forkserver it was forked from
+    slot: int = 0  # its place among the workers: which GPU it trains on
+
+
+def visible_gpus(environ: dict[str, str] | None = None) -> list[str]:
+    """The GPUs this process may give its workers, as ``CUDA_VISIBLE_DEVICES`` entries: that variable's entries
+    where it is set, else torch's count of CUDA devices (none without CUDA)."""
+    env = os.environ if environ is None else environ
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return [g.strip() for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def gpu_of(unit: Unit, slot: int, gpus: Sequence[str]) -> str | None:
+    """The ``CUDA_VISIBLE_DEVICES`` of the worker in ``slot`` for ``unit``: its slot's GPU for a unit on ``auto`` or
+    ``cuda`` when there are GPUs; None (left as it is) for a CPU unit, a unit pinned to ``cuda:K``, or no GPU."""
+    if not gpus or unit.device not in ("auto", "cuda"):
+        return None
+    return gpus[slot % len(gpus)]
 
 
 def pick(queue: Sequence[Unit], holds: Sequence[tuple[str, int]], busy: set[tuple[str, int]]) -> int:
@@ -153,6 +172,7 @@ class Pool:
         self.say: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
         self.reruns: dict[Unit, int] = {}
         self.dead_servers: dict[int, str] = {}
+        self.gpus: list[str] | None = None  # what the workers may train on (read when a unit wants a GPU)
 
     def _grow(self, n: int) -> None:
         from flamingo_sim.fl.runner.worker import serve
@@ -167,17 +187,24 @@ class Pool:
                 there.close()
                 raise
             there.close()
-            self.workers.append(_Worker(self.started, proc, here, server=revive.forkserver_pid()))
+            taken = {w.slot for w in self.workers}
+            slot = next(i for i in range(len(self.workers) + 1) if i not in taken)
+            self.workers.append(_Worker(self.started, proc, here, server=revive.forkserver_pid(), slot=slot))
             self.log("start", self.started, pid=proc.pid)
             self.started += 1
 
     def _send(self, w: _Worker, kind: str, unit: Unit) -> None:
         env = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": str(unit.threads)}
+        if self.gpus is None and unit.device in ("auto", "cuda"):
+            self.gpus = visible_gpus()
+        gpu = gpu_of(unit, w.slot, self.gpus or [])
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
         w.conn.send((kind, unit.to_json(), env))
         w.unit, w.kind = unit, kind
         key = (unit.run_dir, unit.seed)
         w.holds = [k for k in w.holds if k != key][-(WORKER_CACHE - 1):] + [key] if WORKER_CACHE > 1 else [key]
-        self.log("send", w.index, kind=kind, unit=unit.name, run=Path(unit.run_dir).name)
+        self.log("send", w.index, kind=kind, unit=unit.name, run=Path(unit.run_dir).name, slot=w.slot, gpu=gpu)
 
     def _loop(self, queue: list[Unit], jobs: int, kind: str, answer: Callable[[Unit, str | None, dict[str, Any] | None, int | None], None],
               progress: Progress | None = None) -> None:

@@ -35,12 +35,18 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+#: Rounds each measured unit must have done before the whole study's time is estimated from them.
+ESTIMATE_ROUNDS = 2
+
+
 class Progress:
     """Units done, running and failed, and the time left estimated from the finished ones.
 
     On a terminal, one line per running unit and a total, redrawn in place; otherwise a line
     when a unit starts, ends or fails, and the total every :attr:`every_s` seconds.
     ``show=False``: only failures are said (a single run's own progress bars show the rest).
+    Once the running units have done their first :data:`ESTIMATE_ROUNDS` rounds (before any unit
+    finished), one line estimates the whole study's time from them (:meth:`estimate_from_rounds`).
     """
 
     every_s = 30.0
@@ -57,12 +63,73 @@ class Progress:
         self.durations: list[float] = []
         self.drawn = 0
         self.last_total = time.monotonic()
+        self.began = time.monotonic()
+        self.costs: dict[Unit, float] = {}  # the units not finished yet, by their relative work
+        self.estimated: float | None = None
 
     def _fraction(self, unit: Unit) -> float:
         status = read_status(unit)
         if status is None or not status[1]:
             return 0.0
         return min(1.0, status[0] / status[1])
+
+    def expect(self, units: list[Unit]) -> None:
+        """The units this study will run (those not finished yet): what the estimate from the first rounds covers."""
+        self.costs = {u: max(float(u.cost), 1e-9) for u in units}
+
+    def estimate_from_rounds(self) -> tuple[float, str] | None:
+        """``(seconds the whole study takes, counted from its start, a line saying so)`` from the rounds the running
+        units have done so far, once each of them (at least ``jobs`` of them, or all that are left) has done
+        :data:`ESTIMATE_ROUNDS`; None until then, or once a unit has finished (the finished ones say more).
+
+        Each measured unit's seconds per unit of work (its wall time so far over its rounds done, times its
+        rounds, over its cost) stands for the other units of its run; a run none of whose units runs yet
+        takes the mean over the measured runs. The work left is shared by the jobs.
+        """
+        if self.durations or not self.costs or not self.running:
+            return None
+        now = time.monotonic()
+        rates: dict[str, list[float]] = {}
+        measured = 0
+        for unit, t0 in self.running.items():
+            status = read_status(unit)
+            if status is None or not status[1] or status[0] < ESTIMATE_ROUNDS:
+                return None
+            rates.setdefault(unit.run_dir, []).append((now - t0) / status[0] * status[1] / self.costs.get(unit, max(unit.cost, 1e-9)))
+            measured += 1
+        if measured < min(self.jobs, len(self.costs)):
+            return None
+        per_run = {run: sum(r) / len(r) for run, r in rates.items()}
+        mean = sum(per_run.values()) / len(per_run)
+        work = 0.0
+        for unit, cost in self.costs.items():
+            rate = per_run.get(unit.run_dir, mean)
+            if unit in self.running:
+                status = read_status(unit)
+                frac = min(1.0, status[0] / status[1]) if status and status[1] else 0.0
+                work += rate * cost * (1.0 - frac)
+            else:
+                work += rate * cost
+        left = work / max(1, min(self.jobs, len(self.costs)))
+        total = (now - self.began) + left
+        rounds = ", ".join(f"{Path(run).name} {sum(r) / len(r) * self._cost_of(run):,.0f} s a unit" for run, r in rates.items())
+        line = (f"estimate from the first rounds: the {len(self.costs)} units take about {_clock(total)} in all, {_clock(left)} from now "
+                f"({rounds}; {min(self.jobs, len(self.costs))} at a time)")
+        return total, line
+
+    def _cost_of(self, run_dir: str) -> float:
+        costs = [c for u, c in self.costs.items() if u.run_dir == run_dir]
+        return sum(costs) / len(costs) if costs else 1.0
+
+    def estimate_once(self) -> None:
+        """Say :meth:`estimate_from_rounds`'s line, the first time there is one."""
+        if self.estimated is not None:
+            return
+        est = self.estimate_from_rounds()
+        if est is not None:
+            self.estimated = est[0]
+            self._erase()
+            self.say(est[1])
 
     def eta_s(self) -> float | None:
         """Seconds left: the mean finished unit's wall time times the work left, over the jobs."""
@@ -109,6 +176,7 @@ class Progress:
         self.say(failure.describe())
 
     def tick(self) -> None:
+        self.estimate_once()
         if not self.show:
             return
         if self.tty:
