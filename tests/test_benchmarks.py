@@ -47,6 +47,10 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
                          r"metrics identical across repeats: True"], [r"DIFFERENT", r"\bFalse\b"]),
     "population": (None, [rf"^\w+: a round at [\d,]+ clients costs {NUM}x the CPU of one at [\d,]+ \({NUM}x the wall time\)"], []),
     "prep_traces": (None, [rf"prep-traces [\d,]+ rows/s, pandas baseline [\d,]+ rows/s: ratio {NUM}x"], []),
+    "reproduce_real": (None, [r"each data set packed once: True; every task on real data: True",
+                              rf"^(openimage_mobilenet|openimage_shufflenet|speech_resnet34) +{NUM} s a unit of \d+ rounds",
+                              rf"whole reproduce on .* about {NUM} h; the measured study: {NUM} s, of which units {NUM} s \({NUM}x"],
+                       [r"\bFalse\b"]),
     "round_overhead": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),
     "studies": (None, [rf"speed-up of --jobs 2 over --jobs 1: {NUM}x .*; outputs identical \(\d+ files\)"], [r"results differ"]),
     "toolkit_runs": (None, [rf"main job \(baseline\): {NUM} s wall \(median of 2; range {NUM}-{NUM} s\)"]

@@ -39,35 +39,43 @@ def test_the_whole_study_is_estimated_from_the_first_rounds(tmp_path, monkeypatc
     progress.start(a1)
     progress.start(b1)
     _status(a1, 1, 40)
-    _status(b1, 2, 40)
-    clock[0] = 11.0
+    _status(b1, 1, 40)
+    clock[0] = 6.0
     progress.tick()
-    assert progress.estimate_from_rounds() is None and said == []  # a1 has done 1 round of the first 2
+    assert progress.estimate_from_rounds() is None and said == []  # no unit has done its first 2 rounds
+    clock[0] = 11.0
+    _status(b1, 2, 40)
+    progress.tick()
+    # b: 10 s for 2 of 40 rounds -> 200 s for a unit of cost 50 (4 s per unit of work); a and c at that rate (the mean);
+    # left: a1 (1 of 40 done) 390 + a2 400 + b1 (2 of 40) 190 + c1 400 = 1380, over 2 jobs: 690 s
+    assert said == ["estimate from the first rounds (1 of 3 runs measured): the 4 units take about 11:41 in all, 11:30 from now "
+                    "(b 200 s a unit; 2 at a time)"]
     _status(a1, 2, 40)
     progress.tick()
-    # a: 10 s for 2 of 40 rounds -> 200 s a unit of cost 100 (2 s per unit of work); b: 10 s for 2 -> 200 s for cost 50 (4 s)
-    # work left: a1 and b1 at 5 % done: 190 + 190; a2 (run a's rate): 200; c1 (no unit yet: the mean rate, 3 s): 300
-    left = (190 + 190 + 200 + 300) / 2
+    # a: 10 s for 2 of 40 -> 200 s for cost 100 (2 s); c at the mean 3 s: 190 + 200 + 190 + 300 = 880, over 2 jobs: 440 s
     total, line = progress.estimate_from_rounds()
-    assert total == pytest.approx(11.0 + left) and left == 440
-    assert said == [line] == ["estimate from the first rounds: the 4 units take about 7:31 in all, 7:20 from now "
-                              "(a 200 s a unit, b 200 s a unit; 2 at a time)"]
-    progress.tick()  # once
-    assert len(said) == 1
+    assert total == pytest.approx(11.0 + 440)
+    assert said[1:] == [line] == ["estimate from the first rounds (2 of 3 runs measured): the 4 units take about 7:31 in all, 7:20 from now "
+                                  "(a 200 s a unit, b 200 s a unit; 2 at a time)"]
+    progress.tick()  # nothing new measured: nothing said
+    assert len(said) == 2
 
 
-def test_a_finished_unit_ends_the_estimate_from_rounds(tmp_path, monkeypatch):
+def test_a_finished_unit_gives_its_run_its_rate(tmp_path, monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(progress_module.time, "monotonic", lambda: clock[0])
+    said: list[str] = []
     u1, u2 = _unit(tmp_path, "a", "p1", 1.0), _unit(tmp_path, "a", "p2", 1.0)
-    progress = Progress(total=2, done=0, jobs=1, say=lambda _m: None, show=False)
+    progress = Progress(total=2, done=0, jobs=1, say=said.append, show=False)
     progress.expect([u1, u2])
     progress.start(u1)
     clock[0] = 5.0
     progress.finish(u1)
     progress.start(u2)
     _status(u2, 3, 4)
-    assert progress.estimate_from_rounds() is None
+    total, line = progress.estimate_from_rounds()
+    assert total == pytest.approx(5.0 + 5.0 * 0.25)  # the finished unit took 5 s; the running one is three quarters done
+    assert line.endswith("(a 5 s a unit; 1 at a time)")
 
 
 @pytest.mark.parametrize("env, count, expected", [({"CUDA_VISIBLE_DEVICES": "3, 5"}, 8, ["3", "5"]), ({"CUDA_VISIBLE_DEVICES": ""}, 8, []),
@@ -104,4 +112,5 @@ def test_a_study_gives_each_worker_its_gpu_and_says_its_estimate(tmp_path):
     assert "4 units, 2 at a time (processes, 1 CPU thread(s) each); each worker on its own GPU of 6, 7 (CUDA_VISIBLE_DEVICES)" in proc.stderr
     sends = [json.loads(line) for line in schedule.read_text().splitlines() if '"send"' in line]
     assert sends and all(e["gpu"] == ["6", "7"][e["slot"]] for e in sends) and {e["slot"] for e in sends} == {0, 1}
-    assert any(line.startswith("estimate from the first rounds: the 4 units take about ") for line in proc.stderr.splitlines()), proc.stderr
+    assert any(line.startswith("estimate from the first rounds (") and " runs measured): the 4 units take about " in line
+               for line in proc.stderr.splitlines()), proc.stderr

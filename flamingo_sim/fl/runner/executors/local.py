@@ -81,11 +81,11 @@ class LocalExecutor(Executor):
 
 @contextlib.contextmanager
 def _estimating(progress: Progress, every_s: float = 1.0) -> Iterator[None]:
-    """While units run in this process: a thread that says the study's estimate from the first rounds, once."""
+    """While units run in this process: a thread that says the study's estimate from the first rounds (once a run)."""
     stop = threading.Event()
 
     def watch() -> None:
-        while not stop.wait(every_s) and progress.estimated is None and not progress.durations:
+        while not stop.wait(every_s):
             progress.estimate_once()
 
     thread = threading.Thread(target=watch, name="study-estimate", daemon=True)
