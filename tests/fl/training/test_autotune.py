@@ -225,3 +225,38 @@ def test_choice_record_is_json():
     cands = gpu_candidates(_TinyCNN())
     choice = select([Trial(c.name, 1.0 + i, 0.0) for i, c in enumerate(cands)], cands, 1e-6, where="w")
     assert isinstance(choice, Choice) and json.loads(json.dumps(choice.record()))["chosen"] == REFERENCE
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the tuner's GPU candidates need a GPU")
+def test_the_tuner_on_a_gpu_checks_and_times_every_candidate():
+    """On a GPU: every candidate of :func:`gpu_candidates` runs (or says why not), fp32 ones keep to the bound, the choice
+    trains the round, and a second cohort of the same shape reuses the choice."""
+    torch.manual_seed(0)
+    model = _TinyCNN(p_drop=0.1).cuda()
+    datas = [(x.cuda(), y.cuda()) for x, y in _datas(6, (3, 8, 8), 4, torch.float32)]
+    start = model_state(model)
+    task = CohortTask(datas, list(range(6)), n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=1)
+    lines: list[str] = []
+    trainer = CohortTrainer(model, "auto", tuner=Tuner(gpu_candidates(model), None, torch.cuda.get_device_name(0), log=lines.append))
+    got = trainer.train(start, task)
+    choice = trainer.choice
+    assert [t.candidate for t in choice.trials] == [c.name for c in gpu_candidates(model)]
+    fp32 = {t.candidate: t for t in choice.trials if "bf16" not in t.candidate}
+    assert all(t.error is None and t.s_per_client > 0 for t in fp32.values()), choice.trials
+    assert all(t.deviation <= choice.bound for t in fp32.values()), (choice.floor, choice.trials)
+    assert got.n_clients == 6 and all(torch.isfinite(v.float()).all() for v in got.params.values())
+    assert lines == [choice.line()] and choice.where.endswith(torch.cuda.get_device_name(0))
+    trainer.train(start, task)
+    assert len(lines) == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="channels_last on CUDA needs a GPU")
+def test_channels_last_streams_on_a_gpu_are_close_to_the_loop():
+    torch.manual_seed(0)
+    model = _TinyCNN().cuda()
+    datas = [(x.cuda(), y.cuda()) for x, y in _datas(3, (3, 8, 8), 4, torch.float32)]
+    start = model_state(model)
+    task = CohortTask(datas, [0, 1, 2], n_steps=3, batch_size=8, lr=0.05, seed=1, round_idx=1)
+    ref = CohortTrainer(model, "sequential").train(start, task)
+    got = CohortTrainer(model, "streams", n_streams=2, channels_last=True).train(start, task)
+    assert max(float((ref.params[k].float() - got.params[k].float()).abs().max()) for k in ref.params) < 1e-4
