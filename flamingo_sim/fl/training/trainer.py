@@ -54,7 +54,6 @@ A model *state* here is a ``dict[str, Tensor]`` of its parameters and buffers, a
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
@@ -79,6 +78,7 @@ __all__ = [
     "evaluate_batches",
     "model_state",
     "minibatch_indices",
+    "cohort_indices",
     "supports_batched",
     "choose_strategy",
 ]
@@ -149,13 +149,24 @@ def choose_strategy(model: nn.Module, input_shape: Sequence[int], device: torch.
 
 def minibatch_indices(n_samples: int, n_steps: int, batch_size: int, seed: int, round_idx: int, client_id: int) -> Tensor:
     """``(n_steps, batch_size)`` int64 sample indices of one client's local steps this round."""
-    if n_samples < 1:
-        raise ValueError(f"client {client_id} has no samples")
+    return cohort_indices([n_samples], [client_id], n_steps, batch_size, seed, round_idx)[0]
+
+
+def cohort_indices(n_samples: Sequence[int], client_ids: Sequence[int], n_steps: int, batch_size: int, seed: int, round_idx: int) -> Tensor:
+    """``(k, n_steps, batch_size)`` int64: :func:`minibatch_indices` of each of ``k`` clients, written into one array
+    (a cohort's worth at once: one tensor instead of one per client; the same numbers)."""
     total = n_steps * batch_size
-    gen = rng(seed, "local-shuffle", round_idx, client_id)
-    n_perms = math.ceil(total / n_samples)
-    order = np.concatenate([gen.permutation(n_samples) for _ in range(n_perms)])[:total]
-    return torch.from_numpy(order.astype(np.int64)).view(n_steps, batch_size)
+    out = np.empty((len(client_ids), total), dtype=np.int64)
+    for i, (n, cid) in enumerate(zip(n_samples, client_ids)):
+        if n < 1:
+            raise ValueError(f"client {cid} has no samples")
+        gen = rng(seed, "local-shuffle", round_idx, int(cid))
+        pos = 0
+        while pos < total:  # fresh permutations of the client's samples, concatenated and cut
+            take = min(n, total - pos)
+            out[i, pos:pos + take] = gen.permutation(n)[:take]
+            pos += take
+    return torch.from_numpy(out).view(len(client_ids), n_steps, batch_size)
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,10 +279,8 @@ class CohortTrainer:
         client_datas, client_ids, n_steps, batch_size, lr = task.client_datas, task.client_ids, task.n_steps, task.batch_size, task.lr
         seed, round_idx, prox_mu = task.seed, task.round_idx, float(task.prox_mu)
         state = self.start_state(global_params)
-        indices = [
-            minibatch_indices(int(x.shape[0]), n_steps, batch_size, seed, round_idx, int(cid))
-            for cid, (x, _) in zip(client_ids, client_datas)
-        ]
+        cohort = cohort_indices([int(x.shape[0]) for x, _ in client_datas], client_ids, n_steps, batch_size, seed, round_idx)
+        indices: list[Tensor] = list(cohort.unbind(0))
         strategy, chunk = self.plan(tuple(client_datas[0][0].shape[1:]), batch_size, len(client_ids))
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), precision_context(self.precision, self.device):
@@ -297,7 +306,7 @@ class CohortTrainer:
                                                self.channels_last)
                 return CohortResult(params, losses, "streams")
             chunks = [
-                self._vmap_chunk(state, client_datas[i : i + chunk], indices[i : i + chunk], lr, prox_mu) for i in range(0, len(client_ids), chunk)
+                self._vmap_chunk(state, client_datas[i : i + chunk], cohort[i : i + chunk], lr, prox_mu) for i in range(0, len(client_ids), chunk)
             ]
         if len(chunks) == 1:
             return CohortResult(chunks[0][0], chunks[0][1], "vmap")
@@ -324,7 +333,7 @@ class CohortTrainer:
         return state
 
     def _vmap_chunk(
-        self, state: dict[str, Tensor], client_datas: Sequence[tuple[Tensor, Tensor]], indices: Sequence[Tensor], lr: float, prox_mu: float
+        self, state: dict[str, Tensor], client_datas: Sequence[tuple[Tensor, Tensor]], indices: Tensor, lr: float, prox_mu: float
     ) -> tuple[dict[str, Tensor], Tensor]:
         # All clients' samples in one tensor, moved once; per-step gather indices offset into it.
         k = len(client_datas)
@@ -332,7 +341,7 @@ class CohortTrainer:
         y_all = torch.cat([y for _, y in client_datas])
         sizes = torch.tensor([int(x.shape[0]) for x, _ in client_datas])
         offsets = torch.cumsum(sizes, 0) - sizes
-        gather = torch.stack(list(indices), dim=1) + offsets.view(1, k, 1)  # (n_steps, k, batch)
+        gather = indices.transpose(0, 1) + offsets.view(1, k, 1)  # (n_steps, k, batch)
         if self.device.type == "cuda":  # pinned host memory for what is still on the host (resident data is not)
             x_all, y_all, gather = (t.pin_memory().to(self.device, non_blocking=True) if t.device.type == "cpu" else t for t in (x_all, y_all, gather))
         else:
