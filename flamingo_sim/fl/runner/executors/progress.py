@@ -131,8 +131,9 @@ class Progress:
         return sum(costs) / len(costs) if costs else 1.0
 
     def estimate_once(self) -> None:
-        """Say :meth:`estimate_from_rounds`'s line when it covers a run more than the last one said (so at most once a run)."""
-        if not self.costs:
+        """Say :meth:`estimate_from_rounds`'s line when it covers a run more than the last one said (so at most once a run);
+        nothing where ``show`` is off (a single run's own progress bars say its time)."""
+        if not self.costs or not self.show:
             return
         est = self.estimate_from_rounds()
         if est is None:
