@@ -469,3 +469,44 @@ def test_the_install_page_quotes_the_suite_as_measured():
     assert (f"the default suite held {doc['default_tests']:,} tests and took {doc['median_wall_s']:.0f} s on 2 cores shared with other work "
             f"(load {run['load_before']:.1f} before, {run['load_after']:.1f} after") in page
     assert f"The full suite adds {doc['slow_tests']} slow tests" in page
+
+
+def test_every_results_file_a_page_names_exists_or_the_page_says_it_is_pending():
+    """A page quotes only results files the repository holds; a figure still to be measured is said to be pending, in the
+    same paragraph, beside the command that will write it."""
+    import re
+
+    pattern = re.compile(r"benchmarks/results/([\w.-]+\.(?:json|log|txt|md))")
+    missing = []
+    for page in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
+        for paragraph in page.read_text().split("\n\n"):
+            for name in pattern.findall(paragraph):
+                if not (ROOT / "benchmarks" / "results" / name).is_file() and "pending" not in paragraph:
+                    missing.append(f"{page.name}: {name}")
+    assert missing == []
+
+
+def test_the_gpu_page_says_what_auto_does_and_which_files_the_gpu_script_writes():
+    """docs/gpu.md states auto's rule as the code has it (candidates, clients, bound, cache) and names every results file
+    benchmarks/gpu_device.sh writes, said to be pending until one exists."""
+    import re
+
+    from flamingo_sim.fl.training import autotune
+    from flamingo_sim.models import build_model
+
+    page = (ROOT / "docs/gpu.md").read_text()
+    flat = " ".join(page.split())
+    assert f"on the first {autotune.MEASURE_CLIENTS} clients of the cohort" in flat
+    assert f"update deviation from the per-client loop <= {autotune.BOUND_FACTOR:g} x float32 rounding's own" in flat
+    assert f"at most {autotune.BOUND_FACTOR:g} times the rounding floor" in flat
+    for cand in autotune.gpu_candidates(build_model("mobilenet_v2", (3, 32, 32), 10, seed=0)):
+        if cand.name != autotune.REFERENCE:
+            assert f"`{cand.name}`" in page, cand.name
+    assert autotune.CACHE_ENV in page and "~/.cache/flamingo-sim/train_auto.json" in page
+    script = (ROOT / "benchmarks/gpu_device.sh").read_text()
+    written = sorted(set(re.findall(r'"\$OUT/(\w+)_\$TAG\.(json|log)"', script)) | set(re.findall(r'LOG="\$OUT/(\w+)_\$TAG\.(log)"', script)))
+    assert [w[0] for w in written] == ["cuda_tests", "gpu_device", "gpu_round", "reproduce_real"]
+    section = page.split("### Issue 43 on one H100")[1].split("\n### ")[0]
+    assert "pending" in section and "bash benchmarks/gpu_device.sh" in section
+    for name, ext in written:
+        assert f"`{name}_h100.{ext}`" in section, name

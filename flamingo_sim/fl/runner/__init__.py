@@ -14,6 +14,7 @@ In the order a run uses them:
 - :mod:`~flamingo_sim.fl.runner.execute`     units handed to an executor, and each unit's share of the cores;
 - :mod:`~flamingo_sim.fl.runner.executors`   the executors' contract and registry: here, a pool of worker processes, Ray, plug-ins;
 - :mod:`~flamingo_sim.fl.runner.worker`      a ``--jobs`` pool's long-lived worker (and a Ray task's body);
+- :mod:`~flamingo_sim.fl.runner.forkserver`  the workers' preloaded parent, started as early as a command can;
 - :mod:`~flamingo_sim.fl.runner.ranks`       a run over torchrun's processes: rank 0 writes, the others serve;
 - :mod:`~flamingo_sim.fl.runner.engines`     the :class:`Engine` contract (what runs one simulation's rounds) and its registry;
 - :mod:`~flamingo_sim.fl.runner.callbacks`   the :class:`Callback` contract of the run loop and the progress bar;

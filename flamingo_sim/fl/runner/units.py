@@ -42,7 +42,7 @@ from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["Unit", "PartsCache", "run_unit", "unit_parts", "unit_result", "log_rates", "read_status", "safe_name"]
+__all__ = ["Unit", "PartsCache", "run_unit", "unit_parts", "unit_result", "log_rates", "read_status", "safe_name", "call_after"]
 
 UNITS_DIR = "units"
 #: The result file's format (a file of another format is not trusted: the unit runs again).
@@ -58,7 +58,11 @@ class Unit:
     ``experiment``: a shipped experiment's name or an absolute path (the same on every node).
     ``threads``: the CPU threads the unit may use (its share of the cores: torch's thread
     budget in a worker process, the CPUs a Ray task asks for); ``gpu``: it trains on a CUDA GPU;
-    ``cost``: its relative work, for the order in which units start (not their results).
+    ``cost``: its relative work, for the order in which units start (not their results);
+    ``device``: its ``fl.device`` as configured (``auto`` and ``cuda`` train on the GPU a ``--jobs N``
+    pool gives the worker); ``after``: ``package.module:function`` called with ``(unit, say)`` once the unit has
+    finished, in the process that ran it (a study's per-run work done where the run ends:
+    ``reproduce`` draws a task's figures when its last unit is done); its errors are said, not raised.
     """
 
     experiment: str
@@ -73,6 +77,8 @@ class Unit:
     threads: int = 1
     gpu: bool = False
     cost: float = 1.0  # relative work (rounds x clients x steps): the costliest units start first
+    after: str = ""
+    device: str = "cpu"  # fl.device as configured: a pool gives each worker its own GPU for "auto" and "cuda"
 
     @property
     def name(self) -> str:
@@ -190,6 +196,20 @@ def run_unit(
         sim.seam.close()  # type: ignore[attr-defined]  # a DistributedSeam: the other ranks move on to the next unit
     writer.write(records, histogram=participation_histogram(sim.times_kept))
     log_rates(sim, say)
+    if unit.after:
+        call_after(unit, say)
+
+
+def call_after(unit: Unit, say: Callable[[str], None]) -> None:
+    """``unit.after(unit, say)`` (see :class:`Unit`); an error in it is one line said, the unit stays done."""
+    import importlib
+
+    module, _, name = unit.after.partition(":")
+    try:
+        getattr(importlib.import_module(module), name)(unit, say)
+    except Exception as exc:  # noqa: BLE001 - the unit finished; what comes after it is redone where it is needed
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        say(f"{unit.label}: {unit.after} failed: {type(exc).__name__}{': ' + first if first else ''}")
 
 
 def unit_parts(unit: Unit, cache: PartsCache | None) -> tuple[Path, ExperimentConfig, Any]:
@@ -235,6 +255,7 @@ class _UnitWriter(Callback):
 
     def on_run_begin(self, sim: Any, records: Sequence[RoundRecord]) -> None:
         self.records = list(records)
+        self.sim = sim
 
     def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
         self.records.append(record)
@@ -245,6 +266,9 @@ class _UnitWriter(Callback):
     def write(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> None:
         body = {"format": FORMAT, "policy": self.unit.policy, "seed": self.unit.seed, "done": histogram is not None,
                 "rows": [r.to_row() for r in records], "participation_histogram": histogram, **self.about}
+        choice = getattr(getattr(getattr(self, "sim", None), "trainer", None), "choice", None)
+        if choice is not None:  # train_mode auto on a GPU: what it chose, why, and the bound it checked
+            body["train_mode"] = choice.record()
         write_json(self.unit.path(".json"), body)
         if self.after is not None:
             self.after()

@@ -1,15 +1,19 @@
 """Writing the reproduction report: ``report.md``, ``report.html``, ``figure6.png/.svg``, ``tables.json``.
 
 The report opens with Tables 1-3 and the Figure 6 analogue; then, per task, the comparison on
-three bases and the exploration cost; then the detailed figures of all tasks (one panel per
-task, :func:`flamingo_sim.report.write.write_report`) in ``figures/``.
+three bases and the exploration cost; then each task's detailed figures (the ``report`` figures
+of its run, :mod:`flamingo_sim.studies.reproduce.detail`) from ``figures/<task>/``, drawn as each
+task's run finished.
 """
 
 from __future__ import annotations
 
 import html
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from matplotlib.figure import Figure
 
 from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.io import atomic_path, write_json
@@ -24,7 +28,7 @@ __all__ = ["load_results", "write_reproduction", "exploration_line", "fidelity_n
 
 DPI = 200
 #: Caption of the speedup-by-target figure set beside Table 2.
-CURVE_CAPTION = ("Speedup and energy efficiency of Flamingo over the baseline against the target accuracy, one panel per task, "
+CURVE_CAPTION = ("Speedup and energy efficiency of Flamingo over the baseline against the target accuracy, one figure per task, "
                  "read on the same curve as Table 2 (star: Table 2's ratios at its target, the mean of each seed's own; shaded: "
                  "targets some policy never reaches in some seed, where the curve, one target for every seed, has no ratio).")
 
@@ -63,6 +67,14 @@ def fidelity_note(results: Sequence[TaskResult]) -> str:
             "(`--set TASK:data.root=DIR`) to train the real DNNs.")
 
 
+def _save(fig: Figure, out: Path, stem: str) -> None:
+    """``fig`` as ``out/stem.png`` and ``.svg``, each written atomically (:func:`~flamingo_sim.report.write.save_figure`)."""
+    from flamingo_sim.report.write import save_figure
+
+    with ExitStack() as stack:
+        save_figure(fig, [(stack.enter_context(atomic_path(out / f"{stem}.{fmt}")), fmt) for fmt in ("png", "svg")], dpi=DPI)
+
+
 def _md_table(t: Table) -> list[str]:
     out = [f"### {t.title}", ""]
     out.append("| " + " | ".join(t.columns) + " |")
@@ -83,19 +95,20 @@ def _html_table(t: Table) -> str:
 
 
 def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles: ProfileDirs,
+                       details: Mapping[str, Mapping[str, Sequence[Path]]],
                        overrides: Mapping[str, Sequence[str]] | None = None, profile_set: str = "paper",
                        readings: str = "default", walks: Sequence[Sequence[StepResult]] | None = None,
                        mechanisms: Mapping[str, Sequence[StepResult]] | None = None,
                        explore_then_share: Sequence[TaskResult] | None = None) -> Path:
-    """Write the report into ``out_dir``; returns the Markdown file. ``overrides``: task -> the ``--set`` list it ran with;
-    ``profile_set``: the runs' ``phones.profile_set`` (Table 1 reads it); ``readings``: the named readings the runs
-    used; ``walks``: the attribution walk of each task (:mod:`~flamingo_sim.studies.reproduce.attribution`), written as
-    "Why our Table 2 differs from the paper's" with ``attribution.png/.svg`` and ``attribution.json``; ``mechanisms``:
-    task -> the model's mechanisms one at a time (:mod:`~flamingo_sim.studies.reproduce.mechanisms`, into the same
-    section and ``mechanisms.json``); ``explore_then_share``: the same tasks under Appendix B's reading of exploration
-    (``--readings paper``), its Table 2 beside the main one."""
-    from flamingo_sim.report.write import write_report
-
+    """Write the report into ``out_dir``; returns the Markdown file. ``details``: task -> its detailed figures by stem
+    (their files, PNG first; :func:`~flamingo_sim.studies.reproduce.detail.ensure_task_figures`); ``overrides``: task ->
+    the ``--set`` list it ran with; ``profile_set``: the runs' ``phones.profile_set`` (Table 1 reads it); ``readings``:
+    the named readings the runs used; ``walks``: the attribution walk of each task
+    (:mod:`~flamingo_sim.studies.reproduce.attribution`), written as "Why our Table 2 differs from the paper's" with
+    ``attribution.png/.svg`` and ``attribution.json``; ``mechanisms``: task -> the model's mechanisms one at a time
+    (:mod:`~flamingo_sim.studies.reproduce.mechanisms`, into the same section and ``mechanisms.json``);
+    ``explore_then_share``: the same tasks under Appendix B's reading of exploration (``--readings paper``), its Table 2
+    beside the main one."""
     out = Path(out_dir)
     phones = list(dict.fromkeys(c[len("interference_s_"):] for r in results for c in r.metrics.columns if c.startswith("interference_s_")))
     t1, t2, t3 = table1(profiles, phones, profile_set), table2(results), table3(results)
@@ -108,18 +121,11 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
                    t2.note, t2.reading, t2.paper)
     stragglers = straggler_table(results)
     per_task = [bases_table(r) for r in results]
-    fig = figure6(results)
-    for fmt in ("png", "svg"):
-        with atomic_path(out / f"figure6.{fmt}") as tmp:
-            fig.savefig(tmp, format=fmt, dpi=DPI)
-    detail = write_report([r.run_dir for r in results], out / "figures", labels=[r.task for r in results])
+    _save(figure6(results), out, "figure6")
     why_md: list[str] = []
     why_html: list[str] = []
     if walks:
-        wfig = waterfall(walks)
-        for fmt in ("png", "svg"):
-            with atomic_path(out / f"attribution.{fmt}") as tmp:
-                wfig.savefig(tmp, format=fmt, dpi=DPI)
+        _save(waterfall(walks), out, "attribution")
         write_json(out / "attribution.json", attribution_json(walks))
         wtables = [attribution_table(w) for w in walks if w]
         why_md = ["## Why our Table 2 differs from the paper's", "", *why_lines(walks), "", "![attribution](attribution.png)", "",
@@ -159,16 +165,20 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
                    "round's start vs round, on a full scale; (c) the same vs virtual time; (d) distinct clients lost to training "
                    "(offline only because training drained them) vs round. Every curve starts at round 0, t = 0.")
     md = ["# Flamingo (DistributedML '23) reproduced with flamingo-sim", ""] + head + [""]
+    rel = {task: {stem: [p.relative_to(out).as_posix() for p in paths] for stem, paths in figs.items()} for task, figs in details.items()}
+    curves = [(r.task, rel[r.task]["speedup_vs_target"][0]) for r in results if "speedup_vs_target" in rel.get(r.task, {})]
     md += _md_table(t1) + _md_table(t2) + (_md_table(t2_ets) if t2_ets else []) + _md_table(stragglers)
-    md += [fidelity, "", "![speedup by target](figures/speedup_vs_target.png)", "", CURVE_CAPTION, ""]
+    md += [fidelity, ""] + [f"![speedup by target, {task}]({png})" for task, png in curves]
+    md += ["", CURVE_CAPTION, ""]
     md += _md_table(t3)
     md += ["### Figure 6 analogue", "", "![figure 6](figure6.png)", "", fig_caption, ""]
     md += why_md
     md += ["## Each task on three bases", ""]
     for r, t in zip(results, per_task):
         md += _md_table(t) + [f"Exploration cost: {exploration_line(r)}", ""]
-    md += ["## Detailed figures (one panel per task)", ""]
-    md += [f"![{stem}](figures/{paths[0].name})" for stem, paths in detail.figures.items()] + [""]
+    md += ["## Detailed figures, per task", ""]
+    for r in results:
+        md += [f"### {r.label}", "", *(f"![{stem}]({paths[0]})" for stem, paths in rel.get(r.task, {}).items()), ""]
     md_path = out / "report.md"
     with atomic_path(md_path) as tmp:
         tmp.write_text("\n".join(md))
@@ -178,14 +188,16 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
         "<h1>Flamingo (DistributedML '23) reproduced with flamingo-sim</h1>",
         *(f"<p>{e(line.replace('`', ''))}</p>" for line in head),
         _html_table(t1), _html_table(t2), *([_html_table(t2_ets)] if t2_ets else []), _html_table(stragglers), f"<p>{e(fidelity)}</p>",
-        f'<figure><img src="figures/speedup_vs_target.png" width="900" alt="speedup by target"><figcaption>{e(CURVE_CAPTION)}</figcaption></figure>',
+        *(f'<figure><img src="{e(png)}" width="680" alt="speedup by target, {e(task)}"></figure>' for task, png in curves),
+        f"<p>{e(CURVE_CAPTION)}</p>",
         _html_table(t3),
         f'<h3>Figure 6 analogue</h3><figure><img src="figure6.png" width="900" alt="figure 6"><figcaption>{e(fig_caption)}</figcaption></figure>',
         *why_html,
         "<h2>Each task on three bases</h2>",
         *(_html_table(t) + f"<p>Exploration cost: {e(exploration_line(r))}</p>" for r, t in zip(results, per_task)),
-        "<h2>Detailed figures (one panel per task)</h2>",
-        *(f'<figure><img src="figures/{e(paths[0].name)}" width="900" alt="{e(stem)}"></figure>' for stem, paths in detail.figures.items()),
+        "<h2>Detailed figures, per task</h2>",
+        *(f"<h3>{e(r.label)}</h3>" + "".join(f'<figure><img src="{e(paths[0])}" width="680" alt="{e(stem)}"></figure>'
+                                               for stem, paths in rel.get(r.task, {}).items()) for r in results),
     ])
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Flamingo reproduced with flamingo-sim</title>
