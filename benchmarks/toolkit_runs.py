@@ -7,7 +7,7 @@ example's wall time is printed as a ratio of the median main-job time (the basel
 the same run, so that a machine shared with other jobs moves both). This is the one source of
 the example run times that docs/fl-engine.md quotes.
 
-    PYTHONPATH=. python benchmarks/toolkit_runs.py [--only fedyogi,eas] [--json benchmarks/results/toolkit_runs_2cores.json]
+    PYTHONPATH=. python benchmarks/toolkit_runs.py [--only fedyogi,least_energy] [--json benchmarks/results/toolkit_runs_2cores.json]
     PYTHONPATH=. python benchmarks/toolkit_runs.py --smoke     # seconds: 2 rounds, small cohorts
 """
 
