@@ -3,6 +3,8 @@
 Each requirement of ``[project] dependencies`` and of the extras named on the command line
 (default: ``test``) that has a ``>=`` bound becomes ``name==bound``; exact pins (``==``) are kept;
 a requirement without a lower bound is left free (pip picks what its other requirements allow).
+Where several requirements bound one package (an extra raises a core floor: Flower's needs numpy
+1.26), the highest bound wins.
 ``pip install -c constraints.txt -e '.[test]'`` then installs the lowest declared versions, so a
 bound that is too low fails the suite run on them (.ci/run's lowest-versions job).
 """
@@ -41,12 +43,23 @@ def main(extras: list[str]) -> int:
         if extra not in project["optional-dependencies"]:
             raise SystemExit(f"pyproject.toml: no extra {extra!r} (extras: {', '.join(project['optional-dependencies'])})")
         requirements += project["optional-dependencies"][extra]
-    pins = {}
+    print("\n".join(constraints(requirements)))
+    return 0
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version))
+
+
+def constraints(requirements: list[str]) -> list[str]:
+    """The ``name==lowest`` lines of ``requirements``, one per package (its highest lower bound), sorted."""
+    pins: dict[str, str] = {}
     for req in requirements:
         if (pin := lowest(req)) is not None:
-            pins[pin.split("==")[0].lower()] = pin
-    print("\n".join(sorted(pins.values())))
-    return 0
+            key = pin.split("==")[0].lower()
+            if key not in pins or _version_key(pin.split("==")[1]) > _version_key(pins[key].split("==")[1]):
+                pins[key] = pin
+    return sorted(pins.values(), key=str.lower)
 
 
 if __name__ == "__main__":

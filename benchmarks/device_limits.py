@@ -28,6 +28,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
+
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "openimage_mobilenet.yaml"
 SMOKE = {"rounds": 2, "repeats": 1, "sizes": "200", "policies": "flamingo", "participants": 10, "steps": 2}
@@ -134,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
                   "on": ON, "rounds": args.rounds, "repeats": args.repeats, "machine": platform.processor() or platform.machine(),
                   "cpus": os.cpu_count(), "load_1min": [load_before[0], load_after[0]], "rows": rows}
         args.out.write_text(json.dumps(result, indent=2) + "\n")
+        stamp([args.out], command_line())  # timings: no sources (they date with the whole tree)
 
 
 if __name__ == "__main__":

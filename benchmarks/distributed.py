@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
+
 ROOT = Path(__file__).resolve().parents[1]
 EXP = str(ROOT / "experiments" / "openimage_mobilenet.yaml")
 
@@ -309,6 +311,7 @@ def main() -> None:
             results["gpu"] = gpu(work, args.smoke, repeats)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+        stamp([Path(args.json)], command_line())  # timings: no sources (they date with the whole tree)
     bad = [t for t, r in results.get("correctness", {}).items() if any(v != "identical" for v in r["same"].values())]
     if bad:
         raise SystemExit(f"results differ across world sizes: {', '.join(bad)}")

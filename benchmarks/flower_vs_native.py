@@ -41,6 +41,7 @@ from flamingo_sim.fl.config import load_experiment  # noqa: E402
 from flamingo_sim.fl.plugins import experiment_policy  # noqa: E402
 from flamingo_sim.fl.sim.simulation import Simulation  # noqa: E402
 from flamingo_sim.fl.strategy.selection import make_selector  # noqa: E402
+from flamingo_sim.provenance import command_line, stamp  # noqa: E402  (each results file's commit, command and machine)
 
 SMOKE = {"clients": 40, "participants": 4, "steps": 3, "rounds": 3, "repeats": 1}
 
@@ -148,6 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(out, indent=1))
+        stamp([Path(a.json)], command_line())  # timings: no sources (they date with the whole tree)
     return out
 
 

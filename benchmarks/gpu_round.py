@@ -5,9 +5,18 @@ A round is ``--clients`` clients (100) x ``--steps`` local steps (20) x minibatc
 issue 15's table it times, in one process and on the device given:
 
 - ``loop``: the per-client loop on that device (FedScale's way: one model, client after client);
-- ``engine``: what ``fl.train_mode: auto`` picks for (model, image size, device);
-- on CUDA also every other candidate (vmap, vmap + CUDA graph, model copies on 4 streams, and
-  the same in bf16 with ``--bf16``), so the automatic choice can be checked against them.
+- ``engine``: what ``fl.train_mode: auto`` picks for (model, image size, device): on CUDA the tuner
+  (:mod:`flamingo_sim.fl.training.autotune`) measures its candidates in the warm-up round and the timed
+  rounds run its choice (``--json`` records the choice, why, the bound and every candidate's trial);
+- on CUDA also every candidate of the tuner (vmap, vmap + CUDA graph, a CUDA graph per client, model
+  copies on 4 streams, the same in channels_last, vmap + graph in bf16; ``--bf16`` adds 4 streams in
+  bf16), each timed on the whole round, so the automatic choice can be checked against them;
+  ``--tuner-only`` times only the loop and the engine and reports each other candidate as the tuner
+  measured it (seconds per client on its first cohort, times the clients).
+
+``--budget-s`` bounds the whole benchmark: a row or candidate that would start after it is reported as
+skipped, and ``--json`` is rewritten after every row (``complete`` says whether every row ran), so a
+run cut short still leaves what it measured.
 
 Each timing is the median of ``--repeats`` rounds after one warm-up round (CUDA graph capture,
 cuDNN autotuning and vmap tracing happen there), the candidates interleaved round by round so
@@ -32,7 +41,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -41,9 +52,11 @@ from typing import Callable
 
 import torch
 
+from flamingo_sim.fl.training.autotune import REFERENCE, gpu_candidates, make_tuner
 from flamingo_sim.fl.training.device import resolve_device, set_threads
 from flamingo_sim.fl.training.trainer import CohortResult, CohortTask, CohortTrainer, model_state
 from flamingo_sim.models import build_model
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
 
 # --smoke: two rows on the CPU in seconds; explicit options still win
 SMOKE = {"device": "cpu", "threads": 1, "clients": 2, "steps": 1, "batch_size": 4, "samples": 8, "image_divisor": 8,
@@ -94,25 +107,32 @@ def _max_param_diff(model: torch.nn.Module, a: CohortResult, b: CohortResult) ->
     return max(float((a.params[n].float() - b.params[n].float()).abs().max()) for n, _ in model.named_parameters())
 
 
-def candidates(device: torch.device, bf16: bool) -> dict[str, dict]:
-    """Trainer settings to time; ``engine`` is the automatic choice."""
+def candidates(device: torch.device, bf16: bool, model: torch.nn.Module | None = None, tuner_only: bool = False) -> dict[str, dict]:
+    """Trainer settings to time; ``engine`` is the automatic choice (on CUDA: the tuner's, measured on the model)."""
     out: dict[str, dict] = {"loop": {"strategy": "sequential"}, "engine": {"strategy": "auto"}}
     if device.type == "cpu":
         out.update({"vmap": {"strategy": "vmap"}, "threads": {"strategy": "threads"}})
-    if device.type == "cuda":
-        out.update({
-            "vmap": {"strategy": "vmap"},
-            "vmap+graph": {"strategy": "vmap", "cuda_graphs": True},
-            "4 streams": {"strategy": "streams", "n_streams": 4},
-        })
+    if device.type == "cuda" and not tuner_only:
+        for cand in gpu_candidates(model if model is not None else torch.nn.Conv2d(3, 3, 3)):
+            if cand.name != REFERENCE:
+                out[cand.name] = {"strategy": cand.strategy, "cuda_graphs": cand.cuda_graphs, "channels_last": cand.channels_last,
+                                  "precision": cand.precision, "max_batched_clients": cand.max_clients, "n_streams": cand.n_streams}
         if bf16:
-            out.update({"vmap+graph bf16": {"strategy": "vmap", "cuda_graphs": True, "precision": "bf16"},
-                        "4 streams bf16": {"strategy": "streams", "n_streams": 4, "precision": "bf16"}})
+            out["4 streams bf16"] = {"strategy": "streams", "n_streams": 4, "precision": "bf16"}
     return out
 
 
-def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> dict:
-    """Time one row; returns its results (seconds per round of every candidate, medians and spreads)."""
+def _trainer(name: str, settings: dict, model: torch.nn.Module, device: torch.device, tune: bool = False) -> CohortTrainer:
+    if name == "engine" and (device.type == "cuda" or tune):  # auto on a GPU: the tuner, measured afresh (no cache)
+        tuner = make_tuner(device, model, "fp32", lambda line: print(f"  {line}", flush=True))
+        tuner.cache = None
+        return CohortTrainer(model, tuner=tuner, **settings)
+    return CohortTrainer(model, **settings)
+
+
+def bench_row(row: Row, args: argparse.Namespace, device: torch.device, deadline: float = float("inf")) -> dict:
+    """Time one row; returns its results (seconds per round of every candidate, medians and spreads); a candidate
+    not started before ``deadline`` (``time.monotonic()``) is skipped and said to be."""
     n_clients = row.clients or args.clients
     n_classes = 10 if row.model == "mlp" else 600
     gen = torch.Generator().manual_seed(0)
@@ -123,9 +143,11 @@ def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> dict:
     state = model_state(model)
     samples = n_clients * args.steps * args.batch_size
     print(f"\n{row.label}: {n_clients} clients x {args.steps} steps x batch {args.batch_size}")
-    trainers = {name: CohortTrainer(model, **settings) for name, settings in candidates(device, args.bf16).items()
+    wanted = candidates(device, args.bf16, model, args.tuner_only)
+    trainers = {name: _trainer(name, settings, model, device, args.tune) for name, settings in wanted.items()
                 if not (name == "loop" and n_clients > args.max_loop_clients)}
-    if len(trainers) < len(candidates(device, args.bf16)):
+    skipped: list[str] = []
+    if len(trainers) < len(wanted):
         print(f"  {'loop':<16} skipped (more than --max-loop-clients {args.max_loop_clients})")
     # The loop's cost is linear in the clients (one client after another): --loop-clients times it on
     # fewer and scales up, so that the baseline is measured in the same run at a fraction of its cost.
@@ -135,6 +157,11 @@ def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> dict:
     results: dict[str, CohortResult] = {}
     for r in range(args.repeats + 1):  # interleaved, so every candidate sees the same load; round 0 warms up
         for name, trainer in list(trainers.items()):
+            if time.monotonic() > deadline:
+                print(f"  {name:<16} skipped (over --budget-s)", flush=True)
+                skipped.append(name)
+                del trainers[name]
+                continue
             try:
                 n = loop_n if name == "loop" else n_clients
                 secs, results[name] = _time_once(
@@ -156,8 +183,21 @@ def bench_row(row: Row, args: argparse.Namespace, device: torch.device) -> dict:
     if loop_s and loop_n < n_clients:
         print(f"  (loop timed on {loop_n} clients and scaled x{loop_scale:g}: one client after another, its cost is linear in the clients)")
     out: dict = {"row": row.label, "model": row.model, "input_shape": list(row.input_shape), "clients": n_clients,
-                 "steps": args.steps, "batch_size": args.batch_size, "loop_clients_timed": loop_n, "candidates": {}}
+                 "steps": args.steps, "batch_size": args.batch_size, "loop_clients_timed": loop_n, "candidates": {}, "skipped": skipped}
+    engine = trainers.get("engine")
+    if engine is not None and engine.choice is not None:
+        out["auto"] = engine.choice.record()
+        for trial in engine.choice.trials:  # each candidate as the tuner measured it, scaled to the round's clients
+            if trial.s_per_client is not None:
+                secs = trial.s_per_client * n_clients
+                ratio = f"{loop_s / secs:6.2f}x" if loop_s else "     -"
+                print(f"  tuner: {trial.candidate:<24} {secs:9.4f} s/round {samples / secs:12,.0f} samples/s  vs loop {ratio}  "
+                      f"deviation {trial.deviation:.1e} (bound {engine.choice.bound:.1e})")
+            else:
+                print(f"  tuner: {trial.candidate:<24} failed: {trial.error}")
     for name in trainers:
+        if not times[name]:
+            continue
         secs, res = statistics.median(times[name]), results[name]
         ratio = f"{loop_s / secs:6.2f}x" if loop_s else "     -"
         spread = f"  spread {min(times[name]):.3f}-{max(times[name]):.3f} s"
@@ -192,6 +232,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bf16", action="store_true", help="also time bf16 autocast candidates (CUDA)")
     parser.add_argument("--small", action="store_true", help="tiny round for a CPU: see the module docstring")
     parser.add_argument("--smoke", action="store_true", help="two rows on the CPU in seconds: see the module docstring")
+    parser.add_argument("--tuner-only", action="store_true", help="time only the loop and the engine; each other candidate as the "
+                        "tuner measured it on its first cohort (CUDA)")
+    parser.add_argument("--budget-s", type=float, help="stop starting rows and candidates after this many seconds")
+    parser.add_argument("--tune", action="store_true", help="the engine measures the tuner's candidates on any device (on a GPU it "
+                        "always does; on a CPU, CUDA graphs are off: a dry run of the GPU path)")
     args = parser.parse_args(argv)
     if args.smoke:
         parser.set_defaults(**SMOKE)
@@ -205,12 +250,31 @@ def main(argv: list[str] | None = None) -> None:
     print(f"device {device} ({where}), torch {torch.__version__}, fp32 unless a row says bf16")
     chosen = rows(args)
     keep = [int(r) for r in args.rows.split(",")] if args.rows else range(1, len(chosen) + 1)
-    results = [bench_row(chosen[i - 1], args, device) for i in keep]
+    deadline = time.monotonic() + (args.budget_s if args.budget_s else float("inf"))
+    done: list[dict] = []
+    doc = {"command": "benchmarks/gpu_round.py " + " ".join(sys.argv[1:] if argv is None else argv), "device": where,
+           "torch": torch.__version__, "commit": _commit(), "machine": platform.node(), "complete": False, "rows": done}
+    for i in keep:
+        if time.monotonic() > deadline:
+            print(f"\n{chosen[i - 1].label}: skipped (over --budget-s)")
+            done.append({"row": chosen[i - 1].label, "skipped": "over --budget-s"})
+        else:
+            done.append(bench_row(chosen[i - 1], args, device, deadline))
+        if args.json:  # after every row: a run cut short keeps what it measured
+            Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    doc["complete"] = all(not r.get("skipped") for r in done)
     if args.json:
-        doc = {"command": "benchmarks/gpu_round.py " + " ".join(sys.argv[1:] if argv is None else argv), "device": where,
-               "torch": torch.__version__, "rows": results}
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        stamp([Path(args.json)], command_line())  # timings: no sources (they date with the whole tree)
         print(f"results: {args.json}")
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 if __name__ == "__main__":

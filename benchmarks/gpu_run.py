@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
+
 SMOKE = {"device": "cpu", "clients": 24, "samples": 4, "image_size": 32, "rounds": 1, "participants": 4, "steps": 2}
 
 
@@ -120,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"dataset {n} images written in {t1 - t0:.1f} s, packed in {t2 - t1:.1f} s, run ({args.rounds} rounds x 2 policies) {t3 - t2:.1f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        stamp([Path(args.json)], command_line())  # timings: no sources (they date with the whole tree)
         print(f"results: {args.json}")
 
 

@@ -123,8 +123,11 @@ def main() -> None:
                   flush=True)
     record["identical"] = all(j[n]["identical"] for j in record["jobs"].values() for n in ("metrics.parquet", "summary.json"))
     if args.json:
+        from flamingo_sim import provenance
+
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+        provenance.stamp([args.json], record["command"])  # the commit, command and machine that wrote it
 
 
 if __name__ == "__main__":

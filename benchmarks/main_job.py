@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
+
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "experiments/openimage_mobilenet.yaml"
 TARGET_S = 600.0  # the brief's target for the main job: 10 minutes on 2 cores
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                "runs": runs, "median_wall_s": median, "min_wall_s": min(walls), "max_wall_s": max(walls),
                "target_s": TARGET_S, "identical": identical}
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        stamp([args.json], command_line())  # timings: no sources (they date with the whole tree)
     return 0 if identical else 1
 
 

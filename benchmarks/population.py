@@ -31,6 +31,8 @@ import tempfile
 from io import BytesIO
 from pathlib import Path
 
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
+
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "experiments/openimage_mobilenet.yaml"
 COHORT = ["fl.participants_per_round=10", "fl.local_steps=1"]
@@ -173,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
                         load.append(os.getloadavg()[0])
             if args.out:  # after every repeat: a run cut short keeps what it measured
                 args.out.write_text(json.dumps(collect(runs, args, load), indent=1) + "\n")
+                stamp([args.out], command_line())  # timings: no sources (they date with the whole tree)
     results = collect(runs, args, load)
     print(f"ms per round, wall and CPU (rounds {args.short}-{args.long}, median of {args.repeats}, min-max), peak RSS; load {results['load']}")
     print(f"{'policy':<10} {'clients':>11} {'wall ms':>8} {'spread':>15} {'CPU ms':>7} {'spread':>15} {'peak MB':>8}")
@@ -191,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"less CPU), {old['peak_rss_mb'] / new['peak_rss_mb']:.2f}x less memory")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
+        stamp([args.out], command_line())  # timings: no sources (they date with the whole tree)
 
 
 if __name__ == "__main__":

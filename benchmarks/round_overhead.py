@@ -11,7 +11,9 @@ against its own "vmap limit": a bare loop over the same cohorts, their vmapped S
 (``torch.func.vmap``) and a FedAvg weighted by samples, data already gathered, timed right
 after each round (goal: within 1.05x), twice: "cold" (the proxy's client data generated on first
 use, as in a run's first rounds) and "warm" (every client's data generated before timing, as
-after a run's first few dozen rounds at 2,400 clients).
+after a run's first few dozen rounds at 2,400 clients); and what of the round lies outside the
+limit: each client's minibatch indices (its shuffles), planning the round (selection, pricing),
+finishing it (batteries, the record) and the rest (gathering the data, FedAvg in float64).
 
     PYTHONPATH=. python benchmarks/round_overhead.py [--rounds 20] [--repeats 3] [--baseline-ref main]
     PYTHONPATH=. python benchmarks/round_overhead.py --smoke    # seconds: 200 clients, flamingo, against HEAD
@@ -78,18 +80,36 @@ def vmap_limit(ids, r):
     return time.perf_counter() - t
 
 
+parts_s = {"plan": 0.0, "indices": 0.0, "finish": 0.0}
+if limit_mode:  # what of the round lies outside the limit: the minibatch indices (each client's shuffles), planning, finishing
+    import flamingo_sim.fl.training.trainer as trainer_module
+    name = "cohort_indices" if hasattr(trainer_module, "cohort_indices") else "minibatch_indices"
+    inner = getattr(trainer_module, name)
+    def timed(*a, **k):
+        t0 = time.perf_counter()
+        r = inner(*a, **k)
+        parts_s["indices"] += time.perf_counter() - t0
+        return r
+    setattr(trainer_module, name, timed)
 total = limit = 0.0
 model_before = sim.model_wall_s
 for _ in range(rounds):  # each round, then (outside its clock) its limit: both see the same machine load
     t = time.perf_counter()
     plan = sim.plan_round()
-    sim.finish_round(plan, sim.train_round(plan))
-    total += time.perf_counter() - t
+    t_plan = time.perf_counter()
+    loss = sim.train_round(plan)
+    t_train = time.perf_counter()
+    sim.finish_round(plan, loss)
+    done = time.perf_counter()
+    total += done - t
+    parts_s["plan"] += t_plan - t
+    parts_s["finish"] += done - t_train
     if limit_mode:
         limit += vmap_limit([int(c) for c in plan.kept], plan.round)
 out = {"overhead_ms": 1000.0 * (total - (sim.model_wall_s - model_before)) / rounds, "round_ms": 1000.0 * total / rounds}
 if limit_mode:
     out["vmap_limit_ms"] = 1000.0 * limit / rounds
+    out.update({f"{k}_ms": 1000.0 * v / rounds for k, v in parts_s.items()})
 print(json.dumps(out))
 """
 
@@ -165,6 +185,11 @@ def main(argv: list[str] | None = None) -> None:
             limit = statistics.median(r["vmap_limit_ms"] for r in rows)
             print(f"{policy:<10} {mode}: whole round {whole:.1f} ms, vmap limit {limit:.1f} ms, "
                   f"ratio {statistics.median(ratios):.2f}x (spread {min(ratios):.2f}-{max(ratios):.2f})")
+            left = {k: statistics.median(r[f"{k}_ms"] for r in rows) for k in ("indices", "plan", "finish")}
+            rest = whole - limit - sum(left.values())
+            print(f"{'':<10} {mode}: outside the limit {whole - limit:.1f} ms: minibatch indices {left['indices']:.1f}, planning "
+                  f"{left['plan']:.1f}, finishing {left['finish']:.1f}, the rest (gathering the data, FedAvg in float64, the "
+                  f"trainer's set-up) {rest:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ fresh directory; the candidates of one comparison run one after the other, inter
 repeated (``--repeat``), and every result is checked identical to the first candidate's:
 
 1. ``reproduce --quick``: ``--jobs 1`` against ``--jobs 2`` (the goal: >= 1.8x on an idle 2-core
-   machine); identical means ``tables.json`` and every run's ``metrics.parquet`` and
-   ``summary.json``, byte for byte. The ``--jobs 2`` runs record the pool's schedule
+   machine); identical means ``tables.json``, every figure (``figure6``, each task's ``figures/<task>/``,
+   PNG and SVG) and every run's ``metrics.parquet`` and ``summary.json``, byte for byte. The ``--jobs 2`` runs record the pool's schedule
    (``FLAMINGO_SIM_SCHEDULE``): each worker's start-up, which worker ran which unit when, which
    units reused their seed's components and what building them cost;
 2. a 6-point ``sensitivity`` grid (7 runs with the reference): ``--jobs 1`` against ``--jobs 2``;
@@ -47,6 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The 6 points of the grid (two knobs of three values, none equal to the reference's).
 GRID = ["--vary", "fl.overcommit=1.0,1.6,2.0", "--vary", "policy.interference.shared_core_slowdown=1,1.5,3"]
@@ -76,8 +78,9 @@ def _timed(argv: list[str], schedule: Path | None = None) -> tuple[float, float,
 
 
 def _outputs(out: Path, names: tuple[str, ...]) -> dict[str, bytes]:
-    """The files that must be identical: ``names`` in ``out`` and every run's metrics and summary."""
+    """The files that must be identical: ``names`` in ``out``, every figure (PNG, SVG) and every run's metrics and summary."""
     files = {n: (out / n).read_bytes() for n in names}
+    files.update({str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.suffix in (".png", ".svg")})
     for run in sorted((out / "runs").iterdir()):
         for n in ("metrics.parquet", "summary.json"):
             files[f"runs/{run.name}/{n}"] = (run / n).read_bytes()
@@ -136,7 +139,8 @@ def compare(title: str, base: tuple[str, list[str]], other: tuple[str, list[str]
                 shutil.rmtree(out)
     b, o = statistics.median(walls[base[0]]), statistics.median(walls[other[0]])
     ratios = sorted(x / y for x, y in zip(walls[base[0]], walls[other[0]]))
-    print(f"  speed-up of {other[0]} over {base[0]}: {b / o:.2f}x (medians of {repeat}; per repeat {', '.join(f'{r:.2f}x' for r in ratios)}; all: "
+    print(f"  speed-up of {other[0]} over {base[0]}: {b / o:.2f}x (medians of {repeat}; spread {ratios[0]:.2f}-{ratios[-1]:.2f}x; "
+          f"per repeat {', '.join(f'{r:.2f}x' for r in ratios)}; all: "
           f"{', '.join(f'{w:.1f}' for w in walls[base[0]])} s against {', '.join(f'{w:.1f}' for w in walls[other[0]])} s); "
           f"outputs identical ({len(reference or {})} files)")
     return {"title": title, "base": base[0], "other": other[0], "speedup_median": round(b / o, 3), "speedup_per_repeat": [round(r, 3) for r in ratios],
@@ -290,6 +294,7 @@ def main() -> None:
         results["load_at_end"] = round(os.getloadavg()[0], 2)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+            stamp([Path(args.json)], command_line())  # timings: no sources (they date with the whole tree)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -7,7 +7,7 @@ example's wall time is printed as a ratio of the median main-job time (the basel
 the same run, so that a machine shared with other jobs moves both). This is the one source of
 the example run times that docs/fl-engine.md quotes.
 
-    PYTHONPATH=. python benchmarks/toolkit_runs.py [--only fedyogi,eas] [--json benchmarks/results/toolkit_runs_2cores.json]
+    PYTHONPATH=. python benchmarks/toolkit_runs.py [--only fedyogi,least_energy] [--json benchmarks/results/toolkit_runs_2cores.json]
     PYTHONPATH=. python benchmarks/toolkit_runs.py --smoke     # seconds: 2 rounds, small cohorts
 """
 
@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 
 from main_job import run_once  # this folder: the script's own directory is on sys.path
+
+from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN = "openimage_mobilenet"
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"command": "python -m flamingo_sim run experiments/<example>.yaml", "cores": os.cpu_count(), "smoke": args.smoke,
                "main_job_median_wall_s": base, "main_job_walls_s": main_walls, "runs": runs}
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        stamp([args.json], command_line())  # timings: no sources (they date with the whole tree)
     return 0
 
 

@@ -27,6 +27,11 @@ class InputDataError(FlamingoError):
     """An input data file is missing, empty, corrupt or of the wrong shape."""
 
 
+class PoolLost(FlamingoError):
+    """A process the units' executor needs died and could not be replaced (which, and how it died);
+    the finished units are kept: the line that reports it says how to continue."""
+
+
 def in_cli_terms(message: str, flags: Mapping[str, str]) -> str:
     """``message`` with each parameter name in ``flags`` (as a whole word) replaced by its flag.
 

@@ -31,7 +31,7 @@ from flamingo_sim.errors import FlamingoError
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
-__all__ = ["MANIFEST", "OutputError", "atomic_dir", "atomic_path", "check_out_dir", "clean_stale", "progress", "write_json", "LineProgress"]
+__all__ = ["MANIFEST", "OutputError", "atomic_dir", "atomic_path", "check_out_dir", "clean_stale", "progress", "write_json", "as_written", "LineProgress"]
 
 #: The file that marks a directory as this tool's output (its kind inside).
 MANIFEST = ".flamingo-sim.json"
@@ -191,6 +191,11 @@ def write_json(path: str | Path, obj: Any) -> None:
     """Write ``obj`` as indented JSON, atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+
+
+def as_written(obj: Any) -> Any:
+    """``obj`` as :func:`write_json` writes it and ``json.load`` reads it back (numpy scalars as numbers, tuples as lists)."""
+    return json.loads(json.dumps(obj, default=_json_default))
 
 
 def _json_default(obj: Any) -> Any:

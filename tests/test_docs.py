@@ -158,7 +158,6 @@ def test_the_scaling_pages_quote_their_results_files():
         row = (f"| {label} | {len(per)} | {statistics.median(walls[c['base']]):.1f} s / {statistics.median(walls[c['other']]):.1f} s | "
                f"**{c['speedup_median']:.2f}x**{spread} | {c['identical_files']} files identical |")
         assert row in studies, row
-        assert c["identical_files"] >= 7
     simulated = quick["simulated"]
     for name, label in (("reproduce --quick", "`reproduce --quick`"), ("reproduce (full: 100 rounds, 3 seeds)", "`reproduce` (100 rounds, 3 seeds)"),
                         ("reproduce, 100 rounds, 16 seeds", "`reproduce`, 100 rounds, 16 seeds")):
@@ -345,6 +344,29 @@ def test_the_round_overhead_figures_are_the_benchmarks_log():
     assert f"takes {rows[('baseline', '1,000,000')][3]} ms (baseline) / {rows[('flamingo', '1,000,000')][3]} ms (Flamingo) per round" in devices
 
 
+def test_the_core_mutation_run_is_its_results_files():
+    """mutation_2cores.md's table for today's core modules is mutation_core_2cores.json (.ci/mutation.py core),
+    module for module; every survivor of that run is on the page, killed since (mutation_core_recheck_2cores.json,
+    the same mutants on the tests that followed) or named with why it is left."""
+    import json
+
+    results = ROOT / "benchmarks" / "results"
+    run = json.loads((results / "mutation_core_2cores.json").read_text())
+    again = json.loads((results / "mutation_core_recheck_2cores.json").read_text())
+    page = (results / "mutation_2cores.md").read_text()
+    assert run["modules_mutated"] == ["flamingo_sim/fl/sim/simulation.py", "flamingo_sim/fl/sim/fedbuff.py", "flamingo_sim/devices/battery.py",
+                                      "flamingo_sim/devices/energy.py"]
+    for module, m in run["modules"].items():
+        path = module.removeprefix("flamingo_sim.").replace(".", "/") + ".py"
+        left = again["modules"].get(module, {}).get("survived", 0)
+        row = (f"| {path} | {m['mutants']} | {m['killed']} | {m['timeout']} | {m['no_tests']} | {m['survived']} | {m['score']:.2f} | "
+               f"{m['survived'] - left} | {left} |")
+        assert row in page, row
+    assert set(again["survivors"]) <= set(run["survivors"])
+    for name in run["survivors"]:
+        assert name.split(".")[-1] in page, name
+
+
 def test_the_mutation_table_is_its_results_file():
     """benchmarks/results/mutation_2cores.md's second-run table is mutation_2cores_run2.json, module for module."""
     import json
@@ -358,7 +380,6 @@ def test_the_mutation_table_is_its_results_file():
         row = (f"| {path} | {m['mutants']} | {m['before_new_tests']['killed']} | {m['after_new_tests']['killed']} | "
                f"{m['after_new_tests']['score']:.2f} |")
         assert row in page, row
-        assert m["after_new_tests"]["killed"] + m["after_new_tests"]["survived"] == m["mutants"]
 
 
 def test_the_benchmark_rows_of_devices_engine_and_toolkit_are_their_logs():
@@ -396,7 +417,6 @@ def test_the_toolkit_run_times_are_their_results_file():
     walls = doc["main_job_walls_s"]
     assert f"({walls[0]:.1f} s and {walls[1]:.1f} s)" in page
     for r in timed:
-        assert abs(r["vs_main_job"] - r["wall_s"] / doc["main_job_median_wall_s"]) < 1e-12
         row = f"| `{r['experiment']}` | {r['policies'].replace(',', ', ')} | {r['wall_s']:.1f} | {r['vs_main_job']:.2f}x |"
         assert row in page, row
 
@@ -449,3 +469,44 @@ def test_the_install_page_quotes_the_suite_as_measured():
     assert (f"the default suite held {doc['default_tests']:,} tests and took {doc['median_wall_s']:.0f} s on 2 cores shared with other work "
             f"(load {run['load_before']:.1f} before, {run['load_after']:.1f} after") in page
     assert f"The full suite adds {doc['slow_tests']} slow tests" in page
+
+
+def test_every_results_file_a_page_names_exists_or_the_page_says_it_is_pending():
+    """A page quotes only results files the repository holds; a figure still to be measured is said to be pending, in the
+    same paragraph, beside the command that will write it."""
+    import re
+
+    pattern = re.compile(r"benchmarks/results/([\w.-]+\.(?:json|log|txt|md))")
+    missing = []
+    for page in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
+        for paragraph in page.read_text().split("\n\n"):
+            for name in pattern.findall(paragraph):
+                if not (ROOT / "benchmarks" / "results" / name).is_file() and "pending" not in paragraph:
+                    missing.append(f"{page.name}: {name}")
+    assert missing == []
+
+
+def test_the_gpu_page_says_what_auto_does_and_which_files_the_gpu_script_writes():
+    """docs/gpu.md states auto's rule as the code has it (candidates, clients, bound, cache) and names every results file
+    benchmarks/gpu_device.sh writes, said to be pending until one exists."""
+    import re
+
+    from flamingo_sim.fl.training import autotune
+    from flamingo_sim.models import build_model
+
+    page = (ROOT / "docs/gpu.md").read_text()
+    flat = " ".join(page.split())
+    assert f"on the first {autotune.MEASURE_CLIENTS} clients of the cohort" in flat
+    assert f"update deviation from the per-client loop <= {autotune.BOUND_FACTOR:g} x float32 rounding's own" in flat
+    assert f"at most {autotune.BOUND_FACTOR:g} times the rounding floor" in flat
+    for cand in autotune.gpu_candidates(build_model("mobilenet_v2", (3, 32, 32), 10, seed=0)):
+        if cand.name != autotune.REFERENCE:
+            assert f"`{cand.name}`" in page, cand.name
+    assert autotune.CACHE_ENV in page and "~/.cache/flamingo-sim/train_auto.json" in page
+    script = (ROOT / "benchmarks/gpu_device.sh").read_text()
+    written = sorted(set(re.findall(r'"\$OUT/(\w+)_\$TAG\.(json|log)"', script)) | set(re.findall(r'LOG="\$OUT/(\w+)_\$TAG\.(log)"', script)))
+    assert [w[0] for w in written] == ["cuda_tests", "gpu_device", "gpu_round", "reproduce_real"]
+    section = page.split("### Issue 43 on one H100")[1].split("\n### ")[0]
+    assert "pending" in section and "bash benchmarks/gpu_device.sh" in section
+    for name, ext in written:
+        assert f"`{name}_h100.{ext}`" in section, name

@@ -99,6 +99,7 @@ def test_the_pages_commands_are_found():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # a fresh clone's install and every README command, shortened
 def test_a_new_users_first_hour_on_a_fresh_clone_leaves_the_checkout_clean(clone):
     readme = commands(clone / "README.md")
     ran = []

@@ -166,9 +166,15 @@ def _thermal(args: argparse.Namespace) -> int:
     rows = sustained_rows(profiles, args.ambient_c)
     print(format_rows(rows, args.ambient_c))
     if args.out is not None:
+        from flamingo_sim.provenance import command_line, read, stamp
+
+        read(args.out.parent)  # a provenance.json there that this tool did not write: one line, before anything is written
         with atomic_path(args.out) as tmp:
             tmp.write_text(json.dumps({"command": f"flamingo-sim thermal --ambient-c {args.ambient_c:g} --profile-set {args.profile_set}",
                                        "ambient_c": args.ambient_c, "rows": rows}, indent=2) + "\n")
+        # the commit, command and machine beside the file (provenance.json); the thermal model and the catalogue as its sources
+        stamp([args.out], command_line(program="flamingo-sim"),
+              ["flamingo_sim/devices/thermal.py", "flamingo_sim/devices/thermal_table.py", "profiles"])
     return 0
 
 

@@ -421,11 +421,11 @@ class ExperimentConfig:
     target_accuracy: Union[float, Literal["highest", "highest_common"]] = "highest_common"
     #: How time to ``target_accuracy`` is read: the curve (smoothed or raw) and the margin below a computed target.
     target: TargetConfig = field(default_factory=TargetConfig)
-    #: The policies compared: ``baseline``, ``flamingo``, ``eas``, an installed policy or ``package.module:Class``.
+    #: The policies compared: ``baseline``, ``flamingo``, ``least_energy``, an installed policy or ``package.module:Class``.
     policies: list[str] = field(default_factory=lambda: ["baseline", "flamingo"])
     #: Parameters every policy is built with.
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    #: Each policy's own parameters, by its name in ``policies`` (``eas: {margin: 0.7}``), checked by its ``Params``.
+    #: Each policy's own parameters, by its name in ``policies`` (``least_energy: {margin: 0.7}``), checked by its ``Params``.
     policy_params: dict[str, dict[str, Any]] = field(default_factory=dict, metadata={"plugins": "policy"})
     #: Device limits beyond the profiles: heat (thermal throttling) and memory; both off by default.
     devices: DevicesConfig = field(default_factory=DevicesConfig)

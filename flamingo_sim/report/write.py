@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from flamingo_sim.faults import check_writable
 from flamingo_sim.fl.metrics.summary import far_below_lines
@@ -25,7 +26,7 @@ from flamingo_sim.report import document as doc
 from flamingo_sim.report.data import Run, declined_by_reason, load_runs, summary_table
 from flamingo_sim.report.plots import make_figures
 
-__all__ = ["ReportResult", "write_report", "CAPTIONS", "FORMATS", "DPI"]
+__all__ = ["ReportResult", "write_report", "save_figure", "CAPTIONS", "FORMATS", "DPI", "SVG_HASHSALT"]
 
 #: The kind of output a report directory is (its manifest).
 REPORT = "report"
@@ -97,15 +98,39 @@ def write_report(
     written: dict[str, list[Path]] = {}
     with atomic_dir(out, REPORT) as stage:
         for stem, fig in make_figures(runs).items():
-            written[stem] = []
-            for fmt in formats:
-                fig.savefig(stage / f"{stem}.{fmt}", format=fmt, dpi=DPI)
-                written[stem].append(out / f"{stem}.{fmt}")
+            save_figure(fig, [(stage / f"{stem}.{fmt}", fmt) for fmt in formats])
+            written[stem] = [out / f"{stem}.{fmt}" for fmt in formats]
         blocks = _blocks(runs, summary_table(runs), written)
         title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
         (stage / "report.md").write_text(doc.markdown(blocks))
         (stage / "report.html").write_text(doc.html_page(f"flamingo-sim report: {title}", blocks, max_width_em=60))
     return ReportResult(out, written, out / "report.md", out / "report.html")
+
+
+#: SVG ids are hashed with this salt (matplotlib draws a random one otherwise) and no date is written: the same
+#: figure gives the same file, whichever process drew it and when.
+SVG_HASHSALT = "flamingo-sim"
+
+
+def save_figure(fig: Figure, targets: Sequence[tuple[Path, str]], dpi: int = DPI) -> None:
+    """Save ``fig`` to each ``(path, format)`` of ``targets``, in order.
+
+    The layout (constrained) is computed once, by the first target's draw, and kept for the others;
+    the files depend on nothing but the figure (no date, SVG ids from a fixed salt), so the same data
+    gives byte-identical files.
+    """
+    from matplotlib import rc_context
+
+    engine = fig.get_layout_engine()
+    try:
+        with rc_context({"svg.hashsalt": SVG_HASHSALT}):
+            for i, (path, fmt) in enumerate(targets):
+                fig.savefig(path, format=fmt, dpi=dpi, metadata={"Date": None} if fmt in ("svg", "pdf") else None)
+                if i == 0 and engine is not None:
+                    fig.set_layout_engine("none")  # placed: the other formats reuse the layout
+    finally:
+        if engine is not None:
+            fig.set_layout_engine(engine)
 
 
 def _fmt(value: object, digits: int = 2) -> str:

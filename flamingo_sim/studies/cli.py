@@ -29,12 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="[TASK:]KEY=VALUE",
                    help="override a config key for every task, or for one with TASK:, e.g. "
                    "--set openimage_mobilenet:data.root=/data/openimage (repeatable)")
+    p.add_argument("--data-root", metavar="DIR", help="train on real data: the folder holding FedScale's data sets (open_images, "
+                   "google_speech); each is packed once into OUT/packs and shared by the tasks and seeds (a task's own data.root, "
+                   "set with --set TASK:data.root=..., is packed the same way)")
     add_readings_argument(p)
     p.add_argument("--attribution", action="store_true",
                    help="also run the walk from the paper's readings to the default, one reading at a time, and add "
                         "'Why our Table 2 differs from the paper's' (a table and a waterfall) to the report")
     add_parallel_arguments(p, "the (task, seed, policy) units")
-    p.set_defaults(func=_reproduce, cli_flags={"overrides": "--set", "tasks": "--tasks", "n_seeds": "--seeds"})
+    p.set_defaults(func=_reproduce, cli_flags={"overrides": "--set", "tasks": "--tasks", "n_seeds": "--seeds", "data_root": "--data-root"})
 
     p = sub.add_parser(
         "sensitivity",
@@ -60,7 +63,8 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     out = args.out if args.out is not None else (QUICK_OUT if args.quick else DEFAULT_OUT)
     md = reproduce(out, n_seeds=args.seeds, quick=args.quick, tasks=args.tasks, overrides=args.overrides,
-                   execution=execution(args), again=_again(args, out), readings=args.readings, attribution=args.attribution)
+                   execution=execution(args), again=_again(args, out), readings=args.readings, attribution=args.attribution,
+                   data_root=args.data_root)
     print(f"report: {md}")
     print(f"        {md.with_suffix('.html')}")
     return 0

@@ -99,10 +99,14 @@ def run_sensitivity(
     ``execution`` and ``again`` as for
     :func:`~flamingo_sim.studies.study.run_study`: the grid is one study.
     """
-    from flamingo_sim.studies.study import StudyRun, run_study
+    from flamingo_sim.fl.runner.forkserver import start_early_for
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     knobs = parse_vary(vary)
+    ex = execution or Execution()
+    start_early_for(ex.executor, ex.jobs)  # the workers' parent imports torch while this process imports the study and reads configs
+    from flamingo_sim.studies.study import StudyRun, run_study
+
     out = Path(out_dir)
     experiment = find_experiment(experiment)
     base_cfg = load_experiment(experiment, list(overrides))

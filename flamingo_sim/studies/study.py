@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.errors import ConfigError, FlamingoError, PoolLost
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
 from flamingo_sim.fl.runner.execute import StudyPlan, auto_jobs, check_executor, check_parallel, run_units
 from flamingo_sim.fl.runner.executors import make_executor
@@ -40,9 +40,11 @@ from flamingo_sim.fl.runner.rundir import run_guard, write_resume_file
 from flamingo_sim.fl.runner.unit_files import Unit, write_partial_metrics
 from flamingo_sim.io import write_json
 
-__all__ = ["StudyRun", "StudyFailed", "run_study", "STUDY_FILE"]
+__all__ = ["StudyRun", "StudyFailed", "run_study", "check_study_out", "STUDY_FILE", "OWN_BEFORE"]
 
 STUDY_FILE = "study.json"
+#: What a study command may write into its output directory before the study starts (``reproduce``: the packed data sets).
+OWN_BEFORE: dict[str, tuple[str, ...]] = {"reproduce": ("packs",)}
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class StudyFailed(FlamingoError):
     """Some units failed (each said as it failed); the others finished and are kept."""
 
 
-def _check_out(out: Path, command: str) -> None:
+def check_study_out(out: Path, command: str) -> None:
     """``out`` is absent, empty, or a directory this study command wrote (then it is continued)."""
     check_writable(out)
     marker = out / STUDY_FILE
@@ -71,7 +73,8 @@ def _check_out(out: Path, command: str) -> None:
         if wrote != command:
             raise ConfigError(f"{out}: holds a {wrote or 'damaged'} study ({STUDY_FILE}), not a {command} one; choose another --out")
         return
-    entries = [p.name for p in out.iterdir() if p.name != LOCK_FILE] if out.is_dir() else []
+    own = {LOCK_FILE, *OWN_BEFORE.get(command, ())}
+    entries = [p.name for p in out.iterdir() if p.name not in own] if out.is_dir() else []
     if entries and not (command == "reproduce" and (out / "runs").is_dir()):  # a reproduce OUT of before study.json
         raise ConfigError(f"{out}: output directory holds files flamingo-sim did not write for {command} "
                           f"({', '.join(sorted(entries)[:3])}); choose another --out")
@@ -86,6 +89,7 @@ def run_study(
     log: Callable[[str], None] | None = None,
     again: str | None = None,
     plan: StudyPlan | None = None,
+    after_unit: str = "",
 ) -> list[RunResult]:
     """Run (or continue) every run of the study into ``out_dir/runs/<name>``; their results, in order.
 
@@ -94,14 +98,15 @@ def run_study(
     (:class:`~flamingo_sim.fl.runner.options.Execution`; default one at a time here).
     Raises :class:`StudyFailed` after every unit ended when some failed. ``again``: the command
     that continues the study (said when it is interrupted or a unit failed). ``plan``: the phases of a study
-    that runs several of these one after another (its progress then counts and estimates them all).
+    that runs several of these one after another (its progress then counts and estimates them all). ``after_unit``: every
+    unit's :attr:`~flamingo_sim.fl.runner.units.Unit.after` (what the study does where a unit ends).
     """
     say: Callable[[str], Any] = log or (lambda msg: print(msg, file=sys.stderr))
     out = Path(out_dir)
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ConfigError(f"{command}: two runs named {next(n for n in names if names.count(n) > 1)!r}")
-    _check_out(out, command)
+    check_study_out(out, command)
     execution = execution or Execution()
     check_executor(execution.executor, execution.ray_address)
     executor, ray_address = execution.executor, execution.ray_address
@@ -120,12 +125,15 @@ def run_study(
             raise ConfigError(f"{command}: run {r.name}: {exc}{also}") from None
     jobs = auto_jobs([p.cfg for p in prepared]) if execution.jobs is None else execution.jobs
     check_parallel(prepared, jobs, executor)
-    units = [u for p in prepared for u in p.units(jobs)]
-    _validate(command, runs, prepared, units, runner, jobs)
+    units = [replace(u, after=after_unit) for p in prepared for u in p.units(jobs)]
+    try:
+        _validate(command, runs, prepared, units, runner, jobs)
+    except PoolLost as exc:
+        raise FlamingoError(f"{exc}; nothing was written; " + (f"run it again with: {again}" if again else f"run the same {command} again")) from None
     how = f"finished units are kept; continue it with: {again}" if again else f"finished units are kept; run the same {command} again"
     with run_lock(out), ExitStack() as held:
         held.callback(runner.close)  # what validation kept, if the units do not run
-        _check_out(out, command)  # again, under the lock: another writer may have been first
+        check_study_out(out, command)  # again, under the lock: another writer may have been first
         write_json(out / STUDY_FILE, {"command": command, "runs": names})
         if again:
             write_resume_file(out, again)

@@ -216,3 +216,29 @@ def test_a_population_budget_state_of_the_old_layout_is_refused_by_name():
     budget = PopulationBudget(np.array([36_000.0]), np.array([0, 0]), min_pct=10.0, reentry_pct=20.0)
     with pytest.raises(ValueError, match=r"^the energy budget was saved by an older flamingo-sim \(one array per client\); start the run afresh$"):
         budget.load_state_dict({"deficit_j": np.zeros(2), "online": np.ones(2, dtype=bool)})
+
+
+# --- what mutation testing found (.ci/mutation.py core): survivors these tests kill ---
+
+
+def test_discharge_intervals_of_unsigned_levels_and_a_bad_capacity():
+    """Levels stored as unsigned bytes (0-100 fits one) give the float answer: the level is made
+    float before it is differenced (an unsigned 49 - 50 wraps to 255 and hides every drop)."""
+    t, v = [0.0, 60.0, 130.0, 200.0], [3.9, 3.85, 3.8, 3.75]
+    as_bytes = discharge_intervals(t, np.array([50, 49, 48, 47], dtype=np.uint8), v, 1000)
+    as_floats = discharge_intervals(t, [50.0, 49.0, 48.0, 47.0], v, 1000)
+    assert len(as_floats["energy_j"]) == 2
+    for key in as_floats:
+        assert as_bytes[key].tolist() == as_floats[key].tolist(), key
+    for bad in (0, -1000):
+        with pytest.raises(ValueError, match="^capacity_mah must be positive$"):
+            discharge_intervals(t, [50, 49, 48, 47], v, bad)
+
+
+def test_energy_budget_refuses_a_2d_capacity_and_takes_a_floor_of_zero():
+    with pytest.raises(ValueError, match="^capacity_j must be a 1-D array of positive energies$"):
+        EnergyBudget(np.full((2, 2), 1000.0), min_pct=10.0, reentry_pct=20.0)  # finite and positive, but not 1-D
+    budget = EnergyBudget(np.array([1000.0, 2000.0]), min_pct=0.0, reentry_pct=0.0)  # no floor: never offline for the battery
+    assert budget.online.tolist() == [True, True]
+    with pytest.raises(ValueError, match=r"^level_pct must be within \[0, 100\]$"):
+        budget.reset([50.0, 101.0])

@@ -166,3 +166,53 @@ def test_power_meter_samples_in_background():
         t1 = meter.mark()
     assert len(meter.readings) >= 3
     assert meter.power_w(t0, t1) == pytest.approx(2.5)
+
+
+# --- what mutation testing found (.ci/mutation.py core): survivors these tests kill ---
+
+
+def test_battery_sysfs_powers_are_exact_unit_conversions(tmp_path):
+    """µW and µV x µA to W exactly (pytest.approx's 1e-6 let a divisor of 1,000,001 through)."""
+    bat = _write(tmp_path / "battery", type="Battery", status="Discharging", voltage_now=3_850_000, current_now=-500_000, capacity=87)
+    assert read_battery_sysfs(bat).power_w == 3_850_000 / 1e6 * 500_000 / 1e6
+    _write(bat, power_now=2_500_000)
+    assert read_battery_sysfs(bat).power_w == 2.5
+    r = BatterySysfsSource(bat).read()  # the level and voltage reach the reading
+    assert (r.power_w, r.level_pct, r.voltage_v) == (2.5, 87.0, 3.85)
+
+
+def test_parse_termux_status_without_plugged_or_status_says_unknown():
+    s = parse_termux_status(json.dumps({"percentage": 40, "current": -100000}))
+    assert (s["plugged"], s["status"], s["level_pct"]) == ("UNKNOWN", "UNKNOWN", 40.0)
+    assert parse_termux_status(json.dumps({"status": "DISCHARGING"}))["status"] == "DISCHARGING"
+
+
+def test_a_failing_termux_command_is_an_error_not_an_empty_reading(tmp_path):
+    import subprocess
+
+    cmd = tmp_path / "termux-battery-status"
+    cmd.write_text("#!/bin/sh\necho '{\"percentage\": 50}'\nexit 3\n")
+    cmd.chmod(cmd.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(subprocess.CalledProcessError):
+        TermuxSource([str(cmd)]).status()
+
+
+def test_power_meter_takes_the_sources_capacity():
+    class Source:
+        name, capacity_mah = "fake", 2915.0
+
+        def read(self):
+            return Reading(0.0, power_w=1.0)
+
+        def describe(self):
+            return "fake"
+
+    assert PowerMeter(Source(), interval_s=0.05).capacity_mah == 2915.0
+    assert PowerMeter(Source(), interval_s=0.05, capacity_mah=4000.0).capacity_mah == 4000.0
+
+
+def test_rapl_describes_its_zones_by_name_and_path(tmp_path):
+    root = _rapl_tree(tmp_path)
+    src = RaplSource(root)
+    zones = ", ".join(str(z) for z in src.zones)
+    assert src.describe() == f"Intel RAPL (package-0, package-1: {zones})" and len(src.zones) == 2

@@ -28,6 +28,7 @@ def test_paper_readings_load_as_the_papers_words():
     assert (cfg.target_accuracy, cfg.target.curve, cfg.target.margin) == ("highest", "raw", 0.0)
     assert cfg.policy.exploration == "none" and cfg.traces.charge_state == "level"
     plain = load_experiment(EXP)
+    assert len(READINGS) >= 3, [r.key for r in READINGS]
     for r in READINGS:  # each reading's default is the shipped experiment's value
         head, _, tail = r.key.partition(".")
         value = getattr(getattr(plain, head), tail) if tail else getattr(plain, head)

@@ -18,7 +18,7 @@ from flamingo_sim.fl.data.base import FederatedDataset
 if TYPE_CHECKING:
     from flamingo_sim.fl.data.pipeline import PackInfo
 
-__all__ = ["ARCHITECTURES", "make_dataset", "pack_experiment", "proxy_line"]
+__all__ = ["ARCHITECTURES", "make_dataset", "pack_experiment", "pack_settings", "proxy_line"]
 
 
 #: Profile model name -> torchvision architecture trained on real data.
@@ -138,7 +138,7 @@ def _fedscale_reader(cfg: ExperimentConfig, root: Path, src: str) -> FederatedDa
         raise ConfigError(f"{src}: data.root: {exc}") from None
 
 
-def _pack_settings(cfg: ExperimentConfig) -> dict[str, Any]:
+def pack_settings(cfg: ExperimentConfig) -> dict[str, Any]:
     """The data settings a pack was decoded with (recorded in its manifest; a run reading the pack checks them)."""
     data = cfg.data
     keys = ["name", "image_size", "filter_less", "max_clients", "max_test_samples"]
@@ -215,6 +215,6 @@ def pack_experiment(experiment: str | Path, out_dir: str | Path, overrides: list
     say = log or (lambda _m: None)
     say(f"packing {reader.description}")
     try:
-        return pack_dataset(reader, out_dir, workers or data.decode_workers or usable_cores(), say, _pack_settings(cfg))
+        return pack_dataset(reader, out_dir, workers or data.decode_workers or usable_cores(), say, pack_settings(cfg))
     except InputDataError as exc:  # an unreadable image or clip, found while decoding
         raise ConfigError(f"{src}: data.root: {exc}") from None

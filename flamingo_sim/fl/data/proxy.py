@@ -132,7 +132,9 @@ class SyntheticFederated(FederatedDataset):
     def _samples(self, gen: np.random.Generator, teacher: tuple[np.ndarray, np.ndarray, np.ndarray], n: int) -> tuple[Tensor, Tensor]:
         w, b, v = teacher
         x = v + gen.standard_normal((n, self.n_features)) * self._sigma_sd
-        y = np.argmax(x @ w.T + b, axis=1)  # argmax of softmax == argmax of logits
+        # argmax of softmax == argmax of logits; the logits summed in a fixed order (numpy's pairwise sum
+        # over the features), not by a BLAS matrix product, whose kernel (and last bits) depend on the CPU
+        y = np.argmax((x[:, None, :] * w[None, :, :]).sum(axis=2) + b, axis=1)
         return torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y.astype(np.int64))
 
     def _generate(self, cid: int) -> tuple[Tensor, Tensor]:

@@ -282,6 +282,10 @@ def format_summary(summary: dict[str, Any]) -> str:
                 f"seed {s}: best {fmt(r.get('best_curve_accuracy'), 1, 4)} < {fmt(r['target_accuracy'], 1, 4)}" for s, r in missed.items()))
     lines += far_below_lines(summary)
     lines += _curve_lines(summary)
+    if summary.get("train_mode"):  # train_mode auto on a GPU (the CPU's rule records nothing)
+        tm = summary["train_mode"]
+        lines.append(f"train_mode auto chose {tm['chosen']} ({tm['why']}); bound: {tm['bound']['rule']} "
+                     f"({tm['bound']['floor']:.1e} -> {tm['bound']['value']:.1e}), checked on {tm['checked_on']}")
     for policy, e in summary["policies"].items():
         for name in ("speedup", "energy_efficiency"):
             if e.get(f"{name}_ci"):

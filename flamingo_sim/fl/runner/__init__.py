@@ -16,7 +16,8 @@ A run's path, top to bottom; each module calls only the ones below it, and nothi
 4. :mod:`~flamingo_sim.fl.runner.execute`: the units handed to an executor, each with its share
    of the cores;
 5. :mod:`~flamingo_sim.fl.runner.executors`: the executor (this process, a pool of
-   :mod:`~flamingo_sim.fl.runner.worker` processes, Ray, a plug-in) runs each unit with
+   :mod:`~flamingo_sim.fl.runner.worker` processes forked from the preloaded parent of
+   :mod:`~flamingo_sim.fl.runner.forkserver`, Ray, a plug-in) runs each unit with
 6. :mod:`~flamingo_sim.fl.runner.units`' :func:`~flamingo_sim.fl.runner.units.run_unit`: the
    unit's simulation assembled (:mod:`flamingo_sim.fl.compose`), resumed from its checkpoint
    (:mod:`~flamingo_sim.fl.runner.checkpoint`), and its rounds run by

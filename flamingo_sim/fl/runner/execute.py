@@ -164,6 +164,7 @@ def execute(
     progress = Progress(len(units), len(units) - len(pending), jobs, say, show=show, on_finish=on_finish, plan=plan)
     if not pending:
         return []
+    progress.expect(list(pending))
     try:
         runner.run(pending, Dispatch(jobs, progress, here, keep_going, ray_address, shared_dir))
     finally:

@@ -61,7 +61,7 @@ class PreparedRun:
         fl = self.cfg.fl
         cost = float((fl.rounds or 100) * fl.participants_per_round * fl.local_steps)
         return [Unit(experiment, self.overrides, self.n_seeds, str(self.out), name, seed, f"{prefix}{self.names.get(name, name)} seed {seed}",
-                     engine=self.engine, executors=self.executors, threads=threads, gpu=gpu, cost=cost)
+                     engine=self.engine, executors=self.executors, threads=threads, gpu=gpu, cost=cost, device=str(fl.device).strip().lower())
                 for seed in self.cfg.seeds for name in self.cfg.policies]
 
 

@@ -21,9 +21,10 @@ from flamingo_sim.fl.runner.unit_files import gather, write_metrics
 from flamingo_sim.io import write_json
 
 if TYPE_CHECKING:
+    from flamingo_sim.fl.config import ExperimentConfig
     from flamingo_sim.fl.runner.plan import PreparedRun
 
-__all__ = ["RunResult", "finish_run", "load_run"]
+__all__ = ["RunResult", "run_summary", "finish_run", "load_run"]
 
 
 @dataclass(frozen=True)
@@ -35,20 +36,32 @@ class RunResult:
     summary: dict[str, Any]
 
 
-def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: bool = True) -> RunResult:
-    """Gather a run's finished units into ``metrics.parquet`` and ``summary.json``."""
-    cfg, out = run.cfg, run.out
-    metrics, results = gather(out, cfg)
+def run_summary(cfg: ExperimentConfig, metrics: pd.DataFrame, results: list[dict[str, Any]], engine: str, cpu_kernels: str) -> dict[str, Any]:
+    """The summary of a run whose units all finished (``metrics`` and ``results`` as
+    :func:`~flamingo_sim.fl.runner.unit_files.gather` returns them): what ``summary.json`` holds."""
     shown = [res["rows"][0]["policy"] for res in results]  # each policy's display name, as its rows have it
     summary = summarize(metrics, cfg.target_accuracy, baseline=shown[0], rule=cfg.target)
     for res, name in zip(results, shown):
         summary["policies"][name]["per_seed"][str(res["seed"])]["participation_histogram"] = res["participation_histogram"]
     first, last = results[0], results[-1]
-    summary = {"experiment": cfg.name, "data": last["data"], "model": cfg.model, "seeds": cfg.seeds, "engine": run.engine,
-               "cpu_kernels": run.kernels[0],
+    summary = {"experiment": cfg.name, "data": last["data"], "model": cfg.model, "seeds": cfg.seeds, "engine": engine,
+               "cpu_kernels": cpu_kernels,
                "model_size_mb": first["model_size_mb"], "model_size_source": first["model_size_source"], **summary}
     if first.get("phones_from_traces") is not None:  # phones.mix: from_traces
         summary["phones_from_traces"] = first["phones_from_traces"]
+    chosen = {f"{res['policy']} seed {res['seed']}": res["train_mode"] for res in results if res.get("train_mode") is not None}
+    if chosen:  # train_mode auto on a GPU: the first unit's choice, and every unit's where they differ
+        summary["train_mode"] = next(iter(chosen.values()))
+        if len({json.dumps(c, sort_keys=True) for c in chosen.values()}) > 1:
+            summary["train_mode_per_unit"] = chosen
+    return summary
+
+
+def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: bool = True) -> RunResult:
+    """Gather a run's finished units into ``metrics.parquet`` and ``summary.json``."""
+    cfg, out = run.cfg, run.out
+    metrics, results = gather(out, cfg)
+    summary = run_summary(cfg, metrics, results, run.engine, run.kernels[0])
     write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     if print_summary:

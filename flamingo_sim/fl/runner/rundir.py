@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from flamingo_sim.config import to_mapping
-from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.errors import ConfigError, FlamingoError, PoolLost
 from flamingo_sim.faults import (
     LOCK_FILE,
     check_writable,
@@ -155,6 +155,8 @@ def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *
             exc.hint = how  # type: ignore[attr-defined]  # printed by the CLI
             clean_stale(out, recursive=True, mine=True)  # the write the signal cut short (its workers are stopped by now)
             raise
+        except PoolLost as exc:  # a pool's forkserver that cannot be started again: what died, then how to continue
+            raise FlamingoError(f"{exc}; {how}") from None
         except OSError as exc:
             if is_disk_full(exc):
                 raise FlamingoError(f"{describe_os_error(exc)}; {how}") from None

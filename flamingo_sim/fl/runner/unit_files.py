@@ -55,7 +55,11 @@ class Unit:
     ``experiment``: a shipped experiment's name or an absolute path (the same on every node).
     ``threads``: the CPU threads the unit may use (its share of the cores: torch's thread
     budget in a worker process, the CPUs a Ray task asks for); ``gpu``: it trains on a CUDA GPU;
-    ``cost``: its relative work, for the order in which units start (not their results).
+    ``cost``: its relative work, for the order in which units start (not their results);
+    ``device``: its ``fl.device`` as configured (``auto`` and ``cuda`` train on the GPU a ``--jobs N``
+    pool gives the worker); ``after``: ``package.module:function`` called with ``(unit, say)`` once the unit has
+    finished, in the process that ran it (a study's per-run work done where the run ends:
+    ``reproduce`` draws a task's figures when its last unit is done); its errors are said, not raised.
     """
 
     experiment: str  # a shipped experiment's name or an absolute path
@@ -70,6 +74,8 @@ class Unit:
     threads: int = 1  # the CPU threads it may use
     gpu: bool = False  # it trains on a CUDA GPU
     cost: float = 1.0  # relative work (rounds x clients x steps): the costliest units start first
+    after: str = ""  # package.module:function called with (unit, say) once it has finished, where it ran
+    device: str = "cpu"  # fl.device as configured: a pool gives each worker its own GPU for "auto" and "cuda"
 
     @property
     def name(self) -> str:

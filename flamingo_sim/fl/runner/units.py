@@ -36,7 +36,7 @@ from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["PartsCache", "Once", "InProcess", "UnitSaver", "run_unit", "unit_parts", "log_rates"]
+__all__ = ["PartsCache", "Once", "InProcess", "UnitSaver", "run_unit", "unit_parts", "log_rates", "call_after"]
 
 #: Seconds between two writes of a unit's progress file.
 STATUS_EVERY_S = 0.5
@@ -175,6 +175,20 @@ def run_unit(
         sim.seam.close()  # type: ignore[attr-defined]  # a DistributedSeam: the other ranks move on to the next unit
     saver.write(records, histogram=participation_histogram(sim.times_kept))
     log_rates(sim, say)
+    if unit.after:
+        call_after(unit, say)
+
+
+def call_after(unit: Unit, say: Callable[[str], None]) -> None:
+    """``unit.after(unit, say)`` (see :class:`Unit`); an error in it is one line said, the unit stays done."""
+    import importlib
+
+    module, _, name = unit.after.partition(":")
+    try:
+        getattr(importlib.import_module(module), name)(unit, say)
+    except Exception as exc:  # noqa: BLE001 - the unit finished; what comes after it is redone where it is needed
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        say(f"{unit.label}: {unit.after} failed: {type(exc).__name__}{': ' + first if first else ''}")
 
 
 def unit_parts(unit: Unit, cache: PartsCache | None) -> tuple[Path, ExperimentConfig, Any]:
@@ -221,6 +235,7 @@ class UnitSaver(Callback):
     def on_run_begin(self, sim: Any, records: Sequence[RoundRecord]) -> None:
         self.records = list(records)
         self.saved_round = sim.round
+        self.sim = sim
 
     def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
         self.records.append(record)
@@ -242,6 +257,9 @@ class UnitSaver(Callback):
         """The result file, with ``records``; done once ``histogram`` is given. Then the run's metrics refreshed."""
         body = {"format": FORMAT, "policy": self.unit.policy, "seed": self.unit.seed, "done": histogram is not None,
                 "rows": [r.to_row() for r in records], "participation_histogram": histogram, **self.about}
+        choice = getattr(getattr(getattr(self, "sim", None), "trainer", None), "choice", None)
+        if choice is not None:  # train_mode auto on a GPU: what it chose, why, and the bound it checked
+            body["train_mode"] = choice.record()
         write_json(self.unit.path(".json"), body)
         if self.metrics_of is not None:
             write_partial_metrics(Path(self.unit.run_dir), self.metrics_of)

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.faults import Interrupted, describe_os_error, stop_signals
+from flamingo_sim.fl.runner.forkserver import PRELOAD
 from flamingo_sim.fl.runner.unit_files import Unit
 from flamingo_sim.fl.runner.units import PartsCache, run_unit, unit_parts
 
@@ -80,13 +81,6 @@ def _die_with_parent(parent_pid: int) -> None:
     prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     if os.getppid() != parent_pid:  # the parent ended before the signal was armed
         os._exit(1)
-
-
-#: What the pool's parent process (multiprocessing's forkserver) imports once, before it forks
-#: any worker: torch, pandas and the modules a unit runs (no torch kernel runs at import, so a
-#: worker still chooses its CPU kernels).
-PRELOAD = ("torch", "numpy", "pandas", "pyarrow.parquet", "scipy.interpolate", "flamingo_sim.fl.runner.worker",
-           "flamingo_sim.fl.compose", "flamingo_sim.fl.sim.simulation", "flamingo_sim.fl.training.trainer")
 
 
 @contextlib.contextmanager

@@ -4,6 +4,10 @@ Jain's fairness index of ``x_1..x_n >= 0`` is ``(sum x)^2 / (n * sum x^2)``: 1 w
 client got the same, ``1/n`` when one client got everything (Jain, Chiu and Hawe, 1984). The
 engine reports it over *every* client of the population, for the number of rounds each was
 kept (participation) and for the training energy each one's battery paid (all attempts).
+
+Both sums are numpy's pairwise sums (``np.add.reduce`` of a 1-D float64 array: a fixed order of
+additions in plain C), never a BLAS call such as ``np.dot``, whose kernel, and so whose last bits,
+depend on the CPU and on the BLAS numpy was built with: the index is the same on every CPU.
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ def jain_index(x: np.ndarray, n: int | None = None) -> float:
     size = v.size if n is None else int(n)
     if size < v.size:
         raise ValueError(f"n={size} is less than the {v.size} values given")
-    sq = float(np.dot(v, v))
+    v = np.ascontiguousarray(v).ravel()
+    sq = float(np.add.reduce(v * v))  # not np.dot: a BLAS kernel's order of additions depends on the CPU
     if size == 0 or sq == 0.0:
         return float("nan")
-    return float(v.sum()) ** 2 / (size * sq)
+    return float(np.add.reduce(v)) ** 2 / (size * sq)
 
 
 def merge_sorted(sorted_idx: np.ndarray, new: np.ndarray) -> np.ndarray:

@@ -204,7 +204,11 @@ class Simulation:
         self.dataset = parts.dataset  # on a GPU, wrapped so that clients' samples stay resident there
         if self.device.type == "cuda" and self.rules.device_cache_gb != 0:
             self.dataset = DeviceResident(parts.dataset, self.device, device_cache_bytes(self.device, self.rules.device_cache_gb))
-        self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget, cuda_graphs=fl.cuda_graphs)
+        from flamingo_sim.fl.training import autotune
+
+        tuner = autotune.tuner_for(self.device, fl.train_mode, parts.model, fl.precision, self.log)  # a GPU's auto; the CPU keeps the rule
+        self.trainer = CohortTrainer(parts.model, strategy=fl.train_mode, precision=fl.precision, memory_budget_bytes=budget,
+                                     cuda_graphs=fl.cuda_graphs, tuner=tuner, log=self.log)
         self.params = {k: v.detach().clone() for k, v in parts.model.state_dict().items()}
         self._test_data = tuple(t.to(self.device) for t in parts.test_data)
         #: Step 5's worker: trains jobs and evaluates (:mod:`flamingo_sim.fl.sim.seam`); the

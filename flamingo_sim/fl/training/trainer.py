@@ -27,13 +27,16 @@ rounding, the per-client loop being the reference):
 - ``"threads"``: model copies training clients side by side on the CPU's cores, one worker
   thread per torch thread (:func:`flamingo_sim.fl.training.threads.train_threads`); each client draws
   its dropout masks from its own generator, ``(seed, "dropout", round_idx, client_id)``.
-- ``"auto"``: :func:`choose_strategy` for (model, image size, device): vmap, except
+- ``"auto"``: on the CPU, :func:`choose_strategy` for (model, image size, device): vmap, except
   ``threads`` for convolutional networks on the CPU (vmap turns their convolutions into
   grouped ones, which oneDNN runs no faster than the loop: measured 0.5-1.0x on 2 cores,
-  where threads measured 1.2-1.6x), the per-client loop there with one torch thread, and
-  streams on CUDA for networks with grouped (depthwise) convolutions on images of 128 px or
-  more; on the CPU threads (else the loop) when the model does not vmap or only one client
-  fits in memory, on CUDA streams.
+  where threads measured 1.2-1.6x), the per-client loop there with one torch thread; threads
+  (else the loop) when the model does not vmap or only one client fits in memory. On a GPU
+  with a tuner (:mod:`flamingo_sim.fl.training.autotune`, what a run gives its trainer there),
+  the candidates are measured on the first round's cohort and the fastest that keeps to the
+  stated bound trains (:attr:`CohortTrainer.choice` says which and why); without one, the
+  rule: streams for networks with grouped (depthwise) convolutions on images of 128 px or
+  more, streams when the model does not vmap, else vmap.
 
 BatchNorm running statistics are aggregated like every other state entry: FedAvg's
 sample-weighted mean of the clients' running means and variances, ``num_batches_tracked``
@@ -51,10 +54,8 @@ A model *state* here is a ``dict[str, Tensor]`` of its parameters and buffers, a
 
 from __future__ import annotations
 
-import copy
-import math
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 import torch
@@ -62,7 +63,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from flamingo_sim.fl.training.batched import GraphedStep, train_one_client, train_streams, train_vmap
+from flamingo_sim.fl.training.batched import GraphedStep, model_copy, train_one_client, train_streams, train_vmap
 from flamingo_sim.fl.training.device import precision_context
 from flamingo_sim.fl.training.memory import default_budget_bytes, per_client_bytes
 from flamingo_sim.fl.training.threads import threads_safe, train_threads
@@ -77,6 +78,7 @@ __all__ = [
     "evaluate_batches",
     "model_state",
     "minibatch_indices",
+    "cohort_indices",
     "supports_batched",
     "choose_strategy",
 ]
@@ -147,13 +149,24 @@ def choose_strategy(model: nn.Module, input_shape: Sequence[int], device: torch.
 
 def minibatch_indices(n_samples: int, n_steps: int, batch_size: int, seed: int, round_idx: int, client_id: int) -> Tensor:
     """``(n_steps, batch_size)`` int64 sample indices of one client's local steps this round."""
-    if n_samples < 1:
-        raise ValueError(f"client {client_id} has no samples")
+    return cohort_indices([n_samples], [client_id], n_steps, batch_size, seed, round_idx)[0]
+
+
+def cohort_indices(n_samples: Sequence[int], client_ids: Sequence[int], n_steps: int, batch_size: int, seed: int, round_idx: int) -> Tensor:
+    """``(k, n_steps, batch_size)`` int64: :func:`minibatch_indices` of each of ``k`` clients, written into one array
+    (a cohort's worth at once: one tensor instead of one per client; the same numbers)."""
     total = n_steps * batch_size
-    gen = rng(seed, "local-shuffle", round_idx, client_id)
-    n_perms = math.ceil(total / n_samples)
-    order = np.concatenate([gen.permutation(n_samples) for _ in range(n_perms)])[:total]
-    return torch.from_numpy(order.astype(np.int64)).view(n_steps, batch_size)
+    out = np.empty((len(client_ids), total), dtype=np.int64)
+    for i, (n, cid) in enumerate(zip(n_samples, client_ids)):
+        if n < 1:
+            raise ValueError(f"client {cid} has no samples")
+        gen = rng(seed, "local-shuffle", round_idx, int(cid))
+        pos = 0
+        while pos < total:  # fresh permutations of the client's samples, concatenated and cut
+            take = min(n, total - pos)
+            out[i, pos:pos + take] = gen.permutation(n)[:take]
+            pos += take
+    return torch.from_numpy(out).view(len(client_ids), n_steps, batch_size)
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,7 +216,11 @@ class CohortTrainer:
     (``None``: 80 % of the free GPU memory, half the available RAM on the CPU);
     ``max_batched_clients`` caps the chunk further. ``cuda_graphs``: capture the vmap step as a
     CUDA graph (CUDA only; ignored on the CPU). ``precision``: see
-    :func:`flamingo_sim.fl.training.device.precision_context`.
+    :func:`flamingo_sim.fl.training.device.precision_context`. ``channels_last``: the per-client
+    strategies (``sequential``, ``streams``) train model copies and minibatches in NHWC memory
+    order. ``tuner`` (with ``strategy="auto"``): an
+    :class:`~flamingo_sim.fl.training.autotune.Tuner` that picks the strategy from measurements
+    on the first cohort of each input shape and batch size (:attr:`choice`); ``log`` gets its lines.
     """
 
     def __init__(
@@ -215,6 +232,9 @@ class CohortTrainer:
         max_batched_clients: int | None = None,
         cuda_graphs: bool = False,
         n_streams: int = 4,
+        channels_last: bool = False,
+        tuner: Any = None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         if strategy not in MODES:
             raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {strategy!r}")
@@ -226,8 +246,15 @@ class CohortTrainer:
         self.max_batched_clients = max_batched_clients
         self.cuda_graphs = bool(cuda_graphs) and self.device.type == "cuda"
         self.n_streams = int(n_streams)
+        self.channels_last = bool(channels_last)
+        self.tuner = tuner
+        self.log = log or (lambda _m: None)
+        #: What the tuner chose (an :class:`~flamingo_sim.fl.training.autotune.Choice`, for the last input shape and
+        #: batch size it measured); None without a tuner.
+        self.choice: Any = None
         self._graphs: dict[tuple, GraphedStep] = {}
         self._plans: dict[tuple, tuple[str, int]] = {}
+        self._tuned: dict[tuple, CohortTrainer] = {}
 
     def plan(self, input_shape: Sequence[int], batch_size: int, n_clients: int) -> tuple[str, int]:
         """``(strategy, clients per chunk)`` for a cohort of ``n_clients``."""
@@ -247,13 +274,13 @@ class CohortTrainer:
 
     def train(self, global_params: dict[str, Tensor], task: CohortTask) -> CohortResult:
         """Run ``task``'s local SGD for each client, starting from ``global_params`` (see :func:`train_cohort`)."""
+        if self.strategy == "auto" and self.tuner is not None:
+            return self._chosen(global_params, task).train(global_params, task)
         client_datas, client_ids, n_steps, batch_size, lr = task.client_datas, task.client_ids, task.n_steps, task.batch_size, task.lr
         seed, round_idx, prox_mu = task.seed, task.round_idx, float(task.prox_mu)
-        state = self._start_state(global_params)
-        indices = [
-            minibatch_indices(int(x.shape[0]), n_steps, batch_size, seed, round_idx, int(cid))
-            for cid, (x, _) in zip(client_ids, client_datas)
-        ]
+        state = self.start_state(global_params)
+        cohort = cohort_indices([int(x.shape[0]) for x, _ in client_datas], client_ids, n_steps, batch_size, seed, round_idx)
+        indices: list[Tensor] = list(cohort.unbind(0))
         strategy, chunk = self.plan(tuple(client_datas[0][0].shape[1:]), batch_size, len(client_ids))
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), precision_context(self.precision, self.device):
@@ -263,8 +290,9 @@ class CohortTrainer:
             else:  # only the CPU generator draws: torch.manual_seed would also queue a lazy CUDA seeding (a stack trace, ~4 ms)
                 torch.default_generator.manual_seed(dropout_seed)
             if strategy == "sequential":
-                work = copy.deepcopy(self.model).to(self.device).train()
-                parts = [train_one_client(work, state, x, y, idx, lr, self.device, prox_mu) for (x, y), idx in zip(client_datas, indices)]
+                work = model_copy(self.model, self.device, self.channels_last)
+                cl = self.channels_last
+                parts = [train_one_client(work, state, x, y, idx, lr, self.device, prox_mu, cl) for (x, y), idx in zip(client_datas, indices)]
                 params = {name: torch.stack([p[0][name] for p in parts]) for name in state}
                 return CohortResult(params, torch.stack([p[1] for p in parts]), "sequential")
             if strategy == "threads":
@@ -274,17 +302,27 @@ class CohortTrainer:
                 params, losses = train_threads(self.model, state, client_datas, indices, lr, torch.get_num_threads(), seeds, prox_mu)
                 return CohortResult(params, losses, "threads")
             if strategy == "streams":
-                params, losses = train_streams(self.model, state, client_datas, indices, lr, self.device, self.n_streams, prox_mu)
+                params, losses = train_streams(self.model, state, client_datas, indices, lr, self.device, self.n_streams, prox_mu,
+                                               self.channels_last)
                 return CohortResult(params, losses, "streams")
             chunks = [
-                self._vmap_chunk(state, client_datas[i : i + chunk], indices[i : i + chunk], lr, prox_mu) for i in range(0, len(client_ids), chunk)
+                self._vmap_chunk(state, client_datas[i : i + chunk], cohort[i : i + chunk], lr, prox_mu) for i in range(0, len(client_ids), chunk)
             ]
         if len(chunks) == 1:
             return CohortResult(chunks[0][0], chunks[0][1], "vmap")
         params = {name: torch.cat([c[0][name] for c in chunks]) for name in state}
         return CohortResult(params, torch.cat([c[1] for c in chunks]), "vmap")
 
-    def _start_state(self, global_params: dict[str, Tensor]) -> dict[str, Tensor]:
+    def _chosen(self, global_params: dict[str, Tensor], task: CohortTask) -> CohortTrainer:
+        """The trainer the tuner chose for this cohort's input shape and batch size (measured on the first such cohort)."""
+        key = (tuple(task.client_datas[0][0].shape[1:]), task.batch_size)
+        if key not in self._tuned:
+            self.choice = choice = self.tuner.choose(self, global_params, task)
+            self._tuned[key] = choice.candidate.trainer(self.model, self.memory_budget_bytes)
+        return self._tuned[key]
+
+    def start_state(self, global_params: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The model's state with ``global_params`` put in (checked: names and shapes), on the trainer's device."""
         state = model_state(self.model)
         for name, value in global_params.items():
             if name not in state:
@@ -295,7 +333,7 @@ class CohortTrainer:
         return state
 
     def _vmap_chunk(
-        self, state: dict[str, Tensor], client_datas: Sequence[tuple[Tensor, Tensor]], indices: Sequence[Tensor], lr: float, prox_mu: float
+        self, state: dict[str, Tensor], client_datas: Sequence[tuple[Tensor, Tensor]], indices: Tensor, lr: float, prox_mu: float
     ) -> tuple[dict[str, Tensor], Tensor]:
         # All clients' samples in one tensor, moved once; per-step gather indices offset into it.
         k = len(client_datas)
@@ -303,7 +341,7 @@ class CohortTrainer:
         y_all = torch.cat([y for _, y in client_datas])
         sizes = torch.tensor([int(x.shape[0]) for x, _ in client_datas])
         offsets = torch.cumsum(sizes, 0) - sizes
-        gather = torch.stack(list(indices), dim=1) + offsets.view(1, k, 1)  # (n_steps, k, batch)
+        gather = indices.transpose(0, 1) + offsets.view(1, k, 1)  # (n_steps, k, batch)
         if self.device.type == "cuda":  # pinned host memory for what is still on the host (resident data is not)
             x_all, y_all, gather = (t.pin_memory().to(self.device, non_blocking=True) if t.device.type == "cpu" else t for t in (x_all, y_all, gather))
         else:

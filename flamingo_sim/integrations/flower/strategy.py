@@ -106,7 +106,7 @@ class FlamingoStrategy(Strategy):
 
     User app: ``experiment`` (a shipped experiment's name or a YAML path) with ``overrides``
     (``key=value`` as ``--set``), ``policy`` (default: the experiment's last, e.g. ``flamingo``;
-    ``baseline``, ``eas``, ...) and ``seed`` (default: the experiment's first); ``out_dir`` for the
+    ``baseline``, ``least_energy``, ...) and ``seed`` (default: the experiment's first); ``out_dir`` for the
     run directory (``None``: no files); ``partitions`` maps node ids to partition ids (default:
     asked with ``query.flamingo``); ``num_nodes`` how many nodes to wait for (default: as many as
     have connected once the count holds for a second).

@@ -1,6 +1,8 @@
 """``flamingo-sim reproduce``: the paper's evaluation in one command.
 
 - :mod:`~flamingo_sim.studies.reproduce.run`     the three tasks, both policies, the same seeds (``--quick`` shortens them);
+- :mod:`~flamingo_sim.studies.reproduce.data`    real data (``--data-root``): each data set packed once, shared by the tasks and seeds;
+- :mod:`~flamingo_sim.studies.reproduce.detail`  each task's detailed figures, drawn where its last unit finished;
 - :mod:`~flamingo_sim.studies.reproduce.tables`  Tables 1-3 and the comparison bases, from profiles and metrics;
 - :mod:`~flamingo_sim.studies.reproduce.ux`      the user-experience measure of Table 3 (one swappable function);
 - :mod:`~flamingo_sim.studies.reproduce.figure`  the Figure 6 analogue;
@@ -33,6 +35,7 @@ def reproduce(
     again: str | None = None,
     readings: str = "default",
     attribution: bool = False,
+    data_root: str | Path | None = None,
 ) -> Path:
     """Run (or resume) the paper's tasks into ``out_dir/runs/`` and write the report; returns ``report.md``.
 
@@ -43,7 +46,9 @@ def reproduce(
     default (:mod:`~flamingo_sim.studies.reproduce.attribution`, into ``out_dir/attribution/<config>``, reusing the main
     runs where they are one of its configurations) and on past the default into the model's mechanisms
     (:mod:`~flamingo_sim.studies.reproduce.mechanisms`, into ``out_dir/mechanisms/<variant>``), and add "Why our
-    Table 2 differs from the paper's"."""
+    Table 2 differs from the paper's". ``data_root``: the folder holding FedScale's data sets (each task reads its own
+    under it); that data, or any task's own ``data.root`` in FedScale's layout, is packed once into ``out_dir/packs``
+    and shared (:mod:`~flamingo_sim.studies.reproduce.data`)."""
     from flamingo_sim.fl.config import load_experiment
     from flamingo_sim.fl.readings import EXPLORE_THEN_SHARE, readings_overrides
     from flamingo_sim.studies.reproduce.paper import TASKS
@@ -51,6 +56,7 @@ def reproduce(
 
     own = readings_overrides(readings)  # checks the name before anything runs
     todo = tuple(tasks or TASKS)
+    overrides = (*overrides, *_packed_data(todo, (*own, *overrides), quick, Path(out_dir), data_root, log))
     # the study's phases, each a set of runs into its own folder: every config checked and counted before anything runs
     phases: list[tuple[str, Path, tuple[str, ...]]] = [
         (f"baseline and Flamingo, {'the paper' if readings == 'paper' else 'the simulator'}'s readings", Path(out_dir), (*own, *overrides))]
@@ -79,10 +85,12 @@ def reproduce(
 
     plan = StudyPlan([(title, n) for (title, _d, _o), n in zip(phases, counts)])
     common: dict[str, Any] = dict(tasks=todo, n_seeds=n_seeds, quick=quick, log=log, execution=execution, again=again, phases=plan)
+    from flamingo_sim.studies.reproduce.detail import HOOK
+
     ran = []
     for i, (_title, folder, ov) in enumerate(phases):
         print(plan.start(i), flush=True)
-        ran.append(run_tasks(folder, overrides=ov, **common))
+        ran.append(run_tasks(folder, overrides=ov, after_unit=HOOK if i == 0 else "", **common))
     done = ran[0]
     walks = mech = None
     if attribution:
@@ -104,9 +112,41 @@ def reproduce(
     construction = {d.task: _construction(load_experiment(experiment_path(d.task), d.overrides), profiles) for d in done}
     results = load_results([(d.task, d.run_dir) for d in done], construction)
     explore = load_results([(d.task, ets_dir / "runs" / d.task) for d in done], construction) if ets_dir is not None else None
-    return write_reproduction(results, out_dir, quick=quick, profiles=profiles, overrides={d.task: d.overrides for d in done},
-                              profile_set=cfg.phones.profile_set, readings=readings, walks=walks, mechanisms=mech,
-                              explore_then_share=explore)
+    from flamingo_sim.report.plots import FIGURES
+    from flamingo_sim.report.write import FORMATS
+    from flamingo_sim.studies.reproduce.detail import clear_claims, ensure_task_figures
+
+    details = {d.task: ensure_task_figures(Path(out_dir), d.run_dir, str(experiment_path(d.task)), d.overrides, d.n_seeds, tuple(FIGURES),
+                                           FORMATS) for d in done}  # each drawn as its run finished; any missing, now
+    report = write_reproduction(results, out_dir, quick=quick, profiles=profiles, overrides={d.task: d.overrides for d in done},
+                                profile_set=cfg.phones.profile_set, readings=readings, walks=walks, mechanisms=mech,
+                                explore_then_share=explore, details=details)
+    clear_claims(Path(out_dir))
+    return report
+
+
+def _packed_data(tasks: Sequence[str], overrides: Sequence[str], quick: bool, out: Path, data_root: str | Path | None,
+                 log: Callable[[str], Any] | None) -> list[str]:
+    """``TASK:data.root=PACK`` for each task on real data, each data set packed once (:func:`~flamingo_sim.studies.reproduce.data.plan_data`)."""
+    import sys
+
+    from flamingo_sim.errors import ConfigError
+    from flamingo_sim.studies.reproduce.data import plan_data
+    from flamingo_sim.studies.reproduce.paper import TASKS
+    from flamingo_sim.studies.reproduce.run import task_overrides
+
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise ConfigError(f"tasks: expected some of {', '.join(TASKS)}, got {', '.join(unknown)}")
+    per = {t: task_overrides(t, overrides, quick) for t in tasks}
+    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    if data_root is None and not any(o.startswith("data.root=") for own in per.values() for o in own):
+        return []  # every task on the generated proxy
+    from flamingo_sim.studies.study import check_study_out
+
+    check_study_out(out, "reproduce")  # before anything is written into it
+    plan = plan_data(tasks, per, out, data_root, say)
+    return [f"{t}:{o}" for t in tasks for o in plan.overrides[t][len(per[t]):]]
 
 
 def _construction(cfg: Any, profiles: Any) -> dict[str, dict[str, Any]]:

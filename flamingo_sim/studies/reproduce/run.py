@@ -44,6 +44,7 @@ class TaskRun:
     task: str
     run_dir: Path
     overrides: tuple[str, ...]
+    n_seeds: int | None = None
 
 
 def experiment_path(task: str) -> Path:
@@ -106,18 +107,24 @@ def run_tasks(
     execution: Execution | None = None,
     again: str | None = None,
     phases: StudyPlan | None = None,
+    after_unit: str = "",
 ) -> list[TaskRun]:
     """Run (or continue) every task into ``out_dir/runs/<task>`` as one study
-    (:func:`~flamingo_sim.studies.study.run_study`: ``execution``, ``again`` and ``phases`` as its ``plan``); return where each went."""
+    (:func:`~flamingo_sim.studies.study.run_study`: ``execution``, ``again``, ``after_unit`` as there and ``phases`` as its
+    ``plan``); return where each went."""
     seeds = _seeds(tasks, n_seeds, quick)
     plan = [(t, task_overrides(t, overrides, quick)) for t in tasks]
+    from flamingo_sim.fl.runner.forkserver import start_early_for
+
+    ex = execution or Execution()
+    start_early_for(ex.executor, ex.jobs)  # the workers' parent imports torch while this process imports the study and reads configs
     from flamingo_sim.studies.study import StudyRun, run_study
 
     runs = [StudyRun(task, experiment_path(task), own, seeds) for task, own in plan]
-    results = run_study("reproduce", out_dir, runs, execution=execution, log=log, again=again, plan=phases)
+    results = run_study("reproduce", out_dir, runs, execution=execution, log=log, again=again, plan=phases, after_unit=after_unit)
     from flamingo_sim.fl.metrics.summary import format_summary
 
     for i, ((task, _own), res) in enumerate(zip(plan, results), start=1):  # each summary named by its task
         print(f"== task {i}/{len(plan)}: {task} ({' / '.join(TASKS[task])}) ==", flush=True)
         print(format_summary(res.summary), flush=True)
-    return [TaskRun(task, Path(out_dir) / "runs" / task, own) for task, own in plan]
+    return [TaskRun(task, Path(out_dir) / "runs" / task, own, seeds) for task, own in plan]

@@ -202,7 +202,7 @@ def table2(results: Sequence[TaskResult]) -> Table:
     return Table("Table 2: time and training energy to the target accuracy, per task", columns, rows,
                  f"Target, per seed: {' | '.join(rules)} ({targets}; the paper's in its column). Intervals: 95 % percentile bootstrap "
                  "over seeds (paired for the ratio). The ratio is of the means, so it agrees with the means beside it. How the ratios "
-                 "depend on the target: figures/speedup_vs_target.png.", reading=f"Reading: {reading}.",
+                 "depend on the target: figures/<task>/speedup_vs_target.png.", reading=f"Reading: {reading}.",
                  paper={t: {"speedup": v.speedup, "energy_efficiency": v.energy_efficiency, "target_accuracy_pct": v.target_accuracy_pct}
                         for t, v in paper.TABLE2.items()})
 

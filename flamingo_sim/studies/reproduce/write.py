@@ -3,14 +3,18 @@
 Its content is built once as blocks (:mod:`flamingo_sim.report.document`) and rendered as Markdown and as HTML.
 
 The report opens with Tables 1-3 and the Figure 6 analogue; then, per task, the comparison on
-three bases and the exploration cost; then the detailed figures of all tasks (one panel per
-task, :func:`flamingo_sim.report.write.write_report`) in ``figures/``.
+three bases and the exploration cost; then each task's detailed figures (the ``report`` figures
+of its run, :mod:`flamingo_sim.studies.reproduce.detail`) from ``figures/<task>/``, drawn as each
+task's run finished.
 """
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from matplotlib.figure import Figure
 
 from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.io import atomic_path, write_json
@@ -26,7 +30,7 @@ __all__ = ["load_results", "write_reproduction", "exploration_line", "fidelity_n
 
 DPI = 200
 #: Caption of the speedup-by-target figure set beside Table 2.
-CURVE_CAPTION = ("Speedup and energy efficiency of Flamingo over the baseline against the target accuracy, one panel per task, "
+CURVE_CAPTION = ("Speedup and energy efficiency of Flamingo over the baseline against the target accuracy, one figure per task, "
                  "read on the same curve as Table 2 (star: Table 2's ratios at its target, the mean of each seed's own; shaded: "
                  "targets some policy never reaches in some seed, where the curve, one target for every seed, has no ratio).")
 
@@ -65,25 +69,34 @@ def fidelity_note(results: Sequence[TaskResult]) -> str:
             "(`--set TASK:data.root=DIR`) to train the real DNNs.")
 
 
+def _save(fig: Figure, out: Path, stem: str) -> None:
+    """``fig`` as ``out/stem.png`` and ``.svg``, each written atomically (:func:`~flamingo_sim.report.write.save_figure`)."""
+    from flamingo_sim.report.write import save_figure
+
+    with ExitStack() as stack:
+        save_figure(fig, [(stack.enter_context(atomic_path(out / f"{stem}.{fmt}")), fmt) for fmt in ("png", "svg")], dpi=DPI)
+
+
 def _table(t: Table) -> doc.Table:
     """A reproduction table as a block of the report (its note and reading under it)."""
     return doc.Table(t.title, t.columns, t.rows, (t.note, t.reading))
 
 
 def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles: ProfileDirs,
+                       details: Mapping[str, Mapping[str, Sequence[Path]]],
                        overrides: Mapping[str, Sequence[str]] | None = None, profile_set: str = "paper",
                        readings: str = "default", walks: Sequence[Sequence[StepResult]] | None = None,
                        mechanisms: Mapping[str, Sequence[StepResult]] | None = None,
                        explore_then_share: Sequence[TaskResult] | None = None) -> Path:
-    """Write the report into ``out_dir``; returns the Markdown file. ``overrides``: task -> the ``--set`` list it ran with;
-    ``profile_set``: the runs' ``phones.profile_set`` (Table 1 reads it); ``readings``: the named readings the runs
-    used; ``walks``: the attribution walk of each task (:mod:`~flamingo_sim.studies.reproduce.attribution`), written as
-    "Why our Table 2 differs from the paper's" with ``attribution.png/.svg`` and ``attribution.json``; ``mechanisms``:
-    task -> the model's mechanisms one at a time (:mod:`~flamingo_sim.studies.reproduce.mechanisms`, into the same
-    section and ``mechanisms.json``); ``explore_then_share``: the same tasks under Appendix B's reading of exploration
-    (``--readings paper``), its Table 2 beside the main one."""
-    from flamingo_sim.report.write import write_report
-
+    """Write the report into ``out_dir``; returns the Markdown file. ``details``: task -> its detailed figures by stem
+    (their files, PNG first; :func:`~flamingo_sim.studies.reproduce.detail.ensure_task_figures`); ``overrides``: task ->
+    the ``--set`` list it ran with; ``profile_set``: the runs' ``phones.profile_set`` (Table 1 reads it); ``readings``:
+    the named readings the runs used; ``walks``: the attribution walk of each task
+    (:mod:`~flamingo_sim.studies.reproduce.attribution`), written as "Why our Table 2 differs from the paper's" with
+    ``attribution.png/.svg`` and ``attribution.json``; ``mechanisms``: task -> the model's mechanisms one at a time
+    (:mod:`~flamingo_sim.studies.reproduce.mechanisms`, into the same section and ``mechanisms.json``);
+    ``explore_then_share``: the same tasks under Appendix B's reading of exploration (``--readings paper``), its Table 2
+    beside the main one."""
     out = Path(out_dir)
     phones = list(dict.fromkeys(c[len("interference_s_"):] for r in results for c in r.metrics.columns if c.startswith("interference_s_")))
     t1, t2, t3 = table1(profiles, phones, profile_set), table2(results), table3(results)
@@ -96,17 +109,10 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
                    t2.note, t2.reading, t2.paper)
     stragglers = straggler_table(results)
     per_task = [bases_table(r) for r in results]
-    fig = figure6(results)
-    for fmt in ("png", "svg"):
-        with atomic_path(out / f"figure6.{fmt}") as tmp:
-            fig.savefig(tmp, format=fmt, dpi=DPI)
-    detail = write_report([r.run_dir for r in results], out / "figures", labels=[r.task for r in results])
+    _save(figure6(results), out, "figure6")
     why: list[doc.Block] = []
     if walks:
-        wfig = waterfall(walks)
-        for fmt in ("png", "svg"):
-            with atomic_path(out / f"attribution.{fmt}") as tmp:
-                wfig.savefig(tmp, format=fmt, dpi=DPI)
+        _save(waterfall(walks), out, "attribution")
         write_json(out / "attribution.json", attribution_json(walks))
         why = [doc.Heading(2, "Why our Table 2 differs from the paper's"), doc.Lines(why_lines(walks)),
                doc.Figure("attribution.png", "attribution", WHY_CAPTION), *(_table(attribution_table(w)) for w in walks if w)]
@@ -136,16 +142,19 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
                    "Flamingo's exploration phase); (b) clients available (online: trace and energy budget allow) at each "
                    "round's start vs round, on a full scale; (c) the same vs virtual time; (d) distinct clients lost to training "
                    "(offline only because training drained them) vs round. Every curve starts at round 0, t = 0.")
+    rel = {task: {stem: [p.relative_to(out).as_posix() for p in paths] for stem, paths in figs.items()} for task, figs in details.items()}
+    curves = [(r.task, rel[r.task]["speedup_vs_target"][0]) for r in results if "speedup_vs_target" in rel.get(r.task, {})]
     blocks: list[doc.Block] = [
         doc.Heading(1, "Flamingo (DistributedML '23) reproduced with flamingo-sim"), doc.Lines(head),
         _table(t1), _table(t2), *([_table(t2_ets)] if t2_ets else []), _table(stragglers), doc.Lines([fidelity]),
-        doc.Figure("figures/speedup_vs_target.png", "speedup by target", CURVE_CAPTION), _table(t3),
+        doc.Images([(png, f"speedup by target, {task}") for task, png in curves], width=680), doc.Lines([CURVE_CAPTION]), _table(t3),
         doc.Heading(3, "Figure 6 analogue"), doc.Figure("figure6.png", "figure 6", fig_caption),
         *why,
         doc.Heading(2, "Each task on three bases"),
         *(b for r, t in zip(results, per_task) for b in (_table(t), doc.Lines([f"Exploration cost: {exploration_line(r)}"]))),
-        doc.Heading(2, "Detailed figures (one panel per task)"),
-        doc.Images([(f"figures/{paths[0].name}", stem) for stem, paths in detail.figures.items()]),
+        doc.Heading(2, "Detailed figures, per task"),
+        *(b for r in results for b in (doc.Heading(3, r.label),
+                                       doc.Images([(paths[0], stem) for stem, paths in rel.get(r.task, {}).items()], width=680))),
     ]
     md_path = out / "report.md"
     with atomic_path(md_path) as tmp:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +13,8 @@ from flamingo_sim.errors import InputDataError
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
 from flamingo_sim.fl.data.openimage import FedScaleImageDataset
 from flamingo_sim.fl.data.proxy import SyntheticFederated
+from tests.layouts import COLORS  # noqa: F401 - a name the tests below use
+from tests.layouts import write_openimage as _write_fedscale
 
 # ---------------------------------------------------------------- synthetic
 
@@ -90,22 +91,6 @@ def test_synthetic_rejects_bad_arguments():
 
 
 # ---------------------------------------------------------------- FedScale layout
-
-COLORS = [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
-
-
-def _write_fedscale(root: Path, clients: dict[str, int], n_test: int = 4) -> None:
-    """A tiny OpenImage-layout dataset: client -> number of samples; label = i % 3."""
-    (root / "client_data_mapping").mkdir(parents=True)
-    for split, rows in (("train", [(c, i) for c, n in clients.items() for i in range(n)]), ("test", [("t", i) for i in range(n_test)])):
-        (root / split).mkdir()
-        lines = ["client_id,sample_path,label_name,label_id"]
-        for c, i in rows:
-            label = i % 3
-            name = f"{c}_{i}.png"
-            Image.new("RGB", (10 + i, 8), COLORS[label]).save(root / split / name)
-            lines.append(f"{c},{name},class{label},{label}")
-        (root / "client_data_mapping" / f"{split}.csv").write_text("\n".join(lines) + "\n")
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ from flamingo_sim.fl.sim.limits import DeviceLimits, training_memory_bytes
 from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
 from tests.fl.sim.test_simulation import COMM_S, LAT_S, POWER_W, ROOT, STEPS, scripted_parts
+from tests.identity import assert_metrics_match, assert_summary_matches
 
 PIXEL3 = load_phones(ROOT / "profiles")["pixel_3"]
 assert PIXEL3.body is not None and PIXEL3.memory is not None
@@ -159,7 +160,11 @@ REFERENCE = Path(__file__).resolve().parent / "reference" / "main_job_short"
 @pytest.mark.slow
 def test_models_off_is_bit_identical_to_the_code_before_them(tmp_path):
     """The main job, shortened (10 rounds), with ``devices`` at its defaults equals the run that the
-    code before the two models wrote (``reference/main_job_short``: metrics.parquet, summary.json)."""
+    code before the two models wrote (``reference/main_job_short``: metrics.parquet, summary.json;
+    rewritten when Jain's index stopped using BLAS, which moved ``jain_energy`` by an ulp and nothing
+    else; its ``provenance.json`` names the commit and the machine). Every simulated figure is
+    compared exactly on any CPU; torch's accuracy and losses exactly on the reference's CPU kind,
+    within the README's bounds elsewhere (:mod:`tests.identity`)."""
     env = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "PYTHONPATH": str(ROOT)}
     env.pop("OMP_NUM_THREADS", None)
     out = tmp_path / "run"
@@ -167,8 +172,8 @@ def test_models_off_is_bit_identical_to_the_code_before_them(tmp_path):
                            str(out), "--set", "fl.rounds=10", "--set", "fl.eval_every=2"], capture_output=True, text=True, env=env,
                           timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), pd.read_parquet(REFERENCE / "metrics.parquet"), check_exact=True)
-    assert json.loads((out / "summary.json").read_text()) == json.loads((REFERENCE / "summary.json").read_text())
+    assert_metrics_match(pd.read_parquet(out / "metrics.parquet"), REFERENCE / "metrics.parquet")
+    assert_summary_matches(json.loads((out / "summary.json").read_text()), REFERENCE / "summary.json")
 
 
 def test_shrink_batch_is_refused_on_engines_that_train_every_client_alike():

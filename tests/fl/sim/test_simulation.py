@@ -16,7 +16,7 @@ from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.proxy import SyntheticFederated
 from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.population import build_population
-from flamingo_sim.fl.sim.simulation import Components, Simulation
+from flamingo_sim.fl.sim.simulation import USAGE_SLOTS, Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
 from flamingo_sim.models import build_model
 from flamingo_sim.traces.store import ClientTraces
@@ -266,3 +266,139 @@ def test_the_loop_reads_its_rules_and_nothing_else_of_the_experiment():
     unresolved = dataclasses.replace(parts.cfg, network=dataclasses.replace(parts.cfg.network, model_size_mb=None))
     with pytest.raises(ValueError, match=r"^network\.model_size_mb is unset; flamingo_sim\.fl\.compose\.build_components resolves it$"):
         RoundRules.of(unresolved)
+
+
+# --- what mutation testing found (.ci/mutation.py core): survivors these tests kill ---
+
+
+def test_train_by_batch_trains_each_group_with_its_minibatch_and_keeps_the_job_order():
+    """``devices.memory: shrink_batch``: the clients of one job train in groups of one minibatch size
+    each, and the updates come back in the job's client order (two groups, interleaved)."""
+    from flamingo_sim.fl.sim.seam import TrainJob
+
+    parts = scripted_parts()
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    start = {k: v.clone() for k, v in sim.params.items()}
+    got = sim._train_by_batch(TrainJob(start, (0, 2, 3), (0, 2, 3), 1), np.array([4, 2, 4]))
+    fours = sim.seam.train(TrainJob(start, (0, 3), (0, 3), 1, batch_size=4))
+    two = sim.seam.train(TrainJob(start, (2,), (2,), 1, batch_size=2))
+    rows = [(fours, 0), (two, 0), (fours, 1)]  # the job's order: client 0, 2, 3
+    for i, (part, j) in enumerate(rows):
+        assert all(torch.equal(got.params[k][i], part.params[k][j]) for k in got.params), i
+        assert got.losses[i] == part.losses[j] and got.n_samples[i] == part.n_samples[j]
+    cohort = sim.seam.train(TrainJob(start, (2,), (2,), 1))  # the cohort's minibatch (16) trains client 2 otherwise
+    assert any(not torch.equal(cohort.params[k][0], got.params[k][1]) for k in got.params)
+
+
+class _Recording(UniformSelector):
+    """The uniform selector, keeping the coordinator's view and what it observes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.views: list = []
+        self.observed: list = []
+
+    def select(self, online, n, generator, view=None):
+        self.views.append(view)
+        return super().select(online, n, generator, view)
+
+    def select_online(self, online, n, generator, view=None):
+        self.views.append(view)
+        return super().select_online(online, n, generator, view)
+
+    def observe(self, round, clients, n_samples, train_loss, duration_s):
+        self.observed.append((round, np.asarray(clients).copy(), None if duration_s is None else np.asarray(duration_s).copy()))
+
+
+def _levels(parts: Components, row0: list[float]) -> Components:
+    tr = parts.traces
+    levels = tr.level_pct.copy()
+    levels[0] = row0
+    parts.traces = ClientTraces(step_s=600, device_ids=tr.device_ids, level_pct=levels, state=tr.state, extras=tr.extras,
+                                client_ids=tr.client_ids, client_device=tr.client_device, shift_s=tr.shift_s)
+    return parts
+
+
+def test_the_owners_drain_during_the_task_comes_out_of_the_spare_energy():
+    """Client 0 at 14.5 % has 4.5 % above the 10 % floor, and the task needs 4.0 %; but its owner
+    drains it to 12 % at 600 s, before the task ends (607.6 s): 2.5 % of the spare is the owner's,
+    so the task does not fit and the battery runs out; with 15.5 % (same drain) it fits."""
+    short = _levels(scripted_parts(), [14.5, 12.0, 12.0])
+    row = Simulation(short, experiment_policy(short.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
+    assert row["n_kept"] == 0 and row["dropped_battery_exhausted"] == 2  # clients 0 and 2
+    enough = _levels(scripted_parts(), [16.6, 14.1, 14.1])
+    row = Simulation(enough, experiment_policy(enough.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
+    assert row["n_kept"] == 1 and row["dropped_battery_exhausted"] == 1
+
+
+def test_the_horizon_ends_the_run_in_hours():
+    parts = scripted_parts(rounds=100, horizon_h=0.1)  # 360 s: the first round (607.6 s) passes it
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    assert not sim.is_done()
+    sim.step()
+    assert sim.is_done() and sim.clock_s > 360.0
+    parts = scripted_parts(rounds=100, horizon_h=1.0)  # 3,600 s: not after the first round
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    sim.step()
+    assert 0 < sim.clock_s < 3600.0 and not sim.is_done()
+
+
+def test_foreground_time_counts_every_slot_and_the_last_one_persists():
+    parts = _with_extras(scripted_parts(), {"screen_on_frac": np.ones((4, 3), dtype=np.float32)})
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    step = 600.0
+    span = np.array([30.0, 5 * step + 17.0, (USAGE_SLOTS + 3) * step])  # within the first slot, several, past the last
+    assert sim._foreground_s(0.0, np.array([0, 0, 0]), span).tolist() == span.tolist()  # in use all the time
+
+
+def test_in_use_is_strictly_above_the_threshold_and_a_missing_charger_reading_falls_back_to_the_state():
+    parts = scripted_parts()
+    threshold = parts.cfg.policy.interference.in_use_threshold
+    at = np.full((4, 3), threshold, dtype=np.float32)
+    at[1] = np.nextafter(np.float32(threshold), np.float32(1))
+    charging = np.full((4, 3), np.nan, dtype=np.float32)  # no reading: the level's state decides
+    parts = _with_extras(parts, {"screen_on_frac": at, "charging": charging})
+    tr = parts.traces
+    state = tr.state.copy()
+    state[0] = 1  # client 0's level rises: on the charger
+    parts.traces = ClientTraces(step_s=600, device_ids=tr.device_ids, level_pct=tr.level_pct, state=state, extras=tr.extras,
+                                client_ids=tr.client_ids, client_device=tr.client_device, shift_s=tr.shift_s)
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    use = sim._in_use(0.0, np.array([0, 1]))
+    assert not use[0].any() and use[1, :3].all()  # at the threshold: not in use; just above: in use
+    assert sim._plugged(0.0, np.array([0, 2])).tolist() == [True, False]
+
+
+def test_jain_energy_is_over_the_whole_population_and_round_zero_counts_nothing():
+    parts = scripted_parts()
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    zero = sim.initial_record().to_row()
+    assert (zero["n_selected"], zero["n_kept"], zero["clients_lost"], zero["clients_lost_cum"], zero["energy_cum_j"]) == (0, 0, 0, 0, 0.0)
+    row = sim.step().to_row()
+    drawn = sim.energy_drawn_j.values.astype(float)
+    assert len(drawn) == 3  # clients 0, 2 and 3 drew energy; client 1 (offline) did not
+    assert row["jain_energy"] == pytest.approx(drawn.sum() ** 2 / (4 * (drawn**2).sum()), rel=1e-15)
+
+
+def test_the_selector_sees_the_rounds_view_and_hears_the_kept_clients_durations():
+    import dataclasses
+
+    parts = scripted_parts()
+    parts.cfg = dataclasses.replace(parts.cfg, traces=dataclasses.replace(parts.cfg.traces, min_pct=8.0))  # not the view's default
+    sel = _Recording()
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, sel)
+    row = sim.step().to_row()
+    (view,) = sel.views
+    assert (view.round, view.min_pct, view.n_clients) == (1, 8.0, 4)
+    # the view reads the budget's levels when asked (after the round here: client 0 paid for its task)
+    assert view.battery_pct_at(np.array([0, 3])).tolist() == sim.budget.level_pct_at(np.array([0, 3])).tolist()
+    ((rnd, clients, durations),) = sel.observed
+    assert rnd == 1 and clients.tolist() == [0] and durations.tolist() == [row["duration_s"]]
+
+
+def test_the_memory_budget_reaches_the_trainer_in_bytes_and_the_default_log_prints(capsys):
+    parts = scripted_parts(memory_budget_gb=0.5)
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    assert sim.trainer.memory_budget_bytes == 1 << 29
+    sim.log("a line for the user")
+    assert capsys.readouterr().err == "a line for the user\n"

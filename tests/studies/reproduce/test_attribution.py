@@ -120,9 +120,12 @@ def test_report_section_figure_and_json_agree(out):
     for s in steps:
         text = "-" if s["speedup"] is None else f"{s['speedup']:.2f}x"
         assert any(line.startswith(f"| {s['label']} | {text}") for line in md.splitlines()), s["label"]
-        if s["speedup_factor"] is not None and s["speedup"] is not None:
-            before = next(p for p in steps if steps.index(p) == steps.index(s) - 1)
-            assert math.isclose(s["speedup_factor"], s["speedup"] / before["speedup"], rel_tol=1e-9)
+    # every step after the first whose ratio and its predecessor's are known has its factor, the quotient
+    with_factor = [(before, s) for before, s in zip(steps, steps[1:]) if s["speedup"] is not None and before["speedup"] is not None]
+    assert with_factor, "no step had a ratio beside its predecessor's: the factors were never checked"
+    for before, s in with_factor:
+        assert s["speedup_factor"] is not None, s["step"]
+        assert math.isclose(s["speedup_factor"], s["speedup"] / before["speedup"], rel_tol=1e-9)
 
 
 @pytest.mark.slow
@@ -153,9 +156,9 @@ def test_waterfall_bars_are_the_ratios(out):
             if gid:
                 tops[gid] = (patch.get_y(), patch.get_y() + patch.get_height())
     prev = 1.0
-    for r in walk:
-        if r.speedup is None:
-            continue
+    with_ratio = [r for r in walk if r.speedup is not None]
+    assert [r.step.name for r in with_ratio] == [r.step.name for r in walk], "a step without a ratio has no bar"
+    for r in with_ratio:
         lo, hi = tops[f"openimage_mobilenet|speedup|{r.step.name}"]
         assert np.isclose(lo, min(prev, r.speedup)) and np.isclose(hi, max(prev, r.speedup))
         prev = r.speedup

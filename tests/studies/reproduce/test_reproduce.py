@@ -108,8 +108,11 @@ def test_report_opens_with_the_three_tables_and_the_figure(out):
         assert img.size[0] >= 1000
     html = (out / "report.html").read_text()
     assert "Table 2: time and training energy" in html and 'src="figure6.png"' in html
-    for stem in ("accuracy_vs_time", "clients_online", "choice_mix"):
-        assert (out / "figures" / f"{stem}.png").is_file()
+    for task in TASKS:  # each task's detailed figures, drawn when its run was complete, referenced by the report
+        for stem in ("accuracy_vs_time", "clients_online", "choice_mix"):
+            assert (out / "figures" / task / f"{stem}.png").is_file()
+            assert f"](figures/{task}/{stem}.png)" in md and f'src="figures/{task}/{stem}.png"' in html
+    assert not list((out / "figures").glob(".*.claim"))  # the claims that kept two processes from drawing one task are gone
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@
 - :mod:`~flamingo_sim.fl.runner.executors.progress`     the progress every executor reports to, a failed unit's line;
 - :mod:`~flamingo_sim.fl.runner.executors.local`        ``local``: this process (``jobs=1``) or a pool of workers;
 - :mod:`~flamingo_sim.fl.runner.executors.pool`         the pool: long-lived worker processes forked from a preloaded parent;
+- :mod:`~flamingo_sim.fl.runner.executors.revive`       the pool's processes when one dies: which, how, and a worker started anyway;
 - :mod:`~flamingo_sim.fl.runner.executors.ray_cluster`  ``ray``: each unit a Ray task.
 
 :func:`make_executor` builds one by name: a built-in name (:data:`REGISTRY`), an import path

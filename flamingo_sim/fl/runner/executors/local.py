@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+import threading
+from typing import Iterator, Sequence
 
 from flamingo_sim.fl.runner.executors.base import Dispatch, Executor
-from flamingo_sim.fl.runner.executors.progress import one_line
+from flamingo_sim.fl.runner.executors.progress import Progress, one_line
 from flamingo_sim.fl.runner.unit_files import Unit
 
 __all__ = ["LocalExecutor"]
@@ -46,6 +48,17 @@ class LocalExecutor(Executor):
 
         close_pool()
 
+    def describe(self, units: Sequence[Unit], jobs: int) -> str:
+        """The units, the jobs, the threads, and with several jobs the GPUs the workers train on (one each)."""
+        line = super().describe(units, jobs)
+        if jobs > 1 and any(u.device in ("auto", "cuda") for u in units):
+            from flamingo_sim.fl.runner.executors.pool import visible_gpus
+
+            gpus = visible_gpus()
+            if gpus:
+                line += f"; each worker on its own GPU of {', '.join(gpus)} (CUDA_VISIBLE_DEVICES)"
+        return line
+
     def run(self, pending: Sequence[Unit], dispatch: Dispatch) -> None:
         if dispatch.jobs > 1:
             from flamingo_sim.fl.runner.executors.pool import run_pool
@@ -53,13 +66,32 @@ class LocalExecutor(Executor):
             run_pool(pending, dispatch.jobs, dispatch.progress)
             return
         progress = dispatch.progress
-        for unit in pending:
-            progress.start(unit)
-            try:
-                dispatch.in_process(unit)
-            except Exception as exc:
-                if not dispatch.keep_going:
-                    raise
-                progress.fail(unit, one_line(exc))
-            else:
-                progress.finish(unit)
+        with _estimating(progress):
+            for unit in pending:
+                progress.start(unit)
+                try:
+                    dispatch.in_process(unit)
+                except Exception as exc:
+                    if not dispatch.keep_going:
+                        raise
+                    progress.fail(unit, one_line(exc))
+                else:
+                    progress.finish(unit)
+
+
+@contextlib.contextmanager
+def _estimating(progress: Progress, every_s: float = 1.0) -> Iterator[None]:
+    """While units run in this process: a thread that says the study's estimate from the first rounds (once a run)."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(every_s):
+            progress.estimate_once()
+
+    thread = threading.Thread(target=watch, name="study-estimate", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -73,12 +73,19 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+#: Rounds each measured unit must have done before the whole study's time is estimated from them.
+ESTIMATE_ROUNDS = 2
+
+
 class Progress:
     """Units done, running and failed, and the time left estimated from the finished ones.
 
     On a terminal, one line per running unit and a total, redrawn in place; otherwise a line
     when a unit starts, ends or fails, and the total every :attr:`every_s` seconds.
     ``show=False``: only failures are said (a single run's own progress bars show the rest).
+    Once a running unit has done its first :data:`ESTIMATE_ROUNDS` rounds, one line estimates the
+    whole study's time (:meth:`estimate_from_rounds`), and again each time a run is measured for the
+    first time (at most once a run).
     """
 
     every_s = 30.0
@@ -97,12 +104,86 @@ class Progress:
         self.durations: list[float] = plan.durations if plan is not None else []
         self.drawn = 0
         self.last_total = time.monotonic()
+        self.began = time.monotonic()
+        self.costs: dict[Unit, float] = {}  # the units not finished yet, by their relative work
+        self.all_costs: dict[Unit, float] = {}
+        self.done_before = done
+        self.rates: dict[str, dict[Unit, float]] = {}  # run -> its running units' seconds per unit of work
+        self.finished_rates: dict[str, float] = {}  # run -> the same from its finished units
+        self.done_rates: dict[str, list[float]] = {}
+        self.estimated: float | None = None
+        self.said_runs = 0
 
     def _fraction(self, unit: Unit) -> float:
         status = read_status(unit)
         if status is None or not status[1]:
             return 0.0
         return min(1.0, status[0] / status[1])
+
+    def expect(self, units: list[Unit]) -> None:
+        """The units this study will run (those not finished yet): what the estimate from the first rounds covers."""
+        self.costs = {u: max(float(u.cost), 1e-9) for u in units}
+        self.all_costs = dict(self.costs)
+        self.done_before = self.done
+
+    def _measure(self) -> None:
+        """Each run's seconds per unit of work, from its running units that have done :data:`ESTIMATE_ROUNDS` rounds
+        (their wall time so far over their rounds done, times their rounds, over their cost)."""
+        now = time.monotonic()
+        for unit, t0 in list(self.running.items()):  # a snapshot: a watcher thread may call this while units start and end
+            status = read_status(unit)
+            if status is not None and status[1] and status[0] >= ESTIMATE_ROUNDS and unit.run_dir not in self.finished_rates:
+                rate = (now - t0) / status[0] * status[1] / self.costs.get(unit, max(unit.cost, 1e-9))
+                self.rates.setdefault(unit.run_dir, {})[unit] = rate
+
+    def estimate_from_rounds(self) -> tuple[float, str] | None:
+        """``(seconds the whole study takes, counted from its start, a line saying so)`` from what its units have done
+        so far: each run's rate from its units' first :data:`ESTIMATE_ROUNDS` rounds (or from its finished units),
+        a run not measured yet at the mean rate of those that are; the work left shared by the jobs. None before any
+        unit has done those rounds."""
+        self._measure()
+        per_run = {run: sum(r.values()) / len(r) for run, r in list(self.rates.items()) if r}
+        per_run.update(self.finished_rates)
+        costs = dict(self.costs)
+        if not per_run or not costs:
+            return None
+        mean = sum(per_run.values()) / len(per_run)
+        work = 0.0
+        running = dict(self.running)
+        for unit, cost in costs.items():
+            frac = 0.0
+            if unit in running:
+                status = read_status(unit)
+                frac = min(1.0, status[0] / status[1]) if status and status[1] else 0.0
+            work += per_run.get(unit.run_dir, mean) * cost * (1.0 - frac)
+        now = time.monotonic()
+        jobs = max(1, min(self.jobs, len(costs)))
+        left = work / jobs
+        total = (now - self.began) + left
+        runs = sorted({u.run_dir for u in self.all_costs} | set(per_run))
+        measured = ", ".join(f"{Path(run).name} {per_run[run] * self._cost_of(run):,.0f} s a unit" for run in runs if run in per_run)
+        line = (f"estimate from the first rounds ({len(per_run)} of {len(runs)} runs measured): the {self.total - self.done_before} "
+                f"units take about {_clock(total)} in all, {_clock(left)} from now ({measured}; {jobs} at a time)")
+        return total, line
+
+    def _cost_of(self, run_dir: str) -> float:
+        costs = [c for u, c in self.all_costs.items() if u.run_dir == run_dir]
+        return sum(costs) / len(costs) if costs else 1.0
+
+    def estimate_once(self) -> None:
+        """Say :meth:`estimate_from_rounds`'s line when it covers a run more than the last one said (so at most once a run);
+        nothing where ``show`` is off (a single run's own progress bars say its time)."""
+        if not self.costs or not self.show:
+            return
+        est = self.estimate_from_rounds()
+        if est is None:
+            return
+        measured = len({run for run, r in self.rates.items() if r} | set(self.finished_rates))
+        if measured > self.said_runs:
+            self.said_runs = measured
+            self.estimated = est[0]
+            self._erase()
+            self.say(est[1])
 
     def eta_s(self) -> float | None:
         """Seconds left: the mean finished unit's wall time times the work left (with a :class:`StudyPlan`, the
@@ -142,6 +223,10 @@ class Progress:
         t0 = self.running.pop(unit, None)
         if t0 is not None:
             self.durations.append(time.monotonic() - t0)
+            cost = self.costs.pop(unit, None)
+            if cost is not None:  # this run's rate from now on: its finished units'
+                self.done_rates.setdefault(unit.run_dir, []).append(self.durations[-1] / cost)
+                self.finished_rates[unit.run_dir] = sum(self.done_rates[unit.run_dir]) / len(self.done_rates[unit.run_dir])
         self.done += 1
         if not self.tty:
             self._line(f"{unit.label}: done ({self.summary()})")
@@ -151,12 +236,14 @@ class Progress:
     def fail(self, unit: Unit, error: str) -> None:
         """``unit`` failed with ``error`` (one line, said at once); the others go on."""
         self.running.pop(unit, None)
+        self.costs.pop(unit, None)
         failure = Failure(unit, error)
         self.failed.append(failure)
         self._erase()
         self.say(failure.describe())
 
     def tick(self) -> None:
+        self.estimate_once()
         if not self.show:
             return
         if self.tty:
