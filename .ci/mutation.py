@@ -41,8 +41,11 @@ TESTS: dict[str, list[str]] = {
     "flamingo_sim/devices/energy.py": ["tests/devices/test_energy.py", "tests/devices/test_profiler.py"],
     "flamingo_sim/devices/thermal.py": ["tests/devices/test_thermal.py", "tests/devices/test_thermal_table.py"],
     "flamingo_sim/fl/sim/limits.py": ["tests/fl/sim/test_limits.py"],
-    "flamingo_sim/devices/policies": ["tests/devices/test_policies.py", "tests/devices/test_exploration.py", "tests/devices/test_policies_eas.py",
+    "flamingo_sim/devices/policies": ["tests/devices/test_policies.py", "tests/devices/test_exploration.py", "tests/devices/test_policies_least_energy.py",
                                       "tests/fl/sim/test_hooks.py"],
+    "flamingo_sim/devices/scheduling.py": ["tests/devices/test_scheduling.py", "tests/devices/test_execution.py"],
+    "flamingo_sim/devices/power.py": ["tests/devices/test_power.py", "tests/devices/test_profiles.py"],
+    "flamingo_sim/devices/memory.py": ["tests/fl/sim/test_limits.py", "tests/fl/training/test_memory_peak.py"],
     "flamingo_sim/fl/strategy/aggregate.py": ["tests/fl/strategy/test_aggregate.py", "tests/fl/sim/test_fedbuff.py"],
     "flamingo_sim/fl/strategy/aggregators.py": ["tests/fl/strategy/test_aggregators.py"],
     "flamingo_sim/fl/strategy/selection.py": ["tests/fl/strategy/test_selection.py"],
@@ -54,8 +57,9 @@ GROUPS: dict[str, list[str]] = {
     # the round loop, FedBuff, the battery and the energy budget
     "core": ["flamingo_sim/fl/sim/simulation.py", "flamingo_sim/fl/sim/fedbuff.py", "flamingo_sim/devices/battery.py",
              "flamingo_sim/devices/energy.py"],
-    # the device model (thermal, the memory and thermal limits, the policies)
-    "device-model": ["flamingo_sim/devices/thermal.py", "flamingo_sim/fl/sim/limits.py", "flamingo_sim/devices/policies"],
+    # the device model (thermal, the memory and thermal limits, the policies, Android's scheduling, power, memory)
+    "device-model": ["flamingo_sim/devices/thermal.py", "flamingo_sim/fl/sim/limits.py", "flamingo_sim/devices/policies",
+                     "flamingo_sim/devices/scheduling.py", "flamingo_sim/devices/power.py", "flamingo_sim/devices/memory.py"],
     # selection and aggregation, and time to target
     "strategy": ["flamingo_sim/fl/strategy/aggregate.py", "flamingo_sim/fl/strategy/aggregators.py",
                  "flamingo_sim/fl/strategy/selection.py", "flamingo_sim/fl/metrics/target.py"],

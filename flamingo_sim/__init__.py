@@ -16,7 +16,8 @@ list (``pyproject.toml``'s import-linter contracts keep it so; ``lint-imports`` 
 - :mod:`flamingo_sim.provenance`   what wrote a results file: commit, command, machine, the code it comes from;
 - :mod:`flamingo_sim.config`, :mod:`flamingo_sim.io`, :mod:`flamingo_sim.faults`, :mod:`flamingo_sim.resources`
   typed config loading, atomic writes, fault handling, shipped files;
-- :mod:`flamingo_sim.rng`, :mod:`flamingo_sim.errors`  randomness from (seed, purpose, round); user-facing errors.
+- :mod:`flamingo_sim.rng`, :mod:`flamingo_sim.errors`, :mod:`flamingo_sim.numeric`  randomness from (seed, purpose,
+  round); user-facing errors; libm's exp and pow element-wise (the same on every CPU).
 """
 
 __version__ = "0.1.0"

@@ -130,3 +130,20 @@ def test_a_point_whose_value_holds_a_path_is_found_under_the_directory_sensitivi
     lines = points_md([{"knob": "traces.path", "value": "traces/other"}], summary)
     assert asked == ["traces.path=traces_other"]
     assert lines[2].startswith("| `traces.path: traces/other` | 2.00x | 3.00x |")
+
+
+def test_table2_renders_each_exploration_reading_under_its_title_and_mechanisms_render_per_task():
+    from flamingo_sim.studies.reproduce.why import mechanisms_md, table2_md
+
+    one = {"columns": ["task", "quantity", "b", "f", "ratio", "paper"], "rows": [["T", "time", "1", "2", "3.00x", "4x"]], "reading": "R"}
+    single = table2_md({"Table 2: x, under A": one})
+    assert single == ["| task | quantity | ratio | paper |", "|---|---|---|---|", "| T | time | 3.00x | 4x |", "", "R"]
+    both = table2_md({"Table 2: x, under A": one, "Table 1": {}, "Table 2: x, under B's words": one})
+    assert both[0] == "*A:*" and both.count("| T | time | 3.00x | 4x |") == 2 and "*B's words:*" in both
+    with pytest.raises(ValueError, match="no Table 2"):
+        table2_md({"Table 1": one})
+    steps = {"openimage_mobilenet": [{"label": "energy accounting: cpu_time -> full_power", "speedup": 7.727, "speedup_ci": [7.171, 8.841],
+                                      "speedup_factor": 1.3637, "speedup_factor_ci": None, "energy_efficiency": None,
+                                      "energy_efficiency_ci": None, "energy_factor": None, "energy_factor_ci": None}]}
+    assert mechanisms_md(steps)[2] == ("| OpenImage / MobileNetV2 | energy accounting: cpu_time -> full_power | 7.73x [7.17, 8.84] | 1.36x "
+                                       "| no ratio | no ratio |")

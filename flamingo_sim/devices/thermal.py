@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flamingo_sim.config import check_ranges
+from flamingo_sim.numeric import exp
 
 __all__ = [
     "ThermalBody",
@@ -111,7 +112,7 @@ def rc_excess_c(t_s: np.ndarray | float, excess0_c: np.ndarray | float, power_w:
                 resistance_k_per_w: np.ndarray | float, tau_s: np.ndarray | float) -> np.ndarray:
     """Excess temperature over ambient after ``t_s`` at constant ``power_w`` (the closed form)."""
     steady = np.asarray(power_w, dtype=float) * resistance_k_per_w
-    return steady + (np.asarray(excess0_c, dtype=float) - steady) * np.exp(-np.asarray(t_s, dtype=float) / tau_s)
+    return steady + (np.asarray(excess0_c, dtype=float) - steady) * exp(-np.asarray(t_s, dtype=float) / tau_s)  # libm's: the same on every CPU
 
 
 def time_to_excess_s(target_c: np.ndarray, excess0_c: np.ndarray, power_w: np.ndarray, resistance_k_per_w: np.ndarray,

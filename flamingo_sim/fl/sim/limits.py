@@ -39,6 +39,7 @@ from flamingo_sim.devices.thermal import excess_after, throttled_task
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import DevicesConfig
 from flamingo_sim.fl.training.memory import activation_bytes_per_sample
+from flamingo_sim.numeric import exp
 
 __all__ = ["DeviceLimits", "OUT_OF_MEMORY", "training_memory_bytes", "trained_input_size", "NETWORKS"]
 
@@ -133,7 +134,7 @@ class DeviceLimits:
             self._round = {"excess0": np.zeros(len(clients))}
             return trace_c
         tau = self.tau_s[self.phone_idx[clients]]
-        excess = self.excess_c[clients] * np.exp(-np.maximum(t_s - self.at_s[clients], 0.0) / tau)
+        excess = self.excess_c[clients] * exp(-np.maximum(t_s - self.at_s[clients], 0.0) / tau)  # libm's (numeric.exp)
         self._round = {"excess0": excess}
         return trace_c + excess
 

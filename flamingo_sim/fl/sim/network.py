@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from flamingo_sim.devices.radio import LTE, WIFI, RadioPower
+from flamingo_sim.numeric import exp
 from flamingo_sim.rng import rng
 from flamingo_sim.traces.network import CELLULAR, NONE
 from flamingo_sim.traces.network import WIFI as ON_WIFI
@@ -109,7 +110,7 @@ class Network:
         """float64 (n,): each client's bandwidth factor on WiFi (1) or cellular (2): log-normal, mean 1, log-sd ``spread_sigma``."""
         if state not in self._factor:
             sigma, name = self.cfg.spread_sigma, "wifi" if state == 1 else "cellular"
-            self._factor[state] = np.exp(sigma * rng(self.seed, "network", name).standard_normal(self.population.n_clients) - sigma * sigma / 2.0)
+            self._factor[state] = exp(sigma * rng(self.seed, "network", name).standard_normal(self.population.n_clients) - sigma * sigma / 2.0)
         return self._factor[state]
 
     def mbps(self, clients: np.ndarray, state: np.ndarray, up: bool) -> np.ndarray:

@@ -10,12 +10,12 @@ from_traces``) each FL client plays the phone of its trace's device (see
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 
+from flamingo_sim.numeric import exp
 from flamingo_sim.rng import rng
 
 
@@ -57,11 +57,10 @@ def draw_bandwidths(n_clients: int, bandwidth_mbps: float, bandwidth_sigma: floa
     """Each client's bandwidth (Mbit/s) for ``seed``: log-normal around the median ``bandwidth_mbps``
     with log-sd ``bandwidth_sigma`` (a sigma so wide that some overflow gives 0 or infinity, which
     :func:`~flamingo_sim.fl.compose.checks.check_fit` refuses before a run)."""
-    # libm's exp, one value at a time, not np.exp: numpy's AVX-512 exp differs from libm's in the last bit for about 5 % of
-    # arguments, so np.exp gave each client a CPU-dependent bandwidth (and every time figure after it)
-    z = (bandwidth_sigma * rng(seed, "bandwidth").standard_normal(n_clients)).tolist()
+    # libm's exp (flamingo_sim.numeric), not np.exp: numpy's AVX-512 exp differs from libm's in the last bit for about 5 %
+    # of arguments, so np.exp gave each client a CPU-dependent bandwidth (and every time figure after it)
     with np.errstate(over="ignore", under="ignore"):
-        return bandwidth_mbps * np.fromiter((math.inf if x > 709.78 else math.exp(x) for x in z), dtype=np.float64, count=n_clients)
+        return bandwidth_mbps * exp(bandwidth_sigma * rng(seed, "bandwidth").standard_normal(n_clients))
 
 
 def build_population(

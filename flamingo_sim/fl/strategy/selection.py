@@ -44,6 +44,7 @@ import numpy as np
 
 from flamingo_sim.config import check_ranges
 from flamingo_sim.fl.strategy.base import SELECTOR, CoordinatorView, Selector
+from flamingo_sim.numeric import power
 from flamingo_sim.plugins import Registry
 
 __all__ = [
@@ -181,7 +182,7 @@ class OortSelector(Selector):
         seen = ~np.isnan(self.duration_s)
         t_pref = self.preferred_s if self.preferred_s is not None else float(np.median(self.duration_s[seen]))
         t = self.duration_s[clients]
-        system = np.where(t > t_pref, (t_pref / t) ** self.penalty, 1.0)
+        system = np.where(t > t_pref, power(t_pref / t, self.penalty), 1.0)  # libm's pow: the same on every CPU
         return self.stat[clients] * system
 
     def select(self, online: np.ndarray, n: int, generator: np.random.Generator, view: CoordinatorView) -> np.ndarray:

@@ -24,7 +24,7 @@ from flamingo_sim.studies.reproduce.attribution import StepResult, paper_headlin
 from flamingo_sim.studies.reproduce.tables import Table, ratio_text
 
 __all__ = ["attribution_table", "waterfall", "walks_from_json", "log_ticks", "LEGEND", "why_lines", "attribution_json", "WHY_CAPTION",
-           "headline_md", "walk_md", "readings_md", "fill_doc", "DOC_BLOCK", "DOC_VALUE", "doc_value",
+           "headline_md", "walk_md", "readings_md", "stragglers_md", "mechanisms_md", "fill_doc", "DOC_BLOCK", "DOC_VALUE", "doc_value",
            "sensitivity_effects", "table2_md", "table3_md", "points_md"]
 
 #: Caption of the waterfall in the report.
@@ -288,14 +288,25 @@ def readings_md(attribution: dict[str, Any], sensitivity: Sequence[dict[str, Any
 DOC_BLOCK = re.compile(r"(<!-- results: (\S+) (\w+)(?: (\S+))? -->\n)(.*?)(<!-- end results -->)", re.S)
 
 
+def _md_rows(t: dict[str, Any], cols: Sequence[int] | None = None, keep: Callable[[list[str]], bool] = lambda r: True) -> list[str]:
+    cols = list(range(len(t["columns"]))) if cols is None else list(cols)
+    out = ["| " + " | ".join(t["columns"][c] for c in cols) + " |", "|" + "---|" * len(cols)]
+    return out + ["| " + " | ".join(r[c] for c in cols) + " |" for r in t["rows"] if keep(r)]
+
+
 def table2_md(tables: dict[str, Any]) -> list[str]:
-    """Markdown: Table 2 of a report's ``tables.json``, the ratios beside the paper's, and its reading line."""
-    (title,) = [t for t in tables if t.startswith("Table 2")]
-    t = tables[title]
-    cols = [0, 1, len(t["columns"]) - 2, len(t["columns"]) - 1]
-    out = ["| " + " | ".join(t["columns"][c] for c in cols) + " |", "|---|---|---|---|"]
-    out += ["| " + " | ".join(r[c] for c in cols) + " |" for r in t["rows"]]
-    return [*out, "", t["reading"]]
+    """Markdown: every Table 2 of a report's ``tables.json`` (one per exploration reading under ``--readings paper``), the
+    ratios beside the paper's, and each one's reading line; with more than one, each under its title."""
+    titles = [t for t in tables if t.startswith("Table 2")]
+    if not titles:
+        raise ValueError("no Table 2 in the results file")
+    out: list[str] = []
+    for title in titles:
+        t = tables[title]
+        cols = [0, 1, len(t["columns"]) - 2, len(t["columns"]) - 1]
+        head = [f"*{title.partition(', under ')[2] or title}:*", ""] if len(titles) > 1 else []
+        out += [*([""] if out else []), *head, *_md_rows(t, cols), "", t["reading"]]
+    return out
 
 
 def table3_md(tables: dict[str, Any]) -> list[str]:
@@ -303,9 +314,29 @@ def table3_md(tables: dict[str, Any]) -> list[str]:
     (title,) = [t for t in tables if t.startswith("Table 3")]
     t = tables[title]
     task = t["rows"][0][0]
-    out = ["| " + " | ".join(t["columns"][1:]) + " |", "|" + "---|" * (len(t["columns"]) - 1)]
-    out += ["| " + " | ".join(r[1:]) + " |" for r in t["rows"] if r[0] == task]
-    return [f"{task}:", "", *out, "", t["reading"]]
+    return [f"{task}:", "", *_md_rows(t, range(1, len(t["columns"])), lambda r: r[0] == task), "", t["reading"]]
+
+
+def stragglers_md(tables: dict[str, Any]) -> list[str]:
+    """Markdown: a report's straggler table (each policy's slowest kept client per round)."""
+    (title,) = [t for t in tables if t.startswith("What sets the speedup")]
+    return _md_rows(tables[title])
+
+
+def mechanisms_md(mechanisms: dict[str, Any]) -> list[str]:
+    """Markdown: a reproduction's ``mechanisms.json`` (``--attribution``): per task, each mechanism of the default switched
+    to a simpler alternative, its speedup and energy efficiency and their factors over the default's."""
+    def x(value: float | None, ci: Sequence[float] | None) -> str:
+        return "no ratio" if value is None else f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+    out = ["| task | variant | speedup [95 % CI] | factor over the default | energy efficiency [95 % CI] | factor over the default |",
+           "|---|---|---|---|---|---|"]
+    for task, steps in mechanisms.items():
+        label = task_label(task)
+        for s in steps:
+            out.append(f"| {label} | {s['label']} | {x(s['speedup'], s['speedup_ci'])} | {x(s['speedup_factor'], s['speedup_factor_ci'])} "
+                       f"| {x(s['energy_efficiency'], s['energy_efficiency_ci'])} | {x(s['energy_factor'], s['energy_factor_ci'])} |")
+    return out
 
 
 def _point_cell(pol: dict[str, Any], key: str, scale: float, fmt: str) -> str:
@@ -356,7 +387,8 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
     """``page`` with every generated block re-rendered from its results files (``load(FILE)``: the parsed JSON, or a
     CSV's rows as dicts). KIND ``headline``, ``walk`` or ``readings`` (:func:`headline_md`, :func:`walk_md`,
     :func:`readings_md`) of an ``attribution.json``; ``readings`` takes a ``sensitivity.csv`` as FILE2 for the choices
-    the paper does not make; ``table2``, ``table3`` (:func:`table2_md`, :func:`table3_md`) of a report's ``tables.json``; ``points``
+    the paper does not make; ``table2``, ``table3``, ``stragglers`` (:func:`table2_md`, :func:`table3_md`, :func:`stragglers_md`) of a report's
+    ``tables.json``; ``mechanisms`` (:func:`mechanisms_md`) of a ``mechanisms.json``; ``points``
     (:func:`points_md`) of a ``sensitivity.csv`` and its points' ``summary.json`` beside it. A page equal to its
     ``fill_doc`` quotes exactly what its files hold."""
     def one(m: re.Match) -> str:
@@ -371,11 +403,16 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
             lines = table3_md(data)
         elif kind == "table2":
             lines = table2_md(data)
+        elif kind == "stragglers":
+            lines = stragglers_md(data)
+        elif kind == "mechanisms":
+            lines = mechanisms_md(data)
         elif kind == "points":  # FILE: a sensitivity.csv, each point's summary.json beside it
             folder = m.group(2).rpartition("/")[0]
             lines = points_md(data, lambda name: load(f"{folder}/{name}.summary.json"))
         else:
-            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings, points, table2 or table3)")
+            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings, points, table2, table3, "
+                             "stragglers or mechanisms)")
         return m.group(1) + "\n".join(lines) + "\n" + m.group(6)
 
     def value(m: re.Match) -> str:
