@@ -40,7 +40,8 @@ import json, sys, time
 import torch
 torch.set_num_threads(1)
 from flamingo_sim.fl.config import load_experiment
-from flamingo_sim.fl.runner.compose import build_components, make_policy
+from flamingo_sim.fl.compose import build_components
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import make_selector
 
@@ -52,7 +53,7 @@ sims = {}
 for name, over in (("off", base), ("on", base + on)):
     cfg = load_experiment(experiment, over)
     parts = build_components(cfg, experiment, 0, log=lambda _m: None)
-    sims[name] = Simulation(parts, make_policy(policy, cfg), policy, 0, make_selector("uniform"))
+    sims[name] = Simulation(parts, experiment_policy(cfg, None, policy), policy, 0, make_selector("uniform"))
 hook = [0.0]
 limits = sims["on"].limits
 

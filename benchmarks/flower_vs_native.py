@@ -36,8 +36,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from flamingo_sim.fl.compose import build_components  # noqa: E402
 from flamingo_sim.fl.config import load_experiment  # noqa: E402
-from flamingo_sim.fl.runner.compose import build_components, make_policy  # noqa: E402
+from flamingo_sim.fl.plugins import experiment_policy  # noqa: E402
 from flamingo_sim.fl.sim.simulation import Simulation  # noqa: E402
 from flamingo_sim.fl.strategy.selection import make_selector  # noqa: E402
 from flamingo_sim.provenance import command_line, stamp  # noqa: E402  (each results file's commit, command and machine)
@@ -51,7 +52,7 @@ def _overrides(a: argparse.Namespace) -> list[str]:
 
 
 def _sim(parts, a):
-    return Simulation(parts, make_policy(a.policy, parts.cfg), a.policy, a.seed, make_selector(parts.cfg.fl.selection))
+    return Simulation(parts, experiment_policy(parts.cfg, None, a.policy), a.policy, a.seed, make_selector(parts.cfg.fl.selection))
 
 
 def _per_round(start: float, ends: list[float]) -> list[float]:

@@ -68,8 +68,8 @@ def _reproduce(out: Path, tasks: tuple[str, ...], sets: list[str], jobs: int, sm
 def _replay_transfer_share(run_dir: Path) -> tuple[dict[str, float], bool]:
     """Per policy: the share of the rounds' time the client each round waited for spent on transfers, replayed without
     training from the run's own config; and whether every replayed round lasted what the run recorded."""
+    from flamingo_sim.fl.compose import build_components, compose
     from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.compose import build_components, compose
 
     cfg_path = run_dir / "config.yaml"
     cfg = load_experiment(cfg_path)

@@ -44,14 +44,15 @@ torch.set_num_threads(int(sys.argv[5]))
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import make_selector
-from flamingo_sim.fl.runner.compose import build_components, make_policy
+from flamingo_sim.fl.compose import build_components
+from flamingo_sim.fl.plugins import experiment_policy
 
 experiment, n_clients, policy, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 warmup = 3
 overrides = [f"data.proxy.n_clients={n_clients}", f"fl.rounds={rounds + warmup + 1}", "fl.eval_every=1000000", *json.loads(sys.argv[6])]
 cfg = load_experiment(experiment, overrides)
 parts = build_components(cfg, experiment, 0, log=lambda _m: None)
-sim = Simulation(parts, make_policy(policy, cfg), policy, 0, make_selector("uniform"))
+sim = Simulation(parts, experiment_policy(cfg, None, policy), policy, 0, make_selector("uniform"))
 if len(sys.argv) > 7 and sys.argv[7] == "warm":  # every client's data generated before the clock starts
     for c in range(parts.dataset.n_clients):
         parts.dataset.client_data(c)

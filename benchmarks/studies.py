@@ -153,7 +153,7 @@ def simulate(units: list[dict[str, Any]], jobs: int, start_up_s: float) -> float
     under the pool's own order and choice (``_order``, ``pick``): a worker builds a seed's
     components unless it holds them."""
     from flamingo_sim.fl.runner.executors.pool import _order, pick
-    from flamingo_sim.fl.runner.units import Unit
+    from flamingo_sim.fl.runner.unit_files import Unit
 
     objs = [Unit("x", (), None, u["run"], u["policy"], u["seed"], f"{u['run']} {u['policy']} {u['seed']}", cost=u["cost"]) for u in units]
     times = {(u["run"], u["policy"], u["seed"]): u for u in units}

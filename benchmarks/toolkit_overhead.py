@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.config import AggregationConfig, load_experiment
-from flamingo_sim.fl.runner.compose import build_components, make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.selection import make_selector
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     for sel, agg in VARIANTS:
         selector = Timed(make_selector(sel), "select", "select_online")  # the engine calls select_online where a selector has it
         aggregator = Timed(make_aggregator(AggregationConfig(name=agg)), "aggregate")
-        sims[sel, agg] = Simulation(parts, make_policy("baseline", cfg), "baseline", 0, selector, aggregator=aggregator)  # type: ignore[arg-type]
+        sims[sel, agg] = Simulation(parts, experiment_policy(cfg, None, "baseline"), "baseline", 0, selector, aggregator=aggregator)  # type: ignore[arg-type]
         sel_t[sel, agg], agg_t[sel, agg] = selector.times_s, aggregator.times_s
     round_s: dict[tuple[str, str], list[float]] = {v: [] for v in VARIANTS}
     for r in range(args.warmup + args.rounds):

@@ -3,7 +3,8 @@
 ``docs/configuration.md`` holds the configuration reference
 (:func:`flamingo_sim.fl.config_reference.reference_markdown`) and ``docs/plugins.md`` its
 examples' parameter tables (:func:`~flamingo_sim.fl.config_reference.plugins_markdown`), each
-between the lines :data:`BEGIN` and :data:`END`, so that the pages read as plain Markdown in the
+between the lines :data:`BEGIN` and :data:`END`, and the contracts field by field
+(:mod:`flamingo_sim.fl.contract_reference`, between its own two lines), so that the pages read as plain Markdown in the
 repository too. ``python docs/hooks.py`` writes them from the code; a test
 (``tests/test_docs.py``) and the site's build (this module's MkDocs hook, registered in
 ``mkdocs.yml`` under ``hooks:``) fail when a page's tables no longer match the code, naming the
@@ -21,6 +22,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: the flamingo_sim
     sys.path.insert(0, str(ROOT))
 
 from flamingo_sim.fl.config_reference import plugin_params_of, plugins_markdown, reference_markdown  # noqa: E402
+from flamingo_sim.fl.contract_reference import with_block, write_block  # noqa: E402
 
 #: The lines around a page's generated tables.
 BEGIN = "<!-- generated from the code by `python docs/hooks.py`: edit the code, then run it; tests/test_docs.py checks it -->"
@@ -33,6 +35,8 @@ GENERATED: dict[str, Callable[[], str]] = {
     "plugins.md": lambda: plugins_markdown([p for e in EXAMPLES for p in plugin_params_of(ROOT / e)]),
 }
 COMMAND = "python docs/hooks.py"
+#: The page that also holds the contracts field by field (:mod:`flamingo_sim.fl.contract_reference`).
+CONTRACTS_PAGE = "plugins.md"
 
 
 def block_of(markdown: str, name: str) -> tuple[int, int]:
@@ -63,6 +67,8 @@ def write_pages(docs: Path = ROOT / "docs") -> list[str]:
         if new != text:
             path.write_text(new, encoding="utf-8")
             changed.append(name)
+    if write_block(docs / CONTRACTS_PAGE):
+        changed.append(CONTRACTS_PAGE + " (the contracts)")
     return changed
 
 
@@ -71,6 +77,8 @@ def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
     name = page.file.src_uri
     if name in GENERATED and stale(markdown, name):
         raise ValueError(f"docs/{name}: its generated tables no longer match the code; run {COMMAND}")
+    if name == CONTRACTS_PAGE and with_block(markdown, f"docs/{name}") != markdown:
+        raise ValueError(f"docs/{name}: its contract tables no longer match the code; run {COMMAND}")
     return markdown
 
 

@@ -32,6 +32,7 @@ class ChargingOnlyPolicy(PricedPolicy):
 
     name = "charging_only"
     Params = ChargingParams
+    DECLINE_REASONS = ("not_charging",)  # its own reason: a declined_not_charging column in metrics.parquet
 
     def __init__(self, config: PolicyConfig | None = None, min_battery_pct: float = 20.0) -> None:
         super().__init__(config)

@@ -6,7 +6,8 @@ their defaults (defined on the contract's base class), and the entry-point group
 packages register in. A :class:`Registry` finds a plug-in by
 
 1. a built-in name (``fedprox``), the shipped implementations beside the contract;
-2. an import path ``package.module:Name`` (the module also looked for beside the experiment);
+2. an import path ``package.module:Name`` (the module looked for on the Python path, then beside
+   the experiment and in the working directory; a module not found says where it looked);
 3. an entry point of the contract's group, declared by an installed package::
 
        [project.entry-points."flamingo_sim.policies"]
@@ -14,16 +15,25 @@ packages register in. A :class:`Registry` finds a plug-in by
 
 :meth:`Registry.build` makes the plug-in with the parameters of its YAML section, validated by
 the plug-in's own ``Params`` dataclass (frozen, ranges checked by
-:func:`~flamingo_sim.config.check_ranges`, each field passed to the constructor as a keyword),
-and :meth:`Registry.check` gives an object lacking an optional part the contract's default.
-Every failure is one :class:`~flamingo_sim.errors.ConfigError` line naming the config key.
+:func:`~flamingo_sim.config.check_ranges`, each field passed to the constructor as a keyword).
+``Registry.check`` holds it to its contract before anything runs: every required part
+present and its own (a method a subclass inherits from the contract's class is only the
+contract's stub, and counts as missing), every method taking the arguments the engine passes,
+and the contract's own rule (:attr:`Contract.validate`); an optional part it lacks gets the
+contract's default. Every failure is one :class:`~flamingo_sim.errors.ConfigError` line naming
+the config key, the plug-in, the part and the contract.
+
+``display_name`` is what reports call a plug-in: its name in the experiment, or for an
+import path its own ``name`` attribute (else its class's name), never the import path.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import importlib.metadata
+import inspect
 import sys
 import types
 from dataclasses import dataclass
@@ -33,7 +43,8 @@ from typing import Any, Callable, Mapping, Sequence
 from flamingo_sim.config import from_mapping
 from flamingo_sim.errors import ConfigError
 
-__all__ = ["Contract", "Registry", "GROUPS", "load_object", "entry_points", "params_class", "check_params", "check_name", "unknown_message"]
+__all__ = ["Contract", "Registry", "GROUPS", "load_object", "entry_points", "params_class", "check_params", "check_name", "unknown_message",
+           "display_name"]
 
 #: The entry-point group of each extension point.
 GROUPS = {
@@ -48,12 +59,16 @@ GROUPS = {
 @dataclass(frozen=True)
 class Contract:
     """An extension point: its ``kind`` (``"policy"``), the ``base`` class that documents it and
-    defines the defaults of its ``optional`` parts, and the ``required`` parts a plug-in must have."""
+    defines the defaults of its ``optional`` parts, and the ``required`` parts a plug-in must have.
+
+    ``validate(plugin)``: the contract's own rule beyond its parts (a policy's decline reasons),
+    what is wrong in a few words, or None."""
 
     kind: str
     base: type
     required: tuple[str, ...]
     optional: tuple[str, ...] = ()
+    validate: Callable[[Any], str | None] | None = None
 
     @property
     def group(self) -> str:
@@ -62,6 +77,117 @@ class Contract:
     @property
     def where(self) -> str:
         return f"{self.base.__module__}.{self.base.__qualname__}"
+
+    def stub(self, name: str) -> Any:
+        """The contract class's own definition of ``name`` (a required method's is a stub that does nothing), or None."""
+        for klass in self.base.__mro__:
+            if name in vars(klass):
+                return vars(klass)[name]
+        return None
+
+    def problem(self, target: Any, built: bool) -> str | None:
+        """What ``target`` (a plug-in class, or with ``built`` the object made) gets wrong of this
+        contract, in a few words naming the part; None when nothing."""
+        absent = [n for n in self.required if _static(target, n) is _ABSENT]
+        stubs = [n for n in self.required if n not in absent and _static(target, n) is self.stub(n)]
+        if absent or stubs:
+            return self._missing(target, absent, stubs)
+        for name in (*self.required, *self.optional):
+            wrong = self._signature_problem(target, name, built)
+            if wrong:
+                return wrong
+        return None
+
+    def _missing(self, target: Any, absent: list[str], stubs: list[str]) -> str:
+        klass = target if isinstance(target, type) else type(target)
+        own = sorted({n for k in klass.__mro__ if k.__module__ not in (self.base.__module__, "builtins", "typing", "abc")
+                      for n in vars(k) if not n.startswith("_")})
+        near = [f"{m[0]} (for {n}?)" for n in absent + stubs if (m := difflib.get_close_matches(n, own, n=1, cutoff=0.6))]
+        hint = f"; it defines {', '.join(near)}: a misspelling?" if near else ""
+        article = "an" if self.kind[0] in "aeiou" else "a"
+        needs = f"{article} {self.kind} needs {', '.join(self.required)}" + (f"; {', '.join(self.optional)} are optional" if self.optional else "")
+        if absent:
+            also = f", and {', '.join(stubs)} only as the contract's stub" if stubs else ""
+            return f"lacks {', '.join(absent)}, which the contract {self.where} requires{also}{hint} ({needs})"
+        return (f"has no {', '.join(stubs)} of its own, only the stub it inherits from the contract {self.where}, which does nothing"
+                f"{hint} ({needs})")
+
+    def _signature_problem(self, target: Any, name: str, built: bool) -> str | None:
+        stub = self.stub(name)
+        if not isinstance(stub, types.FunctionType):
+            return None  # a data attribute (proximal_mu, resumable, ...)
+        found = _static(target, name)
+        if found is _ABSENT or found is stub:
+            return None
+        if not callable(found) and not isinstance(found, (staticmethod, classmethod)):
+            return f"{name} is a {type(found).__name__}, not a method (see the contract {self.where})"
+        want = list(inspect.signature(stub).parameters)[1:]
+        try:
+            if built:
+                params = list(inspect.signature(getattr(target, name)).parameters.values())
+            elif isinstance(found, staticmethod):
+                params = list(inspect.signature(found.__func__).parameters.values())
+            elif isinstance(found, (classmethod, types.FunctionType)):
+                params = list(inspect.signature(found.__func__ if isinstance(found, classmethod) else found).parameters.values())[1:]
+            else:
+                return None  # a callable object: checked once built
+            inspect.Signature(params).bind(*want)
+        except TypeError:
+            shown = ", ".join(str(p) for p in params)
+            return (f"{name}({shown}) cannot take the arguments the engine passes, {name}({', '.join(want)}) "
+                    f"(see the contract {self.where})")
+        except ValueError:
+            return None  # no signature to read (a builtin)
+        return None
+
+
+class _Absent:
+    pass
+
+
+_ABSENT = _Absent()
+
+
+def _static(target: Any, name: str) -> Any:
+    """``target``'s ``name`` as it is defined (no descriptor run, no property called), or :data:`_ABSENT`."""
+    try:
+        return inspect.getattr_static(target, name)
+    except AttributeError:
+        return _ABSENT
+
+
+class _ImportFailed(Exception):
+    """What went wrong importing ``module:attr``, in a few words."""
+
+
+def _import(value: str, search: Sequence[Path] = ()) -> Any:
+    """The object ``module:attr`` (``attr`` may be dotted) names; ``search``: folders also tried for the
+    module, after ``sys.path``. Raises :class:`_ImportFailed` saying what failed and, for a module
+    not found, where it was looked for."""
+    module_name, _, attr = value.partition(":")
+    extra = [str(p) for p in dict.fromkeys(search) if str(p) not in sys.path]
+    sys.path.extend(extra)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        if module_name == missing or module_name.startswith(missing + "."):
+            where = " and ".join(str(p) for p in dict.fromkeys(search))
+            raise _ImportFailed(f"{exc}; looked on the Python path" + (f", then in {where}" if where else "")) from None
+        raise _ImportFailed(f"{exc}, which {module_name} imports") from None
+    except ImportError as exc:
+        raise _ImportFailed(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed as it ran (a syntax error, its own raise): one line
+        raise _ImportFailed(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        for p in extra:
+            sys.path.remove(p)
+    for part in attr.split(".") if attr else ():
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise _ImportFailed(f"module {module_name!r} has no attribute {attr!r}") from None
+    return obj
 
 
 def load_object(path: str, source: str, *, kind: str, known: Mapping[str, Any] | Sequence[str], search: Sequence[Path] = ()) -> Any:
@@ -73,22 +199,10 @@ def load_object(path: str, source: str, *, kind: str, known: Mapping[str, Any] |
     if ":" not in path:
         names = ", ".join(known)
         raise ConfigError(f"{source}: {kind} {path!r}: expected one of {names} or an import path 'package.module:ClassName'")
-    module_name, _, attr = path.partition(":")
-    extra = [str(p) for p in search if str(p) not in sys.path]
-    sys.path.extend(extra)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
+        return _import(path, search)
+    except _ImportFailed as exc:
         raise ConfigError(f"{source}: {kind} {path!r}: cannot import ({exc})") from None
-    except Exception as exc:  # noqa: BLE001 - the user's module failed as it ran (a syntax error, its own raise): one line
-        raise ConfigError(f"{source}: {kind} {path!r}: cannot import ({type(exc).__name__}: {exc})") from None
-    finally:
-        for p in extra:
-            sys.path.remove(p)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"{source}: {kind} {path!r}: cannot import (module {module_name!r} has no attribute {attr!r})") from None
 
 
 def _source_tree_entry_points(group: str) -> dict[str, str]:
@@ -192,17 +306,10 @@ class Registry:
         installed = entry_points(self.contract.group)
         if spec not in installed:
             raise ConfigError(f"{key}: {unknown_message(kind, spec, self.builtin)}")
-        value = installed[spec]
         try:
-            module_name, _, attr = value.partition(":")
-            obj: Any = importlib.import_module(module_name)
-            for part in attr.split(".") if attr else ():
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - the package failed as it ran: one line naming the entry point
-            raise ConfigError(f"{key}: {kind} {spec!r} (entry point {value!r}) cannot be imported: {type(exc).__name__}: {exc}") from None
-        return obj
+            return _import(installed[spec])
+        except _ImportFailed as exc:
+            raise ConfigError(f"{key}: {kind} {spec!r} (entry point {installed[spec]!r}) cannot be imported: {exc}") from None
 
     def params(self, plugin: Any, spec: str, section: Mapping[str, Any] | None, source: str, key: str) -> dict[str, Any]:
         """The constructor keywords from ``section``, validated by the plug-in's ``Params`` (its
@@ -218,6 +325,8 @@ class Registry:
         with the parameters of ``section`` (the config key ``params_key``), and :meth:`check` it."""
         where = _at(source, key)
         plugin = self.load(spec, where, search)
+        if isinstance(plugin, type):  # held to its contract before it is made (an abstract class cannot be)
+            self._refuse(plugin, spec, where, built=False)
         kwargs = self.params(plugin, spec, section, source, params_key)
         if extra is not None:
             kwargs.update(extra(plugin))
@@ -229,14 +338,19 @@ class Registry:
             raise ConfigError(_at(source, f"{params_key}: {exc}")) from None
         return self.check(obj, spec, where)
 
+    def _refuse(self, target: Any, spec: str, key: str, built: bool) -> None:
+        problem = self.contract.problem(target, built)
+        if problem is None and built and self.contract.validate is not None:
+            problem = self.contract.validate(target)
+        if problem is not None:
+            raise ConfigError(f"{key}: {self.contract.kind} {spec!r} {problem}")
+
     def check(self, obj: Any, spec: str, key: str) -> Any:
-        """``obj`` with the required parts present (else one error line) and each missing
-        optional part set to the contract's default (a method of the base class, or its value)."""
+        """``obj`` held to the contract (module docstring; else one error line naming ``key``, the
+        plug-in, the part and the contract), each missing optional part set to the contract's
+        default (a method of the base class, or its value)."""
+        self._refuse(obj, spec, key, built=True)
         c = self.contract
-        missing = [m for m in c.required if not hasattr(obj, m)]
-        if missing:
-            raise ConfigError(f"{key}: {c.kind} {spec!r} lacks {', '.join(missing)} (see {c.where}; subclass it for the defaults of "
-                              f"the optional {', '.join(c.optional) or 'parts'})")
         for name in c.optional:
             if hasattr(obj, name):
                 continue
@@ -248,3 +362,20 @@ class Registry:
                 raise ConfigError(f"{key}: {c.kind} {spec!r} lacks the optional {name} and cannot take its default; "
                                   f"subclass {c.where}") from None
         return obj
+
+
+def display_name(spec: str, plugin: Any) -> str:
+    """What reports and tables call the plug-in named ``spec``: ``spec`` itself for a shipped or
+    installed (entry-point) name; for an import path ``module:Class``, the ``name`` attribute the
+    plug-in's own classes define (one inherited from this package's classes, such as a shipped
+    policy's, does not count), else ``Class``."""
+    if ":" not in spec:
+        return spec
+    klass = plugin if isinstance(plugin, type) else type(plugin)
+    for k in klass.__mro__:
+        if k.__module__.partition(".")[0] == __name__.partition(".")[0]:
+            break  # from here on the package's own classes
+        value = vars(k).get("name")
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return spec.rpartition(":")[2].rpartition(".")[2]

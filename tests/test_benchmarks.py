@@ -45,6 +45,8 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
                 + [rf"flamingo / baseline training rate: {NUM}x \(same run, same device\)"], []),
     "main_job": (None, [rf"main job: {NUM} s wall \(median of 2; range {NUM}-{NUM} s\); {NUM}x under the 10-minute target; "
                          r"metrics identical across repeats: True"], [r"DIFFERENT", r"\bFalse\b"]),
+    "identity": (None, [rf"^{job} \(1 rounds, base \w+\): metrics\.parquet identical: True, summary\.json identical: True; wall base {NUM} s, "
+                        rf"this {NUM} s, ratio {NUM}x$" for job in ("openimage_mobilenet", "toolkit_fedbuff")], [r"\bFalse\b"]),
     "memory_peaks": (None, [rf"^mobilenet_v2 +64px +4 +{NUM} +{NUM} +{NUM}x"], []),
     "network": (None, [rf"^{task}: speedup lognormal .*; energy efficiency lognormal " for task in ("openimage_mobilenet", "speech_resnet34")]
                 + [rf"^  (baseline|flamingo): transfers .* mean round traces / lognormal {NUM}x$",

@@ -15,7 +15,7 @@ from flamingo_sim.devices.policies import TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.config_reference import plugin_params_of, reference_markdown
-from flamingo_sim.fl.runner.compose import make_policy, plugin_search
+from flamingo_sim.fl.plugins import experiment_policy, plugin_search
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.base import CoordinatorView
@@ -47,7 +47,7 @@ def test_the_guide_shows_the_examples_as_they_are():
 
 def test_the_charging_policy_reads_its_parameter_and_trains_only_while_charging():
     cfg = load_experiment(CHARGING)
-    policy = make_policy(POLICY, cfg, CHARGING)
+    policy = experiment_policy(cfg, CHARGING, POLICY)
     assert policy.min_battery_pct == 40.0  # type: ignore[attr-defined]  # from policy_params, not the class default (20)
     ps = ProfileSet.load(ROOT / "profiles", ["pixel_3"], "mobilenet_v2")
     policy.init(4, np.zeros(4, dtype=np.int64), ps)

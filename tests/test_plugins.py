@@ -129,7 +129,7 @@ def test_installed_plugins_are_listed_in_errors_and_a_broken_one_is_one_line(ins
     with pytest.raises(ConfigError) as exc:
         make_policy("broken")
     assert str(exc.value) == ("policies: policy 'broken' (entry point 'picky_plugins_gone:Nothing') cannot be imported: "
-                              "No module named 'picky_plugins_gone'")
+                              "No module named 'picky_plugins_gone'; looked on the Python path")
 
 
 def test_optional_parts_take_the_contracts_defaults(installed):
@@ -146,8 +146,8 @@ def test_optional_parts_take_the_contracts_defaults(installed):
 def test_a_plugin_without_its_required_part_is_one_line():
     with pytest.raises(ConfigError) as exc:
         make_selector("tests.test_plugins:NotASelector", source="e.yaml")
-    assert str(exc.value) == ("e.yaml: fl.selection: selector 'tests.test_plugins:NotASelector' lacks select (see "
-                              "flamingo_sim.fl.strategy.base.Selector; subclass it for the defaults of the optional observe, state_dict, load_state_dict)")
+    assert str(exc.value) == ("e.yaml: fl.selection: selector 'tests.test_plugins:NotASelector' lacks select, which the contract "
+                              "flamingo_sim.fl.strategy.base.Selector requires (a selector needs select; observe, state_dict, load_state_dict are optional)")
     with pytest.raises(ConfigError, match=r"^e.yaml: aggregation.name: aggregator 'tests.test_plugins:Nope': cannot import "):
         make_aggregator(AggregationConfig(name="tests.test_plugins:Nope"), source="e.yaml")
 
@@ -174,10 +174,10 @@ def test_the_engines_of_the_integrations_are_entry_points_even_with_old_metadata
 
 def test_least_energy_margin_is_set_from_yaml():
     cfg = from_mapping(ExperimentConfig, {"name": "x", "policies": ["baseline", "least_energy"], "policy_params": {"least_energy": {"margin": 0.5}}}, source="e.yaml")
-    from flamingo_sim.fl.runner.compose import make_policy as compose_policy
+    from flamingo_sim.fl.plugins import experiment_policy
 
-    assert compose_policy("least_energy", cfg, "e.yaml").margin == 0.5  # type: ignore[attr-defined]
-    assert compose_policy("baseline", cfg, "e.yaml").name == "baseline"
+    assert experiment_policy(cfg, "e.yaml", "least_energy").margin == 0.5  # type: ignore[attr-defined]
+    assert experiment_policy(cfg, "e.yaml", "baseline").name == "baseline"
     for data, message in [
         ({"policies": ["least_energy"], "policy_params": {"least_energy": {"margin": 0}}}, "e.yaml: policy_params.least_energy.margin: expected a number in (0, 1], got 0.0"),
         ({"policies": ["least_energy"], "policy_params": {"least_energy": {"margni": 0.5}}}, "e.yaml: unknown key 'policy_params.least_energy.margni' (known here: margin)"),

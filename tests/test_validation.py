@@ -12,8 +12,8 @@ import pytest
 from flamingo_sim.cli import main
 from flamingo_sim.config import FieldError, check_ranges, from_mapping
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.compose import update_size_mb
 from flamingo_sim.fl.config import ExperimentConfig, NetworkConfig
-from flamingo_sim.fl.runner.compose import update_size_mb
 from flamingo_sim.models import build_model
 
 F32 = " that fits float32, the training's dtype (its size between 1.2e-38 and 3.4e+38, or 0)"

@@ -242,7 +242,7 @@ def _pack_data(args: argparse.Namespace) -> int:
         return 0
     if args.experiment is None or args.out is None:
         raise ConfigError("give an EXPERIMENT and --out DIR (or --verify DIR)")
-    from flamingo_sim.fl.runner.datasets import pack_experiment
+    from flamingo_sim.fl.compose.datasets import pack_experiment
 
     info = pack_experiment(args.experiment, args.out, args.overrides, args.workers, log=lambda msg: print(msg, file=sys.stderr))
     print(info.describe())

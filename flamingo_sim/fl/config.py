@@ -1,9 +1,10 @@
 """The experiment config: one YAML file per experiment, validated once by :mod:`flamingo_sim.config`.
 
 A shipped example is ``experiments/openimage_mobilenet.yaml``; every key is documented on the
-dataclass fields below. Paths in the file are resolved relative to the current directory
-first, then to the experiment file's directory (and its parent), then among the shipped data
-(:func:`flamingo_sim.resources.data_root`).
+dataclass fields below. A file may build on another with ``extends:`` (a shipped experiment's
+name or a file; :mod:`flamingo_sim.fl.extends`). Paths in the file are resolved relative to the
+current directory first, then to the experiment file's directory (and its parent), then to those of
+the files it extends, then among the shipped data (:func:`flamingo_sim.resources.data_root`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from flamingo_sim.config import PLUGIN_PARAMS, FieldError, check_ranges, load_config
+from flamingo_sim.config import PLUGIN_PARAMS, FieldError, apply_overrides, check_ranges, from_mapping
 from flamingo_sim.devices.policies import PolicyConfig
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.resources import data_root
@@ -460,32 +461,19 @@ class ExperimentConfig:
         self._check_builtin_params()
 
     def _check_builtin_params(self) -> None:
-        """The shipped plug-ins' parameters, checked with the file (the others' once they are imported, before the run)."""
-        from flamingo_sim.devices.policies import POLICIES, RENAMED
-        from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMS
-        from flamingo_sim.fl.strategy.selection import SELECTORS
-        from flamingo_sim.plugins import check_name, check_params, params_class
+        """The plug-ins' names and the shipped ones' parameters, checked with the file (the others' once they are
+        imported, before the run): :func:`flamingo_sim.fl.plugins.check_names`."""
+        from flamingo_sim.fl.plugins import check_names
 
-        for name in [*self.policies, *self.policy_params]:
-            if name in RENAMED:
-                new, why = RENAMED[name]
-                raise ValueError(f"policies: policy {name!r} was renamed {new!r}: {why}")
-        for name in self.policies:
-            check_name("policy", name, POLICIES.builtin, "policies")
-        check_name("selector", self.fl.selection, SELECTORS.builtin, "fl.selection")
-        check_name("aggregator", self.aggregation.name, AGGREGATOR_PARAMS, "aggregation.name")
-        for name, section in self.policy_params.items():
-            if name in POLICIES.builtin:
-                check_params(params_class(POLICIES.builtin[name]), "policy", name, section, f"policy_params.{name}")
-        if self.fl.selection in SELECTORS.builtin:
-            check_params(params_class(SELECTORS.builtin[self.fl.selection]), "selector", self.fl.selection, self.selector.params, "selector")
-        if self.aggregation.name in AGGREGATOR_PARAMS:
-            check_params(AGGREGATOR_PARAMS[self.aggregation.name], "aggregator", self.aggregation.name, self.aggregation.params, "aggregation")
+        check_names(self)
 
 
 def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
-    """Load and validate an experiment YAML, with ``--set`` overrides applied first."""
-    return load_config(ExperimentConfig, path, overrides)
+    """Load and validate an experiment YAML (with every file it ``extends`` merged in), ``--set`` overrides applied first."""
+    from flamingo_sim.fl.extends import load_extended
+
+    data = apply_overrides(load_extended(path), overrides, source=str(path))
+    return from_mapping(ExperimentConfig, data, source=str(path))
 
 
 def with_seeds(cfg: ExperimentConfig, n_seeds: int | None) -> ExperimentConfig:
@@ -503,8 +491,11 @@ def resolve_path(value: Path, experiment_path: str | Path | None) -> Path:
         return value
     candidates = []
     if experiment_path is not None:
-        exp_dir = Path(experiment_path).resolve().parent
-        candidates += [exp_dir / value, exp_dir.parent / value]
+        from flamingo_sim.fl.extends import experiment_files
+
+        for file in experiment_files(experiment_path):  # the experiment, then each file it extends
+            exp_dir = file.resolve().parent
+            candidates += [exp_dir / value, exp_dir.parent / value]
     candidates.append(data_root() / value)
     for cand in candidates:
         if cand.exists():

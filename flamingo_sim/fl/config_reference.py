@@ -33,8 +33,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-__all__ = ["ConfigKey", "PluginParams", "config_keys", "plugin_params", "plugin_params_of", "reference_markdown", "plugins_markdown",
-           "CHOSEN_BY", "main"]
+__all__ = ["ConfigKey", "PluginParams", "class_source", "config_keys", "plugin_params", "plugin_params_of", "reference_markdown",
+           "plugins_markdown", "CHOSEN_BY", "main"]
 
 #: The section holding a plug-in's parameters -> the key that chooses the plug-in.
 CHOSEN_BY = {"policy_params": "policies", "selector": "fl.selection", "aggregation": "aggregation.name"}
@@ -83,6 +83,11 @@ def _class_node(cls: type) -> tuple[ast.ClassDef, tuple[str, ...]]:
         if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
             return node, lines
     raise TypeError(f"{cls.__qualname__}: class not found in {path}")
+
+
+def class_source(cls: type) -> tuple[ast.ClassDef, tuple[str, ...]]:
+    """``cls``'s class statement, parsed (never executed), and its file's lines."""
+    return _class_node(cls)
 
 
 def _descriptions(node: ast.ClassDef, lines: tuple[str, ...]) -> dict[str, str]:
@@ -226,12 +231,13 @@ def plugin_params_of(experiment: str | Path, overrides: list[str] | tuple[str, .
     an import path's module is also looked for beside the experiment, as a run does)."""
     from flamingo_sim.devices.policies import POLICIES
     from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.plugins import plugin_search
     from flamingo_sim.fl.strategy.parameters import AGGREGATOR_PARAMS
     from flamingo_sim.fl.strategy.selection import SELECTORS
     from flamingo_sim.plugins import Registry, params_class
 
     cfg = load_experiment(experiment, overrides)
-    search = [Path(experiment).resolve().parent]
+    search = plugin_search(experiment)
     out = []
 
     def add(registry: Registry, builtin: Any, spec: str, section: str, key: str) -> None:

@@ -230,8 +230,8 @@ def export_fedscale_traces(
     its first); availability covers the experiment's trace clients with its thresholds. Point
     FedScale's ``--device_conf_file`` and ``--device_avail_file`` at the two files.
     """
+    from flamingo_sim.fl.compose import experiment_population, phone_assignment, profile_dirs
     from flamingo_sim.fl.config import load_experiment, require_path
-    from flamingo_sim.fl.runner.compose import experiment_population, phone_assignment, profile_dirs
     from flamingo_sim.resources import find_experiment
     from flamingo_sim.traces.store import load_client_traces
 

@@ -3,6 +3,7 @@
 - :mod:`~flamingo_sim.report.data`    run directories read back; the series the figures plot.
 - :mod:`~flamingo_sim.report.plots`   the figures (matplotlib, no pyplot), one paper column each.
 - :mod:`~flamingo_sim.report.write`   PNG + SVG figures, ``report.md`` and ``report.html``.
+- :mod:`~flamingo_sim.report.document` a report's content written once, rendered as Markdown and as HTML (this report and the reproduction's).
 - :mod:`~flamingo_sim.report.traces`  what prep-traces kept, battery levels, the time-zone shifts.
 - :mod:`~flamingo_sim.report.notebook` helpers the notebooks use (a small run of their own).
 - :mod:`~flamingo_sim.report.fidelity` measured profiles against the shipped ones (``flamingo-sim fidelity``).

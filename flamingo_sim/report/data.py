@@ -37,6 +37,7 @@ __all__ = [
     "energy_unit",
     "summary_table",
     "dropped_by_reason",
+    "declined_by_reason",
     "target_accuracy",
     "target_rule",
     "rule_curve",
@@ -325,12 +326,24 @@ def time_to_target_h(run: Run, policy: str) -> float | None:
     return None if t_s is None else float(t_s) / S_PER_H
 
 
+def _by_reason(run: Run, prefix: str) -> pd.DataFrame:
+    """The columns ``<prefix><reason>`` summed over each (policy, seed), averaged over seeds: reasons as columns,
+    policies as rows; NaN where a policy has no such column (another policy's own decline reason)."""
+    reasons = [c for c in run.metrics.columns if c.startswith(prefix)]
+    totals = run.metrics.groupby(["policy", "seed"])[reasons].sum(min_count=1).groupby("policy").mean()
+    totals.columns = [c[len(prefix):] for c in reasons]
+    return totals.reindex(run.policies)
+
+
 def dropped_by_reason(run: Run) -> pd.DataFrame:
     """Selected clients dropped over the whole run, by reason (columns) and policy (rows); mean over seeds."""
-    reasons = [c for c in run.metrics.columns if c.startswith("dropped_")]
-    totals = run.metrics.groupby(["policy", "seed"])[reasons].sum().groupby("policy").mean()
-    totals.columns = [c[len("dropped_"):] for c in reasons]
-    return totals.reindex(run.policies)
+    return _by_reason(run, "dropped_")
+
+
+def declined_by_reason(run: Run) -> pd.DataFrame:
+    """Requests declined over the whole run, by the reason the policy gave (columns) and policy (rows); mean over
+    seeds; NaN for a reason a policy does not give (another policy's own)."""
+    return _by_reason(run, "declined_")
 
 
 def participation_histogram(run: Run, policy: str) -> pd.Series:

@@ -1,5 +1,8 @@
 """Writing a report: every figure as PNG and SVG, plus ``report.md`` and ``report.html``.
 
+Both files hold the same content (the runs, the summary, the requests each policy declined by reason,
+the figures), built once as blocks (:mod:`flamingo_sim.report.document`) and written as Markdown and as HTML.
+
 The report of one run goes to ``RUN_DIR/report/``; with several run directories (overlaid)
 it goes to the first one's ``report/`` unless ``out_dir`` says otherwise. The directory is
 staged and swapped in whole (:func:`flamingo_sim.io.atomic_dir`), so an interrupted report never
@@ -8,7 +11,6 @@ leaves a half-written image, and only an earlier report (or an empty directory) 
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,8 @@ from matplotlib.figure import Figure
 from flamingo_sim.faults import check_writable
 from flamingo_sim.fl.metrics.summary import far_below_lines
 from flamingo_sim.io import atomic_dir, check_out_dir
-from flamingo_sim.report.data import Run, load_runs, summary_table
+from flamingo_sim.report import document as doc
+from flamingo_sim.report.data import Run, declined_by_reason, load_runs, summary_table
 from flamingo_sim.report.plots import make_figures
 
 __all__ = ["ReportResult", "write_report", "save_figure", "CAPTIONS", "FORMATS", "DPI", "SVG_HASHSALT"]
@@ -47,6 +50,8 @@ CAPTIONS = {
     "interference_per_phone": "Time training shared a big core with the owner's foreground app, per round, "
     "summed over the kept clients of each phone model (log scale).",
 }
+FIGURES_INTRO = ("With several seeds a curve is the mean over seeds on a common virtual-time grid (each seed linearly "
+                 "interpolated, within the span every seed covers) and the band its 95 % Student-t confidence interval.")
 SUMMARY_COLUMNS = {
     "run": "run",
     "policy": "policy",
@@ -95,9 +100,10 @@ def write_report(
         for stem, fig in make_figures(runs).items():
             save_figure(fig, [(stage / f"{stem}.{fmt}", fmt) for fmt in formats])
             written[stem] = [out / f"{stem}.{fmt}" for fmt in formats]
-        table = summary_table(runs)
-        (stage / "report.md").write_text(_markdown(runs, table, written))
-        (stage / "report.html").write_text(_html(runs, table, written))
+        blocks = _blocks(runs, summary_table(runs), written)
+        title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
+        (stage / "report.md").write_text(doc.markdown(blocks))
+        (stage / "report.html").write_text(doc.html_page(f"flamingo-sim report: {title}", blocks, max_width_em=60))
     return ReportResult(out, written, out / "report.md", out / "report.html")
 
 
@@ -159,50 +165,29 @@ def _run_lines(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
-def _markdown(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> str:
+def _blocks(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> list[doc.Block]:
+    """The report's content, once: the runs, the summary, the requests each policy declined by reason, the figures."""
     title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
-    out = [f"# flamingo-sim report: {title}", ""]
-    out += [f"- {line}" if not line.startswith("  ") else f"  {line.strip()}" for line in _run_lines(runs)]
-    out += ["", "## Summary", "", "Means over seeds; `-` where some seed never reached the target. "
-            "Speedup and energy efficiency are relative to the baseline: its mean time or energy to target over the policy's "
-            "(a ratio of means over seeds). Clients lost: at the end of each policy's own run; `flamingo-sim reproduce` compares "
-            "them at equal rounds, equal time and at the target.", ""]
-    out.append("| " + " | ".join(SUMMARY_COLUMNS.values()) + " |")
-    out.append("|" + "---|" * len(SUMMARY_COLUMNS))
-    for _, row in table.iterrows():
-        out.append("| " + " | ".join(_cells(row)) + " |")
-    out += ["", "## Figures", "", "With several seeds a curve is the mean over seeds on a common virtual-time grid (each seed linearly "
-            "interpolated, within the span every seed covers) and the band its 95 % Student-t confidence interval.", ""]
+    blocks: list[doc.Block] = [
+        doc.Heading(1, f"flamingo-sim report: {title}"), doc.Bullets(_run_lines(runs)),
+        doc.Heading(2, "Summary"),
+        doc.Lines(["Means over seeds; `-` where some seed never reached the target. Speedup and energy efficiency are relative to the "
+                   "baseline: its mean time or energy to target over the policy's (a ratio of means over seeds). Clients lost: at the "
+                   "end of each policy's own run; `flamingo-sim reproduce` compares them at equal rounds, equal time and at the target."]),
+        doc.Table("", list(SUMMARY_COLUMNS.values()), [_cells(row) for _, row in table.iterrows()]),
+    ]
+    declined = [(run, declined_by_reason(run)) for run in runs]
+    reasons = list(dict.fromkeys(r for _, d in declined for r in d.columns))
+    if reasons:
+        rows = [[run.label, str(policy), *[_fmt(float(d.loc[policy, r]) if r in d.columns else float("nan"), 1) for r in reasons]]
+                for run, d in declined for policy in d.index]
+        blocks += [doc.Heading(2, "Declined requests"),
+                   doc.Lines(["Requests each policy declined over the whole run, by the reason it gave (mean over seeds; the "
+                              "`declined_<reason>` columns of `metrics.parquet`, which sum to `dropped_declined`); `-`: a reason the "
+                              "policy does not give."]),
+                   doc.Table("", ["run", "policy", *(r.replace("_", " ") for r in reasons)], rows)]
+    blocks += [doc.Heading(2, "Figures"), doc.Lines([FIGURES_INTRO])]
     for stem, paths in figures.items():
         png = next((p for p in paths if p.suffix == ".png"), paths[0])
-        out += [f"### {stem.replace('_', ' ')}", "", CAPTIONS.get(stem, ""), "", f"![{stem}]({png.name})", ""]
-    return "\n".join(out)
-
-
-def _html(runs: Sequence[Run], table: pd.DataFrame, figures: dict[str, list[Path]]) -> str:
-    e = html.escape
-    title = ", ".join(dict.fromkeys(str(r.summary.get("experiment", r.label)) for r in runs))
-    rows = "\n".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in _cells(row)) + "</tr>" for _, row in table.iterrows())
-    head = "".join(f"<th>{e(c)}</th>" for c in SUMMARY_COLUMNS.values())
-    figs = "\n".join(
-        f'<figure><img src="{e(next((p for p in paths if p.suffix == ".png"), paths[0]).name)}" alt="{e(stem)}" width="680">'
-        f"<figcaption>{e(CAPTIONS.get(stem, ''))}</figcaption></figure>"
-        for stem, paths in figures.items()
-    )
-    items = "".join(f"<li>{e(line.strip())}</li>" for line in _run_lines(runs))
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>flamingo-sim report: {e(title)}</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} figure{{margin:1.5em 0}}</style></head>
-<body><h1>flamingo-sim report: {e(title)}</h1>
-<ul>{items}</ul>
-<h2>Summary</h2>
-<p>Means over seeds; - where some seed never reached the target. Speedup and energy efficiency are relative to the baseline
-(a ratio of means over seeds). Clients lost: at the end of each policy's own run.</p>
-<table><tr>{head}</tr>
-{rows}
-</table>
-<h2>Figures</h2>
-{figs}
-</body></html>
-"""
+        blocks += [doc.Heading(3, stem.replace("_", " ")), doc.Figure(png.name, stem, CAPTIONS.get(stem, ""), width=680)]
+    return blocks

@@ -112,7 +112,6 @@ def run_sensitivity(
     base_cfg = load_experiment(experiment, list(overrides))
     if len(base_cfg.policies) < 2:
         raise ConfigError(f"{experiment}: policies: sensitivity compares two policies, got {base_cfg.policies}")
-    baseline, policy = base_cfg.policies[0], base_cfg.policies[1]
     reference = to_mapping(base_cfg)
     plan: list[tuple[str, str, list[str], bool]] = []
     for knob in knobs:
@@ -128,6 +127,8 @@ def run_sensitivity(
     runs += [StudyRun(point_name(key, value), experiment, tuple(sets), n_seeds) for key, value, sets, same in plan if not same]
     results = {r.name: res for r, res in zip(runs, run_study("sensitivity", out, runs, execution=execution, log=log,
                                                                again=again))}
+    # the summaries call the policies by their display names (a plug-in's own name, not its import path), in the config's order
+    baseline, policy = list(results[REFERENCE].summary["policies"])[:2]
     ref_ratios = _ratios(results[REFERENCE].summary, policy, baseline)
     rows = [{"knob": REFERENCE, "value": "", **ref_ratios}]
     for key, value, _sets, same in plan:

@@ -3,7 +3,7 @@
 ``reproduce`` (three tasks) and ``sensitivity`` (a reference and one run per knob value) are
 studies. A study is a list of :class:`StudyRun` (a name, an experiment, its ``--set`` list and
 seeds), each an ordinary run directory ``OUT/runs/<name>/``; every (policy, seed) of every run
-is a unit of work (:mod:`flamingo_sim.fl.runner.units`), and all the study's units go to one
+is a unit of work (:mod:`flamingo_sim.fl.runner.unit_files`), and all the study's units go to one
 executor (:mod:`flamingo_sim.fl.runner.execute`): one after another here (``jobs=1``), as
 processes of this machine (``jobs=N``) or as Ray tasks. The results do not depend on which.
 
@@ -30,15 +30,14 @@ from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError, PoolLost
 from flamingo_sim.faults import LOCK_FILE, check_writable, run_lock
-from flamingo_sim.fl.runner.execute import StudyPlan, auto_jobs, check_executor
+from flamingo_sim.fl.runner.execute import StudyPlan, auto_jobs, check_executor, check_parallel, run_units
 from flamingo_sim.fl.runner.executors import make_executor
 from flamingo_sim.fl.runner.executors.base import Executor
 from flamingo_sim.fl.runner.options import Execution
-from flamingo_sim.fl.runner.prepare import PreparedRun, build_first_parts, check_parallel, prepare_run
-from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
-from flamingo_sim.fl.runner.run import run_units
+from flamingo_sim.fl.runner.plan import PreparedRun, build_first_parts, prepare_run
+from flamingo_sim.fl.runner.results import RunResult, finish_run
 from flamingo_sim.fl.runner.rundir import run_guard, write_resume_file
-from flamingo_sim.fl.runner.units import Unit
+from flamingo_sim.fl.runner.unit_files import Unit, write_partial_metrics
 from flamingo_sim.io import write_json
 
 __all__ = ["StudyRun", "StudyFailed", "run_study", "check_study_out", "STUDY_FILE", "OWN_BEFORE"]

@@ -216,8 +216,9 @@ def test_a_policy_without_a_required_method_is_one_line():
     mod.Bare = Bare  # type: ignore[attr-defined]
     sys.modules["bare_policy_mod"] = mod
     try:
-        with pytest.raises(ConfigError, match=r"^policies: policy 'bare_policy_mod:Bare' lacks run_tasks, state_dict, load_state_dict "
-                                              r"\(see flamingo_sim.devices.policies.base.Policy; subclass it for the defaults of the optional settle\)$"):
+        with pytest.raises(ConfigError, match=r"^policies: policy 'bare_policy_mod:Bare' lacks run_tasks, state_dict, load_state_dict, which the "
+                                              r"contract flamingo_sim.devices.policies.base.Policy requires \(a policy needs init, run_tasks, state_dict, "
+                                              r"load_state_dict; settle, DECLINE_REASONS are optional\)$"):
             make_policy("bare_policy_mod:Bare")
     finally:
         del sys.modules["bare_policy_mod"]

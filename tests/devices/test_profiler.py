@@ -186,8 +186,8 @@ def test_profile_goes_to_the_user_folder_and_experiments_find_it(tmp_path, monke
     """By default nothing is written into the shipped profiles; the user's folder is searched first."""
     from flamingo_sim.config import from_mapping
     from flamingo_sim.devices.catalogue import ProfileDirs
+    from flamingo_sim.fl.compose import profile_dirs
     from flamingo_sim.fl.config import ExperimentConfig
-    from flamingo_sim.fl.runner.compose import profile_dirs
 
     home = tmp_path / "home"
     monkeypatch.setenv("FLAMINGO_SIM_HOME", str(home))

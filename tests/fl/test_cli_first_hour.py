@@ -123,7 +123,7 @@ def test_nproc_with_another_engine_is_refused_up_front(tmp_path, engine):
 
 
 def test_a_file_as_the_profiles_directory_is_refused(tmp_path):
-    from flamingo_sim.fl.runner.compose import profile_dirs
+    from flamingo_sim.fl.compose import profile_dirs
 
     (tmp_path / "lat.csv").write_text("x\n")
     cfg = load_experiment(EXP, [f"phones.profiles_dir={tmp_path / 'lat.csv'}"])

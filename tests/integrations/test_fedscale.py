@@ -19,9 +19,10 @@ import pytest
 import torch
 
 from flamingo_sim.errors import ConfigError, FlamingoError
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.metrics.summary import COLUMNS
-from flamingo_sim.fl.runner.compose import build_components, make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector
@@ -50,7 +51,7 @@ def small():
 
 
 def _sim(parts, policy="flamingo", seed=0):
-    return Simulation(parts, make_policy(policy, parts.cfg), policy, seed, make_selector(parts.cfg.fl.selection))
+    return Simulation(parts, experiment_policy(parts.cfg, None, policy), policy, seed, make_selector(parts.cfg.fl.selection))
 
 
 def _native(parts, policy="flamingo"):
@@ -139,7 +140,7 @@ def test_scripted_scenario_by_hand_on_fedscale(tmp_path):
     # tests/fl/test_engine.py's four clients: one kept, one offline, one runs flat, one taken
     # offline by its owner; the FedScale engine must settle them exactly alike
     parts = scripted_parts()
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     rows = _rows(fsi.run_fedscale(sim, work_dir=tmp_path))
     task_s = STEPS * LAT_S + COMM_S  # tests/fl/test_engine.py's numbers
     assert (rows[0]["n_online"], rows[0]["n_selected"], rows[0]["n_kept"]) == (3, 3, 1)
@@ -149,7 +150,7 @@ def test_scripted_scenario_by_hand_on_fedscale(tmp_path):
     # afterwards (no re-entry hysteresis by default: traces.reentry_pct = min_pct)
     assert (rows[1]["n_online"], rows[1]["n_kept"]) == (1, 1)
     assert sim.budget.online.tolist() == [True, False, True, False]
-    native = Simulation(scripted_parts(), make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    native = Simulation(scripted_parts(), experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     _assert_same_rounds([native.step().to_row(), native.step().to_row()], rows)
 
 
@@ -158,7 +159,7 @@ def test_rounds_where_nobody_is_online_do_not_hang(tmp_path):
     # everyone below the 10 % floor: FedScale's own aggregator would wait forever for uploads
     parts = scripted_parts(rounds=3)
     parts.traces.level_pct[:] = 5.0
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     start = time.monotonic()
     rows = _rows(fsi.run_fedscale(sim, work_dir=tmp_path))
     assert time.monotonic() - start < 30

@@ -9,7 +9,7 @@ import yaml
 
 from flamingo_sim.cli import build_parser, main
 from flamingo_sim.config import to_mapping
-from flamingo_sim.fl.runner.compose import resolve_config
+from flamingo_sim.fl.compose import resolve_config
 from flamingo_sim.studies import cli as studies_cli
 from flamingo_sim.studies.reproduce.run import experiment_path, task_overrides
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flamingo_sim.fl.runner.executors.progress import Progress, StudyPlan
-from flamingo_sim.fl.runner.units import Unit
+from flamingo_sim.fl.runner.unit_files import Unit
 from flamingo_sim.studies.reproduce.tables import TaskResult, agreement_text, table2
 
 

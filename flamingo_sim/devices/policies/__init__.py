@@ -27,6 +27,7 @@ from flamingo_sim.devices.policies.base import (
     PricedPolicy,
     TaskOutcome,
     TaskRequest,
+    decline_reasons,
 )
 from flamingo_sim.devices.policies.baseline import BaselinePolicy
 from flamingo_sim.devices.policies.flamingo import FlamingoPolicy
@@ -34,7 +35,7 @@ from flamingo_sim.devices.policies.least_energy import LeastEnergyParams, LeastE
 from flamingo_sim.plugins import Registry
 
 __all__ = [
-    "DECLINE_REASONS", "Policy", "PolicyConfig", "PricedPolicy", "TaskOutcome", "TaskRequest",
+    "DECLINE_REASONS", "decline_reasons", "Policy", "PolicyConfig", "PricedPolicy", "TaskOutcome", "TaskRequest",
     "BaselinePolicy", "LeastEnergyParams", "LeastEnergyPolicy", "FlamingoPolicy", "POLICIES", "make_policy", "RENAMED",
 ]
 

@@ -20,6 +20,7 @@ under the interference model) that the baseline, Flamingo and EAS are written wi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -32,10 +33,15 @@ from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.scheduling import contention_table
 from flamingo_sim.plugins import Contract
 
-__all__ = ["DECLINE_REASONS", "PolicyConfig", "TaskRequest", "TaskOutcome", "Policy", "PricedPolicy", "Ladders", "Priced",
-           "POLICY_METHODS", "CONTRACT"]
+__all__ = ["DECLINE_REASONS", "RESERVED_REASONS", "decline_reasons", "PolicyConfig", "TaskRequest", "TaskOutcome", "Policy", "PricedPolicy",
+           "Ladders", "Priced", "POLICY_METHODS", "CONTRACT"]
 
+#: The reasons the shipped policies decline with (each a ``declined_<reason>`` column of ``metrics.parquet``,
+#: in every run); a policy of your own registers its others in its class's ``DECLINE_REASONS``.
 DECLINE_REASONS = ("too_hot", "in_use_exploring", "low_battery_in_use")
+#: Reasons no policy may register: the memory model's drop (``flamingo_sim.fl.sim.limits.OUT_OF_MEMORY``) has its own column.
+RESERVED_REASONS = ("out_of_memory",)
+_REASON = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -79,14 +85,24 @@ class TaskRequest:
     (beyond the last slot the last value persists).
     """
 
+    #: int (k,): each requested client's index in the population (what ``Policy.init`` sized its state for).
     client_idx: np.ndarray
+    #: int (k,): each client's phone, a row of the profile set ``Policy.init`` was given.
     phone_idx: np.ndarray
+    #: Local training steps (minibatches) each task runs.
     n_steps: int
+    #: Virtual time (s) the round's tasks start at.
     start_s: float
+    #: float (k,): each client's effective battery level (%) at the start (its trace's, less what training drew).
     battery_pct: np.ndarray
+    #: bool (k,): each phone is on the charger at the start (the charger then pays for training).
     charging: np.ndarray
+    #: float (k,): each phone's battery temperature (degC) at the start: the trace's, plus the heat of earlier
+    #: training when ``devices.thermal`` is on.
     temperature_c: np.ndarray
+    #: bool (k, n_slots): the owner uses the phone in slot ``s`` (see above).
     in_use: np.ndarray
+    #: Seconds per slot of ``in_use`` (the trace's resolution).
     slot_s: float
     #: The minibatch each client trains (k,), or None: the profiles' own batch. A step's latency and energy
     #: scale with it (:meth:`PricedPolicy.price`), the rule the memory model's shrunk batches follow too.
@@ -128,16 +144,26 @@ class TaskOutcome:
     leaves the latter out gets half of ``interference_s`` (two equal threads sharing a core).
     """
 
+    #: bool (k,): the client trains (False: it declines the request).
     accepted: np.ndarray
+    #: str (k,): '' if accepted, else why not: one of ``DECLINE_REASONS`` or of the policy's own ``DECLINE_REASONS``.
     decline_reason: np.ndarray
+    #: float (k,): the whole task's duration (s), compute only (the engine adds the model's transfers).
     duration_s: np.ndarray
+    #: float (k,): the whole task's energy (J).
     energy_j: np.ndarray
+    #: float (k,): the owner's foreground time slowed by training (s).
     interference_s: np.ndarray
+    #: int (k, n_labels): steps on each execution choice, by the profile set's label index.
     steps_by_choice: np.ndarray
+    #: The profile set's labels (``steps_by_choice``'s columns).
     labels: tuple[str, ...]
+    #: str (k,): 'declined', or how the task ran ('baseline', 'explore', 'default', 'control', or a policy's own word).
     mode: np.ndarray
-    interrupted: np.ndarray = field(default=None)  # type: ignore[arg-type]  # bool (k,), default (None) all False
-    foreground_lost_s: np.ndarray = field(default=None)  # type: ignore[arg-type]  # float (k,), default interference_s / 2
+    #: bool (k,): the policy gives the task up before its end (see above); None: all False.
+    interrupted: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    #: float (k,): ``interference_s`` weighed by the share of the owner's work lost; None: ``interference_s`` / 2.
+    foreground_lost_s: np.ndarray = field(default=None)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         k = len(np.asarray(self.accepted))
@@ -166,6 +192,10 @@ class Policy(Protocol):
     to inherit the optional hook's default."""
 
     name: str
+    #: Optional: the reasons this policy declines with besides the shipped ``DECLINE_REASONS``, each a
+    #: lower-case word with underscores (its count per round is the metrics column ``declined_<reason>``).
+    #: Default: none; a reason not registered stops the run at its first use.
+    DECLINE_REASONS: tuple[str, ...] = ()
 
     def init(self, n_clients: int, phone_idx: np.ndarray, profile_set: ProfileSet) -> None:
         """Create per-client state for ``n_clients`` clients whose phones are rows of ``profile_set``."""
@@ -188,8 +218,27 @@ class Policy(Protocol):
 #: The methods a policy has (what :func:`~flamingo_sim.devices.policies.make_policy` checks; ``settle`` is optional).
 POLICY_METHODS = ("init", "run_tasks", "state_dict", "load_state_dict", "settle")
 
-#: The policy extension point: required methods, the optional ``settle`` (default above), entry-point group ``flamingo_sim.policies``.
-CONTRACT = Contract("policy", Policy, required=POLICY_METHODS[:4], optional=("settle",))
+
+
+def decline_reasons(policy: Any) -> tuple[str, ...]:
+    """Every reason ``policy`` may decline with: the shipped ``DECLINE_REASONS``, then its own."""
+    return tuple(dict.fromkeys((*DECLINE_REASONS, *getattr(policy, "DECLINE_REASONS", ()))))
+
+
+def _check_decline_reasons(policy: Any) -> str | None:
+    """What is wrong with a policy's own ``DECLINE_REASONS`` (the contract's rule), or None."""
+    own = getattr(policy, "DECLINE_REASONS", ())
+    if isinstance(own, str) or not isinstance(own, (tuple, list)) or not all(isinstance(r, str) and _REASON.match(r) for r in own):
+        return f"DECLINE_REASONS must be a tuple of lower-case words with underscores (each a column declined_<reason>), got {own!r}"
+    taken = [r for r in own if r in RESERVED_REASONS]
+    if taken:
+        return f"DECLINE_REASONS: {taken[0]!r} is the engine's own drop reason, not a decline; give the reason another name"
+    return None
+
+
+#: The policy extension point: required methods, the optional ``settle`` and ``DECLINE_REASONS`` (defaults above),
+#: entry-point group ``flamingo_sim.policies``.
+CONTRACT = Contract("policy", Policy, required=POLICY_METHODS[:4], optional=("settle", "DECLINE_REASONS"), validate=_check_decline_reasons)
 
 
 @dataclass(frozen=True)
@@ -218,11 +267,11 @@ class Ladders:
 class Priced:
     """What :meth:`PricedPolicy.price` returns: per request (zero for those not run)."""
 
-    duration_s: np.ndarray
-    energy_j: np.ndarray
-    interference_s: np.ndarray
-    foreground_lost_s: np.ndarray
-    steps_by_label: np.ndarray  # (k, n_labels)
+    duration_s: np.ndarray  # (k,) each task's duration (s)
+    energy_j: np.ndarray  # (k,) its energy (J)
+    interference_s: np.ndarray  # (k,) the owner's foreground time it slowed (s)
+    foreground_lost_s: np.ndarray  # (k,) that time weighed by the share of the owner's work lost (s)
+    steps_by_label: np.ndarray  # (k, n_labels) steps on each execution choice, by label index
     end_s: np.ndarray  # start_s + duration_s
 
     def then(self, later: "Priced") -> "Priced":
@@ -239,7 +288,7 @@ class PricedPolicy(Policy):
     Subclass it and implement :meth:`run_tasks`; the helpers are public so that a policy of
     your own prices tasks exactly as the shipped ones do:
 
-    - :meth:`ready` checks a request against :meth:`init`'s phones and returns the profile set;
+    - ``ready`` checks a request against :meth:`init`'s phones and returns the profile set;
     - :meth:`monitor` gives the decline reasons of Flamingo's monitoring;
     - :meth:`run_fixed` runs every accepted request on one execution choice per phone;
     - :meth:`price` runs tasks on ladders of choices (with or without the control loop).
@@ -278,6 +327,8 @@ class PricedPolicy(Policy):
         return self.profile_set
 
     def ready(self, req: TaskRequest) -> ProfileSet:
+        """The profile set, once ``req`` is checked: ``init`` has run and the request's phones are
+        those ``init`` gave its clients (a :class:`RuntimeError` or :class:`ValueError` otherwise)."""
         if self.profile_set is None:
             raise RuntimeError(f"{type(self).__name__}.init must be called before run_tasks")
         ci, pi = np.asarray(req.client_idx), np.asarray(req.phone_idx)

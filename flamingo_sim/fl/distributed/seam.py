@@ -38,7 +38,7 @@ rank 0 in batch order (:func:`~flamingo_sim.fl.sim.seam.combine_evaluation`).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -50,7 +50,7 @@ from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainJob, combine
 from flamingo_sim.fl.training.threads import draws_random, threads_safe
 from flamingo_sim.fl.training.trainer import choose_strategy
 
-__all__ = ["DistributedSeam", "Layout", "serve", "split_by_cost", "prepare_trainer"]
+__all__ = ["DistributedSeam", "Layout", "serve", "split_by_cost", "prepare_trainer", "split_over", "work_per_client"]
 
 TRAIN, EVAL, STOP = 1, 2, 3
 _HEADER = 6  # kind, round_idx, augment_round (-1: none), n clients, prox_mu (float64 bits), model as last sent (1) or below (0)
@@ -310,3 +310,17 @@ def serve(local: LocalSeam, comm: Comm, work_per_client: float) -> int:
         else:
             raise ValueError(f"rank {comm.world.rank}: unknown job kind {kind} from rank 0")
         done += 1
+
+
+def work_per_client(fl: Any) -> float:
+    """What one client's local training costs (``fl``: the experiment's ``fl`` section): ``local_steps`` x ``batch_size`` samples."""
+    return float(fl.local_steps * fl.batch_size)
+
+
+def split_over(sim: Any, comm: Comm, say: Callable[[str], None]) -> None:
+    """Rank 0: ``sim``'s step 5 split over the group (its seam replaced by a :class:`DistributedSeam`)."""
+    local = sim.seam
+    assert isinstance(local, LocalSeam)
+    prepare_trainer(local, comm.world.size, say)
+    comm.context = f"{sim.policy_name} seed {sim.seed}"
+    sim.seam = DistributedSeam(local, comm, work_per_client(sim.rules.fl))

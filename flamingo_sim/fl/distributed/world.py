@@ -31,7 +31,8 @@ import torch.distributed as dist
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 
-__all__ = ["World", "Comm", "CollectiveError", "world_from_env", "start", "DEFAULT_TIMEOUT_S", "LAUNCHER_ENV", "PEER_EXIT"]
+__all__ = ["World", "Comm", "CollectiveError", "world_from_env", "start", "describe_world", "DEFAULT_TIMEOUT_S", "LAUNCHER_ENV",
+           "PEER_EXIT"]
 
 #: Seconds a collective may wait for the slowest rank before it fails (--collective-timeout-s).
 DEFAULT_TIMEOUT_S = 300.0
@@ -210,3 +211,8 @@ class Comm:
         return {"ranks": self.world.size, "rounds": rounds, "collective_s_per_round": self.seconds / n, "wait_s_per_round": self.wait_s / n,
                 "mb_per_round": self.bytes_moved / n / 1e6, "calls": self.calls}
 
+
+def describe_world(comm: Comm, training: str) -> str:
+    """The line that says where the run trains, for a group."""
+    via = "nccl" if comm.device.type == "cuda" else "gloo"
+    return f"{comm.world.size} processes ({via}, collectives time out after {comm.timeout_s:g} s); rank 0 {training}"

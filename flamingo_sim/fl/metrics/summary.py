@@ -1,7 +1,9 @@
 """Per-round metrics and the run summary (time to target accuracy, speedup, energy efficiency).
 
 One row per (policy, seed, round) in ``metrics.parquet``; columns documented in ``COLUMNS``,
-plus ``steps_<choice>`` (local steps the kept clients ran on each execution choice, e.g.
+plus ``declined_<reason>`` (requests the policy declined with each reason it may give, the shipped
+``too_hot``, ``in_use_exploring`` and ``low_battery_in_use`` and a plug-in's own, summing to
+``dropped_declined``: :data:`DECLINED_PREFIX`), ``steps_<choice>`` (local steps the kept clients ran on each execution choice, e.g.
 ``steps_4567``), ``interference_s_<phone>`` (interference per phone model, all attempts),
 ``foreground_s_<phone>`` (the owners' foreground time of that phone model's selected clients
 while the round ran) and ``training_foreground_s_<phone>`` (the part of it while their
@@ -9,7 +11,8 @@ training ran); with ``network.model: traces`` or ``network.unmetered_only``, the
 :data:`NETWORK_COLUMN_DOCS`. The summary is a pure function of that table, so ``flamingo-sim report`` and
 notebooks can recompute it. Its per-policy ``ux_slowed_frac`` maps each phone model to the
 user-experience score: the share of the owners' foreground time slowed by training, summed
-over rounds and seeds (:func:`ux_slowed_frac`; the reproduce report's Table 3).
+over rounds and seeds (:func:`ux_slowed_frac`; the reproduce report's Table 3). Its per-policy
+``declined`` holds each decline reason's total per seed (:func:`decline_totals`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ COLUMNS = {
     "jain_energy": "Jain's index over all clients of the training energy each has paid so far",
     "straggler_phone": "phone model of the round's slowest kept client, whose task sets the round's duration ('' if none kept)",
 }
+
+#: The prefix of the per-reason decline columns, ``declined_<reason>``.
+DECLINED_PREFIX = "declined_"
 
 #: The network's columns (only with ``network.model: traces`` or ``network.unmetered_only``; ``energy_j`` then includes the radio's).
 NETWORK_COLUMN_DOCS = {
@@ -90,9 +96,17 @@ def ux_slowed_frac(rows: pd.DataFrame) -> dict[str, float | None]:
     return out
 
 
+def decline_totals(rows: pd.DataFrame) -> dict[str, float]:
+    """Per seed, averaged: the requests declined with each reason (its ``declined_<reason>`` column summed)."""
+    n_seeds = max(int(rows["seed"].nunique()), 1)
+    return {c[len(DECLINED_PREFIX):]: float(rows[c].sum()) / n_seeds for c in rows.columns
+            if c.startswith(DECLINED_PREFIX) and rows[c].notna().any()}  # another policy's own reason: not this one's
+
+
 def device_limit_totals(rows: pd.DataFrame) -> dict[str, Any] | None:
     """Per seed, averaged: clients dropped out of memory and shrunk per phone, tasks throttled and
-    their throttled seconds per phone, requests declined too hot (None without the device models)."""
+    their throttled seconds per phone (None without the device models; the requests declined too hot
+    are in :func:`decline_totals`)."""
     cols = [c for c in rows.columns if c.startswith(LIMIT_PREFIXES)]
     if not cols:
         return None
@@ -104,8 +118,6 @@ def device_limit_totals(rows: pd.DataFrame) -> dict[str, Any] | None:
         found = {c[len(prefix):]: float(totals[c]) for c in cols if c.startswith(prefix) and (key == "throttled_s" or not c.startswith("throttled_s_"))}
         if found:
             out[key] = found
-    if "declined_too_hot" in totals:
-        out["declined_too_hot"] = float(totals["declined_too_hot"])
     return out
 
 
@@ -176,6 +188,7 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
                 "total_energy_j": float(rows["energy_cum_j"].iloc[-1]),
                 "clients_lost": int(rows.sort_values("round")["clients_lost_cum"].iloc[-1]),
                 "dropped": {r: int(rows[f"dropped_{r}"].sum()) for r in DROP_REASONS},
+                "declined": {r: int(n) for r, n in decline_totals(rows).items()},
                 **_last(rows, ("jain_participation", "jain_energy")),
             }
 
@@ -192,6 +205,7 @@ def summarize(metrics: pd.DataFrame, target: Union[float, str], baseline: str = 
                 entry[key] = _mean_or_none([r.get(key) for r in runs.values()])
         entry["clients_lost"] = _mean_or_none([r["clients_lost"] for r in runs.values()])
         entry["ux_slowed_frac"] = ux_slowed_frac(metrics[metrics["policy"] == policy])
+        entry["declined"] = decline_totals(metrics[metrics["policy"] == policy])
         limits = device_limit_totals(metrics[metrics["policy"] == policy])
         if limits is not None:
             entry["device_limits"] = limits
@@ -246,9 +260,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         if lim:
             parts = [f"{name.replace('_', ' ')} " + ", ".join(f"{ph} {fmt(v, 1, 0)}" for ph, v in lim[name].items())
                      for name in ("out_of_memory", "batch_shrunk", "throttled") if name in lim]
-            if "declined_too_hot" in lim:
-                parts.append(f"declined too hot {fmt(lim['declined_too_hot'], 1, 0)}")
             lines.append(f"device limits ({p}, per seed): " + "; ".join(parts))
+    for p, e in summary["policies"].items():
+        declined = e.get("declined")
+        if declined:
+            lines.append(f"declined ({p}, per seed): " + ", ".join(f"{r.replace('_', ' ')} {fmt(v, 1, 0)}" for r, v in declined.items()))
     for p, e in summary["policies"].items():
         net = e.get("network")
         if net:

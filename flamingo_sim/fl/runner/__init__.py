@@ -1,25 +1,33 @@
-"""Running an experiment end to end: a run directory of (policy, seed) units, each run wherever it runs.
+"""Running an experiment: one straight path from the command line to each unit's simulation.
 
-In the order a run uses them:
+A run's path, top to bottom; each module calls only the ones below it, and nothing calls back up
+(``lint-imports`` holds the order):
 
-- :mod:`~flamingo_sim.fl.runner.run`         :func:`run_experiment`: policies x seeds into one run directory, :func:`run_units`;
-- :mod:`~flamingo_sim.fl.runner.options`     :class:`RunOptions` and :class:`Execution`: where and how a run or a study runs (frozen);
-- :mod:`~flamingo_sim.fl.runner.prepare`     :func:`prepare_run`: every check before anything is written, :class:`PreparedRun`;
-- :mod:`~flamingo_sim.fl.runner.compose`     the one place a run is assembled: config -> traces, phones, data, model, policy, :class:`Simulation`;
-- :mod:`~flamingo_sim.fl.runner.checks`      the config against where its values are used: the data, the population, the traces, the machine;
-- :mod:`~flamingo_sim.fl.runner.estimate`    the run's length estimated before it starts, and the confirmation a long one needs;
-- :mod:`~flamingo_sim.fl.runner.datasets`    the dataset of a ``data`` section (proxy, arrays, FedScale layouts, packs), ``pack-data``;
-- :mod:`~flamingo_sim.fl.runner.kernels`     the CPU kernels and threads of a process that trains;
-- :mod:`~flamingo_sim.fl.runner.units`       :func:`run_unit`: one (policy, seed), the same function in any process, and its result file;
-- :mod:`~flamingo_sim.fl.runner.execute`     units handed to an executor, and each unit's share of the cores;
-- :mod:`~flamingo_sim.fl.runner.executors`   the executors' contract and registry: here, a pool of worker processes, Ray, plug-ins;
-- :mod:`~flamingo_sim.fl.runner.worker`      a ``--jobs`` pool's long-lived worker (and a Ray task's body);
-- :mod:`~flamingo_sim.fl.runner.forkserver`  the workers' preloaded parent, started as early as a command can;
-- :mod:`~flamingo_sim.fl.runner.ranks`       a run over torchrun's processes: rank 0 writes, the others serve;
-- :mod:`~flamingo_sim.fl.runner.engines`     the :class:`Engine` contract (what runs one simulation's rounds) and its registry;
-- :mod:`~flamingo_sim.fl.runner.callbacks`   the :class:`Callback` contract of the run loop and the progress bar;
-- :mod:`~flamingo_sim.fl.runner.checkpoint`  verified checkpoints, the checkpoint callback and resuming, the inputs a resume checks;
-- :mod:`~flamingo_sim.fl.runner.tracking`    TensorBoard and MLflow callbacks;
-- :mod:`~flamingo_sim.fl.runner.results`     the units gathered into ``metrics.parquet`` and ``summary.json``, and read back;
-- :mod:`~flamingo_sim.fl.runner.rundir`      the run directory, its lock and its config record.
+1. ``flamingo-sim run`` (:mod:`flamingo_sim.fl.cli`) calls :mod:`~flamingo_sim.fl.runner.run`'s
+   :func:`~flamingo_sim.fl.runner.run.run_experiment`, with the :class:`~flamingo_sim.fl.runner.options.RunOptions`
+   of :mod:`~flamingo_sim.fl.runner.options` (under ``torchrun``, :mod:`~flamingo_sim.fl.runner.ranks`
+   takes the same path on every process: rank 0 writes, the others serve);
+2. :mod:`~flamingo_sim.fl.runner.plan`: the plan, every check before anything is written (config,
+   engine, device and machine, plug-ins, run directory, the first seed's parts built and checked
+   against the config: :mod:`flamingo_sim.fl.compose.checks`), its units, and the run's length
+   estimated (:mod:`~flamingo_sim.fl.runner.estimate`: a long run needs a confirmation);
+3. :mod:`~flamingo_sim.fl.runner.rundir`: the run directory held (lock, ``config.yaml``, the
+   inputs' checksums of :mod:`~flamingo_sim.fl.runner.inputs`);
+4. :mod:`~flamingo_sim.fl.runner.execute`: the units handed to an executor, each with its share
+   of the cores;
+5. :mod:`~flamingo_sim.fl.runner.executors`: the executor (this process, a pool of
+   :mod:`~flamingo_sim.fl.runner.worker` processes forked from the preloaded parent of
+   :mod:`~flamingo_sim.fl.runner.forkserver`, Ray, a plug-in) runs each unit with
+6. :mod:`~flamingo_sim.fl.runner.units`' :func:`~flamingo_sim.fl.runner.units.run_unit`: the
+   unit's simulation assembled (:mod:`flamingo_sim.fl.compose`), resumed from its checkpoint
+   (:mod:`~flamingo_sim.fl.runner.checkpoint`), and its rounds run by
+7. the engine of ``flamingo_sim.fl.runner.engines`` (native, FedScale, Flower, a plug-in) on the
+   :class:`~flamingo_sim.fl.sim.simulation.Simulation`, calling the run loop's callbacks
+   (:mod:`~flamingo_sim.fl.runner.callbacks`, :mod:`~flamingo_sim.fl.runner.tracking`) after each round;
+8. the unit's files (:mod:`~flamingo_sim.fl.runner.unit_files`), then, back in
+   :func:`~flamingo_sim.fl.runner.run.run_experiment` once every unit has returned,
+   :mod:`~flamingo_sim.fl.runner.results`: ``metrics.parquet`` and ``summary.json``.
+
+:mod:`~flamingo_sim.fl.runner.kernels` sets the CPU kernels and threads of each process that
+trains. A study (:mod:`flamingo_sim.studies.study`) enters the same path at step 2, with many runs.
 """

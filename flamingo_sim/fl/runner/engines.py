@@ -36,10 +36,10 @@ class EngineOptions:
     processes, 0 = in-process), the ``experiment`` file and its ``overrides`` (which those
     processes load), and ``log`` for one-line notes."""
 
-    executors: int = 0
-    experiment: str | Path | None = None
-    overrides: Sequence[str] = ()
-    log: Callable[[str], None] = lambda _msg: None
+    executors: int = 0  # FedScale's executor processes (0: in-process)
+    experiment: str | Path | None = None  # the experiment file (what those processes load)
+    overrides: Sequence[str] = ()  # its --set overrides
+    log: Callable[[str], None] = lambda _msg: None  # where one-line notes go
 
 
 class Engine(Protocol):

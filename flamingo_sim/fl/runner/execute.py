@@ -1,10 +1,15 @@
-"""Running units of work (:mod:`flamingo_sim.fl.runner.units`) on an executor, and each unit's share of the cores.
+"""A run's (or a study's) units handed to an executor, and each unit's share of the cores.
 
-:func:`execute` hands the units not finished yet to the executor named by ``--executor``
+Third on a run's path, after :mod:`~flamingo_sim.fl.runner.plan`: :func:`run_units` says where
+the units train, sets up how this process runs the ones it runs itself
+(:class:`~flamingo_sim.fl.runner.units.InProcess`: the components a seed's policies share, the
+caller's callbacks, the metrics refreshed as units write) and calls :func:`execute`, which hands
+the units not finished yet to the executor named by ``--executor``
 (:mod:`flamingo_sim.fl.runner.executors`: ``local``, in this process with ``jobs=1`` or on a
 pool of long-lived worker processes with ``jobs=N``; ``ray``, each unit a Ray task; or a
 plug-in), with the :class:`~flamingo_sim.fl.runner.executors.progress.Progress` they all
-report to. :func:`unit_threads` and :func:`auto_jobs` share the cores out.
+report to. The executor runs each unit with :func:`~flamingo_sim.fl.runner.units.run_unit`.
+:func:`unit_threads` and :func:`auto_jobs` share the cores out.
 
 Results do not depend on the executor or on the order in which units finish: each unit's
 randomness is its own (per seed and round), it writes only its own files, and
@@ -17,12 +22,21 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.runner.executors import EXECUTORS, Dispatch, make_executor
 from flamingo_sim.fl.runner.executors.progress import Failure, Progress, StudyPlan
 from flamingo_sim.fl.runner.executors.ray_cluster import RAY_HINT
-from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, unit_result
+from flamingo_sim.fl.runner.kernels import training_on
+from flamingo_sim.fl.runner.unit_files import UNITS_DIR, Unit, unit_result, write_partial_metrics
+from flamingo_sim.fl.runner.units import InProcess
 
-__all__ = ["EXECUTORS", "Failure", "Progress", "StudyPlan", "check_executor", "execute", "unit_threads", "auto_jobs", "RAY_HINT", "warm_up"]
+#: A run's plan (:class:`flamingo_sim.fl.runner.plan.PreparedRun`, a layer above): its ``out``, ``cfg``,
+#: ``engine``, ``kernels`` and ``first_parts`` are what :func:`run_units` reads.
+PreparedRun = Any
+
+__all__ = ["EXECUTORS", "Failure", "Progress", "StudyPlan", "check_executor", "check_parallel", "execute", "run_units", "unit_threads", "auto_jobs",
+           "RAY_HINT", "warm_up"]
 
 
 def unit_threads(cfg: Any, jobs: int) -> int:
@@ -55,9 +69,71 @@ def check_executor(executor: str, ray_address: str | None = None) -> None:
         check_ray_address(ray_address or os.environ.get("RAY_ADDRESS") or None)
 
 
+def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> None:
+    """Before any output: units run in parallel only on the native engine (FedScale runs its own executors)."""
+    if (jobs > 1 or executor != "local") and any(r.engine != "native" for r in runs):
+        raise ConfigError("--jobs/--executor run the native engine's units in parallel; FedScale runs its own executors (--executors)")
+
+
 def warm_up(executor: str, jobs: int) -> None:
     """Let the executor start what takes time (the pool's preloaded parent) while the caller validates its configs."""
     make_executor(executor).warm_up(jobs)
+
+
+def run_units(
+    runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
+    say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
+    shared_dir: Path | None = None, comm: Any = None, on_run_done: Callable[[PreparedRun], None] | None = None,
+    plan: StudyPlan | None = None,
+) -> list[Failure]:
+    """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
+
+    ``on_run_done(run)``: called in this process as soon as the last of a run's units given here
+    finished (while other runs' units may still be running), e.g. to write its summary meanwhile.
+    ``plan``: the study's phases when these units are one of several (:class:`~flamingo_sim.fl.runner.executors.progress.StudyPlan`).
+
+    With one local job they run in this process, the policies of a seed sharing its components
+    (the runs' first seeds are already built); else as :func:`execute` says. ``comm``: rank 0 of a
+    distributed run. An interruption or an error leaves each run's ``metrics.parquet`` with the
+    rounds written so far.
+    """
+    check_parallel(runs, jobs, executor)
+    by_dir = {str(r.out): r for r in runs}
+    here = InProcess(say, callbacks=callbacks, configs={d: r.cfg for d, r in by_dir.items()}, comm=comm)
+    if jobs == 1 and executor == "local":
+        line = training_on(runs[0].cfg, runs[0].kernels[0])
+        if comm is not None:
+            from flamingo_sim.fl.distributed.world import describe_world
+
+            line = describe_world(comm, line)
+        say(line)
+        if runs[0].kernels[1]:
+            say(runs[0].kernels[1])
+        for r in runs:
+            here.cache.offer(str(r.out), r.cfg.seeds[0], r.first_parts)
+    else:
+        say(describe(executor, units, jobs))
+    for r in runs:
+        r.first_parts = None  # offered to this process's units, or built by the workers themselves
+    left = {d: sum(u.run_dir == d for u in units) for d in by_dir}
+
+    def finished(unit: Unit) -> None:
+        left[unit.run_dir] -= 1
+        if left[unit.run_dir] == 0 and on_run_done is not None:
+            on_run_done(by_dir[unit.run_dir])
+
+    try:
+        return execute(units, jobs=jobs, say=say, here=here, executor=executor, ray_address=ray_address,
+                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished, plan=plan)
+    except BaseException:
+        for r in runs:
+            try:
+                write_partial_metrics(r.out, r.cfg)
+            except OSError:  # the disk that stopped the run; what was written is kept
+                pass
+        raise
+    finally:
+        here.close()
 
 
 def execute(
@@ -65,7 +141,7 @@ def execute(
     *,
     jobs: int,
     say: Callable[[str], None],
-    in_process: Callable[[Unit], None],
+    here: InProcess,
     executor: str = "local",
     ray_address: str | None = None,
     keep_going: bool = True,
@@ -76,8 +152,8 @@ def execute(
 ) -> list[Failure]:
     """Run every unit not finished yet; the ones that failed (each already said through ``say``).
 
-    ``in_process(unit)`` runs one unit in this process (``jobs=1``, local); ``keep_going=False``
-    lets its first error propagate instead. ``shared_dir``: where Ray's workers must write
+    ``here`` runs a unit in this process (``jobs=1``, local); ``keep_going=False`` lets its first
+    error propagate instead. ``shared_dir``: where Ray's workers must write
     (checked with a probe file before any unit starts). Ctrl-C or SIGTERM stops every unit
     started here (their finished work stays) and propagates. ``on_finish(unit)``: called in this
     process as each unit finishes. ``plan``: the study's phases, when these units are one of several
@@ -90,7 +166,7 @@ def execute(
         return []
     progress.expect(list(pending))
     try:
-        runner.run(pending, Dispatch(jobs, progress, in_process, keep_going, ray_address, shared_dir))
+        runner.run(pending, Dispatch(jobs, progress, here, keep_going, ray_address, shared_dir))
     finally:
         progress.close()
     return progress.failed

@@ -19,7 +19,7 @@ __all__ = ["PRELOAD", "context", "start_early", "start_early_for"]
 #: any worker: torch, pandas and the modules a unit runs (no torch kernel runs at import, so a
 #: worker still chooses its CPU kernels).
 PRELOAD = ("torch", "numpy", "pandas", "pyarrow.parquet", "scipy.interpolate", "flamingo_sim.fl.runner.worker",
-           "flamingo_sim.fl.runner.compose", "flamingo_sim.fl.sim.simulation", "flamingo_sim.fl.training.trainer")
+           "flamingo_sim.fl.compose", "flamingo_sim.fl.sim.simulation", "flamingo_sim.fl.training.trainer")
 
 
 def context() -> Any:

@@ -2,12 +2,13 @@
 
 Each process :func:`run_distributed` is called in (by
 :func:`~flamingo_sim.fl.runner.run.run_experiment`, with the same arguments everywhere) joins
-the group, then checks and builds the experiment; a failure on any rank is agreed on, so a bad
-config prints one line and every rank stops. Rank 0 then alone locks and writes the run
-directory (metrics, checkpoints, summary, progress) and runs every (policy, seed) with its
-simulation's step 5 split over the ranks (:class:`~flamingo_sim.fl.distributed.seam.DistributedSeam`);
-the other ranks build the same simulations and serve rank 0's jobs
-(:func:`~flamingo_sim.fl.distributed.seam.serve`). Checkpoints are rank 0's simulation state, the
+the group, then plans the run (:func:`~flamingo_sim.fl.runner.plan.prepare_run`); a failure on any
+rank is agreed on, so a bad config prints one line and every rank stops. Rank 0 then alone locks
+and writes the run directory (metrics, checkpoints, summary, progress) and runs every (policy,
+seed) down the same path as a one-process run (:func:`~flamingo_sim.fl.runner.execute.run_units`,
+then :func:`~flamingo_sim.fl.runner.results.finish_run`), each simulation's step 5 split over the
+ranks (:func:`~flamingo_sim.fl.distributed.seam.split_over`); the other ranks build the same
+simulations and serve rank 0's jobs (:func:`~flamingo_sim.fl.distributed.seam.serve`). Checkpoints are rank 0's simulation state, the
 same as a one-process run's, so a run resumes with any number of processes.
 
 Failures: an error on a rank is that rank's one line (``rank R: ...``); a rank that loses
@@ -19,36 +20,37 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
 from flamingo_sim.errors import ConfigError, FlamingoError
-from flamingo_sim.fl.distributed.seam import DistributedSeam, prepare_trainer, serve
+from flamingo_sim.fl.distributed.seam import prepare_trainer, serve, work_per_client
 from flamingo_sim.fl.distributed.world import DEFAULT_TIMEOUT_S, LAUNCHER_ENV, PEER_EXIT, CollectiveError, Comm, World, start
+from flamingo_sim.fl.runner.callbacks import Callback
+from flamingo_sim.fl.runner.execute import run_units
+from flamingo_sim.fl.runner.options import RunOptions
+from flamingo_sim.fl.runner.plan import PreparedRun, prepare_run
+from flamingo_sim.fl.runner.results import RunResult, finish_run
 from flamingo_sim.fl.runner.rundir import run_guard
+from flamingo_sim.fl.runner.unit_files import UNITS_DIR, unit_result
 from flamingo_sim.fl.sim.seam import LocalSeam
 
-if TYPE_CHECKING:
-    from flamingo_sim.fl.config import FLConfig
-
-__all__ = ["run_distributed", "distribute", "announce_pending", "describe_world", "describe_traffic"]
+__all__ = ["run_distributed", "announce_pending", "describe_traffic"]
 
 
 def _quiet(_msg: str) -> None:
     return None
 
 
-def _work_per_client(fl: FLConfig) -> float:
-    """What one client's local training costs: ``local_steps`` x ``batch_size`` samples through the model."""
-    return float(fl.local_steps * fl.batch_size)
-
-
-def run_distributed(world: World, prepare: Callable[..., Any], run_all: Callable[[Any], Any], experiment: str | Path, *,
-                    collective_timeout_s: float | None, log: Callable[[str], None] | None, **options: Any) -> Any:
-    """This process's part of the run (see the module docstring); ``prepare`` and ``run_all`` are
-    :func:`~flamingo_sim.fl.runner.run.run_experiment`'s own steps."""
+def run_distributed(world: World, experiment: str | Path, opts: RunOptions, *, callbacks: Sequence[Callback] = (),
+                    log: Callable[[str], None] | None = None) -> RunResult:
+    """This process's part of the run (see the module docstring), with
+    :func:`~flamingo_sim.fl.runner.run.run_experiment`'s ``options`` and ``callbacks`` (rank 0's)."""
+    say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
+    collective_timeout_s = opts.collective_timeout_s
     launched = os.environ.get(LAUNCHER_ENV) == "1"
     import torch
 
@@ -59,9 +61,10 @@ def run_distributed(world: World, prepare: Callable[..., Any], run_all: Callable
         prepared: dict[str, Any] = {}
 
         def check() -> None:
-            if options.get("engine", "native") != "native":
-                raise ConfigError(f"engine: {options['engine']!r} runs its own processes; a run over torchrun's processes uses the native engine")
-            prepared["prep"] = prepare(experiment, log=log if world.is_main else _quiet, writes=world.is_main, **options)
+            if opts.engine != "native":
+                raise ConfigError(f"engine: {opts.engine!r} runs its own processes; a run over torchrun's processes uses the native engine")
+            prepared["prep"] = prepare_run(experiment, opts.all_overrides(), opts.n_seeds, opts.out_dir, resume=opts.resume, engine=opts.engine,
+                                           executors=opts.executors, say=say if world.is_main else _quiet, writes=world.is_main)
 
         comm.agree(check)
         prep = prepared["prep"]
@@ -73,10 +76,10 @@ def run_distributed(world: World, prepare: Callable[..., Any], run_all: Callable
         shared = where.type == "cuda" and world.local_size > torch.cuda.device_count()
         comm.device = where if where.type == "cuda" and not shared else torch.device("cpu")
         with contextlib.ExitStack() as stack:
-            comm.agree(lambda: stack.enter_context(run_guard(prep.out, prep.cfg, prep.experiment, resume=options.get("resume", False)))
+            comm.agree(lambda: stack.enter_context(run_guard(prep.out, prep.cfg, prep.experiment, resume=opts.resume))
                        if world.is_main else None)
             try:
-                result = run_all(prep) if world.is_main else _serve_all(prep, comm)
+                result = _run_rank0(prep, callbacks, say) if world.is_main else _serve_all(prep, comm)
             except CollectiveError:
                 raise
             except FlamingoError as exc:
@@ -96,13 +99,19 @@ def run_distributed(world: World, prepare: Callable[..., Any], run_all: Callable
         raise
 
 
-def distribute(sim: Any, comm: Comm, say: Callable[[str], None]) -> None:
-    """Rank 0: split ``sim``'s step 5 over the group."""
-    local = sim.seam
-    assert isinstance(local, LocalSeam)
-    prepare_trainer(local, comm.world.size, say)
-    comm.context = f"{sim.policy_name} seed {sim.seed}"
-    sim.seam = DistributedSeam(local, comm, _work_per_client(sim.rules.fl))
+def _run_rank0(run: PreparedRun, callbacks: Sequence[Callback], say: Callable[[str], None]) -> RunResult:
+    """Rank 0, holding the run directory: every unit in this process, each simulation's step 5 split
+    over the group; the units already finished (a resumed run) are announced first, so that the
+    other ranks skip them too (:func:`_serve_all`)."""
+    units = run.units(1)
+    announce_pending(run.comm, [unit_result(run.out / UNITS_DIR, u.policy, u.seed) is None for u in units])
+    failures = run_units([run], units, jobs=1, executor="local", ray_address=None, say=say, callbacks=callbacks,
+                         keep_going=False, show=False, shared_dir=run.out, comm=run.comm)
+    if failures:
+        raise FlamingoError(f"{failures[0].describe()}; continue it with: the same command and --resume")
+    result = finish_run(run, say)
+    say(describe_traffic(run.comm))
+    return result
 
 
 def announce_pending(comm: Comm, pending: list[bool]) -> None:
@@ -117,9 +126,8 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
     """A rank other than 0: the same (seed, policy) simulations as rank 0 runs, each serving its jobs."""
     import torch
 
-    from flamingo_sim.fl.runner.compose import build_components, compose
+    from flamingo_sim.fl.compose import build_components, compose
     from flamingo_sim.fl.runner.kernels import training_on
-    from flamingo_sim.fl.runner.results import RunResult
 
     cfg = prep.cfg
     training_on(cfg, prep.kernels[0])  # this rank's CPU threads
@@ -136,14 +144,8 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
         assert isinstance(local, LocalSeam)
         prepare_trainer(local, comm.world.size, _quiet)
         comm.context = f"{name} seed {seed}"
-        serve(local, comm, _work_per_client(cfg.fl))
+        serve(local, comm, work_per_client(cfg.fl))
     return RunResult(prep.out, pd.DataFrame(), {})
-
-
-def describe_world(comm: Comm, training: str) -> str:
-    """The line that says where the run trains, for a group."""
-    via = "nccl" if comm.device.type == "cuda" else "gloo"
-    return f"{comm.world.size} processes ({via}, collectives time out after {comm.timeout_s:g} s); rank 0 {training}"
 
 
 def describe_traffic(comm: Comm) -> str:

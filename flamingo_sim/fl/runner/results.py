@@ -1,9 +1,9 @@
-"""A run's results: the units' result files gathered into ``metrics.parquet`` and ``summary.json``, and read back.
+"""A run's results: its finished units gathered into ``metrics.parquet`` and ``summary.json``, and read back.
 
-:func:`gather` reads the units (:mod:`flamingo_sim.fl.runner.units`) in the config's order
-(seeds, then policies), so the files do not depend on which unit finished first;
-:func:`write_partial_metrics` writes what an interrupted run has done so far; :func:`finish_run`
-writes both files of a finished run; :func:`load_run` reads them back for reports.
+Last on a run's path, once every unit has finished: :func:`finish_run` gathers the units' result
+files in the config's order (:func:`~flamingo_sim.fl.runner.unit_files.gather`), summarises them
+(:func:`~flamingo_sim.fl.metrics.summary.summarize`) and writes both files; :func:`load_run` reads
+them back for reports and notebooks.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, Callable
 import pandas as pd
 
 from flamingo_sim.errors import FlamingoError
-from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.metrics.summary import format_summary, summarize
-from flamingo_sim.fl.runner.units import UNITS_DIR, safe_name, unit_result
-from flamingo_sim.io import atomic_path, write_json
+from flamingo_sim.fl.runner.unit_files import gather, write_metrics
+from flamingo_sim.io import write_json
 
 if TYPE_CHECKING:
-    from flamingo_sim.fl.runner.prepare import PreparedRun
+    from flamingo_sim.fl.config import ExperimentConfig
+    from flamingo_sim.fl.runner.plan import PreparedRun
 
-__all__ = ["RunResult", "gather", "run_summary", "write_metrics", "write_partial_metrics", "finish_run", "load_run"]
+__all__ = ["RunResult", "run_summary", "finish_run", "load_run"]
 
 
 @dataclass(frozen=True)
@@ -36,44 +36,13 @@ class RunResult:
     summary: dict[str, Any]
 
 
-def gather(run_dir: Path, cfg: ExperimentConfig, *, partial: bool = False) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Every unit's rows in the config's order (seeds, then policies) and their results.
-
-    ``partial``: take what each unit has written so far (finished or not, absent ones left
-    out); otherwise every unit must have finished (a :class:`FlamingoError` names the first that has not).
-    """
-    rows: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for seed in cfg.seeds:
-        for policy in cfg.policies:
-            res = unit_result(run_dir / UNITS_DIR, policy, seed, done_only=not partial)
-            if res is None:
-                if partial:
-                    continue
-                raise FlamingoError(f"{run_dir}: unit {safe_name(policy)}-seed{seed} has not finished")
-            rows += res["rows"]
-            results.append(res)
-    return pd.DataFrame(rows), results
-
-
-def write_metrics(out: Path, metrics: pd.DataFrame) -> None:
-    with atomic_path(out / "metrics.parquet") as tmp:
-        metrics.to_parquet(tmp, index=False)
-
-
-def write_partial_metrics(run_dir: Path, cfg: ExperimentConfig) -> None:
-    """``metrics.parquet`` of the rounds the units have written so far (nothing if none has)."""
-    metrics, _ = gather(run_dir, cfg, partial=True)
-    if len(metrics):
-        write_metrics(run_dir, metrics)
-
-
 def run_summary(cfg: ExperimentConfig, metrics: pd.DataFrame, results: list[dict[str, Any]], engine: str, cpu_kernels: str) -> dict[str, Any]:
-    """The summary of a run whose units all finished (``metrics`` and ``results`` as :func:`gather` returns them): what
-    ``summary.json`` holds."""
-    summary = summarize(metrics, cfg.target_accuracy, baseline=cfg.policies[0], rule=cfg.target)
-    for res in results:
-        summary["policies"][res["policy"]]["per_seed"][str(res["seed"])]["participation_histogram"] = res["participation_histogram"]
+    """The summary of a run whose units all finished (``metrics`` and ``results`` as
+    :func:`~flamingo_sim.fl.runner.unit_files.gather` returns them): what ``summary.json`` holds."""
+    shown = [res["rows"][0]["policy"] for res in results]  # each policy's display name, as its rows have it
+    summary = summarize(metrics, cfg.target_accuracy, baseline=shown[0], rule=cfg.target)
+    for res, name in zip(results, shown):
+        summary["policies"][name]["per_seed"][str(res["seed"])]["participation_histogram"] = res["participation_histogram"]
     first, last = results[0], results[-1]
     summary = {"experiment": cfg.name, "data": last["data"], "model": cfg.model, "seeds": cfg.seeds, "engine": engine,
                "cpu_kernels": cpu_kernels,

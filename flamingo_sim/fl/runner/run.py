@@ -1,4 +1,12 @@
-"""Running an experiment: build the parts, run every (policy, seed), checkpoint, summarise.
+"""Running an experiment, top of a run's path: plan it, hold its directory, run its units, summarise.
+
+:func:`run_experiment` (what ``flamingo-sim run`` calls) goes down the path once: the plan
+(:func:`~flamingo_sim.fl.runner.plan.prepare_run`: every check, before anything is written), the
+run directory's guard (:func:`~flamingo_sim.fl.runner.rundir.run_guard`), the units handed to an
+executor (:func:`~flamingo_sim.fl.runner.execute.run_units`, which runs each with
+:func:`~flamingo_sim.fl.runner.units.run_unit`: its simulation's rounds on an engine), then the
+results (:func:`~flamingo_sim.fl.runner.results.finish_run`). Nothing it calls calls back into it.
+Under ``torchrun`` it hands the whole path to :mod:`flamingo_sim.fl.runner.ranks` instead.
 
 The run directory holds:
 
@@ -11,7 +19,7 @@ The run directory holds:
   ``.prev`` until the new one is verified; :mod:`flamingo_sim.fl.runner.checkpoint`), written every
   ``checkpoint_every`` rounds and at the end, so that ``resume=True`` continues a killed run and
   produces exactly what an uninterrupted run would (native engine only);
-- ``units/``          one result file per (policy, seed) (:mod:`flamingo_sim.fl.runner.units`): the units
+- ``units/``          one result file per (policy, seed) (:mod:`flamingo_sim.fl.runner.unit_files`): the units
   ``metrics.parquet`` and ``summary.json`` are gathered from, in the config's order, so that the
   (policy, seed) runs can run in parallel (``jobs``, :mod:`flamingo_sim.fl.runner.execute`) with
   the same results;
@@ -32,18 +40,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback
 from flamingo_sim.fl.runner.estimate import check_length
-from flamingo_sim.fl.runner.execute import Failure, StudyPlan, auto_jobs, check_executor, describe, execute, warm_up
-from flamingo_sim.fl.runner.kernels import training_on
+from flamingo_sim.fl.runner.execute import auto_jobs, check_executor, check_parallel, run_units, warm_up
 from flamingo_sim.fl.runner.options import RunOptions
-from flamingo_sim.fl.runner.prepare import PreparedRun, check_parallel, portable_experiment, prepare_run
-from flamingo_sim.fl.runner.results import RunResult, finish_run, write_partial_metrics
+from flamingo_sim.fl.runner.plan import portable_experiment, prepare_run
+from flamingo_sim.fl.runner.results import RunResult, finish_run
 from flamingo_sim.fl.runner.rundir import resume_command, run_guard
-from flamingo_sim.fl.runner.units import UNITS_DIR, PartsCache, Unit, run_unit, unit_result
+
+__all__ = ["run_experiment"]
 
 
 def run_experiment(
@@ -87,9 +95,7 @@ def run_experiment(
                               "one after another; leave --jobs at 1")
         from flamingo_sim.fl.runner.ranks import run_distributed
 
-        return run_distributed(world, _prepare_rank, lambda prep: _run_rank0(prep, callbacks, say), experiment,
-                               collective_timeout_s=opts.collective_timeout_s, log=log, out_dir=opts.out_dir, overrides=overrides,
-                               n_seeds=opts.n_seeds, resume=opts.resume, engine=opts.engine, executors=opts.executors)
+        return run_distributed(world, experiment, opts, callbacks=callbacks, log=log)
     if opts.collective_timeout_s is not None:
         raise ConfigError("--collective-timeout-s: applies to a run over several processes (torchrun, or --nproc N)")
     if ex.jobs != 1:
@@ -116,109 +122,3 @@ def run_experiment(
             raise FlamingoError(f"{failures[0].describe()}" + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
                                 + f"; the other units finished; continue it with: {again}")
         return finish_run(run, say)
-
-
-def _prepare_rank(experiment: str | Path, *, log: Callable[[str], None] | None, writes: bool, out_dir: str | Path | None,
-                  overrides: Sequence[str], n_seeds: int | None, resume: bool, engine: str, executors: int) -> PreparedRun:
-    """One rank's :func:`prepare_run` (``writes=False``: a rank that will not write the run directory does not check it)."""
-    say: Callable[[str], None] = log or (lambda msg: print(msg, file=sys.stderr))
-    return prepare_run(experiment, overrides, n_seeds, out_dir, resume=resume, engine=engine, executors=executors, say=say, writes=writes)
-
-
-def _run_rank0(run: PreparedRun, callbacks: Sequence[Callback], say: Callable[[str], None]) -> RunResult:
-    """Rank 0 of a distributed run, holding the run directory: every unit in this process, each
-    simulation's step 5 split over the group; the units already finished (a resumed run) are
-    announced first, so that the other ranks skip them too (:func:`~flamingo_sim.fl.runner.ranks.serve_all`)."""
-    from flamingo_sim.fl.runner.ranks import announce_pending, describe_traffic
-
-    units = run.units(1)
-    announce_pending(run.comm, [unit_result(run.out / UNITS_DIR, u.policy, u.seed) is None for u in units])
-    failures = run_units([run], units, jobs=1, executor="local", ray_address=None, say=say, callbacks=callbacks,
-                         keep_going=False, show=False, shared_dir=run.out, comm=run.comm)
-    if failures:
-        raise FlamingoError(f"{failures[0].describe()}; continue it with: the same command and --resume")
-    result = finish_run(run, say)
-    say(describe_traffic(run.comm))
-    return result
-
-
-def run_units(
-    runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
-    say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
-    shared_dir: Path | None = None, comm: Any = None, on_run_done: Callable[[PreparedRun], None] | None = None,
-    plan: StudyPlan | None = None,
-) -> list[Failure]:
-    """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
-
-    ``on_run_done(run)``: called in this process as soon as the last of a run's units given here
-    finished (while other runs' units may still be running), e.g. to write its summary meanwhile.
-    ``plan``: the study's phases when these units are one of several (:class:`~flamingo_sim.fl.runner.execute.StudyPlan`).
-
-    With one local job they run in this process, the policies of a seed sharing its components
-    (the runs' first seeds are already built); else as :func:`~flamingo_sim.fl.runner.execute.execute` says.
-    An interruption or an error leaves each run's ``metrics.parquet`` with the rounds written so far.
-    """
-    check_parallel(runs, jobs, executor)
-    by_dir = {str(r.out): r for r in runs}
-    cache = PartsCache()
-    logs = {d: Once(say) for d in by_dir}
-    if jobs == 1 and executor == "local":
-        line = training_on(runs[0].cfg, runs[0].kernels[0])
-        if comm is not None:
-            from flamingo_sim.fl.runner.ranks import describe_world
-
-            line = describe_world(comm, line)
-        from flamingo_sim.fl.runner.ranks import distribute
-        say(line)
-        if runs[0].kernels[1]:
-            say(runs[0].kernels[1])
-    else:
-        say(describe(executor, units, jobs))
-
-    def here(unit: Unit) -> None:
-        run = by_dir[unit.run_dir]
-        if cache.key is None or cache.key[0] != unit.run_dir:
-            if run.first_parts is not None:
-                cache.put(unit.run_dir, run.cfg.seeds[0], run.first_parts)
-                run.first_parts = None  # built once, used once: free it after its seed
-        run_unit(unit, say=logs[unit.run_dir], cache=cache, callbacks=callbacks, after_write=lambda: write_partial_metrics(run.out, run.cfg),
-                 split=None if comm is None else (lambda sim: distribute(sim, comm, say)))
-
-    if jobs > 1 or executor != "local":
-        for r in runs:
-            r.first_parts = None  # validated; the workers build their own
-    left = {d: sum(u.run_dir == d for u in units) for d in by_dir}
-
-    def finished(unit: Unit) -> None:
-        left[unit.run_dir] -= 1
-        if left[unit.run_dir] == 0 and on_run_done is not None:
-            on_run_done(by_dir[unit.run_dir])
-
-    try:
-        return execute(units, jobs=jobs, say=say, in_process=here, executor=executor, ray_address=ray_address,
-                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished, plan=plan)
-    except BaseException:
-        for r in runs:
-            try:
-                write_partial_metrics(r.out, r.cfg)
-            except OSError:  # the disk that stopped the run; what was written is kept
-                pass
-        raise
-    finally:
-        cache.put("", 0, None)
-
-
-__all__ = ["run_experiment", "run_units"]
-
-
-class Once:
-    """A log that says each distinct line once (the trace-horizon warning of every run)."""
-
-    def __init__(self, log: Callable[[str], None]) -> None:
-        self.log = log
-        self.said: set[str] = set()
-
-    def __call__(self, msg: str) -> None:
-        if msg not in self.said:
-            self.said.add(msg)
-            self.log(msg)

@@ -27,6 +27,7 @@ from flamingo_sim.faults import (
     is_disk_full,
     run_lock,
 )
+from flamingo_sim.fl.runner.inputs import check_inputs, config_diff, record_inputs
 from flamingo_sim.io import _LEGACY_TEMP, _TEMP, atomic_path, clean_stale
 
 if TYPE_CHECKING:
@@ -106,8 +107,6 @@ def _at_default(cfg: Any, dotted: str) -> bool:
 
 
 def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
-    from flamingo_sim.fl.runner.checkpoint import config_diff  # torch: imported only where needed, so errors come fast
-
     saved = out / "config.yaml"
     if not saved.is_file():
         raise ConfigError(f"{out}: not a run directory (no config.yaml) - nothing to resume")
@@ -133,8 +132,6 @@ def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *
     directory and experiment with ``--resume``); ``how``: what that message says instead (a study is
     continued by its own command).
     """
-    from flamingo_sim.fl.runner.checkpoint import check_inputs, record_inputs
-
     with run_lock(out):
         check_run_dir(out, cfg, resume)  # again, under the lock: another writer may have been first
         clean_stale(out, recursive=True)

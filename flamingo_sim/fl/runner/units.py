@@ -1,22 +1,15 @@
-"""A run's units of work: one (policy, seed) of a run directory, run by one function wherever it runs.
+"""One unit of work, one (policy, seed) of a run directory, run by one function wherever it runs.
 
-A run directory (:mod:`flamingo_sim.fl.runner.run`) holds every (policy, seed) of one
-experiment; each is a :class:`Unit`. :func:`run_unit` runs one unit, in this process, in a
-subprocess of the command line (:mod:`flamingo_sim.fl.runner.worker`) or in a Ray task: the
-same function and the same output path whatever the executor, so a study run with one worker
-and one run with many write the same files. A unit writes only its own files, so units of one
-run directory can run at the same time:
-
-- ``units/<policy>-seed<k>.json``   the unit's metrics rows and what the summary needs from its
-  run (participation histogram, data description, model size); ``"done": false`` while it runs
-  (rewritten every ``checkpoint_every`` rounds), ``true`` once it has finished;
-- ``units/<policy>-seed<k>.status`` its progress (round, rounds, process id), for the study's progress lines;
-- ``units/<policy>-seed<k>.log``    its log, when it runs in another process;
-- ``checkpoints/<policy>-seed<k>.pt`` its checkpoint (native engine, ``fl.mode: sync``).
-
-:func:`~flamingo_sim.fl.runner.results.gather` reads the units back in the config's order (seeds, then policies), so
-``metrics.parquet`` and ``summary.json`` do not depend on which unit finished first. A unit whose
-result says done is not run again; one with a checkpoint continues from it.
+On a run's path, an executor (:mod:`flamingo_sim.fl.runner.executors`) calls :func:`run_unit` for
+each unit it is given, in this process (:class:`InProcess`, what ``jobs=1`` on this machine does),
+in a long-lived worker process (:mod:`flamingo_sim.fl.runner.worker`) or in a Ray task: the same
+function and the same output files (:mod:`flamingo_sim.fl.runner.unit_files`) whatever the
+executor. :func:`run_unit` builds the unit's simulation (:func:`flamingo_sim.fl.compose.compose`
+on its seed's parts, shared by the policies of a seed through a :class:`PartsCache`), resumes it
+from its checkpoint where it has one, and has its engine (``flamingo_sim.fl.runner.engines``)
+run the rounds with the run loop's callbacks: the progress bar, the unit's saver
+(:class:`UnitSaver`: its result file and its checkpoint, every ``checkpoint_every`` rounds), its
+status file and tracking. A unit whose result says done is not run again.
 """
 
 from __future__ import annotations
@@ -24,91 +17,41 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.compose import build_components, compose, resolve_config
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
-from flamingo_sim.fl.runner.checkpoint import Checkpointer, resume_simulation
-from flamingo_sim.fl.runner.compose import compose, resolve_config
+from flamingo_sim.fl.runner.checkpoint import resume_simulation, save_checkpoint
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.kernels import pin_run_kernels
 from flamingo_sim.fl.runner.tracking import TrackingCallback
+from flamingo_sim.fl.runner.unit_files import FORMAT, UNITS_DIR, Unit, unit_result, write_partial_metrics
 from flamingo_sim.fl.sim.fairness import participation_histogram
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.io import atomic_path, write_json
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["Unit", "PartsCache", "run_unit", "unit_parts", "unit_result", "log_rates", "read_status", "safe_name", "call_after"]
+__all__ = ["PartsCache", "Once", "InProcess", "UnitSaver", "run_unit", "unit_parts", "log_rates", "call_after"]
 
-UNITS_DIR = "units"
-#: The result file's format (a file of another format is not trusted: the unit runs again).
-FORMAT = 1
 #: Seconds between two writes of a unit's progress file.
 STATUS_EVERY_S = 0.5
 
 
-@dataclass(frozen=True)
-class Unit:
-    """One (policy, seed) of a run directory, and how to build its config again in any process.
-
-    ``experiment``: a shipped experiment's name or an absolute path (the same on every node).
-    ``threads``: the CPU threads the unit may use (its share of the cores: torch's thread
-    budget in a worker process, the CPUs a Ray task asks for); ``gpu``: it trains on a CUDA GPU;
-    ``cost``: its relative work, for the order in which units start (not their results);
-    ``device``: its ``fl.device`` as configured (``auto`` and ``cuda`` train on the GPU a ``--jobs N``
-    pool gives the worker); ``after``: ``package.module:function`` called with ``(unit, say)`` once the unit has
-    finished, in the process that ran it (a study's per-run work done where the run ends:
-    ``reproduce`` draws a task's figures when its last unit is done); its errors are said, not raised.
-    """
-
-    experiment: str
-    overrides: tuple[str, ...]
-    n_seeds: int | None
-    run_dir: str
-    policy: str
-    seed: int
-    label: str
-    engine: str = "native"
-    executors: int = 0
-    threads: int = 1
-    gpu: bool = False
-    cost: float = 1.0  # relative work (rounds x clients x steps): the costliest units start first
-    after: str = ""
-    device: str = "cpu"  # fl.device as configured: a pool gives each worker its own GPU for "auto" and "cuda"
-
-    @property
-    def name(self) -> str:
-        return f"{safe_name(self.policy)}-seed{self.seed}"
-
-    def path(self, suffix: str) -> Path:
-        """``RUN_DIR/units/<policy>-seed<k><suffix>``."""
-        return Path(self.run_dir) / UNITS_DIR / f"{self.name}{suffix}"
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> "Unit":
-        raw = json.loads(text)
-        raw["overrides"] = tuple(raw["overrides"])
-        return cls(**raw)
-
-
-def safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
-
-
 class PartsCache:
     """The components of the last ``capacity`` (run directory, seed) pairs built in this process:
-    the policies of one seed share them, as they would in one run."""
+    the policies of one seed share them, as they would in one run. Components built before the
+    units start (a run's first seed, built to validate it) are :meth:`offer`-ed, and taken on the
+    first :meth:`get` of their seed."""
 
     def __init__(self, capacity: int = 1) -> None:
         self.capacity = max(1, capacity)
         self.entries: dict[tuple[str, int], Any] = {}  # oldest first
+        self.offered: dict[tuple[str, int], Any] = {}
         #: Seconds the last build took (what a unit of the same seed saves).
         self.built_s = 0.0
 
@@ -121,30 +64,64 @@ class PartsCache:
         """Keep ``parts`` for (``run_dir``, ``seed``), dropping the oldest beyond the capacity; None empties the cache."""
         if parts is None:
             self.entries.clear()
+            self.offered.clear()
             return
         self.entries.pop((run_dir, seed), None)
         self.entries[(run_dir, seed)] = parts
         while len(self.entries) > self.capacity:
             self.entries.pop(next(iter(self.entries)))
 
+    def offer(self, run_dir: str, seed: int, parts: Any) -> None:
+        """``parts`` already built for (``run_dir``, ``seed``): kept aside until a unit of that seed asks (then cached)."""
+        if parts is not None:
+            self.offered[(run_dir, seed)] = parts
+
     def get(self, run_dir: str, seed: int) -> Any:
+        if (run_dir, seed) not in self.entries and (run_dir, seed) in self.offered:
+            self.put(run_dir, seed, self.offered.pop((run_dir, seed)))
         return self.entries.get((run_dir, seed))
 
 
-def unit_result(unit_dir: Path, policy: str, seed: int, *, done_only: bool = True) -> dict[str, Any] | None:
-    """The unit's result file read back and checked (None if absent, unfinished or not trustworthy)."""
-    path = unit_dir / f"{safe_name(policy)}-seed{seed}.json"
-    if not path.is_file():
-        return None
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    ok = (isinstance(raw, dict) and raw.get("format") == FORMAT and raw.get("policy") == policy and raw.get("seed") == seed
-          and isinstance(raw.get("rows"), list) and all(isinstance(r, dict) for r in raw["rows"]))
-    if not ok or (done_only and raw.get("done") is not True):
-        return None
-    return raw
+class Once:
+    """A log that says each distinct line once (the trace-horizon warning of every run)."""
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log = log
+        self.said: set[str] = set()
+
+    def __call__(self, msg: str) -> None:
+        if msg not in self.said:
+            self.said.add(msg)
+            self.log(msg)
+
+
+@dataclass
+class InProcess:
+    """How the units an executor runs in this process (``jobs=1`` on this machine) are run:
+    :meth:`run` is :func:`run_unit` with what they share.
+
+    ``say`` gets the log lines (each distinct line once per run directory); ``cache`` the
+    components a seed's policies share (a run's first seed offered to it); ``callbacks`` the
+    caller's, after the built-in ones; ``configs``: the runs' configs by run directory, whose
+    ``metrics.parquet`` is refreshed after each write of a unit's result (the run's own process:
+    a killed run leaves what it had done); ``comm``: rank 0 of a distributed run, whose
+    simulations split step 5 over the group."""
+
+    say: Callable[[str], None]
+    cache: PartsCache = field(default_factory=PartsCache)
+    callbacks: Sequence[Callback] = ()
+    configs: dict[str, ExperimentConfig] = field(default_factory=dict)
+    comm: Any = None
+    logs: dict[str, Once] = field(default_factory=dict)
+
+    def run(self, unit: Unit) -> None:
+        """Run ``unit`` here (:func:`run_unit`)."""
+        log = self.logs.setdefault(unit.run_dir, Once(self.say))
+        run_unit(unit, say=log, cache=self.cache, callbacks=self.callbacks, metrics_of=self.configs.get(unit.run_dir), comm=self.comm)
+
+    def close(self) -> None:
+        """Free the components kept."""
+        self.cache.put("", 0, None)
 
 
 def run_unit(
@@ -154,15 +131,16 @@ def run_unit(
     cache: PartsCache | None = None,
     callbacks: Sequence[Callback] = (),
     progress_bar: bool = True,
-    after_write: Callable[[], None] | None = None,
-    split: Callable[[Simulation], None] | None = None,
+    metrics_of: ExperimentConfig | None = None,
+    comm: Any = None,
 ) -> None:
     """Run (or continue) one unit into its run directory; a finished one is left as it is.
 
     The run directory must exist with its ``config.yaml`` (the caller holds its lock). ``say``
     gets the log lines; ``cache`` shares the components of one seed between its policies;
-    ``after_write`` is called after each write of the unit's result (the run's own process
-    refreshes ``metrics.parquet`` with it, so that a killed run leaves what it had done).
+    ``metrics_of``: the run's config, whose ``metrics.parquet`` is refreshed after each write of the
+    unit's result (:func:`~flamingo_sim.fl.runner.unit_files.write_partial_metrics`); ``comm``: rank 0
+    of a distributed run (:mod:`flamingo_sim.fl.runner.ranks`), whose simulation splits step 5 over the group.
     """
     out = Path(unit.run_dir)
     if unit_result(out / UNITS_DIR, unit.policy, unit.seed) is not None:
@@ -170,31 +148,32 @@ def run_unit(
     experiment, cfg, parts = unit_parts(unit, cache)
     runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=experiment, overrides=unit.overrides, log=say))
     sim = compose(cfg, experiment, unit.seed, unit.policy, parts=parts, log=say)
-    if split is not None:  # rank 0 of a distributed run: step 5 over the group (flamingo_sim.fl.runner.ranks.distribute)
-        split(sim)
+    if comm is not None:  # rank 0 of a distributed run: step 5 over the group
+        from flamingo_sim.fl.distributed.seam import split_over
+
+        split_over(sim, comm, say)
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
-    writer = _UnitWriter(unit, cfg.checkpoint_every, parts, after_write)
-    hooks: list[Callback] = [writer, _Status(unit.path(".status"))]
+    checkpoint = out / "checkpoints" / f"{unit.name}.pt" if runner.resumable and cfg.fl.mode == "sync" else None
+    saver = UnitSaver(unit, cfg.checkpoint_every, parts, checkpoint, metrics_of)
+    hooks: list[Callback] = [saver, _Status(unit.path(".status"))]
     bar = ProgressBar() if progress_bar else None
     if bar is not None:
         hooks.insert(0, bar)
     if cfg.tracking.tensorboard or cfg.tracking.mlflow:
         hooks.append(TrackingCallback(cfg, out, unit.name))
-    if runner.resumable and cfg.fl.mode == "sync":
-        ckpt = out / "checkpoints" / f"{unit.name}.pt"
-        resumed = resume_simulation(sim, ckpt, say)
+    if checkpoint is not None:
+        resumed = resume_simulation(sim, checkpoint, say)
         if resumed:
             say(f"{unit.label}: resuming from round {sim.round + 1}")
         done = resumed or done
-        hooks.append(Checkpointer(ckpt, cfg.checkpoint_every))
     try:
         records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
     finally:  # also on Ctrl-C or an error: the bar ends before the line that says how to continue, never redrawn after it
         if bar is not None:
             bar.close()
-    if split is not None:
+    if comm is not None:
         sim.seam.close()  # type: ignore[attr-defined]  # a DistributedSeam: the other ranks move on to the next unit
-    writer.write(records, histogram=participation_histogram(sim.times_kept))
+    saver.write(records, histogram=participation_histogram(sim.times_kept))
     log_rates(sim, say)
     if unit.after:
         call_after(unit, say)
@@ -217,7 +196,6 @@ def unit_parts(unit: Unit, cache: PartsCache | None) -> tuple[Path, ExperimentCo
     else built and put there), with this process's CPU kernels and threads set for it: what
     :func:`run_unit` starts from, and what a study's worker builds to validate a run before any
     output is written."""
-    from flamingo_sim.fl.runner.compose import build_components
     from flamingo_sim.fl.training.device import set_threads
 
     experiment = find_experiment(unit.experiment)
@@ -239,13 +217,14 @@ def unit_parts(unit: Unit, cache: PartsCache | None) -> tuple[Path, ExperimentCo
     return experiment, cfg, parts
 
 
-class _UnitWriter(Callback):
-    """Writes the unit's result file every ``every`` rounds and at its last round (``done`` false),
-    so an interrupted run leaves the rounds it had checkpointed; :meth:`write` with the histogram
-    marks it done."""
+class UnitSaver(Callback):
+    """What a killed unit leaves to continue from: its result file (``done`` false) and, for a
+    resumable run, its checkpoint, written together every ``every`` rounds and at its last round
+    (the checkpoint also at the end of a run a callback stopped early); :meth:`write` with the
+    participation histogram marks the result done."""
 
-    def __init__(self, unit: Unit, every: int, parts: Any, after: Callable[[], None] | None) -> None:
-        self.unit, self.every, self.after = unit, every, after
+    def __init__(self, unit: Unit, every: int, parts: Any, checkpoint: Path | None, metrics_of: ExperimentConfig | None) -> None:
+        self.unit, self.every, self.checkpoint, self.metrics_of = unit, every, checkpoint, metrics_of
         self.about = {
             "data": parts.dataset.description,
             "model_size_mb": parts.cfg.network.model_size_mb,
@@ -255,23 +234,35 @@ class _UnitWriter(Callback):
 
     def on_run_begin(self, sim: Any, records: Sequence[RoundRecord]) -> None:
         self.records = list(records)
+        self.saved_round = sim.round
         self.sim = sim
 
     def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
         self.records.append(record)
         if sim.round % self.every == 0 or sim.is_done():
             self.write(self.records)
+            self._checkpoint(sim)
         return False
 
+    def on_run_end(self, sim: Any, records: Sequence[RoundRecord]) -> None:
+        if self.saved_round != sim.round:  # stopped early by a callback
+            self._checkpoint(sim)
+
+    def _checkpoint(self, sim: Any) -> None:
+        if self.checkpoint is not None:
+            save_checkpoint(self.checkpoint, {"simulation": sim.state_dict(), "rows": [r.to_row() for r in self.records]})
+        self.saved_round = sim.round
+
     def write(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> None:
+        """The result file, with ``records``; done once ``histogram`` is given. Then the run's metrics refreshed."""
         body = {"format": FORMAT, "policy": self.unit.policy, "seed": self.unit.seed, "done": histogram is not None,
                 "rows": [r.to_row() for r in records], "participation_histogram": histogram, **self.about}
         choice = getattr(getattr(getattr(self, "sim", None), "trainer", None), "choice", None)
         if choice is not None:  # train_mode auto on a GPU: what it chose, why, and the bound it checked
             body["train_mode"] = choice.record()
         write_json(self.unit.path(".json"), body)
-        if self.after is not None:
-            self.after()
+        if self.metrics_of is not None:
+            write_partial_metrics(Path(self.unit.run_dir), self.metrics_of)
 
 
 class _Status(Callback):
@@ -305,12 +296,4 @@ def log_rates(sim: Simulation, log: Any) -> None:
         line += f", {decoded:,.0f} samples/s decoded ({getattr(sim.parts.dataset, 'workers', '?')} threads)"
     log(line)
 
-
-def read_status(unit: Unit) -> tuple[int, int | None] | None:
-    """``(round, rounds)`` of a running unit (None before its first write)."""
-    try:
-        raw = json.loads(unit.path(".status").read_text())
-        return int(raw["round"]), (None if raw["rounds"] is None else int(raw["rounds"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 

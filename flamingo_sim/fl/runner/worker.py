@@ -1,4 +1,4 @@
-"""Units of work (:class:`~flamingo_sim.fl.runner.units.Unit`) in a process other than the study's.
+"""Units of work (:class:`~flamingo_sim.fl.runner.unit_files.Unit`) in a process other than the study's.
 
 :func:`serve` is a long-lived worker of ``--jobs N`` on this machine
 (:mod:`flamingo_sim.fl.runner.executors.pool`): forked with torch and the package already
@@ -23,7 +23,8 @@ from typing import Any, Iterator
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.faults import Interrupted, describe_os_error, stop_signals
 from flamingo_sim.fl.runner.forkserver import PRELOAD
-from flamingo_sim.fl.runner.units import PartsCache, Unit, run_unit, unit_parts
+from flamingo_sim.fl.runner.unit_files import Unit
+from flamingo_sim.fl.runner.units import PartsCache, run_unit, unit_parts
 
 __all__ = ["run_logged", "write_probe", "serve", "PRELOAD", "package_root"]
 

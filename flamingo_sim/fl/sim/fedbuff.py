@@ -44,7 +44,7 @@ import torch
 
 from flamingo_sim.devices.policies import Policy, TaskRequest
 from flamingo_sim.fl.sim.fairness import jain_index
-from flamingo_sim.fl.sim.records import NETWORK_COLUMNS, RoundRecord
+from flamingo_sim.fl.sim.records import NETWORK_COLUMNS, RoundRecord, count_declines
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
 from flamingo_sim.fl.sim.rules import cohort_size
 from flamingo_sim.fl.sim.seam import TrainJob
@@ -77,6 +77,7 @@ class _Task:
     radio_energy_j: float = 0.0  # of energy_j: the radio's (share run)
     transfer_s: float = 0.0  # its transfers' time (share run)
     cellular: bool = False  # its download started on cellular
+    declined: str = ""  # the reason its policy declined it ('' if it did not)
 
 
 class AsyncSimulation(Simulation):
@@ -106,7 +107,8 @@ class AsyncSimulation(Simulation):
 
     def _new_window(self) -> dict[str, Any]:
         n_phones = len(self.parts.population.phone_names)
-        return {"dispatched": 0, "dropped": np.zeros(len(REASONS), dtype=np.int64), "energy_j": 0.0, "interference_s": 0.0,
+        return {"dispatched": 0, "dropped": np.zeros(len(REASONS), dtype=np.int64), "declined": dict.fromkeys(self.decline_reasons, 0),
+                "energy_j": 0.0, "interference_s": 0.0,
                 "steps": np.zeros(len(self.parts.choice_labels), dtype=np.int64), "phone_interference_s": np.zeros(n_phones),
                 "phone_foreground_s": np.zeros(n_phones), "phone_training_foreground_s": np.zeros(n_phones),
                 "phone_foreground_lost_s": np.zeros(n_phones),
@@ -144,6 +146,10 @@ class AsyncSimulation(Simulation):
                                deadline_s=rules.fl.deadline_s)
         self.policy.settle(out, settled.done_frac)  # e.g. Flamingo books exploration that finished
         reason = int(settled.reason[0])
+        declined = ""
+        if reason == DECLINED:  # one of the reasons it registered (else one line), counted when its slot frees
+            count_declines(self.decline_reasons, out.decline_reason[:1], self.policy_name)
+            declined = str(out.decline_reason[0])
         done = float(settled.done_frac[0])
         # a task that declined or ran nothing (no spare energy: its level sits at the re-entry
         # threshold) frees its slot retry_s later, not at once (the same client would be picked again)
@@ -154,7 +160,8 @@ class AsyncSimulation(Simulation):
                      float(out.interference_s[0] * done), float(out.foreground_lost_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
                      float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]),
                      float(self._foreground_s(t_s, one, out.duration_s)[0]) * done,
-                     float(transfers.radio_energy_j[0]) * done, float(transfers.comm_s[0]) * done, bool(transfers.start_state[0] == 2))
+                     float(transfers.radio_energy_j[0]) * done, float(transfers.comm_s[0]) * done, bool(transfers.start_state[0] == 2),
+                     declined)
         self.busy = np.union1d(self.busy, one)
         self.version_refs[self.round] = self.version_refs.get(self.round, 0) + 1
         self._window["dispatched"] += 1
@@ -189,6 +196,8 @@ class AsyncSimulation(Simulation):
             self.buffer.append((task, self.round - task.version))
         else:
             w["dropped"][task.reason] += 1
+            if task.reason == DECLINED:
+                w["declined"][task.declined] += 1
             self.version_refs[task.version] -= 1
         self._push(t_s, "free", None)
 
@@ -270,6 +279,7 @@ class AsyncSimulation(Simulation):
             n_selected=w["dispatched"],
             n_kept=len(batch),
             dropped={r: int(w["dropped"][REASONS.index(r)]) for r in DROP_REASONS},
+            declined=w["declined"],
             energy_j=w["energy_j"],
             energy_cum_j=self.energy_cum_j,
             interference_s=w["interference_s"],

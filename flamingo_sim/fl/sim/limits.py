@@ -181,7 +181,7 @@ class DeviceLimits:
                                    speed, pfrac, res, tau, heat_w=heat)
             dur, en, throttled_s = np.where(run, tasks.duration_s, dur), np.where(run, tasks.energy_j, en), np.where(run, tasks.throttled_s, 0.0)
             self._round.update(tasks=tasks, power=heat, pfrac=pfrac, run=run, tau=tau, res=res)
-        self._round.update(oom=oom, shrunk=shrunk, throttled_s=throttled_s, too_hot=reason == "too_hot", phone=ph)
+        self._round.update(oom=oom, shrunk=shrunk, throttled_s=throttled_s, phone=ph)
         return TaskOutcome(acc, reason, dur, en, inter, steps, outcome.labels, mode, outcome.interrupted & acc, foreground_lost_s=lost)
 
     def settle(self, t0_s: float, clients: np.ndarray, done_frac: np.ndarray) -> None:
@@ -203,7 +203,7 @@ class DeviceLimits:
         r = self._round
         if empty:
             none = np.zeros(0, dtype=bool)
-            r = {"phone": np.zeros(0, dtype=np.int64), "oom": none, "shrunk": none, "too_hot": none, "throttled_s": np.zeros(0)}
+            r = {"phone": np.zeros(0, dtype=np.int64), "oom": none, "shrunk": none, "throttled_s": np.zeros(0)}
         ph = r["phone"]
         out: dict[str, float] = {}
         if self.memory:
@@ -211,8 +211,7 @@ class DeviceLimits:
             for p, name in enumerate(self.phone_names):
                 out[f"out_of_memory_{name}"] = int((r["oom"] & (ph == p)).sum())
                 out[f"batch_shrunk_{name}"] = int((r["shrunk"] & (ph == p)).sum())
-        if self.thermal:
-            out["declined_too_hot"] = int(r["too_hot"].sum())
+        if self.thermal:  # the requests declined too hot are counted with every decline (declined_too_hot, in every run)
             for p, name in enumerate(self.phone_names):
                 mine = ph == p
                 out[f"throttled_{name}"] = int((r["throttled_s"][mine] > 0).sum())

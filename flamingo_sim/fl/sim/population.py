@@ -56,7 +56,7 @@ def pair_index(trace_client: np.ndarray, phone_idx: np.ndarray, n_phones: int) -
 def draw_bandwidths(n_clients: int, bandwidth_mbps: float, bandwidth_sigma: float, seed: int) -> np.ndarray:
     """Each client's bandwidth (Mbit/s) for ``seed``: log-normal around the median ``bandwidth_mbps``
     with log-sd ``bandwidth_sigma`` (a sigma so wide that some overflow gives 0 or infinity, which
-    :func:`~flamingo_sim.fl.runner.checks.check_fit` refuses before a run)."""
+    :func:`~flamingo_sim.fl.compose.checks.check_fit` refuses before a run)."""
     # libm's exp (flamingo_sim.numeric), not np.exp: numpy's AVX-512 exp differs from libm's in the last bit for about 5 %
     # of arguments, so np.exp gave each client a CPU-dependent bandwidth (and every time figure after it)
     with np.errstate(over="ignore", under="ignore"):

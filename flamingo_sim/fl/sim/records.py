@@ -2,26 +2,32 @@
 
 :meth:`flamingo_sim.fl.sim.simulation.Simulation.finish_round` returns a :class:`RoundRecord`;
 callbacks receive it (:mod:`flamingo_sim.fl.runner.callbacks`) and :meth:`RoundRecord.to_row` gives
-the ``metrics.parquet`` row (columns in :data:`flamingo_sim.fl.metrics.summary.COLUMNS`, then
-``steps_<choice>``, ``interference_s_<phone>``, ``foreground_s_<phone>``, ``training_foreground_s_<phone>`` and
-``foreground_lost_s_<phone>``). :meth:`RoundRecord.from_row` reads a row
-back (checkpoints store rows, plain data).
+the ``metrics.parquet`` row (columns in :data:`flamingo_sim.fl.metrics.summary.COLUMNS`, with
+``declined_<reason>`` after the ``dropped_*`` counts, then ``steps_<choice>``, ``interference_s_<phone>``,
+``foreground_s_<phone>``, ``training_foreground_s_<phone>`` and ``foreground_lost_s_<phone>``).
+:meth:`RoundRecord.from_row` reads a row back (checkpoints store rows, plain data). :func:`count_declines`
+counts a round's declines by reason and :func:`by_phone` sums a per-client quantity per phone model,
+for every engine's records.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+import numpy as np
+
+from flamingo_sim.errors import FlamingoError
 from flamingo_sim.fl.sim.rounds import DROP_REASONS
 
-__all__ = ["RoundRecord", "NETWORK_COLUMNS"]
+__all__ = ["RoundRecord", "NETWORK_COLUMNS", "count_declines", "by_phone"]
 
 _STEPS, _INTERFERENCE, _FOREGROUND, _TRAINING_FG = "steps_", "interference_s_", "foreground_s_", "training_foreground_s_"
-_FOREGROUND_LOST = "foreground_lost_s_"
-#: Columns of the device limits (:mod:`flamingo_sim.fl.sim.limits`), present only with ``devices.thermal`` / ``devices.memory`` on.
-LIMIT_PREFIXES = ("dropped_out_of_memory", "out_of_memory_", "batch_shrunk_", "declined_too_hot", "throttled_")
+_FOREGROUND_LOST, _DECLINED = "foreground_lost_s_", "declined_"
+#: Columns of the device limits (:mod:`flamingo_sim.fl.sim.limits`), present only with ``devices.thermal`` / ``devices.memory`` on
+#: (a request declined too hot is counted with the other declines, ``declined_too_hot``, in every run).
+LIMIT_PREFIXES = ("dropped_out_of_memory", "out_of_memory_", "batch_shrunk_", "throttled_")
 #: Columns of the network (:mod:`flamingo_sim.fl.sim.network`), present only with ``network.model: traces`` or
 #: ``network.unmetered_only`` (a ``lognormal`` run's table stays as it was).
 NETWORK_COLUMNS = ("radio_energy_j", "transfer_s", "n_unreachable", "n_cellular")
@@ -32,7 +38,9 @@ class RoundRecord:
     """One round's metrics (units in the names; see :data:`flamingo_sim.fl.metrics.summary.COLUMNS`).
 
     ``dropped`` maps every drop reason (:data:`flamingo_sim.fl.sim.rounds.DROP_REASONS`) to its
-    count; ``steps_by_choice`` maps each execution-choice label to the local steps the kept
+    count; ``declined`` maps every reason the policy may decline with (the shipped ones, then its
+    own: ``flamingo_sim.devices.policies.base.decline_reasons``) to the requests it declined
+    with it (they sum to ``dropped["declined"]``); ``steps_by_choice`` maps each execution-choice label to the local steps the kept
     clients ran on it; ``interference_s_by_phone`` maps each phone model to the interference
     its selected clients caused (all attempts), ``foreground_s_by_phone`` the time their owners
     used them meanwhile (the task's whole time under the job, transfers included),
@@ -62,31 +70,33 @@ class RoundRecord:
     n_online: int
     n_selected: int
     n_kept: int
-    dropped: Mapping[str, int]
+    dropped: Mapping[str, int]  # each drop reason's count (the dropped_<reason> columns)
     energy_j: float
     energy_cum_j: float
     interference_s: float
     clients_lost: int
     clients_lost_cum: int
-    steps_by_choice: Mapping[str, int]
-    interference_s_by_phone: Mapping[str, float]
-    foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
-    training_foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)
-    foreground_lost_s_by_phone: Mapping[str, float] = field(default_factory=dict)
+    steps_by_choice: Mapping[str, int]  # the kept clients' local steps per execution choice (steps_<choice>)
+    interference_s_by_phone: Mapping[str, float]  # interference per phone model, all attempts (interference_s_<phone>)
+    foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)  # the owners' use while selected (foreground_s_<phone>)
+    training_foreground_s_by_phone: Mapping[str, float] = field(default_factory=dict)  # ... while training ran
+    foreground_lost_s_by_phone: Mapping[str, float] = field(default_factory=dict)  # interference weighed by the owners' work lost
     n_exploring: int = 0
     energy_exploring_j: float = 0.0
     jain_participation: float = float("nan")
     jain_energy: float = float("nan")
-    staleness_mean: float | None = None
-    device_limits: Mapping[str, float] | None = None
+    staleness_mean: float | None = None  # FedBuff: the mean staleness of the update's deltas
+    device_limits: Mapping[str, float] | None = None  # the heat and memory models' columns (with them on)
     straggler_phone: str = ""  # the phone model of the slowest kept client ('' if none kept, or FedBuff)
-    network: Mapping[str, float] | None = None
+    network: Mapping[str, float] | None = None  # the network's columns (network.model: traces, or unmetered_only)
+    declined: Mapping[str, int] = field(default_factory=dict)  # requests declined, by reason (declined_<reason>)
 
     def __post_init__(self) -> None:
         if set(self.dropped) != set(DROP_REASONS):
             raise ValueError(f"RoundRecord.dropped: expected the reasons {', '.join(DROP_REASONS)}, got {', '.join(self.dropped)}")
         dropped = {r: self.dropped[r] for r in DROP_REASONS}
         object.__setattr__(self, "dropped", MappingProxyType(dropped))
+        object.__setattr__(self, "declined", MappingProxyType(dict(self.declined)))
         object.__setattr__(self, "steps_by_choice", MappingProxyType(dict(self.steps_by_choice)))
         object.__setattr__(self, "interference_s_by_phone", MappingProxyType(dict(self.interference_s_by_phone)))
         object.__setattr__(self, "foreground_s_by_phone", MappingProxyType(dict(self.foreground_s_by_phone)))
@@ -108,6 +118,7 @@ class RoundRecord:
             "n_selected": self.n_selected,
             "n_kept": self.n_kept,
             **{f"dropped_{r}": n for r, n in self.dropped.items()},
+            **{f"{_DECLINED}{r}": n for r, n in self.declined.items()},
             "energy_j": self.energy_j,
             "energy_cum_j": self.energy_cum_j,
             "interference_s": self.interference_s,
@@ -150,9 +161,31 @@ class RoundRecord:
             energy_exploring_j=float(row.get("energy_exploring_j", 0.0)),
             **extra,
             dropped={r: row[f"dropped_{r}"] for r in DROP_REASONS},
+            declined={k[len(_DECLINED):]: int(v) for k, v in row.items() if k.startswith(_DECLINED)},
             steps_by_choice={k[len(_STEPS):]: v for k, v in row.items() if k.startswith(_STEPS)},
             interference_s_by_phone={k[len(_INTERFERENCE):]: v for k, v in row.items() if k.startswith(_INTERFERENCE)},
             foreground_s_by_phone={k[len(_FOREGROUND):]: v for k, v in row.items() if k.startswith(_FOREGROUND)},
             training_foreground_s_by_phone={k[len(_TRAINING_FG):]: v for k, v in row.items() if k.startswith(_TRAINING_FG)},
             foreground_lost_s_by_phone={k[len(_FOREGROUND_LOST):]: v for k, v in row.items() if k.startswith(_FOREGROUND_LOST)},
         )
+
+
+def count_declines(registered: Sequence[str], reasons: np.ndarray, policy: str) -> dict[str, int]:
+    """The count of each ``registered`` reason among ``reasons`` (the declined requests' reasons);
+    a :class:`~flamingo_sim.errors.FlamingoError` naming ``policy`` for a reason it did not register or none at all."""
+    counts = dict.fromkeys(registered, 0)
+    if len(reasons):
+        found, n = np.unique(np.asarray(reasons, dtype=object).astype(str), return_counts=True)
+        for reason, k in zip(found.tolist(), n.tolist()):
+            if reason not in counts:
+                said = f"with reason {reason!r}, which it does not register" if reason else "without a reason (decline_reason '')"
+                raise FlamingoError(f"policy {policy!r} declined a request {said}: list each reason it declines with in its class's "
+                                    f"DECLINE_REASONS (registered: {', '.join(registered)})")
+            counts[reason] += k
+    return counts
+
+
+def by_phone(values: np.ndarray, phone: np.ndarray, names: Sequence[str]) -> dict[str, float]:
+    """``values`` (one per client) summed per phone model: ``phone`` holds each client's index into ``names``."""
+    values, phone = np.asarray(values, dtype=np.float64), np.asarray(phone)
+    return {name: float(values[phone == p].sum()) for p, name in enumerate(names)}

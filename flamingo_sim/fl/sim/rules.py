@@ -7,7 +7,7 @@ evaluation cadence, rounds or horizon, the training device and strategy), the ba
 limits, FedBuff's buffer, the model's transfer size, the network section (how transfers are priced,
 :mod:`flamingo_sim.fl.sim.network`), the owner-in-use threshold and the training app's state. The rest of
 the experiment (data, phones, policies, selection, aggregation, tracking, seeds) is turned into
-the loop's parts before it starts (:func:`flamingo_sim.fl.runner.compose.build_components`).
+the loop's parts before it starts (:func:`flamingo_sim.fl.compose.build_components`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class RoundRules:
     def of(cls, cfg: ExperimentConfig) -> RoundRules:
         """The rules of ``cfg``, whose ``network.model_size_mb`` must be resolved (``build_components`` does)."""
         if cfg.network.model_size_mb is None:
-            raise ValueError("network.model_size_mb is unset; flamingo_sim.fl.runner.compose.build_components resolves it")
+            raise ValueError("network.model_size_mb is unset; flamingo_sim.fl.compose.build_components resolves it")
         return cls(fl=cfg.fl, traces=cfg.traces, devices=cfg.devices, fedbuff=cfg.fedbuff, model_size_mb=cfg.network.model_size_mb,
                    in_use_threshold=cfg.policy.interference.in_use_threshold, device_cache_gb=cfg.data.device_cache_gb,
                    network=cfg.network, app_state=cfg.policy.interference.app_state)

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from flamingo_sim.devices.battery import EnergyBudget, PopulationBudget
-from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest
+from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest, decline_reasons
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.sparse import SparseVector
 from flamingo_sim.errors import ConfigError
@@ -51,7 +51,7 @@ from flamingo_sim.fl.sim.fairness import jain_index
 from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY, DeviceLimits
 from flamingo_sim.fl.sim.network import Network, Transfers
 from flamingo_sim.fl.sim.population import Population, pair_index
-from flamingo_sim.fl.sim.records import RoundRecord
+from flamingo_sim.fl.sim.records import RoundRecord, by_phone, count_declines
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, INTERRUPTED, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.sim.rules import RoundRules, cohort_size
 from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainingSeam, TrainJob
@@ -95,14 +95,14 @@ class Components:
 class RoundPlan:
     """A round after steps 1-4 (selected, priced, settled), before training and bookkeeping."""
 
-    round: int
+    round: int  # the round's number, from 1
     t0_s: float  # virtual time the round starts
     n_online: int  # clients online at the start
     chosen: np.ndarray  # int64 selected clients
     outcome: TaskOutcome  # the policy's priced tasks, over ``chosen``
     comm_s: np.ndarray  # float (len(chosen),) model download + upload time
     duration_s: np.ndarray  # float (len(chosen),) compute + communication
-    settled: RoundSettlement
+    settled: RoundSettlement  # who counts, the share of each task that ran, what it cost, how long the round lasts
     kept: np.ndarray  # int64 clients whose updates count, fastest first
     plugged: np.ndarray  # bool (len(chosen),) on the charger at the start: the charger pays for training
     batch_size: np.ndarray | None = None  # int (len(chosen),) each client's minibatch when devices.memory shrank some; None: fl.batch_size
@@ -160,6 +160,8 @@ class Simulation:
         self.model_size_mb: float = self.rules.model_size_mb  # one model transfer, each way
         self.policy = policy
         self.policy_name = policy_name
+        #: Every reason the policy may decline with (a ``declined_<reason>`` column each).
+        self.decline_reasons = decline_reasons(policy)
         self.seed = seed
         self.selector = selector
         pop = parts.population
@@ -495,6 +497,9 @@ class Simulation:
             limits = self.limits.columns()
             if OUT_OF_MEMORY in set(outcome.decline_reason):  # out of memory: its own reason, not a decline
                 dropped["declined"] -= int(limits[f"dropped_{OUT_OF_MEMORY}"])
+        reasons = np.asarray(outcome.decline_reason, dtype=object)
+        declined = count_declines(self.decline_reasons, reasons[~np.asarray(outcome.accepted, dtype=bool) & (reasons != OUT_OF_MEMORY)],
+                                  self.policy_name)
         network = None
         if self.network.reports and plan.transfers is not None:
             network = network_columns(plan.transfers, settled.done_frac, plan.comm_s, settled.kept, plan.n_unreachable)
@@ -511,16 +516,17 @@ class Simulation:
             n_selected=len(chosen),
             n_kept=len(kept),
             dropped=dropped,
+            declined=declined,
             energy_j=energy_j,
             energy_cum_j=self.energy_cum_j,
             interference_s=float(interference_s.sum()),
             clients_lost=len(lost_now),
             clients_lost_cum=self.lost_to_training.count_nonzero(),
             steps_by_choice={label: int(counts[j]) if counts is not None else 0 for j, label in enumerate(self.parts.choice_labels)},
-            interference_s_by_phone={phone: float(interference_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
-            foreground_s_by_phone={phone: float(foreground_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
-            training_foreground_s_by_phone={phone: float(training_fg_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
-            foreground_lost_s_by_phone={phone: float(lost_s[chosen_phone == p].sum()) for p, phone in enumerate(pop.phone_names)},
+            interference_s_by_phone=by_phone(interference_s, chosen_phone, pop.phone_names),
+            foreground_s_by_phone=by_phone(foreground_s, chosen_phone, pop.phone_names),
+            training_foreground_s_by_phone=by_phone(training_fg_s, chosen_phone, pop.phone_names),
+            foreground_lost_s_by_phone=by_phone(lost_s, chosen_phone, pop.phone_names),
             jain_participation=jain_index(self.rounds_kept.values, n=pop.n_clients),
             jain_energy=jain_index(self.energy_drawn_j.values, n=pop.n_clients),
             **_exploring(outcome, settled.energy_spent_j),
@@ -534,16 +540,16 @@ class Simulation:
         if self.round != 0:
             raise ValueError(f"initial_record: the simulation is at round {self.round}, not 0")
         accuracy, loss = self.evaluate()
+        nobody = by_phone(np.zeros(0), np.zeros(0, dtype=np.int64), self.parts.population.phone_names)
         return RoundRecord(
             policy=self.policy_name, seed=self.seed, round=0, time_s=0.0, duration_s=0.0,
             accuracy=accuracy, loss=loss, train_loss=float("nan"),
             n_online=self.budget.online_count(), n_selected=0, n_kept=0, dropped={r: 0 for r in DROP_REASONS},
+            declined=dict.fromkeys(self.decline_reasons, 0),
             energy_j=0.0, energy_cum_j=0.0, interference_s=0.0, clients_lost=0, clients_lost_cum=0,
             steps_by_choice={label: 0 for label in self.parts.choice_labels},
-            interference_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
-            foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
-            training_foreground_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
-            foreground_lost_s_by_phone={phone: 0.0 for phone in self.parts.population.phone_names},
+            interference_s_by_phone=nobody, foreground_s_by_phone=nobody, training_foreground_s_by_phone=nobody,
+            foreground_lost_s_by_phone=nobody,
             device_limits=None if self.limits is None else self.limits.columns(empty=True),
             network=network_columns() if self.network.reports else None,
         )
@@ -609,6 +615,7 @@ class Simulation:
         return result
 
     def is_done(self) -> bool:
+        """Whether the run has ended: ``fl.rounds`` rounds done, or the clock past ``fl.horizon_h``."""
         fl = self.rules.fl
         if fl.rounds is not None and self.round >= fl.rounds:
             return True

@@ -41,6 +41,13 @@ class CoordinatorView:
     call :meth:`battery_pct_at`.
     """
 
+    #: The round being selected for, from 1 (FedBuff: the next server update).
+    round: int
+    #: The battery level (%) below which a client goes offline (``traces.min_pct``).
+    min_pct: float
+    #: Clients in the population (``battery_pct`` has one entry each).
+    n_clients: int
+
     def __init__(
         self,
         round: int,

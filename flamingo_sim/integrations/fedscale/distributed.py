@@ -176,8 +176,8 @@ def run_distributed(
 
 # -- the executor process ---------------------------------------------------------------------
 def _executor_main(ns: argparse.Namespace) -> int:
+    from flamingo_sim.fl.compose import build_components
     from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.compose import build_components
 
     cfg = load_experiment(ns.experiment, ns.overrides)
     parts = build_components(cfg, ns.experiment, ns.seed, log=lambda _m: None)

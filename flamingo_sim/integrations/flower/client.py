@@ -52,8 +52,8 @@ def _parts(experiment: str, overrides_json: str, seed: int) -> tuple[Any, Any]:
     """The experiment's parts (built as the runner builds them) and a per-client trainer, once per process."""
     key = (experiment, overrides_json, seed)
     if key not in _PARTS:
+        from flamingo_sim.fl.compose import build_components
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.compose import build_components
         from flamingo_sim.fl.runner.kernels import pin_run_kernels
         from flamingo_sim.fl.training.threads import threads_safe
         from flamingo_sim.fl.training.trainer import CohortTrainer

@@ -153,7 +153,7 @@ class FlamingoStrategy(Strategy):
         if experiment is None:
             return  # for_simulation fills in the rest
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.compose import check_composition
+        from flamingo_sim.fl.runner.plan import check_composition
         from flamingo_sim.fl.runner.rundir import check_run_dir
         from flamingo_sim.resources import find_experiment
 
@@ -385,8 +385,8 @@ class FlamingoStrategy(Strategy):
 
     def _build_simulation(self, n_clients: int) -> Simulation:
         """The user app's simulation: the experiment's phones, traces and policy for ``n_clients`` clients."""
+        from flamingo_sim.fl.compose import compose
         from flamingo_sim.fl.config import load_experiment
-        from flamingo_sim.fl.runner.compose import compose
 
         sized = [*self.overrides, "data.root=null", "data.fallback=proxy", f"data.proxy.n_clients={n_clients}", "fl.device=cpu"]
         cfg = load_experiment(self.experiment, sized)

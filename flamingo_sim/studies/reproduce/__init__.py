@@ -103,7 +103,7 @@ def reproduce(
         mech = {t: mechanism_steps(t, load_run(default_dir / "runs" / t)[0],
                                    {n: load_run(Path(out_dir) / "mechanisms" / n / "runs" / t)[0] for n in variants}, variants)
                 for t in todo}
-    from flamingo_sim.fl.runner.compose import profile_dirs  # torch and matplotlib: after every argument and config is checked
+    from flamingo_sim.fl.compose import profile_dirs  # torch and matplotlib: after every argument and config is checked
     from flamingo_sim.studies.reproduce.write import load_results, write_reproduction
 
     first = experiment_path(done[0].task)

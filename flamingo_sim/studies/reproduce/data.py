@@ -63,9 +63,9 @@ def plan_data(tasks: Sequence[str], overrides: Mapping[str, tuple[str, ...]], ou
     ``overrides``: each task's ``--set`` list as it would run; the tasks on the generated proxy
     (no ``data.root`` and no ``data_root``) are left as they are.
     """
+    from flamingo_sim.fl.compose.datasets import pack_experiment, pack_settings
     from flamingo_sim.fl.config import load_experiment, resolve_path
     from flamingo_sim.fl.data.pipeline import is_packed
-    from flamingo_sim.fl.runner.datasets import pack_experiment, pack_settings
     from flamingo_sim.studies.reproduce.run import experiment_path
 
     root = Path(data_root).expanduser() if data_root is not None else None

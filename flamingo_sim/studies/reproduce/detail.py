@@ -1,13 +1,13 @@
 """Each task's detailed figures (the ``report`` figures of its run), drawn as soon as its run is complete.
 
-Every unit of a ``reproduce`` study carries :data:`HOOK` (:attr:`~flamingo_sim.fl.runner.units.Unit.after`): in
+Every unit of a ``reproduce`` study carries :data:`HOOK` (:attr:`~flamingo_sim.fl.runner.unit_files.Unit.after`): in
 the process that ran the unit (a ``--jobs N`` worker, a Ray task, or the study's own process with ``--jobs 1``),
 :func:`draw_when_complete` checks whether every unit of the task's run has finished and, if so, draws the task's
 figures into ``OUT/figures/<task>/`` (:func:`draw_task`). With several jobs a task's figures are thus drawn by the
 worker that finished its last unit while the other tasks' units still run, not all at the end. A task whose
 figures are not there when the report is written (its last unit ran in an earlier invocation, or the drawing
 failed or was cut short) is drawn then (:func:`ensure_task_figures`). Both read the same thing, the run's unit
-results (:func:`~flamingo_sim.fl.runner.results.gather`) and the summary made from them, so the files are the
+results (:func:`~flamingo_sim.fl.runner.unit_files.gather`) and the summary made from them, so the files are the
 same whichever process drew them and however many jobs ran.
 
 Two processes finishing a task's last two units at once both see the run complete; an exclusive claim file
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 from flamingo_sim.errors import FlamingoError
 
 if TYPE_CHECKING:  # importing this module (for HOOK) must not import torch: a study's arguments are checked first
-    from flamingo_sim.fl.runner.units import Unit
+    from flamingo_sim.fl.runner.unit_files import Unit
 
 __all__ = ["HOOK", "FIGURES_DIR", "draw_when_complete", "draw_task", "ensure_task_figures", "figures_dir", "clear_claims"]
 
@@ -45,8 +45,9 @@ def draw_task(run_dir: Path, experiment: str, overrides: tuple[str, ...], n_seed
     """Draw the task of ``run_dir`` into ``OUT/figures/<task>/`` from its units' results; None if some unit has not finished."""
     import torch
 
-    from flamingo_sim.fl.runner.compose import resolve_config
-    from flamingo_sim.fl.runner.results import gather, run_summary
+    from flamingo_sim.fl.compose import resolve_config
+    from flamingo_sim.fl.runner.results import run_summary
+    from flamingo_sim.fl.runner.unit_files import gather
     from flamingo_sim.io import as_written
     from flamingo_sim.report.data import Run
     from flamingo_sim.report.write import write_report
@@ -86,8 +87,8 @@ def clear_claims(study_out: Path) -> None:
 
 def draw_when_complete(unit: Unit, say: Callable[[str], None]) -> None:
     """The units' hook: draw the unit's task once all its units have finished (see the module docstring)."""
-    from flamingo_sim.fl.runner.compose import resolve_config
-    from flamingo_sim.fl.runner.units import UNITS_DIR, unit_result
+    from flamingo_sim.fl.compose import resolve_config
+    from flamingo_sim.fl.runner.unit_files import UNITS_DIR, unit_result
     from flamingo_sim.resources import find_experiment
 
     run_dir = Path(unit.run_dir)

@@ -1,5 +1,7 @@
 """Writing the reproduction report: ``report.md``, ``report.html``, ``figure6.png/.svg``, ``tables.json``.
 
+Its content is built once as blocks (:mod:`flamingo_sim.report.document`) and rendered as Markdown and as HTML.
+
 The report opens with Tables 1-3 and the Figure 6 analogue; then, per task, the comparison on
 three bases and the exploration cost; then each task's detailed figures (the ``report`` figures
 of its run, :mod:`flamingo_sim.studies.reproduce.detail`) from ``figures/<task>/``, drawn as each
@@ -8,7 +10,6 @@ task's run finished.
 
 from __future__ import annotations
 
-import html
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -17,6 +18,7 @@ from matplotlib.figure import Figure
 
 from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.io import atomic_path, write_json
+from flamingo_sim.report import document as doc
 from flamingo_sim.studies.reproduce import paper
 from flamingo_sim.studies.reproduce.attribution import StepResult
 from flamingo_sim.studies.reproduce.figure import figure6
@@ -75,23 +77,9 @@ def _save(fig: Figure, out: Path, stem: str) -> None:
         save_figure(fig, [(stack.enter_context(atomic_path(out / f"{stem}.{fmt}")), fmt) for fmt in ("png", "svg")], dpi=DPI)
 
 
-def _md_table(t: Table) -> list[str]:
-    out = [f"### {t.title}", ""]
-    out.append("| " + " | ".join(t.columns) + " |")
-    out.append("|" + "---|" * len(t.columns))
-    out += ["| " + " | ".join(row) + " |" for row in t.rows]
-    for line in (t.note, t.reading):
-        if line:
-            out += ["", line]
-    return out + [""]
-
-
-def _html_table(t: Table) -> str:
-    e = html.escape
-    head = "".join(f"<th>{e(c)}</th>" for c in t.columns)
-    body = "\n".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in t.rows)
-    note = "".join(f"<p>{e(line)}</p>" for line in (t.note, t.reading) if line)
-    return f"<h3>{e(t.title)}</h3>\n<table><tr>{head}</tr>\n{body}\n</table>\n{note}"
+def _table(t: Table) -> doc.Table:
+    """A reproduction table as a block of the report (its note and reading under it)."""
+    return doc.Table(t.title, t.columns, t.rows, (t.note, t.reading))
 
 
 def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles: ProfileDirs,
@@ -122,28 +110,18 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
     stragglers = straggler_table(results)
     per_task = [bases_table(r) for r in results]
     _save(figure6(results), out, "figure6")
-    why_md: list[str] = []
-    why_html: list[str] = []
+    why: list[doc.Block] = []
     if walks:
         _save(waterfall(walks), out, "attribution")
         write_json(out / "attribution.json", attribution_json(walks))
-        wtables = [attribution_table(w) for w in walks if w]
-        why_md = ["## Why our Table 2 differs from the paper's", "", *why_lines(walks), "", "![attribution](attribution.png)", "",
-                  WHY_CAPTION, ""]
-        for t in wtables:
-            why_md += _md_table(t)
-        why_html = ["<h2>Why our Table 2 differs from the paper's</h2>", *(f"<p>{html.escape(x)}</p>" for x in why_lines(walks)),
-                    f'<figure><img src="attribution.png" width="900" alt="attribution"><figcaption>{html.escape(WHY_CAPTION)}'
-                    "</figcaption></figure>", *(_html_table(t) for t in wtables)]
+        why = [doc.Heading(2, "Why our Table 2 differs from the paper's"), doc.Lines(why_lines(walks)),
+               doc.Figure("attribution.png", "attribution", WHY_CAPTION), *(_table(attribution_table(w)) for w in walks if w)]
     mtables: list[Table] = []
     if mechanisms:
         write_json(out / "mechanisms.json", mechanisms_json(mechanisms))
         labels = {r.task: r.label for r in results}
         mtables = [mechanism_table(labels.get(task, task), steps) for task, steps in mechanisms.items()]
-        why_md += ["### Past the readings: the model's mechanisms", ""]
-        for t in mtables:
-            why_md += _md_table(t)
-        why_html += ["<h3>Past the readings: the model's mechanisms</h3>", *(_html_table(t) for t in mtables)]
+        why += [doc.Heading(3, "Past the readings: the model's mechanisms"), *(_table(t) for t in mtables)]
     write_json(out / "tables.json", {t.title: {"columns": t.columns, "rows": t.rows, "reading": t.reading, "paper": t.paper}
                                      for t in (t1, t2, *([t2_ets] if t2_ets else []), stragglers, t3, *per_task)})
 
@@ -164,49 +142,23 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
                    "Flamingo's exploration phase); (b) clients available (online: trace and energy budget allow) at each "
                    "round's start vs round, on a full scale; (c) the same vs virtual time; (d) distinct clients lost to training "
                    "(offline only because training drained them) vs round. Every curve starts at round 0, t = 0.")
-    md = ["# Flamingo (DistributedML '23) reproduced with flamingo-sim", ""] + head + [""]
     rel = {task: {stem: [p.relative_to(out).as_posix() for p in paths] for stem, paths in figs.items()} for task, figs in details.items()}
     curves = [(r.task, rel[r.task]["speedup_vs_target"][0]) for r in results if "speedup_vs_target" in rel.get(r.task, {})]
-    md += _md_table(t1) + _md_table(t2) + (_md_table(t2_ets) if t2_ets else []) + _md_table(stragglers)
-    md += [fidelity, ""] + [f"![speedup by target, {task}]({png})" for task, png in curves]
-    md += ["", CURVE_CAPTION, ""]
-    md += _md_table(t3)
-    md += ["### Figure 6 analogue", "", "![figure 6](figure6.png)", "", fig_caption, ""]
-    md += why_md
-    md += ["## Each task on three bases", ""]
-    for r, t in zip(results, per_task):
-        md += _md_table(t) + [f"Exploration cost: {exploration_line(r)}", ""]
-    md += ["## Detailed figures, per task", ""]
-    for r in results:
-        md += [f"### {r.label}", "", *(f"![{stem}]({paths[0]})" for stem, paths in rel.get(r.task, {}).items()), ""]
+    blocks: list[doc.Block] = [
+        doc.Heading(1, "Flamingo (DistributedML '23) reproduced with flamingo-sim"), doc.Lines(head),
+        _table(t1), _table(t2), *([_table(t2_ets)] if t2_ets else []), _table(stragglers), doc.Lines([fidelity]),
+        doc.Images([(png, f"speedup by target, {task}") for task, png in curves], width=680), doc.Lines([CURVE_CAPTION]), _table(t3),
+        doc.Heading(3, "Figure 6 analogue"), doc.Figure("figure6.png", "figure 6", fig_caption),
+        *why,
+        doc.Heading(2, "Each task on three bases"),
+        *(b for r, t in zip(results, per_task) for b in (_table(t), doc.Lines([f"Exploration cost: {exploration_line(r)}"]))),
+        doc.Heading(2, "Detailed figures, per task"),
+        *(b for r in results for b in (doc.Heading(3, r.label),
+                                       doc.Images([(paths[0], stem) for stem, paths in rel.get(r.task, {}).items()], width=680))),
+    ]
     md_path = out / "report.md"
     with atomic_path(md_path) as tmp:
-        tmp.write_text("\n".join(md))
-
-    e = html.escape
-    body = "\n".join([
-        "<h1>Flamingo (DistributedML '23) reproduced with flamingo-sim</h1>",
-        *(f"<p>{e(line.replace('`', ''))}</p>" for line in head),
-        _html_table(t1), _html_table(t2), *([_html_table(t2_ets)] if t2_ets else []), _html_table(stragglers), f"<p>{e(fidelity)}</p>",
-        *(f'<figure><img src="{e(png)}" width="680" alt="speedup by target, {e(task)}"></figure>' for task, png in curves),
-        f"<p>{e(CURVE_CAPTION)}</p>",
-        _html_table(t3),
-        f'<h3>Figure 6 analogue</h3><figure><img src="figure6.png" width="900" alt="figure 6"><figcaption>{e(fig_caption)}</figcaption></figure>',
-        *why_html,
-        "<h2>Each task on three bases</h2>",
-        *(_html_table(t) + f"<p>Exploration cost: {e(exploration_line(r))}</p>" for r, t in zip(results, per_task)),
-        "<h2>Detailed figures, per task</h2>",
-        *(f"<h3>{e(r.label)}</h3>" + "".join(f'<figure><img src="{e(paths[0])}" width="680" alt="{e(stem)}"></figure>'
-                                               for stem, paths in rel.get(r.task, {}).items()) for r in results),
-    ])
-    page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Flamingo reproduced with flamingo-sim</title>
-<style>body{{font-family:sans-serif;max-width:75em;margin:2em auto}} table{{border-collapse:collapse;margin:0.5em 0}}
-td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} figure{{margin:1.5em 0}}</style></head>
-<body>
-{body}
-</body></html>
-"""
+        tmp.write_text(doc.markdown(blocks))
     with atomic_path(out / "report.html") as tmp:
-        tmp.write_text(page)
+        tmp.write_text(doc.html_page("Flamingo reproduced with flamingo-sim", blocks))
     return md_path

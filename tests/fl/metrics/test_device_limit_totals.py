@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from flamingo_sim.fl.metrics.summary import device_limit_totals
+from flamingo_sim.fl.metrics.summary import decline_totals, device_limit_totals
 
 
 def test_totals_per_phone_are_sums_over_rounds_averaged_over_seeds():
@@ -20,8 +20,18 @@ def test_totals_per_phone_are_sums_over_rounds_averaged_over_seeds():
     })
     totals = device_limit_totals(rows)
     assert totals == {"out_of_memory": {"pixel_3": 2.0}, "batch_shrunk": {"pixel_3": 0.0}, "throttled": {"pixel_3": 2.0},
-                      "throttled_s": {"pixel_3": pytest.approx(30.0)}, "declined_too_hot": 2.0}
+                      "throttled_s": {"pixel_3": pytest.approx(30.0)}}
     assert device_limit_totals(rows.drop(columns=[c for c in rows.columns if c != "seed"])) is None
+
+
+def test_decline_totals_are_per_reason_sums_averaged_over_seeds_and_skip_other_policies_reasons():
+    rows = pd.DataFrame({
+        "seed": [0, 0, 1, 1],
+        "declined_too_hot": [3, 0, 1, 0],
+        "declined_not_charging": [float("nan")] * 4,  # another policy's own reason: absent from this one's rows
+        "declined_in_use_exploring": [0, 5, 2, 1],
+    })
+    assert decline_totals(rows) == {"too_hot": 2.0, "in_use_exploring": 4.0}
 
 
 def test_network_totals_are_shares_of_energy_and_round_time():

@@ -52,8 +52,8 @@ def test_a_long_plugin_name_keeps_the_table_aligned():
 def test_the_proxy_task_is_named_without_a_contradiction():
     """Issue 44: with ``data.name: synthetic`` the run said "WARNING: data.root is null: no real synthetic data"."""
     from flamingo_sim.config import from_mapping
+    from flamingo_sim.fl.compose.datasets import make_dataset
     from flamingo_sim.fl.config import ExperimentConfig
-    from flamingo_sim.fl.runner.datasets import make_dataset
 
     said: list[str] = []
     make_dataset(from_mapping(ExperimentConfig, {"name": "x", "data": {"name": "synthetic", "proxy": {"n_clients": 20}}}), None, said.append)

@@ -7,11 +7,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from flamingo_sim.devices.policies import DECLINE_REASONS
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.metrics.summary import COLUMNS
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList
-from flamingo_sim.fl.runner.compose import build_components, make_policy
 from flamingo_sim.fl.runner.engines import ENGINES, EngineOptions, NativeEngine, make_engine, register_engine
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.sim.simulation import Simulation
@@ -45,7 +47,7 @@ class Recorder(Callback):
 
 
 def _sim(parts):
-    return Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    return Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
 
 
 def test_hooks_are_called_in_order_once_each():
@@ -120,7 +122,7 @@ def test_run_loop_writes_the_table_of_the_plain_round_loop(tmp_path):
     parts = build_components(cfg, EXP, cfg.seeds[0], log=lambda _m: None)
     rows = []
     for name in cfg.policies:
-        sim = Simulation(parts, make_policy(name, cfg), name, cfg.seeds[0], make_selector(cfg.fl.selection))
+        sim = Simulation(parts, experiment_policy(cfg, None, name), name, cfg.seeds[0], make_selector(cfg.fl.selection))
         rows.append(sim.initial_record().to_row())  # round 0: the initial model at t = 0
         while not sim.is_done():
             rows.append(sim.step().to_row())
@@ -128,8 +130,10 @@ def test_run_loop_writes_the_table_of_the_plain_round_loop(tmp_path):
     labels, phones = parts.choice_labels, parts.population.phone_names
     limits = [*(c for c in ("dropped_out_of_memory",) if cfg.devices.memory != "none"),
               *(c for p in phones for c in (f"out_of_memory_{p}", f"batch_shrunk_{p}") if cfg.devices.memory != "none"),
-              *(c for c in ("declined_too_hot",) if cfg.devices.thermal != "none"),
               *(c for p in phones for c in (f"throttled_{p}", f"throttled_s_{p}") if cfg.devices.thermal != "none")]
-    assert list(result.metrics.columns) == [*COLUMNS, *(f"steps_{c}" for c in labels), *(f"interference_s_{p}" for p in phones),
+    head = list(COLUMNS)
+    at = head.index("dropped_too_slow") + 1  # each decline reason's count after the drops (issue 42)
+    head[at:at] = [f"declined_{r}" for r in DECLINE_REASONS]
+    assert list(result.metrics.columns) == [*head, *(f"steps_{c}" for c in labels), *(f"interference_s_{p}" for p in phones),
                                             *(f"foreground_s_{p}" for p in phones), *(f"training_foreground_s_{p}" for p in phones),
                                             *(f"foreground_lost_s_{p}" for p in phones), *limits]

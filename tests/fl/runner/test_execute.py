@@ -18,7 +18,8 @@ from flamingo_sim.fl.runner.executors import Dispatch, Executor, make_executor
 from flamingo_sim.fl.runner.executors import progress as progress_module
 from flamingo_sim.fl.runner.executors.local import LocalExecutor
 from flamingo_sim.fl.runner.executors.pool import _order, error_of, pick
-from flamingo_sim.fl.runner.units import Unit, unit_result
+from flamingo_sim.fl.runner.unit_files import Unit, unit_result
+from flamingo_sim.fl.runner.units import InProcess
 
 
 def _unit(tmp_path: Path, run: str = "r", policy: str = "flamingo", seed: int = 0, cost: float = 1.0) -> Unit:
@@ -81,7 +82,7 @@ def test_executors_by_name_import_path_and_entry_point(tmp_path, monkeypatch):
     plug = make_executor(f"{__name__}:Recorder")
     said: list[str] = []
     units = [_unit(tmp_path, policy=p) for p in ("baseline", "flamingo")]
-    plug.run(units, Dispatch(1, Progress(2, 0, 1, said.append), in_process=lambda u: None))
+    plug.run(units, Dispatch(1, Progress(2, 0, 1, said.append), InProcess(said.append)))
     assert Recorder.ran == ["baseline-seed0", "flamingo-seed0"] and said[-1].startswith("r flamingo seed 0: done (units: 2/2 done")
     assert plug.describe(units, 2) == "2 units, 2 at a time (workers, 1 CPU thread(s) each)"  # the contract's default
     # an installed package's entry point (flamingo_sim.executors), found through its metadata
@@ -97,8 +98,8 @@ def test_executors_by_name_import_path_and_entry_point(tmp_path, monkeypatch):
                               "entry-point group 'flamingo_sim.executors') or an import path 'package.module:ClassName'")
     with pytest.raises(ConfigError) as err:
         make_executor("collections:OrderedDict")
-    assert str(err.value) == ("--executor: executor 'collections:OrderedDict' lacks run (see flamingo_sim.fl.runner.executors.base.Executor; "
-                              "subclass it for the defaults of the optional check, warm_up, validate, close, describe)")
+    assert str(err.value) == ("--executor: executor 'collections:OrderedDict' lacks run, which the contract flamingo_sim.fl.runner.executors.base.Executor "
+                              "requires (an executor needs run; check, warm_up, validate, close, describe are optional)")
 
 
 class Bare:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flamingo_sim.fl.runner import execute as ex
-from flamingo_sim.fl.runner.units import FORMAT, Unit
+from flamingo_sim.fl.runner.unit_files import FORMAT, Unit
 
 ROOT = Path(__file__).resolve().parents[3]
 

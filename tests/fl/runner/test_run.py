@@ -98,7 +98,7 @@ def write(tmp_path, text):
         ("name: x\ntraces: {path: /nonexistent/traces}\n", [], r"exp\.yaml: traces\.path: trace set '/nonexistent/traces' not found"),
         ("name: x\nphones: {mix: {nokia_3310: 1.0}}\n", [], r"exp\.yaml: phones\.mix: unknown phone 'nokia_3310' \(known: galaxy_s10e"),
         ("name: x\nmodel: vgg16\n", [], r"exp\.yaml: model: no profile of DNN model 'vgg16' for phone 'galaxy_tab_s6' in profile set 'paper' \(profiled models: mobilenet_v2, resnet34, shufflenet_v2_x2\)"),
-        ("name: x\npolicies: [baseline, my_pkg.nope:Policy]\n", [], r"policy 'my_pkg\.nope:Policy': cannot import \(No module named 'my_pkg'\)"),
+        ("name: x\npolicies: [baseline, my_pkg.nope:Policy]\n", [], r"policy 'my_pkg\.nope:Policy': cannot import \(No module named 'my_pkg'; looked on the Python path, then in "),
         ("name: x\npolicies: [baseline, greedy]\n", [], r"exp\.yaml: policies: unknown policy 'greedy'; expected one of 'baseline', 'flamingo', 'least_energy' \(built-in or installed in entry-point group 'flamingo_sim\.policies'\)"),
         ("name: x\n", ["fl.rounds=zero"], r"exp\.yaml: fl\.rounds: expected an integer, got 'zero'"),
         ("name: x\ndata: {root: /nonexistent/openimage}\n", [], r"exp\.yaml: data\.root: '/nonexistent/openimage' not found \(set data\.root: null to run the generated proxy task\)$"),
@@ -169,8 +169,8 @@ def test_real_fedscale_layout_trains_the_named_dnn(tmp_path):
 def test_seeds_vary_the_run_not_the_task():
     import torch
 
+    from flamingo_sim.fl.compose import build_components
     from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.compose import build_components
 
     exp = ROOT / "experiments/openimage_mobilenet.yaml"
     cfg = load_experiment(exp, SMALL)

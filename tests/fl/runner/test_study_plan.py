@@ -13,7 +13,7 @@ import pytest
 from flamingo_sim.fl.runner.execute import Progress
 from flamingo_sim.fl.runner.executors import progress as progress_module
 from flamingo_sim.fl.runner.executors.pool import gpu_of, visible_gpus
-from flamingo_sim.fl.runner.units import Unit
+from flamingo_sim.fl.runner.unit_files import Unit
 
 ROOT = Path(__file__).resolve().parents[3]
 

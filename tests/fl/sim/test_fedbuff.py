@@ -11,7 +11,7 @@ import torch
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import FedBuffConfig
-from flamingo_sim.fl.runner.compose import make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
@@ -55,7 +55,7 @@ def test_fedbuff_step_with_a_buffer_of_one_and_its_refusals():
 def test_per_client_clock_on_the_scripted_scenario():
     parts = scripted_parts()
     parts = dataclasses.replace(parts, cfg=dataclasses.replace(parts.cfg, fedbuff=FedBuffConfig(buffer_size=1, concurrency=3)))
-    sim = AsyncSimulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = AsyncSimulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     before = {k: v.clone() for k, v in sim.params.items()}
     row = sim.step().to_row()
     # the three online clients start at t = 0; client 0 (plenty of battery) arrives after its own task:
@@ -107,7 +107,7 @@ def test_fedbuff_accumulates_energy_and_foreground_and_frees_only_unreferenced_v
     flight or in the buffer started from it, and the reference counts add up to those tasks."""
     parts = _with_extras(scripted_parts(), {"screen_on_frac": np.ones((4, 3), dtype=np.float32)})  # the owners use their phones
     parts = dataclasses.replace(parts, cfg=dataclasses.replace(parts.cfg, fedbuff=FedBuffConfig(buffer_size=1, concurrency=3)))
-    sim = AsyncSimulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = AsyncSimulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     energy, foreground = 0.0, 0.0
     for _ in range(2):
         row = sim.step().to_row()
@@ -125,6 +125,6 @@ def test_fedbuff_accumulates_energy_and_foreground_and_frees_only_unreferenced_v
 def test_fedbuff_says_why_it_has_no_checkpoint():
     parts = scripted_parts()
     parts = dataclasses.replace(parts, cfg=dataclasses.replace(parts.cfg, fedbuff=FedBuffConfig(buffer_size=1, concurrency=3)))
-    sim = AsyncSimulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = AsyncSimulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     with pytest.raises(NotImplementedError, match=r"^fl.mode 'fedbuff' runs are not checkpointed$"):
         sim.state_dict()

@@ -14,7 +14,7 @@ import torch
 from flamingo_sim.devices.policies import BaselinePolicy
 from flamingo_sim.fl.config import FedBuffConfig
 from flamingo_sim.fl.data.proxy import SyntheticFederated
-from flamingo_sim.fl.runner.compose import make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
@@ -54,7 +54,7 @@ def test_the_defaults_do_nothing():
 
 def test_the_round_loop_calls_the_hooks():
     parts = scripted_parts(rounds=1)
-    plain = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 7, UniformSelector())
+    plain = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 7, UniformSelector())
     plain.step()
     data = Recording()
     policy = Settling(parts.cfg.policy)

@@ -20,7 +20,7 @@ from flamingo_sim.devices.policies import PolicyConfig
 from flamingo_sim.devices.soc import load_phones
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import DevicesConfig, ExperimentConfig
-from flamingo_sim.fl.runner.compose import make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.limits import DeviceLimits, training_memory_bytes
 from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
@@ -38,7 +38,7 @@ def _sim(devices: dict, policy: str = "baseline", **policy_cfg) -> Simulation:
     parts = scripted_parts()
     cfg = dataclasses.replace(parts.cfg, devices=DevicesConfig(**{"thermal": "none", "memory": "none", **devices}), policy=PolicyConfig(**policy_cfg))
     parts = dataclasses.replace(parts, cfg=cfg)
-    return Simulation(parts, make_policy(policy, cfg), policy, 0, UniformSelector())
+    return Simulation(parts, experiment_policy(cfg, None, policy), policy, 0, UniformSelector())
 
 
 def test_throttled_round_by_hand():
@@ -177,7 +177,7 @@ def test_models_off_is_bit_identical_to_the_code_before_them(tmp_path):
 
 
 def test_shrink_batch_is_refused_on_engines_that_train_every_client_alike():
-    from flamingo_sim.fl.runner.compose import check_composition
+    from flamingo_sim.fl.runner.plan import check_composition
 
     # batch 16 fits every phone: nothing would shrink, the engine may run it
     cfg = from_mapping(ExperimentConfig, {"name": "x", "devices": {"memory": "shrink_batch"}})

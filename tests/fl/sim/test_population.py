@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from flamingo_sim.fl.compose import build_components
 from flamingo_sim.fl.config import load_experiment
-from flamingo_sim.fl.runner.compose import build_components, make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.population import pair_index
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector, make_selector
@@ -41,7 +42,7 @@ def _sim(n_clients: int, policy: str = "flamingo") -> Simulation:
     cfg = load_experiment(experiment, [f"data.proxy.n_clients={n_clients}", "fl.participants_per_round=20", "fl.local_steps=1",
                                        "fl.eval_every=1000", "traces.reentry_pct=20"])
     parts = build_components(cfg, experiment, 0, log=lambda _m: None)
-    return Simulation(parts, make_policy(policy, cfg), policy, 0, make_selector("uniform"), log=lambda _m: None)
+    return Simulation(parts, experiment_policy(cfg, None, policy), policy, 0, make_selector("uniform"), log=lambda _m: None)
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import torch
 
 from flamingo_sim.devices.battery import EnergyBudget
 from flamingo_sim.devices.policies import BaselinePolicy
-from flamingo_sim.fl.runner.compose import make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.rounds import DROP_REASONS
 from flamingo_sim.fl.sim.simulation import Simulation
@@ -20,7 +20,7 @@ from tests.fl.sim.test_simulation import STEPS, scripted_parts
 
 def test_record_is_frozen_and_round_trips_through_its_row():
     parts = scripted_parts(rounds=1)
-    record = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step()
+    record = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step()
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.accuracy = 1.0  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -36,7 +36,7 @@ def test_record_is_frozen_and_round_trips_through_its_row():
 
 def test_record_needs_every_drop_reason():
     parts = scripted_parts(rounds=1)
-    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    row = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     del row["dropped_too_slow"]
     with pytest.raises(KeyError):
         RoundRecord.from_row(row)
@@ -64,7 +64,7 @@ def test_a_policy_that_interrupts_its_tasks_is_counted():
 
 def test_outcome_interrupted_defaults_to_all_false_and_checks_its_shape():
     parts = scripted_parts(rounds=1)
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     plan = sim.plan_round()
     assert plan.outcome.interrupted.dtype == bool and not plan.outcome.interrupted.any()
     assert plan.outcome.interrupted.shape == plan.chosen.shape
@@ -83,7 +83,7 @@ def test_take_offline_waits_for_reentry():
 
 def test_set_global_params_copies_and_checks():
     parts = scripted_parts(rounds=1)
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     new = {k: torch.full_like(v, 0.5) for k, v in sim.params.items()}
     sim.set_global_params(new)
     next(iter(new.values())).fill_(9.0)  # the simulation holds its own copy
@@ -101,7 +101,7 @@ def test_clock_past_the_trace_horizon_is_said_once():
     parts = scripted_parts(rounds=5)
     assert parts.traces.horizon_s == 1800.0
     said: list[str] = []
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector(), log=said.append)
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector(), log=said.append)
     sim.step()
     sim.step()
     assert said == []

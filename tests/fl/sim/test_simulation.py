@@ -14,7 +14,7 @@ from flamingo_sim.devices.execution import InterferenceModel
 from flamingo_sim.devices.profiles import ProfileSet, load_profile
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.proxy import SyntheticFederated
-from flamingo_sim.fl.runner.compose import make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.population import build_population
 from flamingo_sim.fl.sim.simulation import USAGE_SLOTS, Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
@@ -75,7 +75,7 @@ def scripted_parts(**fl) -> Components:
 
 def test_scripted_round_by_hand():
     parts = scripted_parts()
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert sim.budget.online.tolist() == [True, False, True, True]
     row = sim.step().to_row()
     task_s = STEPS * LAT_S + COMM_S  # 607.6 s: past the 600 s tick where client 3's trace drops
@@ -102,10 +102,10 @@ def test_scripted_round_by_hand():
 
 def test_flamingo_prices_the_same_client_faster_and_cheaper():
     parts = scripted_parts(rounds=1)
-    base = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    base = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     # Flamingo with the coordinator's Pixel 3 profile in hand (no exploration): its fastest
     # viable choice is 4 (31.06 s/step, 1.9 W) instead of 4567.
-    pol = make_policy("flamingo", parts.cfg)
+    pol = experiment_policy(parts.cfg, None, "flamingo")
     sim = Simulation(parts, pol, "flamingo", 0, UniformSelector())
     pol.shared_table[:] = True
     row = sim.step().to_row()
@@ -117,7 +117,7 @@ def test_flamingo_prices_the_same_client_faster_and_cheaper():
 
 def test_training_changes_the_model_and_fedavg_keeps_shapes():
     parts = scripted_parts(rounds=1)
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     before = {k: v.clone() for k, v in sim.params.items()}
     sim.step()
     assert before.keys() == sim.params.keys()
@@ -128,12 +128,12 @@ def test_training_changes_the_model_and_fedavg_keeps_shapes():
 def test_a_step_is_priced_at_the_batch_it_trains():
     # the profiles are measured at batch 16; at fl.batch_size 8 every step does half the work: half the time and energy
     parts = scripted_parts(batch_size=8)
-    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    row = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     assert row["duration_s"] == pytest.approx(STEPS * LAT_S / 2 + COMM_S)
     half_j = STEPS * LAT_S * POWER_W / 2
     assert row["steps_4567"] == STEPS and row["energy_j"] == pytest.approx(half_j + 0.004 * CAPACITY_J + half_j)  # as by hand above
     full = scripted_parts()
-    ref = Simulation(full, make_policy("baseline", full.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    ref = Simulation(full, experiment_policy(full.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     assert ref["duration_s"] == pytest.approx(STEPS * LAT_S + COMM_S)
 
 
@@ -148,7 +148,7 @@ def test_interference_is_recorded_per_phone():
     )
     # android (the default): the Pixel 3's foreground cpuset (0-3, 6-7) keeps cores 4 and 5 for the top app, where the
     # owner's two threads run, so the unpinned baseline on 7, 6, 3, 2 never meets them: nothing recorded
-    row = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    row = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     assert row["interference_s"] == 0.0 and row["foreground_lost_s_pixel_3"] == 0.0
     assert row["duration_s"] == pytest.approx(STEPS * LAT_S + COMM_S)
     # fair with the earlier full-power accounting: the foreground app holds cores 6 and 7, every 4567 step runs 2x slower
@@ -156,7 +156,7 @@ def test_interference_is_recorded_per_phone():
     # and the exhausted one (2) for the share of its task its 0.4 % spare paid for
     fair = dataclasses.replace(parts.cfg.policy, interference=InterferenceModel(model="fair", energy="full_power"))
     cfg = dataclasses.replace(parts.cfg, policy=fair)
-    row = Simulation(dataclasses.replace(parts, cfg=cfg), make_policy("baseline", cfg), "baseline", 0, UniformSelector()).step().to_row()
+    row = Simulation(dataclasses.replace(parts, cfg=cfg), experiment_policy(cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     shared_s = 2 * STEPS * LAT_S
     exhausted_frac = 0.004 * CAPACITY_J / (shared_s * POWER_W)
     assert row["duration_s"] == pytest.approx(shared_s + COMM_S)
@@ -182,13 +182,13 @@ def test_phone_on_the_charger_counts_as_plugged_in():
     charging = np.zeros((4, 3), dtype=np.float32)
     charging[0] = 1.0
     parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     row = sim.step().to_row()
     assert row["n_kept"] == 1 and row["energy_j"] > 0
     assert sim.budget.level_pct[0] == pytest.approx(80.0)  # compare 80 - 4.0 % without the charger
     # Flamingo does not explore on the charger (the battery cannot measure): 4567, no progress
     parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
-    pol = make_policy("flamingo", parts.cfg)
+    pol = experiment_policy(parts.cfg, None, "flamingo")
     sim = Simulation(parts, pol, "flamingo", 0, UniformSelector())
     plan = sim.plan_round()
     modes = dict(zip(plan.chosen.tolist(), plan.outcome.mode))
@@ -205,7 +205,7 @@ def test_charge_state_from_level_changes_only():
     charging[0] = 1.0
     parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
     parts.cfg = dataclasses.replace(parts.cfg, traces=dataclasses.replace(parts.cfg.traces, charge_state="level"))
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert not sim._plugged(0.0, np.array([0]))[0]
     sim.step()
     task_pct = 100 * STEPS * LAT_S * POWER_W / CAPACITY_J
@@ -214,7 +214,7 @@ def test_charge_state_from_level_changes_only():
     parts = _with_extras(scripted_parts(rounds=1), {"charging": charging})
     parts.cfg = dataclasses.replace(parts.cfg, traces=dataclasses.replace(parts.cfg.traces, charge_state="level"))
     parts.traces.state[0, 0] = 1
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert sim._plugged(0.0, np.array([0]))[0]
 
 
@@ -222,9 +222,9 @@ def test_an_update_lost_after_training_counts_as_interrupted_not_kept():
     """Simulation.lose_updates (a Flower ClientApp that raised): the scripted round's one kept client
     drops as interrupted; its energy and the round's time stay as planned."""
     parts = scripted_parts()
-    whole = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    whole = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     plain = whole.finish_round(whole.plan_round(), float("nan")).to_row()
-    sim = Simulation(scripted_parts(), make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(scripted_parts(), experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     plan = sim.plan_round()
     assert plan.kept.tolist() == [0]
     with pytest.raises(ValueError, match=r"^lose_updates: clients \[2\] are not among round 1's kept clients$"):
@@ -255,16 +255,16 @@ def test_the_loop_reads_its_rules_and_nothing_else_of_the_experiment():
     assert rules.model_size_mb == 14.0 and rules.in_use_threshold == parts.cfg.policy.interference.in_use_threshold
     with pytest.raises(dataclasses.FrozenInstanceError):
         rules.model_size_mb = 1.0  # type: ignore[misc]
-    reference = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    reference = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     expected = [reference.step().to_row() for _ in range(2)]
     blind = scripted_parts(rounds=2)
-    sim = Simulation(blind, make_policy("baseline", blind.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(blind, experiment_policy(blind.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert not hasattr(sim, "cfg")
     blind.cfg = None  # type: ignore[assignment]
     got = [sim.step().to_row() for _ in range(2)]
     assert got == expected and sim.is_done()
     unresolved = dataclasses.replace(parts.cfg, network=dataclasses.replace(parts.cfg.network, model_size_mb=None))
-    with pytest.raises(ValueError, match=r"^network\.model_size_mb is unset; flamingo_sim\.fl\.runner\.compose\.build_components resolves it$"):
+    with pytest.raises(ValueError, match=r"^network\.model_size_mb is unset; flamingo_sim\.fl\.compose\.build_components resolves it$"):
         RoundRules.of(unresolved)
 
 
@@ -277,7 +277,7 @@ def test_train_by_batch_trains_each_group_with_its_minibatch_and_keeps_the_job_o
     from flamingo_sim.fl.sim.seam import TrainJob
 
     parts = scripted_parts()
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     start = {k: v.clone() for k, v in sim.params.items()}
     got = sim._train_by_batch(TrainJob(start, (0, 2, 3), (0, 2, 3), 1), np.array([4, 2, 4]))
     fours = sim.seam.train(TrainJob(start, (0, 3), (0, 3), 1, batch_size=4))
@@ -324,28 +324,28 @@ def test_the_owners_drain_during_the_task_comes_out_of_the_spare_energy():
     drains it to 12 % at 600 s, before the task ends (607.6 s): 2.5 % of the spare is the owner's,
     so the task does not fit and the battery runs out; with 15.5 % (same drain) it fits."""
     short = _levels(scripted_parts(), [14.5, 12.0, 12.0])
-    row = Simulation(short, make_policy("baseline", short.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    row = Simulation(short, experiment_policy(short.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     assert row["n_kept"] == 0 and row["dropped_battery_exhausted"] == 2  # clients 0 and 2
     enough = _levels(scripted_parts(), [16.6, 14.1, 14.1])
-    row = Simulation(enough, make_policy("baseline", enough.cfg), "baseline", 0, UniformSelector()).step().to_row()
+    row = Simulation(enough, experiment_policy(enough.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     assert row["n_kept"] == 1 and row["dropped_battery_exhausted"] == 1
 
 
 def test_the_horizon_ends_the_run_in_hours():
     parts = scripted_parts(rounds=100, horizon_h=0.1)  # 360 s: the first round (607.6 s) passes it
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert not sim.is_done()
     sim.step()
     assert sim.is_done() and sim.clock_s > 360.0
     parts = scripted_parts(rounds=100, horizon_h=1.0)  # 3,600 s: not after the first round
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     sim.step()
     assert 0 < sim.clock_s < 3600.0 and not sim.is_done()
 
 
 def test_foreground_time_counts_every_slot_and_the_last_one_persists():
     parts = _with_extras(scripted_parts(), {"screen_on_frac": np.ones((4, 3), dtype=np.float32)})
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     step = 600.0
     span = np.array([30.0, 5 * step + 17.0, (USAGE_SLOTS + 3) * step])  # within the first slot, several, past the last
     assert sim._foreground_s(0.0, np.array([0, 0, 0]), span).tolist() == span.tolist()  # in use all the time
@@ -363,7 +363,7 @@ def test_in_use_is_strictly_above_the_threshold_and_a_missing_charger_reading_fa
     state[0] = 1  # client 0's level rises: on the charger
     parts.traces = ClientTraces(step_s=600, device_ids=tr.device_ids, level_pct=tr.level_pct, state=state, extras=tr.extras,
                                 client_ids=tr.client_ids, client_device=tr.client_device, shift_s=tr.shift_s)
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     use = sim._in_use(0.0, np.array([0, 1]))
     assert not use[0].any() and use[1, :3].all()  # at the threshold: not in use; just above: in use
     assert sim._plugged(0.0, np.array([0, 2])).tolist() == [True, False]
@@ -371,7 +371,7 @@ def test_in_use_is_strictly_above_the_threshold_and_a_missing_charger_reading_fa
 
 def test_jain_energy_is_over_the_whole_population_and_round_zero_counts_nothing():
     parts = scripted_parts()
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     zero = sim.initial_record().to_row()
     assert (zero["n_selected"], zero["n_kept"], zero["clients_lost"], zero["clients_lost_cum"], zero["energy_cum_j"]) == (0, 0, 0, 0, 0.0)
     row = sim.step().to_row()
@@ -386,7 +386,7 @@ def test_the_selector_sees_the_rounds_view_and_hears_the_kept_clients_durations(
     parts = scripted_parts()
     parts.cfg = dataclasses.replace(parts.cfg, traces=dataclasses.replace(parts.cfg.traces, min_pct=8.0))  # not the view's default
     sel = _Recording()
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, sel)
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, sel)
     row = sim.step().to_row()
     (view,) = sel.views
     assert (view.round, view.min_pct, view.n_clients) == (1, 8.0, 4)
@@ -398,7 +398,7 @@ def test_the_selector_sees_the_rounds_view_and_hears_the_kept_clients_durations(
 
 def test_the_memory_budget_reaches_the_trainer_in_bytes_and_the_default_log_prints(capsys):
     parts = scripted_parts(memory_budget_gb=0.5)
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     assert sim.trainer.memory_budget_bytes == 1 << 29
     sim.log("a line for the user")
     assert capsys.readouterr().err == "a line for the user\n"

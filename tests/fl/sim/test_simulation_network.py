@@ -12,7 +12,7 @@ from flamingo_sim.devices.profiles import ProfileSet, load_profile
 from flamingo_sim.devices.radio import WIFI
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.proxy import SyntheticFederated
-from flamingo_sim.fl.runner.compose import make_policy
+from flamingo_sim.fl.plugins import experiment_policy
 from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 from flamingo_sim.fl.sim.population import build_population
 from flamingo_sim.fl.sim.records import NETWORK_COLUMNS, RoundRecord
@@ -55,7 +55,7 @@ def test_a_round_on_wifi_by_hand():
     radio's energy (Huang et al.'s WiFi model, two promotions and two tails: the steps outlast the 0.238 s tail) joins the
     task's, is reported apart, and the battery pays both."""
     parts = parts_on([[1.0]])
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     row = sim.step().to_row()
     train_s, train_j = STEPS * LAT_S, STEPS * LAT_S * POWER_W
     comm_s = 2 * WIFI.promotion_s + MBIT / 40.0 + MBIT / 20.0
@@ -71,7 +71,7 @@ def test_a_round_on_wifi_by_hand():
 
 def test_cellular_costs_more_radio_energy_than_wifi_and_takes_longer():
     parts = parts_on([[1.0], [2.0]])
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     plan = sim.plan_round()
     assert plan.transfers is not None and plan.transfers.start_state.tolist() == [1, 2]
     assert plan.comm_s[1] > plan.comm_s[0] and plan.transfers.radio_energy_j[1] > 2 * plan.transfers.radio_energy_j[0]
@@ -81,7 +81,7 @@ def test_no_network_or_cellular_under_unmetered_only_is_not_reachable():
     states = [[1.0], [2.0], [0.0], [1.0]]
     for unmetered, n_out in ((False, 1), (True, 2)):
         parts = parts_on(states, unmetered_only=unmetered)
-        sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+        sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
         plan = sim.plan_round()
         assert plan.n_online == 4 and plan.n_unreachable == n_out
         assert sorted(plan.chosen.tolist()) == ([0, 1, 3] if not unmetered else [0, 3])
@@ -91,7 +91,7 @@ def test_the_lognormal_model_leaves_the_round_as_it_was():
     """The default: the transfers are Population.comm_s (bit for bit), everyone online is selectable, the radio costs
     nothing and the metrics have no network column."""
     parts = parts_on([[1.0], [2.0], [0.0]], model="lognormal")
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     plan = sim.plan_round()
     assert np.array_equal(plan.comm_s, parts.population.comm_s(14.0, plan.chosen))
     assert np.array_equal(plan.duration_s, plan.outcome.duration_s + parts.population.comm_s(14.0, plan.chosen))
@@ -101,14 +101,14 @@ def test_the_lognormal_model_leaves_the_round_as_it_was():
     assert row["energy_j"] == pytest.approx(3 * STEPS * LAT_S * POWER_W, rel=1e-12)
     # unmetered_only works with the lognormal pricing too (and then reports)
     parts = parts_on([[1.0], [2.0], [0.0]], model="lognormal", unmetered_only=True)
-    sim = Simulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     row = sim.step().to_row()
     assert row["n_unreachable"] == 2 and row["radio_energy_j"] == 0.0
 
 
 def test_fedbuff_runs_on_the_traces_network():
     parts = parts_on([[1.0], [2.0], [1.0]], mode="fedbuff")
-    sim = AsyncSimulation(parts, make_policy("baseline", parts.cfg), "baseline", 0, UniformSelector())
+    sim = AsyncSimulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     row = sim.step().to_row()
     assert row["radio_energy_j"] > 0 and row["transfer_s"] > 0
     assert row["energy_j"] > row["radio_energy_j"]

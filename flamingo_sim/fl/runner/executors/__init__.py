@@ -30,6 +30,9 @@ def make_executor(name: str) -> Executor:
     """The executor called ``name`` (see the module's docstring), checked against the contract
     (a missing optional part gets its default) and ready to run here (:meth:`Executor.check`)."""
     plugin = REGISTRY.load(name, "--executor")
-    executor = REGISTRY.check(plugin() if isinstance(plugin, type) else plugin, name, "--executor")
+    if isinstance(plugin, type):  # held to the contract before it is made (a class lacking run is abstract)
+        executor: Executor = REGISTRY.build(name, None, source="", key="--executor", params_key="--executor")
+    else:
+        executor = REGISTRY.check(plugin, name, "--executor")
     executor.check()
     return executor

@@ -1,11 +1,12 @@
-"""The executor contract: what runs a study's units (:class:`~flamingo_sim.fl.runner.units.Unit`), here or elsewhere.
+"""The executor contract: what runs a study's units (:class:`~flamingo_sim.fl.runner.unit_files.Unit`), here or elsewhere.
 
 An executor is given the units not finished yet and a :class:`Dispatch` (how many at a time,
 the progress to report to, how to run a unit in this process) and runs every one of them,
 reporting each start, end and failure to :attr:`Dispatch.progress`. It must:
 
-- run each unit with :func:`~flamingo_sim.fl.runner.units.run_unit` (in this process, in a
-  worker process, on a cluster), so that a unit writes the same files wherever it ran;
+- run each unit with :func:`~flamingo_sim.fl.runner.units.run_unit` (in this process, through
+  ``Dispatch.in_process``; in a worker process, :func:`flamingo_sim.fl.runner.worker.run_logged`;
+  on a cluster), so that a unit writes the same files wherever it ran;
 - report every unit it was given: :meth:`Progress.finish` once its result file says done,
   :meth:`Progress.fail` with one line otherwise (a unit that fails does not stop the others,
   unless ``keep_going`` is False and it ran in this process);
@@ -16,7 +17,7 @@ Optional parts, with their defaults here: :meth:`Executor.check` (nothing to che
 :meth:`Executor.warm_up` (nothing to start early), :meth:`Executor.validate` (the caller builds
 the runs' components itself), :meth:`Executor.close` (nothing kept), :meth:`Executor.describe`
 (the units, the jobs, the threads). Results must not depend on the executor: a unit's randomness is its own and
-:func:`~flamingo_sim.fl.runner.units.gather` reads the units back in the config's order.
+:func:`~flamingo_sim.fl.runner.unit_files.gather` reads the units back in the config's order.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar, Sequence
+from typing import ClassVar, Sequence
 
 from flamingo_sim.fl.runner.executors.progress import Progress
-from flamingo_sim.fl.runner.units import Unit
+from flamingo_sim.fl.runner.unit_files import Unit
+from flamingo_sim.fl.runner.units import InProcess
 from flamingo_sim.plugins import Contract
 
 __all__ = ["CONTRACT", "Dispatch", "Executor"]
@@ -36,18 +38,22 @@ __all__ = ["CONTRACT", "Dispatch", "Executor"]
 @dataclass
 class Dispatch:
     """What an executor gets besides the units: ``jobs`` units at a time at most, the
-    :class:`Progress` it reports to, ``in_process(unit)`` (runs one unit in this process: what
-    ``jobs=1`` on this machine does), ``keep_going`` (False: the first error of a unit run in
-    this process propagates), ``address`` (a cluster to join, where the executor has one) and
-    ``shared_dir`` (the directory every worker must be able to write: the units' results come back
-    through it)."""
+    :class:`Progress` it reports to, how this process runs a unit (``here``; ``in_process``
+    runs one, what ``jobs=1`` on this machine does), ``keep_going`` (False: the first error of a
+    unit run in this process propagates), ``address`` (a cluster to join, where the executor has
+    one) and ``shared_dir`` (the directory every worker must be able to write: the units' results
+    come back through it)."""
 
-    jobs: int
-    progress: Progress
-    in_process: Callable[[Unit], None]
-    keep_going: bool = True
-    address: str | None = None
-    shared_dir: Path | None = None
+    jobs: int  # units at a time, at most
+    progress: Progress  # what every start, end and failure is reported to
+    here: InProcess  # how this process runs a unit (what it shares between units, the caller's callbacks)
+    keep_going: bool = True  # False: the first error of a unit run in this process propagates
+    address: str | None = None  # a cluster to join, where the executor has one
+    shared_dir: Path | None = None  # the directory every worker must be able to write
+
+    def in_process(self, unit: Unit) -> None:
+        """Run ``unit`` in this process (:func:`~flamingo_sim.fl.runner.units.run_unit`)."""
+        self.here.run(unit)
 
 
 class Executor(abc.ABC):

@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 
 from flamingo_sim.fl.runner.executors.base import Dispatch, Executor
 from flamingo_sim.fl.runner.executors.progress import Progress, one_line
-from flamingo_sim.fl.runner.units import Unit
+from flamingo_sim.fl.runner.unit_files import Unit
 
 __all__ = ["LocalExecutor"]
 

@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 from flamingo_sim.fl.runner import forkserver
 from flamingo_sim.fl.runner.executors import revive
 from flamingo_sim.fl.runner.executors.progress import Progress
-from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
+from flamingo_sim.fl.runner.unit_files import UNITS_DIR, Unit, read_status, unit_result
 from flamingo_sim.fl.runner.worker import WORKER_CACHE
 
 __all__ = ["Pool", "pool", "close_pool", "run_pool", "pick", "warm_up", "error_of", "visible_gpus", "gpu_of", "STOP_GRACE_S", "SCHEDULE_ENV"]

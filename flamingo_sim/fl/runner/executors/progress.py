@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flamingo_sim.errors import FlamingoError
-from flamingo_sim.fl.runner.units import UNITS_DIR, Unit, read_status, unit_result
+from flamingo_sim.fl.runner.unit_files import UNITS_DIR, Unit, read_status, unit_result
 
 __all__ = ["Failure", "Progress", "StudyPlan", "one_line"]
 
@@ -210,6 +210,7 @@ class Progress:
             self.say(msg)
 
     def start(self, unit: Unit) -> None:
+        """``unit`` has started (its line says so, or that it resumes from its checkpoint)."""
         self.running[unit] = time.monotonic()
         if not self.tty:
             partial = unit_result(Path(unit.run_dir) / UNITS_DIR, unit.policy, unit.seed, done_only=False)
@@ -218,6 +219,7 @@ class Progress:
             self._line(f"[{self.done + len(self.failed) + len(self.running)}/{self.total}] {unit.label}: {what}")
 
     def finish(self, unit: Unit) -> None:
+        """``unit`` has finished: its result file says done."""
         t0 = self.running.pop(unit, None)
         if t0 is not None:
             self.durations.append(time.monotonic() - t0)
@@ -232,6 +234,7 @@ class Progress:
             self.on_finish(unit)
 
     def fail(self, unit: Unit, error: str) -> None:
+        """``unit`` failed with ``error`` (one line, said at once); the others go on."""
         self.running.pop(unit, None)
         self.costs.pop(unit, None)
         failure = Failure(unit, error)

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.executors.base import Dispatch, Executor
 from flamingo_sim.fl.runner.executors.progress import Progress, one_line
-from flamingo_sim.fl.runner.units import Unit, read_status
+from flamingo_sim.fl.runner.unit_files import Unit, read_status
 
 __all__ = ["RayExecutor", "RAY_HINT", "RAY_CONNECT_TIMEOUT_S", "check_ray_address"]
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.compose import build_components, compose
 from flamingo_sim.fl.config import load_experiment
-from flamingo_sim.fl.runner.compose import build_components, check_composition, compose
+from flamingo_sim.fl.runner.plan import check_composition
 from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 from flamingo_sim.fl.sim.simulation import Simulation
 from flamingo_sim.fl.strategy.aggregators import FedAvg
@@ -62,7 +63,7 @@ def test_compose_is_the_only_place_in_the_package_that_builds_a_simulation() -> 
                 name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
                 if name.endswith("Simulation") or name == "simulation":
                     builds.append(f"{path.relative_to(package)}:{node.lineno}")
-    assert builds and all(b.startswith("fl/runner/compose.py:") for b in builds), builds
+    assert builds and all(b.startswith("fl/compose/assemble.py:") for b in builds), builds
 
 
 CAPACITY = ROOT / "tests" / "fl" / "sim" / "data" / "fedscale" / "client_device_capacity"

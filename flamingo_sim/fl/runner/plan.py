@@ -1,31 +1,34 @@
-"""A run checked before anything is written: config, engine, device, directory and the first seed's parts.
+"""A run's plan, checked before anything is written: config, engine, device, plug-ins, directory, first seed's parts.
 
-:func:`prepare_run` finds the experiment, pins the run's CPU kernels, checks every setting the
-engine, the device and the run directory could refuse, and builds the first seed's parts
-(:func:`~flamingo_sim.fl.runner.compose.build_components`), so that a bad config fails in one
-line before the run directory is touched. The :class:`PreparedRun` it returns lists the run's
-units (:mod:`flamingo_sim.fl.runner.units`).
+Second on a run's path (after :mod:`~flamingo_sim.fl.runner.run`, or a study): :func:`prepare_run`
+finds the experiment, pins the run's CPU kernels, checks every setting the engine, the device and
+the run directory could refuse, holds every plug-in to its contract (:func:`check_composition`,
+:func:`flamingo_sim.fl.plugins.check_plugins`) and builds the first seed's parts
+(:func:`~flamingo_sim.fl.compose.parts.build_components`), so that a bad config fails in one line
+before the run directory is touched. The :class:`PreparedRun` it returns lists the run's units
+(:class:`~flamingo_sim.fl.runner.unit_files.Unit`), which :mod:`~flamingo_sim.fl.runner.execute` hands to an executor.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flamingo_sim.errors import ConfigError
+from flamingo_sim.fl.compose import build_components, profile_dirs, resolve_config
+from flamingo_sim.fl.compose.checks import check_machine
 from flamingo_sim.fl.config import ExperimentConfig, load_experiment
-from flamingo_sim.fl.runner.checks import check_machine
-from flamingo_sim.fl.runner.compose import resolve_config
+from flamingo_sim.fl.plugins import check_plugins
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.execute import unit_threads
 from flamingo_sim.fl.runner.kernels import pin_run_kernels
 from flamingo_sim.fl.runner.rundir import check_run_dir, default_out_dir
-from flamingo_sim.fl.runner.units import Unit
+from flamingo_sim.fl.runner.unit_files import Unit
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["PreparedRun", "prepare_run", "build_first_parts", "check_parallel", "default_out_dir", "portable_experiment"]
+__all__ = ["PreparedRun", "prepare_run", "build_first_parts", "check_composition", "default_out_dir", "portable_experiment"]
 
 
 @dataclass
@@ -46,6 +49,8 @@ class PreparedRun:
     kernels: tuple[str, str | None] = ("", None)
     #: A distributed run's collectives (:class:`flamingo_sim.fl.distributed.world.Comm`), set on every rank; else None.
     comm: Any = None
+    #: Each policy's display name (:func:`flamingo_sim.fl.plugins.policy_name`) by its name in the experiment.
+    names: dict[str, str] = field(default_factory=dict)
 
     def units(self, jobs: int) -> list[Unit]:
         """Its (policy, seed) units in the config's order, each with its share of the cores."""
@@ -55,7 +60,7 @@ class PreparedRun:
         experiment = portable_experiment(self.experiment)
         fl = self.cfg.fl
         cost = float((fl.rounds or 100) * fl.participants_per_round * fl.local_steps)
-        return [Unit(experiment, self.overrides, self.n_seeds, str(self.out), name, seed, f"{prefix}{name} seed {seed}",
+        return [Unit(experiment, self.overrides, self.n_seeds, str(self.out), name, seed, f"{prefix}{self.names.get(name, name)} seed {seed}",
                      engine=self.engine, executors=self.executors, threads=threads, gpu=gpu, cost=cost, device=str(fl.device).strip().lower())
                 for seed in self.cfg.seeds for name in self.cfg.policies]
 
@@ -104,21 +109,49 @@ def prepare_run(
         raise ConfigError("resume: needs out_dir, the run directory to continue")
     if writes:
         check_run_dir(out, cfg, resume)
-    from flamingo_sim.fl.runner.compose import build_components, check_composition
-
-    check_composition(cfg, experiment, engine=engine, resume=resume)
+    names = check_composition(cfg, experiment, engine=engine, resume=resume)
     first_parts = build_components(cfg, experiment, cfg.seeds[0], log=say) if build else None
-    return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors, kernels)
+    return PreparedRun(experiment, tuple(overrides), n_seeds, out, cfg, engine, runner.resumable, first_parts, label, executors, kernels,
+                       names=names)
 
 
 def build_first_parts(run: PreparedRun, say: Callable[[str], None]) -> None:
     """The check :func:`prepare_run` left out with ``build=False``: its first seed's components, built here and kept."""
-    from flamingo_sim.fl.runner.compose import build_components
-
     run.first_parts = build_components(run.cfg, run.experiment, run.cfg.seeds[0], log=say)
 
 
-def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> None:
-    """Before any output: units run in parallel only on the native engine (FedScale runs its own executors)."""
-    if (jobs > 1 or executor != "local") and any(r.engine != "native" for r in runs):
-        raise ConfigError("--jobs/--executor run the native engine's units in parallel; FedScale runs its own executors (--executors)")
+def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: str, resume: bool = False,
+                      policies: Sequence[str] | None = None) -> dict[str, str]:
+    """Every part :func:`~flamingo_sim.fl.compose.assemble.compose` would build from ``cfg`` (the plug-ins: :func:`~flamingo_sim.fl.plugins.check_plugins`
+    with the ``policies``, default the config's; the tracking), built once and checked against the ``engine``,
+    without loading traces or data: a bad setting fails here in one line naming the key. Each policy's display name."""
+    from flamingo_sim.fl.config import AggregationConfig
+    from flamingo_sim.fl.runner.tracking import check_tracking
+
+    names = check_plugins(cfg, experiment, policies)
+    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
+        raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
+    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
+        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
+    if engine != "native" and cfg.devices.memory == "shrink_batch" and _would_shrink(cfg, experiment):
+        raise ConfigError(f"{experiment}: devices.memory: 'shrink_batch' trains each client with its own minibatch natively only, and "
+                          f"fl.batch_size {cfg.fl.batch_size} does not fit every phone; use 'drop' with --engine {engine}")
+    if engine == "fedscale" and cfg.fl.selection == "oort":
+        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
+    check_tracking(cfg, str(experiment))
+    return names
+
+
+def _would_shrink(cfg: ExperimentConfig, experiment: str | Path) -> bool:
+    """Whether ``devices.memory`` would shrink some phone's minibatch (a 1000-class head: an upper bound on the shipped
+    tasks'; the head is a few MB against limits of GiB)."""
+    from flamingo_sim.fl.sim.limits import trained_input_size, training_memory_bytes
+
+    catalogue = profile_dirs(cfg, experiment).phones()
+    names = list(cfg.phones.mix) if isinstance(cfg.phones.mix, dict) else sorted(catalogue)
+    size = trained_input_size(cfg.model) if cfg.devices.input_size is None else cfg.devices.input_size
+    fixed, per_sample = training_memory_bytes(cfg.model, size, 1000, calibrated=True)
+    need = fixed + cfg.fl.batch_size * per_sample
+    memories = [catalogue[n].memory for n in names if n in catalogue]
+    limits = [m.limit_bytes(cfg.policy.interference.app_state) * cfg.devices.memory_limit_factor for m in memories if m is not None]
+    return any(need > limit for limit in limits)

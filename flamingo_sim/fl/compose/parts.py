@@ -1,51 +1,34 @@
-"""The one place that assembles a run: an experiment config -> traces, phones, data, model, policy, simulation.
+"""A seed's parts: an experiment config -> traces, phones, data, model, population and network.
 
-:func:`build_components` loads a seed's parts (traces, profiles, the dataset of
-:mod:`flamingo_sim.fl.runner.datasets`, the model, the population); :func:`compose`
-puts a policy, a selector and an aggregator on them. Every lookup that can fail on user input
-(a missing trace set, an unknown phone or DNN model, a dataset that is not there) raises a
-:class:`~flamingo_sim.errors.ConfigError` naming the experiment file and the key.
+:func:`build_components` loads them (traces, profiles, the dataset of
+:mod:`flamingo_sim.fl.compose.datasets`, the model, the population, the network) once per
+(experiment, seed); :func:`flamingo_sim.fl.compose.assemble.compose` puts a policy, a selector and
+an aggregator on them. Every lookup that can fail on user input (a missing trace set, an unknown
+phone or DNN model, a dataset that is not there) raises a :class:`~flamingo_sim.errors.ConfigError`
+naming the experiment file and the key.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from flamingo_sim.devices.catalogue import ProfileDirs
-from flamingo_sim.devices.policies import Policy
-from flamingo_sim.devices.policies import make_policy as _make_policy
 from flamingo_sim.errors import ConfigError, FlamingoError, InputDataError
-from flamingo_sim.fl.config import ExperimentConfig, load_experiment, require_path, with_seeds
-from flamingo_sim.fl.runner.checks import check_fit
-from flamingo_sim.fl.runner.datasets import ARCHITECTURES, make_dataset
+from flamingo_sim.fl.compose.checks import check_fit
+from flamingo_sim.fl.compose.datasets import ARCHITECTURES, make_dataset
+from flamingo_sim.fl.config import ExperimentConfig, require_path
 from flamingo_sim.fl.sim.network import Network
 from flamingo_sim.fl.sim.population import Population, build_population
-from flamingo_sim.fl.sim.simulation import Components, Simulation
-from flamingo_sim.fl.strategy.aggregators import make_aggregator
-from flamingo_sim.fl.strategy.selection import make_selector
+from flamingo_sim.fl.sim.simulation import Components
 from flamingo_sim.models import build_model, check_forward
 from flamingo_sim.resources import shipped, user_profiles_dir
 
-__all__ = ["compose", "check_composition", "build_components", "make_policy", "plugin_search", "resolve_config", "profile_dirs", "update_size_mb",
-           "experiment_population", "experiment_network", "phone_assignment"]
-
-
-def plugin_search(experiment_path: str | Path | None) -> list[Path]:
-    """Folders a plug-in's module (``module:Class`` in the experiment) is also looked for in: the experiment's own."""
-    return [] if experiment_path is None else [Path(experiment_path).resolve().parent]
-
-
-def make_policy(name: str, cfg: ExperimentConfig, experiment_path: str | Path | None = None) -> Policy:
-    """A fresh policy instance for one run, configured by the experiment's ``policy`` section and
-    its own ``policy_params.<name>``; ``experiment_path``: the file errors name, whose folder also
-    holds the plug-ins it names by ``module:Class``."""
-    return _make_policy(name, cfg.policy, cfg.policy_params.get(name), source="" if experiment_path is None else str(experiment_path),
-                        search=plugin_search(experiment_path))
+__all__ = ["build_components", "profile_dirs", "update_size_mb", "experiment_population", "experiment_network", "phone_assignment"]
 
 
 def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> ProfileDirs:
@@ -196,80 +179,3 @@ def phone_assignment(
         raise ConfigError(f"{src}: phones.mix: unknown phone {unknown[0]!r} (known: {', '.join(sorted(catalogue))})")
     mix = {p: share for p, share in cfg.phones.mix.items() if share > 0}
     return list(mix), mix, None
-
-
-def resolve_config(experiment: str | Path, overrides: Sequence[str], n_seeds: int | None) -> ExperimentConfig:
-    """The run's config: the experiment with its overrides, ``n_seeds`` seeds from its first one."""
-    return with_seeds(load_experiment(experiment, list(overrides)), n_seeds)
-
-
-def compose(
-    cfg: ExperimentConfig,
-    experiment: str | Path | None,
-    seed: int,
-    policy: str,
-    *,
-    parts: Components | None = None,
-    log: Callable[[str], None] = lambda _m: None,
-    simulation: type[Simulation] = Simulation,
-) -> Simulation:
-    """A fresh simulation of ``policy`` for ``seed``: the one place a run's parts are put together.
-
-    ``parts``: the seed's :class:`~flamingo_sim.fl.sim.simulation.Components` when already built
-    (the policies of one seed share them), else built here (:func:`build_components`). The policy,
-    the selector and the aggregator come from the config's sections (``policy``, ``fl.selection``
-    with ``selector``, ``aggregation``); ``fl.mode: fedbuff`` gives FedBuff's
-    :class:`~flamingo_sim.fl.sim.fedbuff.AsyncSimulation`, else ``simulation`` (a subclass of
-    :class:`~flamingo_sim.fl.sim.simulation.Simulation`: Flower's strategy reports Flower's
-    evaluation through one). Every engine (native, FedScale, Flower), the distributed ranks and
-    the up-front validation (:func:`check_composition`) build through here.
-    """
-    if parts is None:
-        parts = build_components(cfg, experiment, seed, log=lambda _m: None)
-    source, search = "" if experiment is None else str(experiment), plugin_search(experiment)
-    selector = make_selector(cfg.fl.selection, cfg.selector.parameters(), source, search=search)
-    if cfg.fl.mode == "fedbuff":
-        from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
-
-        return AsyncSimulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log)
-    aggregator = make_aggregator(cfg.aggregation, [b for b, _ in parts.model.named_buffers()], source, search=search)
-    return simulation(parts, make_policy(policy, cfg, experiment), policy, seed, selector, log=log, aggregator=aggregator)
-
-
-def check_composition(cfg: ExperimentConfig, experiment: str | Path, *, engine: str, resume: bool = False,
-                      policies: Sequence[str] | None = None) -> None:
-    """Every part :func:`compose` would build from ``cfg`` (the ``policies``, default the config's;
-    the selector, the aggregator, the tracking), built once and checked against the ``engine``,
-    without loading traces or data: a bad setting fails here in one line naming the key."""
-    from flamingo_sim.fl.config import AggregationConfig
-    from flamingo_sim.fl.runner.tracking import check_tracking
-
-    for name in cfg.policies if policies is None else policies:
-        make_policy(name, cfg, experiment)
-    if engine == "fedscale" and cfg.aggregation != AggregationConfig():
-        raise ConfigError(f"{experiment}: aggregation: FedScale runs only the default (fedavg, weighting: samples); run {cfg.aggregation.name!r} natively")
-    if cfg.fl.mode == "fedbuff" and (engine != "native" or resume):
-        raise ConfigError(f"{experiment}: fl.mode: 'fedbuff' runs natively (not on FedScale or Flower) and writes no checkpoints (no resume)")
-    if engine != "native" and cfg.devices.memory == "shrink_batch" and _would_shrink(cfg, experiment):
-        raise ConfigError(f"{experiment}: devices.memory: 'shrink_batch' trains each client with its own minibatch natively only, and "
-                          f"fl.batch_size {cfg.fl.batch_size} does not fit every phone; use 'drop' with --engine {engine}")
-    if engine == "fedscale" and cfg.fl.selection == "oort":
-        raise ConfigError(f"{experiment}: fl.selection: 'oort' learns from the training losses of native runs; FedScale does not report them")
-    make_aggregator(cfg.aggregation, source=str(experiment), search=plugin_search(experiment))
-    make_selector(cfg.fl.selection, cfg.selector.parameters(), str(experiment), search=plugin_search(experiment))
-    check_tracking(cfg, str(experiment))
-
-
-def _would_shrink(cfg: ExperimentConfig, experiment: str | Path) -> bool:
-    """Whether ``devices.memory`` would shrink some phone's minibatch (a 1000-class head: an upper bound on the shipped
-    tasks'; the head is a few MB against limits of GiB)."""
-    from flamingo_sim.fl.sim.limits import trained_input_size, training_memory_bytes
-
-    catalogue = profile_dirs(cfg, experiment).phones()
-    names = list(cfg.phones.mix) if isinstance(cfg.phones.mix, dict) else sorted(catalogue)
-    size = trained_input_size(cfg.model) if cfg.devices.input_size is None else cfg.devices.input_size
-    fixed, per_sample = training_memory_bytes(cfg.model, size, 1000, calibrated=True)
-    need = fixed + cfg.fl.batch_size * per_sample
-    memories = [catalogue[n].memory for n in names if n in catalogue]
-    limits = [m.limit_bytes(cfg.policy.interference.app_state) * cfg.devices.memory_limit_factor for m in memories if m is not None]
-    return any(need > limit for limit in limits)

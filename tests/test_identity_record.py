@@ -1,0 +1,28 @@
+"""The identity checks of issue 42's runner refactor (benchmarks/identity.py) are recorded as identical, and the
+benchmarks page says what they compared, as the results files have it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def test_the_refactor_is_recorded_identical_byte_for_byte_and_main_value_for_value():
+    strict = json.loads((RESULTS / "identity_refactor.json").read_text())
+    lenient = json.loads((RESULTS / "identity_main_lenient.json").read_text())
+    for record, is_lenient in ((strict, False), (lenient, True)):
+        assert record["lenient"] is is_lenient and record["rounds"] == 5 and record["identical"] is True
+        assert sorted(record["jobs"]) == ["openimage_mobilenet", "toolkit_fedbuff"]
+        assert record["command"].startswith("PYTHONPATH=. python benchmarks/identity.py ")
+        for job in record["jobs"].values():
+            assert job["metrics.parquet"]["identical"] and job["summary.json"]["identical"]
+    for job in strict["jobs"].values():  # byte for byte: the same SHA-256
+        assert all(job[name]["base_sha256"] == job[name]["this_sha256"] for name in ("metrics.parquet", "summary.json"))
+    assert lenient["jobs"]["openimage_mobilenet"]["too_hot_carried"] is True
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    for name in ("identity_refactor.json", "identity_main_lenient.json"):
+        assert f"`benchmarks/results/{name}`" in page
+    assert "both shortened to 5 rounds" in page
