@@ -83,7 +83,7 @@ timeout $((ROUND_S + 30)) $PY benchmarks/gpu_round.py "${ROUND[@]}" --repeats 1 
 
 say "3. reproduce on real-layout data, and the whole reproduce on this GPU (budget ${ESTIMATE_S} s)"
 if [ "$DRY" = 1 ]; then
-    EST=(--device cpu --clients 8 --samples 6 --image-size 32 --rounds 1 --participants 2 --steps 1)
+    EST=(--device cpu --clients 8 --samples 6 --image-size 32 --rounds 1 --participants 2 --steps 1 --batch-size 4)
 else
     EST=(--device cuda --clients 200 --samples 16 --image-size 224 --rounds 1)
 fi

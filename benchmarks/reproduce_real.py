@@ -18,7 +18,7 @@ task on ``--device``, and checks and reports:
     PYTHONPATH=. python benchmarks/reproduce_real.py --smoke                       # CPU, seconds: the whole path
     PYTHONPATH=. python benchmarks/reproduce_real.py --device cuda --rounds 2 --image-size 224 --json r.json   # a GPU
 
-``--smoke``: 12 clients of 8 samples, 32 px images, 3 rounds of 4 participants x 1 step, ``--jobs 2``, on the CPU.
+``--smoke``: 12 clients of 8 samples, 32 px images, 3 rounds of 4 participants x 1 step of batch 4, ``--jobs 2``, on the CPU.
 ``--budget-s``: the study is stopped (SIGTERM: a clean stop) at that many seconds after the start and the figures
 come from the units that finished (``complete: false`` in ``--json``).
 """
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.layouts import write_openimage, write_speech  # noqa: E402 - the repository's own fixtures
 
-SMOKE = {"device": "cpu", "clients": 12, "samples": 8, "image_size": 32, "rounds": 3, "participants": 4, "steps": 1, "jobs": 2}
+SMOKE = {"device": "cpu", "clients": 12, "samples": 8, "image_size": 32, "rounds": 3, "participants": 4, "steps": 1, "jobs": 2, "batch_size": 4}
 #: The whole evaluation the estimate is for: rounds per unit, seeds, policies (x the three tasks).
 FULL = {"rounds": 100, "seeds": 3, "policies": 2}
 TASKS = ("openimage_mobilenet", "openimage_shufflenet", "speech_resnet34")
@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--participants", type=int, help="fl.participants_per_round (default: the experiments')")
     parser.add_argument("--steps", type=int, help="fl.local_steps (default: the experiments')")
     parser.add_argument("--jobs", type=int, default=1, help="--jobs of the study (1: one unit after another, as on one GPU)")
+    parser.add_argument("--batch-size", type=int, help="fl.batch_size (default: the tasks' own, 16; at most --samples)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a further --set for the study (repeatable)")
     parser.add_argument("--work", help="keep the data and the study here (default: a temporary folder)")
     parser.add_argument("--json", help="write the results here (with the command, the commit and the device)")
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         sets = [f"fl.rounds={args.rounds}", f"fl.eval_every={max(1, args.rounds)}", f"fl.device={args.device}", "data.filter_less=1", *args.set]
         sets += [f"fl.participants_per_round={args.participants}"] if args.participants else []
         sets += [f"fl.local_steps={args.steps}"] if args.steps else []
+        sets += [f"fl.batch_size={args.batch_size}"] if args.batch_size else []
         if args.image_size:
             sets += [f"{t}:data.image_size={args.image_size}" for t in TASKS if t.startswith("openimage")]
         study = ["reproduce", "--data-root", str(data), "--out", str(out), "--seeds", "1", "--jobs", str(args.jobs),
