@@ -15,7 +15,7 @@ from flamingo_sim.devices.policies import TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.fl.config import load_experiment
 from flamingo_sim.fl.config_reference import plugin_params_of, reference_markdown
-from flamingo_sim.fl.plugins import experiment_policy, plugin_search
+from flamingo_sim.fl.plugins import check_plugins, experiment_policy, plugin_search
 from flamingo_sim.fl.runner.run import run_experiment
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.base import CoordinatorView
@@ -113,6 +113,7 @@ def test_each_example_experiment_runs(experiment, tmp_path, monkeypatch):
     result = run_experiment(experiment, out_dir=tmp_path / "run", log=lambda _m: None)
     cfg = load_experiment(experiment)
     metrics = result.metrics
-    assert sorted(metrics["policy"].unique()) == sorted(cfg.policies)
+    shown = check_plugins(cfg, experiment)  # a plug-in is shown by its own name (charging_policy:ChargingOnlyPolicy -> charging_only)
+    assert sorted(metrics["policy"].unique()) == sorted(shown.values()) and len(shown) == len(cfg.policies)
     assert metrics["round"].max() == cfg.fl.rounds
     assert all(math.isfinite(a) for a in metrics["accuracy"].dropna())

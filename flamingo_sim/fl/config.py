@@ -315,17 +315,17 @@ class FedBuffConfig:
 @dataclass(frozen=True)
 class DevicesConfig:
     """Two device limits beyond the profiles: heat and memory (:mod:`flamingo_sim.fl.sim.limits`);
-    both on by default in synchronous rounds (FedBuff runs without them). With both ``none`` the
-    engine never builds them: a run is then exactly one without them."""
+    both on by default, in synchronous rounds and under FedBuff (each dispatch as a round of one).
+    With both ``none`` the engine never builds them: a run is then exactly one without them."""
 
     #: ``rc``: each phone's battery temperature is the trace's plus the heat its training adds (a
     #: first-order thermal circuit from the phone catalogue's ``body``, heated by the physical power
     #: model), and a core cluster above its ``throttle`` threshold slows down; monitoring policies read
-    #: the modelled temperature. ``none``: the trace's only. Null: ``rc`` (``none`` with ``fl.mode: fedbuff``).
+    #: the modelled temperature. ``none``: the trace's only. Null: ``rc``.
     thermal: Optional[Literal["none", "rc"]] = None
     #: A client whose training does not fit its phone's app memory limit: ``drop`` (dropped, reason
     #: ``out_of_memory``), ``shrink_batch`` (trains with the largest minibatch that fits), ``none`` (not checked).
-    #: Null: ``shrink_batch`` (``none`` with ``fl.mode: fedbuff``).
+    #: Null: ``shrink_batch``.
     memory: Optional[Literal["none", "drop", "shrink_batch"]] = None
     #: thermal: one throttling threshold (degC) for every core cluster of every phone; null: the catalogue's per-SoC values.
     throttle_threshold_c: Optional[float] = None
@@ -346,10 +346,8 @@ class DevicesConfig:
         return self.thermal != "none" or self.memory != "none"
 
     def resolved(self, mode: str) -> "DevicesConfig":
-        """The defaults (null) made explicit for ``fl.mode``: on in synchronous rounds, off under FedBuff."""
-        on = mode != "fedbuff"
-        return dataclasses.replace(self, thermal=self.thermal or ("rc" if on else "none"),
-                                   memory=self.memory or ("shrink_batch" if on else "none"))
+        """The defaults (null) made explicit for ``fl.mode`` (both on, in either mode)."""
+        return dataclasses.replace(self, thermal=self.thermal or "rc", memory=self.memory or "shrink_batch")
 
 
 @dataclass(frozen=True)
@@ -450,8 +448,6 @@ class ExperimentConfig:
             raise FieldError("seeds", "at least one seed", self.seeds)
         if len(set(self.seeds)) != len(self.seeds):
             raise FieldError("seeds", "each seed once", self.seeds)
-        if self.fl.mode == "fedbuff" and self.devices.enabled and (self.devices.thermal, self.devices.memory) != (None, None):
-            raise ValueError("devices: the thermal and memory models run in synchronous rounds (fl.mode: sync); set devices.thermal and devices.memory to none")
         object.__setattr__(self, "devices", self.devices.resolved(self.fl.mode))
         if self.fl.mode == "fedbuff" and self.aggregation != AggregationConfig():
             raise ValueError("aggregation: fl.mode 'fedbuff' updates the server with FedBuff's own step (fedbuff.server_lr); leave aggregation at its default")

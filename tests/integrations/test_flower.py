@@ -258,13 +258,15 @@ def test_a_clientapp_without_the_partition_query_needs_no_extra_line(monkeypatch
         monkeypatch.setattr(TaskIdentity, key, 1)
     nodes = [905, 17, 4242, 3]
     logs: list[str] = []
-    strategy = fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, num_nodes=4, log=logs.append)
+    strategy = fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, overrides=["fl.participants_per_round=3"], num_nodes=4,
+                                    log=logs.append)
     strategy._grid, strategy._timeout = _Grid(nodes, lambda node: None), 5.0
     strategy._ensure_ready()
     assert list(strategy.node_of) == [3, 17, 905, 4242]  # no answer: node-id order
     assert any("does not say its nodes' partition-id" in line and "register_partition_query(app) or partitions=" in line for line in logs)
     # an app that answers is mapped by its partition ids
-    answered = fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, num_nodes=4, log=logs.append)
+    answered = fli.FlamingoStrategy(FedAvg(fraction_evaluate=0.0), experiment=EXP, overrides=["fl.participants_per_round=3"], num_nodes=4,
+                                    log=logs.append)
     answered._grid, answered._timeout = _Grid(nodes, lambda node: nodes.index(node)), 5.0
     answered._ensure_ready()
     assert list(answered.node_of) == nodes

@@ -8,7 +8,8 @@ An event loop in virtual time:
 1. *dispatch* (a free slot at time ``t``): select one online client that is not training
    (the selector, randomness from (seed, "selection", dispatch number), sees the battery levels
    at ``t``); its policy accepts or declines and prices the task from ``t``, plus model
-   download and upload; the client downloads the current model version. The task is settled
+   download and upload, under the heat and memory models as a synchronous round of one
+   (:mod:`flamingo_sim.fl.sim.limits`: throttled, a shrunk minibatch, or ``out_of_memory``); the client downloads the current model version. The task is settled
    at once by the same rules as a synchronous round (:func:`~flamingo_sim.fl.sim.rounds.settle_round`
    with K = 1): its trace takes it offline before it finishes (``unavailable``), its training
    would drain it (``battery_exhausted``, after the share its spare energy paid for), it declines
@@ -24,7 +25,8 @@ An event loop in virtual time:
    with weights ``(1 + staleness) ** -staleness_exponent``; that makes one metrics row, with
    the synchronous loop's columns (``round`` = server update, ``n_selected`` = dispatches
    and ``dropped_*`` = drops since the previous update, ``duration_s`` = time since it), plus
-   ``staleness_mean``; with the network columns (``network.model: traces`` or ``unmetered_only``),
+   ``staleness_mean``; the device limits' columns (``throttled_*``, ``batch_shrunk_*``,
+   ``out_of_memory_*``) count the window's arrivals; with the network columns (``network.model: traces`` or ``unmetered_only``),
    ``radio_energy_j`` and ``n_cellular`` over the window's dispatches, ``transfer_s`` their summed
    transfer time, ``n_unreachable`` at the window's last dispatch. ``fl.rounds`` and
    ``fl.horizon_h`` bound the server updates.
@@ -44,6 +46,7 @@ import torch
 
 from flamingo_sim.devices.policies import Policy, TaskRequest
 from flamingo_sim.fl.sim.fairness import jain_index
+from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY
 from flamingo_sim.fl.sim.records import NETWORK_COLUMNS, RoundRecord, count_declines
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
 from flamingo_sim.fl.sim.rules import cohort_size
@@ -78,6 +81,8 @@ class _Task:
     transfer_s: float = 0.0  # its transfers' time (share run)
     cellular: bool = False  # its download started on cellular
     declined: str = ""  # the reason its policy declined it ('' if it did not)
+    batch_size: int = 0  # its minibatch (``devices.memory: shrink_batch`` may shrink it)
+    limits: dict[str, float] | None = None  # the heat and memory models' columns for this task (with them on)
 
 
 class AsyncSimulation(Simulation):
@@ -112,7 +117,8 @@ class AsyncSimulation(Simulation):
                 "steps": np.zeros(len(self.parts.choice_labels), dtype=np.int64), "phone_interference_s": np.zeros(n_phones),
                 "phone_foreground_s": np.zeros(n_phones), "phone_training_foreground_s": np.zeros(n_phones),
                 "phone_foreground_lost_s": np.zeros(n_phones),
-                "radio_energy_j": 0.0, "transfer_s": 0.0, "n_cellular": 0, "n_unreachable": 0}
+                "radio_energy_j": 0.0, "transfer_s": 0.0, "n_cellular": 0, "n_unreachable": 0,
+                "limits": {} if self.limits is None else self.limits.columns(empty=True)}
 
     def _dispatch(self, t_s: float) -> None:
         """Fill one free slot at ``t_s``: select, price and settle a client's task."""
@@ -128,13 +134,21 @@ class AsyncSimulation(Simulation):
         c = int(chosen[0])
         one = np.array([c], dtype=np.int64)
         plugged = self._plugged(t_s, one)
+        temperature_c = self._extra("temperature_c", t_s, one, DEFAULT_TEMPERATURE_C)
+        if self.limits is not None:  # heat and memory, as in a synchronous round of one
+            temperature_c = self.limits.temperature_c(t_s, one, temperature_c)
+            batch_size, out_of_memory = self.limits.batches(pop.phone_idx[one])
+        else:
+            batch_size, out_of_memory = np.full(1, rules.fl.batch_size, dtype=np.int64), None
         request = TaskRequest(
             client_idx=one, phone_idx=pop.phone_idx[one], n_steps=rules.fl.local_steps, start_s=t_s,
             battery_pct=self.budget.level_pct_at(one), charging=plugged,
-            temperature_c=self._extra("temperature_c", t_s, one, DEFAULT_TEMPERATURE_C), in_use=self._in_use(t_s, one),
-            slot_s=float(self.parts.traces.step_s), batch_size=np.full(1, rules.fl.batch_size, dtype=np.int64),
+            temperature_c=temperature_c, in_use=self._in_use(t_s, one),
+            slot_s=float(self.parts.traces.step_s), batch_size=batch_size,
         )
         out = self.policy.run_tasks(request)
+        if self.limits is not None:
+            out = self.limits.apply(request, out, out_of_memory)
         transfers = self.network.transfers(t_s, one, out.duration_s)
         duration_s = out.duration_s + transfers.comm_s
         energy_j, interrupted = self._with_radio(out, transfers)
@@ -145,9 +159,14 @@ class AsyncSimulation(Simulation):
                                online_at_finish=self._online_at_finish(one, t_s, duration_s), interrupted=interrupted,
                                deadline_s=rules.fl.deadline_s)
         self.policy.settle(out, settled.done_frac)  # e.g. Flamingo books exploration that finished
+        limits = None
+        if self.limits is not None:
+            self.limits.settle(t_s, one, settled.done_frac)
+            limits = self.limits.columns()
         reason = int(settled.reason[0])
         declined = ""
-        if reason == DECLINED:  # one of the reasons it registered (else one line), counted when its slot frees
+        if reason == DECLINED and str(out.decline_reason[0]) != OUT_OF_MEMORY:  # out of memory: its own column, not a decline
+            # one of the reasons it registered (else one line), counted when its slot frees
             count_declines(self.decline_reasons, out.decline_reason[:1], self.policy_name)
             declined = str(out.decline_reason[0])
         done = float(settled.done_frac[0])
@@ -161,7 +180,7 @@ class AsyncSimulation(Simulation):
                      float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]),
                      float(self._foreground_s(t_s, one, out.duration_s)[0]) * done,
                      float(transfers.radio_energy_j[0]) * done, float(transfers.comm_s[0]) * done, bool(transfers.start_state[0] == 2),
-                     declined)
+                     declined, int(batch_size[0]), limits)
         self.busy = np.union1d(self.busy, one)
         self.version_refs[self.round] = self.version_refs.get(self.round, 0) + 1
         self._window["dispatched"] += 1
@@ -190,10 +209,15 @@ class AsyncSimulation(Simulation):
         w["radio_energy_j"] += task.radio_energy_j
         w["transfer_s"] += task.transfer_s
         w["n_cellular"] += int(task.cellular)
+        if task.limits is not None:
+            for k, v in task.limits.items():
+                w["limits"][k] = w["limits"].get(k, 0) + v
         if task.reason == KEPT:
             self.rounds_kept.add([c], 1)
             w["steps"] += task.steps
             self.buffer.append((task, self.round - task.version))
+        elif task.reason == DECLINED and not task.declined:  # out of memory (counted in the limits' columns)
+            pass
         else:
             w["dropped"][task.reason] += 1
             if task.reason == DECLINED:
@@ -212,13 +236,13 @@ class AsyncSimulation(Simulation):
         began = time.perf_counter()
         deltas: list[dict[str, torch.Tensor]] = [{}] * len(tasks)
         losses = [0.0] * len(tasks)
-        for version in sorted({t.version for t in tasks}):
-            idx = [i for i, t in enumerate(tasks) if t.version == version]
+        for version, batch in sorted({(t.version, t.batch_size) for t in tasks}):
+            idx = [i for i, t in enumerate(tasks) if t.version == version and t.batch_size == batch]
             start = self.versions[version]
             res = self.seam.train(TrainJob(start, tuple(tasks[i].client for i in idx), tuple(tasks[i].dispatch for i in idx), round_idx=0,
-                                            augment_round=0))
+                                            augment_round=0, batch_size=None if batch == rules.fl.batch_size else batch))
             self.train_wall_s += res.train_s
-            self.samples_trained += len(idx) * rules.fl.local_steps * rules.fl.batch_size
+            self.samples_trained += len(idx) * rules.fl.local_steps * batch
             for j, i in enumerate(idx):
                 deltas[i] = {k: res.params[k][j] - start[k].to(res.params[k].device) for k in start}
                 losses[i] = float(res.losses[j])
@@ -295,6 +319,7 @@ class AsyncSimulation(Simulation):
             jain_energy=jain_index(self.client_energy_j),
             staleness_mean=float(np.mean(staleness)) if batch else float("nan"),
             network={k: w[k] for k in NETWORK_COLUMNS} if self.network.reports else None,
+            device_limits=w["limits"] if self.limits is not None else None,
         )
         self.last_update_s = self.clock_s
         return record

@@ -35,6 +35,7 @@ from flamingo_sim.devices.memory import GIB, MEASURED_OVER_ESTIMATE, largest_bat
 from flamingo_sim.devices.policies import TaskOutcome, TaskRequest
 from flamingo_sim.devices.power import physical_power_w
 from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.devices.sparse import SparseVector
 from flamingo_sim.devices.thermal import excess_after, throttled_task
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import DevicesConfig
@@ -114,8 +115,11 @@ class DeviceLimits:
                 for c in prof.all_choices:
                     if c.power_w:
                         self.heat_scale[i, profiles.labels.index(c.label)] = physical_power_w(prof.phone, c.cores) / c.power_w
-            self.excess_c = np.zeros(n)  # excess over the trace's temperature when each client last stopped training
-            self.at_s = np.zeros(n)  # when that was
+            # excess over the trace's temperature when each client last stopped training, and when that
+            # was: stored for the clients that trained only (zero for the rest), so that a run and its
+            # checkpoints cost what its cohorts do, whatever the population (:mod:`flamingo_sim.devices.sparse`)
+            self.excess_c = SparseVector(n, np.float64)
+            self.at_s = SparseVector(n, np.float64)
         if self.memory:
             lacking = [p.name for p in phones if p.memory is None]
             if lacking:
@@ -194,8 +198,8 @@ class DeviceLimits:
         elapsed = np.asarray(done_frac, dtype=float) * tasks.duration_s
         end = excess_after(elapsed, r["excess0"], tasks, r["power"], r["pfrac"], r["res"], r["tau"])
         idx = np.asarray(clients)[ran]
-        self.excess_c[idx] = end[ran]
-        self.at_s[idx] = t0_s + elapsed[ran]
+        self.excess_c.set(idx, end[ran])
+        self.at_s.set(idx, t0_s + elapsed[ran])
 
     def columns(self, empty: bool = False) -> dict[str, float]:
         """The round's metrics columns (per phone; only those of the models that are on); ``empty``:
@@ -220,12 +224,22 @@ class DeviceLimits:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"excess_c": self.excess_c.copy(), "at_s": self.at_s.copy()} if self.thermal else {}
+        if not self.thermal:
+            return {}
+        excess, at = self.excess_c.get(self.excess_c.idx), self.at_s.get(self.excess_c.idx)
+        return {"clients": self.excess_c.idx.copy(), "excess_c": excess, "at_s": at}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self.thermal:
-            self.excess_c = np.asarray(state["excess_c"], dtype=float).copy()
-            self.at_s = np.asarray(state["at_s"], dtype=float).copy()
+            clients = np.asarray(state["clients"], dtype=np.int64)
+            excess, at = np.asarray(state["excess_c"], dtype=np.float64), np.asarray(state["at_s"], dtype=np.float64)
+            n = self.excess_c.n
+            if not (excess.shape == at.shape == clients.shape and clients.ndim == 1 and np.all(np.diff(clients) > 0)
+                    and (not len(clients) or (clients[0] >= 0 and clients[-1] < n))):
+                raise ValueError(f"the heat model's state: expected sorted client ids below {n:,} with an excess and a time each")
+            self.excess_c, self.at_s = SparseVector(n, np.float64), SparseVector(n, np.float64)
+            self.excess_c.set(clients, excess)
+            self.at_s.set(clients, at)
 
     def describe(self) -> dict[str, Any]:
         """Per phone: the circuit's constants and the memory fit (the run's summary shows them)."""

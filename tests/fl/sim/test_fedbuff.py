@@ -17,7 +17,7 @@ from flamingo_sim.fl.sim.fedbuff import AsyncSimulation
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
 from flamingo_sim.fl.strategy.selection import UniformSelector
 from tests.cli_runs import assert_identical
-from tests.fl.sim.test_simulation import COMM_S, LAT_S, STEPS, _with_extras, scripted_parts
+from tests.fl.sim.test_simulation import CAPACITY_J, COMM_S, LAT_S, POWER_W, STEPS, _with_extras, scripted_parts
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -59,14 +59,20 @@ def test_per_client_clock_on_the_scripted_scenario():
     before = {k: v.clone() for k, v in sim.params.items()}
     row = sim.step().to_row()
     # the three online clients start at t = 0; client 0 (plenty of battery) arrives after its own task:
-    assert row["time_s"] == pytest.approx(STEPS * LAT_S + COMM_S)  # 646.4 s
+    task_s, task_j = STEPS * LAT_S + COMM_S, STEPS * LAT_S * POWER_W  # 607.6 s, 1115 J
+    assert row["time_s"] == pytest.approx(task_s)
     assert row["n_kept"] == 1 and row["staleness_mean"] == 0.0
-    # client 2 runs flat at 60.3 s; at the re-entry level (= min_pct) it is online again with no
-    # spare energy, so its slot re-dispatches it every retry_s (60 s), each task ending at once:
-    # at 60.3 + 60 j s for j = 0..9 (< 646.4 s), 10 more dispatches, each battery_exhausted; drops
-    # count at arrival (retry_s after dispatch), so the one dispatched at 600.3 s is not counted yet
-    assert row["n_selected"] == 3 + 10
-    assert row["dropped_battery_exhausted"] == 1 + 9
+    # client 2 (0.4 % = 161.6 J spare) runs flat after that share of its task: 607.6 * 161.6 / 1115 = 88.1 s;
+    # at the re-entry level (= min_pct) it is online again with no spare energy, so its slot
+    # re-dispatches it every retry_s (60 s), each task ending at once: at 88.1 + 60 j s for j = 0..8
+    # (< 607.6 s), 9 more dispatches, each battery_exhausted; drops count at arrival (retry_s after
+    # dispatch), so the one dispatched at 568.1 s is not counted yet
+    flat_s = task_s * 0.004 * CAPACITY_J / task_j
+    assert flat_s == pytest.approx(88.1, abs=0.05)
+    again = int(np.ceil((task_s - flat_s) / 60.0))
+    assert again == 9
+    assert row["n_selected"] == 3 + again
+    assert row["dropped_battery_exhausted"] == 1 + again - 1
     assert sim.times_kept.tolist() == [1, 0, 0, 0]
     assert any(not torch.equal(before[k], sim.params[k]) for k in before)
     with pytest.raises(NotImplementedError):
@@ -128,3 +134,36 @@ def test_fedbuff_says_why_it_has_no_checkpoint():
     sim = AsyncSimulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
     with pytest.raises(NotImplementedError, match=r"^fl.mode 'fedbuff' runs are not checkpointed$"):
         sim.state_dict()
+
+
+def _with_devices(parts, **devices):
+    from flamingo_sim.fl.config import DevicesConfig
+
+    cfg = dataclasses.replace(parts.cfg, fedbuff=FedBuffConfig(buffer_size=1, concurrency=3),
+                              devices=DevicesConfig(**devices).resolved("fedbuff"))
+    return dataclasses.replace(parts, cfg=cfg)
+
+
+def test_fedbuff_drops_a_task_that_does_not_fit_memory_with_its_own_reason():
+    parts = _with_devices(scripted_parts(horizon_h=0.1), thermal="none", memory="drop", memory_limit_factor=1e-6)
+    sim = AsyncSimulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    row = sim.step().to_row()  # nothing fits: the horizon (360 s) ends the update with an empty buffer
+    assert row["n_kept"] == 0 and row["dropped_declined"] == 0
+    # every arrival so far was out of memory (each slot retried every 60 s), counted once, on the Pixel 3
+    assert row["dropped_out_of_memory"] == row["out_of_memory_pixel_3"] > 0
+    assert row["n_selected"] - 3 <= row["dropped_out_of_memory"] <= row["n_selected"]  # at most one in flight per slot
+
+
+def test_fedbuff_trains_with_the_minibatch_that_fits():
+    parts = _with_devices(scripted_parts(), thermal="none", memory="shrink_batch")
+    sim = AsyncSimulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    fit = int(sim.limits.batch_fit[0])
+    small = _with_devices(scripted_parts(), thermal="none", memory="shrink_batch",
+                          memory_limit_factor=0.999 * (sim.limits.fixed_bytes + 4 * sim.limits.per_sample_bytes) / sim.limits.limit_bytes[0])
+    sim = AsyncSimulation(small, experiment_policy(small.cfg, None, "baseline"), "baseline", 0, UniformSelector())
+    assert int(sim.limits.batch_fit[0]) == 3 < fit
+    row = sim.step().to_row()
+    # with a minibatch of 3 the tasks are shorter (123 s): the update comes at the first kept arrival;
+    # the window's arrivals are that one and client 2's (battery exhausted at 95 s), both shrunk
+    assert row["n_kept"] == 1 and row["dropped_battery_exhausted"] == 1 and row["batch_shrunk_pixel_3"] == 2
+    assert sim.samples_trained == STEPS * 3

@@ -24,7 +24,7 @@ from flamingo_sim.traces.store import ClientTraces
 ROOT = Path(__file__).resolve().parents[3]
 CAPACITY_J = 2915 * 3.6 * 3.85  # Pixel 3
 PIXEL3 = load_profile(ROOT / "profiles", "pixel_3", "mobilenet_v2")
-LAT_S, POWER_W = PIXEL3.baseline.step_latency_s, PIXEL3.baseline.power_w  # choice 4567: 49.7 s, 2.73 W
+LAT_S, POWER_W = PIXEL3.baseline.step_latency_s, PIXEL3.baseline.power_w  # the baseline (4567): 49.7 s, 1.87 W
 STEPS = 12
 COMM_S = 2 * 14.0 * 8 / 20.0  # 14 MB down and up at 20 Mbit/s
 
@@ -35,7 +35,7 @@ def scripted_parts(**fl) -> Components:
         [
             [80.0, 80.0, 80.0],  # 0: plenty of battery -> kept
             [5.0, 5.0, 5.0],  # 1: below 10 % -> offline, never selected
-            [10.4, 10.4, 10.4],  # 2: 0.4 % spare, the task needs 4.0 % -> battery exhausted
+            [10.4, 10.4, 10.4],  # 2: 0.4 % spare, the task needs 2.8 % -> battery exhausted
             [60.0, 5.0, 5.0],  # 3: the owner drains it to 5 % at 600 s, before it finishes -> unavailable
         ],
         dtype=np.float32,
@@ -79,7 +79,7 @@ def test_scripted_round_by_hand():
     assert sim.budget.online.tolist() == [True, False, True, True]
     row = sim.step().to_row()
     task_s = STEPS * LAT_S + COMM_S  # 607.6 s: past the 600 s tick where client 3's trace drops
-    task_j = STEPS * LAT_S * POWER_W  # 1628 J = 4.0 % of the battery
+    task_j = STEPS * LAT_S * POWER_W  # 1115 J = 2.8 % of the battery
     assert (row["n_online"], row["n_selected"], row["n_kept"]) == (3, 3, 1)
     assert (row["dropped_battery_exhausted"], row["dropped_unavailable"], row["dropped_declined"]) == (1, 1, 0)
     assert row["duration_s"] == pytest.approx(task_s)
@@ -320,9 +320,9 @@ def _levels(parts: Components, row0: list[float]) -> Components:
 
 
 def test_the_owners_drain_during_the_task_comes_out_of_the_spare_energy():
-    """Client 0 at 14.5 % has 4.5 % above the 10 % floor, and the task needs 4.0 %; but its owner
+    """Client 0 at 14.5 % has 4.5 % above the 10 % floor, and the task needs 2.8 %; but its owner
     drains it to 12 % at 600 s, before the task ends (607.6 s): 2.5 % of the spare is the owner's,
-    so the task does not fit and the battery runs out; with 15.5 % (same drain) it fits."""
+    so the task does not fit and the battery runs out; with 16.6 % (same drain, 4.1 % left) it fits."""
     short = _levels(scripted_parts(), [14.5, 12.0, 12.0])
     row = Simulation(short, experiment_policy(short.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
     assert row["n_kept"] == 0 and row["dropped_battery_exhausted"] == 2  # clients 0 and 2

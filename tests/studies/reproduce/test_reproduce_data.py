@@ -16,7 +16,7 @@ from flamingo_sim.cli import main
 from tests.layouts import write_openimage, write_speech
 
 ROOT = Path(__file__).resolve().parents[3]
-SETS = ["fl.rounds=2", "fl.participants_per_round=2", "fl.local_steps=1", "fl.eval_every=1", "data.filter_less=1", "fl.device=cpu",
+SETS = ["fl.rounds=2", "fl.participants_per_round=2", "fl.local_steps=1", "fl.eval_every=1", "fl.batch_size=4", "data.filter_less=1", "fl.device=cpu",
         "openimage_mobilenet:data.image_size=32", "openimage_shufflenet:data.image_size=32"]
 
 
