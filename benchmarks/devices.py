@@ -20,6 +20,7 @@ import numpy as np
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.policies import BaselinePolicy, FlamingoPolicy, TaskRequest
 from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.devices.scheduling import contention_table
 from flamingo_sim.rng import rng
 from tests.devices.ladder_reference import run_ladder_reference
 
@@ -53,26 +54,23 @@ def main(argv: list[str] | None = None) -> int:
     phone = g.integers(0, ps.n_phones, k)
     in_use = g.random((k, 40)) < 0.5
     steps = np.full(k, args.steps)
-    # each phone's SoC: the cores its foreground app holds (label overlaps them) and the slowdown
+    # what the owner's use does to each (phone, choice): Android's scheduling (the default model), pinned
+    # threads for Flamingo's choices, PyTorch's unpinned threads for the baseline's
     im = InterferenceModel()
-    socs = [prof.phone.soc for prof in ps.profiles]
-    held = [set(im.cores_for(soc.foreground_cores)) for soc in socs]
-    shared_label = np.array([[bool(set(c) & h) for c in ps.label_cores] for h in held])  # (phones, labels)
-    slowdown = np.array([im.slowdown_for(soc.shared_core_slowdown) for soc in socs])[phone]
+    pinned, unpinned = contention_table(ps, im, pinned=True), contention_table(ps, im, pinned=False)
     cases = {
-        "baseline": (ps.baseline_latency_s[phone][:, None], ps.baseline_power_w[phone][:, None],
-                     shared_label[phone, ps.baseline_label_idx[phone]][:, None], np.ones(k, dtype=np.int64), np.zeros(k, bool)),
-        "flamingo": (ps.latency_s[phone], ps.power_w[phone], shared_label[phone[:, None], np.maximum(ps.label_idx[phone], 0)],
-                     ps.n_viable[phone], np.ones(k, bool)),
+        "baseline": (ps.baseline_latency_s[phone][:, None], ps.baseline_power_w[phone][:, None], np.ones(k, dtype=np.int64),
+                     unpinned.at(phone, ps.baseline_label_idx[phone][:, None]), np.zeros(k, bool)),
+        "flamingo": (ps.latency_s[phone], ps.power_w[phone], ps.n_viable[phone], pinned.at(phone, ps.label_idx[phone]), np.ones(k, bool)),
     }
     print(f"{k} tasks x {args.steps} steps, slot {args.slot_s:g} s, ~50 % in use")
-    for name, (lat, pw, sh, nr, ctl) in cases.items():
-        call = (lat, pw, sh, nr, steps, in_use, args.slot_s, ctl)
-        fast = run_ladder(*call, slowdown=slowdown)
-        ref = run_ladder_reference(*call, slowdown=slowdown)
+    for name, (lat, pw, nr, con, ctl) in cases.items():
+        call = (lat, pw, nr, steps, in_use, args.slot_s, ctl)
+        fast = run_ladder(*call, contention=con)
+        ref = run_ladder_reference(*call, contention=con)
         assert np.array_equal(fast.steps, ref.steps) and np.allclose(fast.duration_s, ref.duration_s)
-        t_fast = _best_of(lambda call=call: run_ladder(*call, slowdown=slowdown), 5)
-        t_ref = _best_of(lambda call=call: run_ladder_reference(*call, slowdown=slowdown), 1)
+        t_fast = _best_of(lambda call=call, con=con: run_ladder(*call, contention=con), 5)
+        t_ref = _best_of(lambda call=call, con=con: run_ladder_reference(*call, contention=con), 1)
         print(f"{name:>9}: vectorised {t_fast * 1e3:8.1f} ms   per-step loop {t_ref * 1e3:8.1f} ms   ratio {t_ref / t_fast:6.1f}x")
     # End to end through the policy API (decisions, ladders, choice counts), profiles shared.
     for pol in (BaselinePolicy(), FlamingoPolicy()):

@@ -12,7 +12,7 @@ x batch 16 = 32,000 samples) and writes them, with the device's name, to ``--jso
     PYTHONPATH=. python benchmarks/gpu_run.py --smoke                             # CPU, tiny, seconds
     PYTHONPATH=. python benchmarks/gpu_run.py --set fl.train_mode=vmap --set fl.cuda_graphs=true --set fl.precision=bf16
 
-``--smoke`` runs the same steps on the CPU with 24 clients of 32 px images and 1 round of
+``--smoke`` runs the same steps on the CPU with 24 clients of 16 images of 32 px (one minibatch each) and 1 round of
 4 participants x 2 steps, so a change that breaks the path fails CI.
 """
 
@@ -32,7 +32,7 @@ from PIL import Image
 
 from flamingo_sim.provenance import command_line, stamp  # each results file's commit, command and machine
 
-SMOKE = {"device": "cpu", "clients": 24, "samples": 4, "image_size": 32, "rounds": 1, "participants": 4, "steps": 2}
+SMOKE = {"device": "cpu", "clients": 24, "samples": 16, "image_size": 32, "rounds": 1, "participants": 4, "steps": 2}
 
 
 def write_openimage(root: Path, n_clients: int, n_samples: int, n_classes: int, side: int = 256, seed: int = 0) -> int:

@@ -22,7 +22,11 @@ def test_the_gpu_script_runs_every_piece_on_a_cpu(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["cuda_tests_dry.json", "gpu_device_dry.log", "gpu_round_dry.json", "reproduce_real_dry.json"]
+    assert names == ["cuda_tests_dry.json", "gpu_device_dry.log", "gpu_round_dry.json", "provenance.json", "reproduce_real_dry.json"]
+    stamped = json.loads((tmp_path / "provenance.json").read_text())["files"]  # the folder's record of who wrote what
+    assert {"gpu_round_dry.json", "reproduce_real_dry.json"} <= set(stamped)
+    assert all(entry["commit"] == commit for entry in stamped.values())
+    names.remove("provenance.json")
     docs = {n: json.loads((tmp_path / n).read_text()) for n in names if n.endswith(".json")}
     for name, doc in docs.items():
         assert doc["commit"] == commit and doc["command"] and doc["machine"], name
