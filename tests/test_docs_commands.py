@@ -141,9 +141,9 @@ def test_the_main_jobs_output_blocks_are_what_the_command_prints(tmp_path: Path)
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-2000:]
     # the main job's summary, regenerated: the results file docs/modelling-notes.md quotes for it (heat and
-    # memory off, the defaults), exactly on the CPU kind that wrote it, its simulated figures elsewhere
+    # memory on, the defaults), exactly on the CPU kind that wrote it, its simulated figures elsewhere
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert_summary_matches(summary, ROOT / "docs" / "results" / "device_limits" / "main_job" / "off.summary.json")
+    assert_summary_matches(summary, ROOT / "docs" / "results" / "device_limits" / "main_job" / "on.summary.json")
     printed = done.stdout.strip("\n")
     for block in blocks:
         assert block == printed
