@@ -68,8 +68,8 @@ def test_no_figure_from_the_earlier_target_rule_is_left():
 
 
 @pytest.mark.parametrize("name", ["reproduce_quick/attribution.json", "reproduce_quick_paper/tables.json", "reproduce_full/tables.json",
-                                  "reproduce_quick_paper_cfs/tables.json", "sensitivity_quick/sensitivity.csv",
-                                  "reproduce_full_paper/attribution.json", "reproduce_full_paper/tables.json",
+                                  "sensitivity_quick/sensitivity.csv",
+                                  "reproduce_full_paper/attribution.json", "reproduce_full_paper/tables.json", "reproduce_full_paper/mechanisms.json",
                                   *[str(p.relative_to(RESULTS)) for p in sorted((RESULTS / "readings_main_job").rglob("*.*"))]])
 def test_results_files_name_no_machine_path(name):
     text = (RESULTS / name).read_text()

@@ -50,14 +50,9 @@ KNOWN_STALE = {
     **{f"docs/results/readings_main_job/public/{n}": "fl/sim/simulation.py" for n in (
         "policy.baseline_admission=monitored.summary.json", "policy.exploration=collective.summary.json", "policy.exploration=none.summary.json",
         "policy.exploration=per_request.summary.json", "reference.summary.json", "sensitivity.csv")},
-    "docs/results/reproduce_full/tables.json": "studies/reproduce, fl/sim/simulation.py",
-    "docs/results/reproduce_full_paper/attribution.json": "studies/reproduce/why.py, fl/sim/simulation.py",
-    "docs/results/reproduce_full_paper/attribution.png": "studies/reproduce/why.py, fl/sim/simulation.py",
-    "docs/results/reproduce_full_paper/tables.json": "studies/reproduce/why.py, fl/sim/simulation.py",
     "docs/results/reproduce_quick/attribution.json": "studies/reproduce, fl/sim/simulation.py",
     "docs/results/reproduce_quick/attribution.png": "studies/reproduce, fl/sim/simulation.py",
     "docs/results/reproduce_quick_paper/tables.json": "studies/reproduce, fl/sim/simulation.py",
-    "docs/results/reproduce_quick_paper_cfs/tables.json": "studies/reproduce, fl/sim/simulation.py",
 }
 
 
