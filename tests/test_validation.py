@@ -62,7 +62,9 @@ BAD_VALUES = [
     ("policy.max_temperature_c=500", "policy.max_temperature_c: expected a number in [-50, 150], got 500.0"),
     ("policy.interference_factor=0.9", "policy.interference_factor: expected a number >= 1, got 0.9"),
     ("policy.probe_s=0", "policy.probe_s: expected a number > 0, got 0.0"),
-    ("policy.interference.shared_core_slowdown=0.5", "policy.interference.shared_core_slowdown: expected a number >= 1, got 0.5"),
+    ("policy.interference.shared_core_slowdown=0.5", "policy.interference.shared_core_slowdown: expected a number in [1, 100], got 0.5"),
+    # a slowdown past any physical one overflowed the in-use clock (an IndexError mid-run before the bound)
+    ("policy.interference.shared_core_slowdown=1e308", "policy.interference.shared_core_slowdown: expected a number in [1, 100], got 1e+308"),
     ("policy.interference.foreground_cores=[-1]", "policy.interference.foreground_cores[0]: expected an integer >= 0, got -1"),
     ("policy.interference.foreground_cores=[6,6]", "policy.interference.foreground_cores: expected each core index once, got [6, 6]"),
     ("target_accuracy=1.5", "target_accuracy: expected a number in (0, 1], got 1.5"),

@@ -84,7 +84,8 @@ class InterferenceModel:
     energy: Literal["cpu_time", "full_power"] = "cpu_time"
     #: fair: the cores the foreground app holds while the phone is in use; null: each SoC's own (phones.yaml).
     foreground_cores: tuple[int, ...] | None = None
-    #: fair: how many times slower a training step runs on a core it shares with the foreground app; null: each SoC's own.
+    #: fair: how many times slower a training step runs on a core it shares with the foreground app (1 to 100: a core's
+    #: fair share among a handful of runnable threads); null: each SoC's own.
     shared_core_slowdown: float | None = None
     #: A 10-minute trace slot counts as in use when the screen was on for more than this share of it.
     in_use_threshold: float = 0.5
@@ -92,7 +93,7 @@ class InterferenceModel:
     share: str | None = None
 
     def __post_init__(self) -> None:
-        check_ranges(self, foreground_cores=">= 0", shared_core_slowdown=">= 1", in_use_threshold="[0, 1)",
+        check_ranges(self, foreground_cores=">= 0", shared_core_slowdown="[1, 100]", in_use_threshold="[0, 1)",
                      training_nice="[-20, 19]", foreground_nice="[-20, 19]", foreground_threads="[0, 64]")
         if self.foreground_cores is not None and len(set(self.foreground_cores)) != len(self.foreground_cores):
             raise FieldError("foreground_cores", "each core index once", list(self.foreground_cores))

@@ -425,7 +425,7 @@ class ExperimentConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     #: Each policy's own parameters, by its name in ``policies`` (``least_energy: {margin: 0.7}``), checked by its ``Params``.
     policy_params: dict[str, dict[str, Any]] = field(default_factory=dict, metadata={"plugins": "policy"})
-    #: Device limits beyond the profiles: heat (thermal throttling) and memory; both off by default.
+    #: Device limits beyond the profiles: heat (thermal throttling) and memory; both on by default (none switches either off).
     devices: DevicesConfig = field(default_factory=DevicesConfig)
     #: The run seeds (phones drawn from the mix, bandwidths, selection, initial model, minibatches).
     seeds: list[int] = field(default_factory=lambda: [0])
