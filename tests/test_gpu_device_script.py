@@ -24,7 +24,7 @@ def test_the_gpu_script_runs_every_piece_on_a_cpu(tmp_path):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["cuda_tests_dry.json", "gpu_device_dry.log", "gpu_round_dry.json", "provenance.json", "reproduce_real_dry.json"]
     stamped = json.loads((tmp_path / "provenance.json").read_text())["files"]  # the folder's record of who wrote what
-    assert {"gpu_round_dry.json", "reproduce_real_dry.json"} <= set(stamped)
+    assert "gpu_round_dry.json" in stamped and set(stamped) <= set(names)  # gpu_round.py stamps what it writes
     assert all(entry["commit"] == commit for entry in stamped.values())
     names.remove("provenance.json")
     docs = {n: json.loads((tmp_path / n).read_text()) for n in names if n.endswith(".json")}
