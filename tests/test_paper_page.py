@@ -104,11 +104,11 @@ def test_the_pages_claims_about_the_round_rule_hold_in_the_readings_grid():
     ref, oc, steps = rows[("reference", "")], rows[("fl.overcommit", "1.0")], rows[("fl.local_steps", "10")]
     hours = {name: (float(r["baseline_time_to_target_h"]), float(r["flamingo_time_to_target_h"])) for name, r in
              (("ref", ref), ("oc", oc), ("steps", steps))}
-    assert hours["oc"][0] > 2 * hours["ref"][0] and round(100 * (hours["oc"][1] / hours["ref"][1] - 1)) == 13
+    assert round(hours["oc"][0] / hours["ref"][0], 1) == 1.9 and round(100 * (hours["oc"][1] / hours["ref"][1] - 1)) == -6
     assert hours["steps"][0] < 0.5 * hours["ref"][0] and hours["steps"][1] > hours["ref"][1]
     explored = {name: load(f"readings_main_job/paper/{name}.summary.json")["policies"]["flamingo"]["exploration"]["rounds"]
                 for name in ("reference", "fl.local_steps=10")}
-    assert round(explored["fl.local_steps=10"]) == 52 and round(explored["reference"]) == 15
+    assert round(explored["fl.local_steps=10"]) == 54 and round(explored["reference"]) == 11
 
 
 def test_a_point_whose_value_holds_a_path_is_found_under_the_directory_sensitivity_gave_it():

@@ -41,15 +41,6 @@ PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md", *(ROOT / "be
 #: (Timings in benchmarks/results name no sources: every timing dates with the whole tree, and its
 #: page says on which commit and machine it was measured.)
 KNOWN_STALE = {
-    **{f"docs/results/readings_main_job/paper/{n}": "fl/sim/simulation.py" for n in (
-        "fl.local_steps=10.summary.json", "fl.overcommit=1.0.summary.json", "fl.participants_per_round=50.summary.json",
-        "phones.profile_set=anchored.summary.json", "phones.profile_set=public.summary.json", "policy.baseline_admission=monitored.summary.json",
-        "policy.exploration=collective.summary.json", "policy.exploration=none.summary.json", "policy.exploration=per_request.summary.json",
-        "policy.interference.share=cfs_nice.summary.json", "policy.min_battery_pct=20.summary.json", "reference.summary.json",
-        "sensitivity.csv", "traces.charge_state=level.summary.json", "traces.min_pct=5.summary.json")},
-    **{f"docs/results/readings_main_job/public/{n}": "fl/sim/simulation.py" for n in (
-        "policy.baseline_admission=monitored.summary.json", "policy.exploration=collective.summary.json", "policy.exploration=none.summary.json",
-        "policy.exploration=per_request.summary.json", "reference.summary.json", "sensitivity.csv")},
     "docs/results/reproduce_quick/attribution.json": "studies/reproduce, fl/sim/simulation.py",
     "docs/results/reproduce_quick/attribution.png": "studies/reproduce, fl/sim/simulation.py",
     "docs/results/reproduce_quick_paper/tables.json": "studies/reproduce, fl/sim/simulation.py",
