@@ -147,3 +147,12 @@ def test_table2_renders_each_exploration_reading_under_its_title_and_mechanisms_
                                       "energy_efficiency_ci": None, "energy_factor": None, "energy_factor_ci": None}]}
     assert mechanisms_md(steps)[2] == ("| OpenImage / MobileNetV2 | energy accounting: cpu_time -> full_power | 7.73x [7.17, 8.84] | 1.36x "
                                        "| no ratio | no ratio |")
+
+
+def test_the_pages_claim_about_the_public_set_holds_in_its_file():
+    f = load("readings_main_job/public/reference.summary.json")["policies"]["flamingo"]
+    flat = " ".join(PAGE.read_text().split())
+    s, e = f["speedup_ci"], f["energy_efficiency_ci"]
+    assert (f"Under `public` Flamingo is {f['speedup']:.2f}x faster to the target [{s[0]:.2f}, {s[1]:.2f}] at the same training energy "
+            f"({f['energy_efficiency']:.2f}x [{e[0]:.2f}, {e[1]:.2f}])") in flat
+    assert e[0] <= 1.0 <= e[1] and s[0] > 1.0  # "the same energy", and faster
