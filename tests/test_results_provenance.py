@@ -41,9 +41,6 @@ PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md", *(ROOT / "be
 #: (Timings in benchmarks/results name no sources: every timing dates with the whole tree, and its
 #: page says on which commit and machine it was measured.)
 KNOWN_STALE = {
-    "docs/results/reproduce_quick/attribution.json": "studies/reproduce, fl/sim/simulation.py",
-    "docs/results/reproduce_quick/attribution.png": "studies/reproduce, fl/sim/simulation.py",
-    "docs/results/reproduce_quick_paper/tables.json": "studies/reproduce, fl/sim/simulation.py",
 }
 
 
