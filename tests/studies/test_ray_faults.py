@@ -25,8 +25,9 @@ import pytest
 from flamingo_sim.cli import main
 from tests.cli_runs import EXP
 from tests.mounts import needs_mounts
-from tests.studies.test_study import QUIET, _argv, _cli, _outputs, sequential  # noqa: F401  (sequential: a fixture)
+from tests.studies.test_study import QUIET, _argv, _cli, _outputs
 
+ROUNDS = 40
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'flamingo-sim[cluster]')")
 
 
@@ -61,9 +62,15 @@ def test_a_ray_address_that_is_no_address_is_one_line(tmp_path, capsys):
 
 @needs_ray
 @pytest.mark.slow
-def test_a_ray_worker_killed_mid_unit_is_reported_the_others_finish_and_the_same_command_finishes(sequential, tmp_path):  # noqa: F811
+def test_a_ray_worker_killed_mid_unit_is_reported_the_others_finish_and_the_same_command_finishes(tmp_path):
+    # 40 rounds, so that a unit outlasts a few of its status writes (every 0.5 s): 6 tiny rounds can end before the first
+    longer = ("--set", f"fl.rounds={ROUNDS}")
+    reference = tmp_path / "sequential"
+    done = _cli(_argv(reference, "--jobs", "1", *longer))
+    assert done.returncode == 0, done.stderr
+    sequential = _outputs(reference)
     out = tmp_path / "grid"
-    argv = [sys.executable, "-m", "flamingo_sim", *_argv(out, "--executor", "ray", "--jobs", "2")]
+    argv = [sys.executable, "-m", "flamingo_sim", *_argv(out, "--executor", "ray", "--jobs", "2", *longer)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=QUIET)
     status = out / "runs" / "reference" / "units" / "flamingo-seed0.status"
     deadline = time.monotonic() + 300
@@ -76,7 +83,7 @@ def test_a_ray_worker_killed_mid_unit_is_reported_the_others_finish_and_the_same
         if raw.get("round", 0) >= 1:
             break
         time.sleep(0.02)
-    assert raw["round"] < 6, "the unit finished before it could be killed"
+    assert raw["round"] < ROUNDS, "the unit finished before it could be killed"
     assert raw["pid"] != proc.pid  # a Ray worker, not the command's process
     os.kill(raw["pid"], signal.SIGKILL)
     _, err = proc.communicate(timeout=300)

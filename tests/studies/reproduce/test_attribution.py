@@ -158,11 +158,14 @@ def test_waterfall_bars_are_the_ratios(out):
     prev = 1.0
     with_ratio = [r for r in walk if r.speedup is not None]
     assert len(with_ratio) >= 3  # (in this tiny study the paper's target, 'highest', may be reached by one policy only: no ratio)
+    bars = 0
     for r in walk:
         gid = f"openimage_mobilenet|speedup|{r.step.name}"
         if r.speedup is None:
             assert gid not in tops, "a step without a ratio has no bar"
-            continue
-        lo, hi = tops[gid]  # each bar spans the previous step's ratio to its own
-        assert np.isclose(lo, min(prev, r.speedup)) and np.isclose(hi, max(prev, r.speedup))
-        prev = r.speedup
+        else:
+            lo, hi = tops[gid]  # each bar spans the previous step's ratio to its own
+            assert np.isclose(lo, min(prev, r.speedup)) and np.isclose(hi, max(prev, r.speedup))
+            prev = r.speedup
+            bars += 1
+    assert bars == len(with_ratio)
