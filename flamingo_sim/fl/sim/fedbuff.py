@@ -44,14 +44,14 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from flamingo_sim.devices.policies import Policy, TaskRequest
+from flamingo_sim.devices.policies import Policy
 from flamingo_sim.fl.sim.fairness import jain_index
 from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY
 from flamingo_sim.fl.sim.records import NETWORK_COLUMNS, RoundRecord, count_declines
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DECLINED, DROP_REASONS, KEPT, REASONS, settle_round
 from flamingo_sim.fl.sim.rules import cohort_size
 from flamingo_sim.fl.sim.seam import TrainJob
-from flamingo_sim.fl.sim.simulation import DEFAULT_TEMPERATURE_C, Components, Simulation
+from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.aggregate import fedbuff_step, staleness_weights
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector, select_online
 from flamingo_sim.rng import rng
@@ -134,21 +134,7 @@ class AsyncSimulation(Simulation):
         c = int(chosen[0])
         one = np.array([c], dtype=np.int64)
         plugged = self._plugged(t_s, one)
-        temperature_c = self._extra("temperature_c", t_s, one, DEFAULT_TEMPERATURE_C)
-        if self.limits is not None:  # heat and memory, as in a synchronous round of one
-            temperature_c = self.limits.temperature_c(t_s, one, temperature_c)
-            batch_size, out_of_memory = self.limits.batches(pop.phone_idx[one])
-        else:
-            batch_size, out_of_memory = np.full(1, rules.fl.batch_size, dtype=np.int64), None
-        request = TaskRequest(
-            client_idx=one, phone_idx=pop.phone_idx[one], n_steps=rules.fl.local_steps, start_s=t_s,
-            battery_pct=self.budget.level_pct_at(one), charging=plugged,
-            temperature_c=temperature_c, in_use=self._in_use(t_s, one),
-            slot_s=float(self.parts.traces.step_s), batch_size=batch_size,
-        )
-        out = self.policy.run_tasks(request)
-        if self.limits is not None:
-            out = self.limits.apply(request, out, out_of_memory)
+        out, batch_size = self._price_tasks(t_s, one, plugged)  # heat and memory, as in a synchronous round of one
         transfers = self.network.transfers(t_s, one, out.duration_s)
         duration_s = out.duration_s + transfers.comm_s
         energy_j, interrupted = self._with_radio(out, transfers)

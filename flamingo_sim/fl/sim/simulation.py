@@ -227,6 +227,33 @@ class Simulation:
     def _trace_state(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         return self.parts.traces.state_at(t_s)[self.parts.population.trace_client[idx]]
 
+    def _price_tasks(self, t_s: float, clients: np.ndarray, plugged: np.ndarray) -> tuple[TaskOutcome, np.ndarray]:
+        """``clients``' tasks starting at ``t_s`` as their policy prices them, under the heat and memory
+        models where they are on, and each client's minibatch; one round's or one FedBuff dispatch's."""
+        pop, rules = self.parts.population, self.rules
+        temperature_c = self._extra("temperature_c", t_s, clients, DEFAULT_TEMPERATURE_C)
+        if self.limits is not None:
+            temperature_c = self.limits.temperature_c(t_s, clients, temperature_c)
+            batch_size, out_of_memory = self.limits.batches(pop.phone_idx[clients])
+        else:
+            batch_size, out_of_memory = np.full(len(clients), rules.fl.batch_size, dtype=np.int64), None
+        request = TaskRequest(
+            client_idx=clients,
+            phone_idx=pop.phone_idx[clients],
+            n_steps=rules.fl.local_steps,
+            start_s=t_s,
+            battery_pct=self.budget.level_pct_at(clients),
+            charging=plugged,
+            temperature_c=temperature_c,
+            in_use=self._in_use(t_s, clients),
+            slot_s=float(self.parts.traces.step_s),
+            batch_size=batch_size,
+        )
+        outcome = self.policy.run_tasks(request)
+        if self.limits is not None:
+            outcome = self.limits.apply(request, outcome, out_of_memory)
+        return outcome, batch_size
+
     def _plugged(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         """Whether each client's phone is on the charger: the trace's ``charging`` column where it
         has one (a phone held full on the charger reads plugged although its level no longer
@@ -294,27 +321,7 @@ class Simulation:
 
         # 3. price every selected client's task under its policy
         plugged = self._plugged(t0, chosen)
-        temperature_c = self._extra("temperature_c", t0, chosen, DEFAULT_TEMPERATURE_C)
-        if self.limits is not None:
-            temperature_c = self.limits.temperature_c(t0, chosen, temperature_c)
-            batch_size, out_of_memory = self.limits.batches(pop.phone_idx[chosen])
-        else:
-            batch_size, out_of_memory = np.full(len(chosen), rules.fl.batch_size, dtype=np.int64), None
-        request = TaskRequest(
-            client_idx=chosen,
-            phone_idx=pop.phone_idx[chosen],
-            n_steps=rules.fl.local_steps,
-            start_s=t0,
-            battery_pct=self.budget.level_pct_at(chosen),
-            charging=plugged,
-            temperature_c=temperature_c,
-            in_use=self._in_use(t0, chosen),
-            slot_s=float(self.parts.traces.step_s),
-            batch_size=batch_size,
-        )
-        outcome = self.policy.run_tasks(request)
-        if self.limits is not None:
-            outcome = self.limits.apply(request, outcome, out_of_memory)
+        outcome, batch_size = self._price_tasks(t0, chosen, plugged)
         transfers = self.network.transfers(t0, chosen, outcome.duration_s)
         comm_s = transfers.comm_s
         duration_s = outcome.duration_s + comm_s
