@@ -103,7 +103,9 @@ class CoreTypeModel:
     :mod:`.scheduling`). ``power_w``: power of one fully busy core above idle (the physical power
     model, :mod:`.power`). ``capacity_dmips_mhz``, ``dynamic_power_coefficient`` (uW/MHz/V^2) and
     ``max_freq_mhz``: the device tree's Energy Model inputs (optional: a measured phone may not
-    know them); the kernel orders CPUs by ``capacity_dmips_mhz x max_freq_mhz``.
+    know them); the kernel orders CPUs by ``capacity_dmips_mhz x max_freq_mhz``. ``min_freq_mhz``:
+    the lowest operating point of the cluster's OPP table, where a governor parks a cluster whose
+    threads wait (:func:`flamingo_sim.devices.power.waiting_mechanisms`).
     """
 
     speed: float
@@ -111,14 +113,17 @@ class CoreTypeModel:
     capacity_dmips_mhz: float | None = None
     dynamic_power_coefficient: float | None = None
     max_freq_mhz: float | None = None
+    min_freq_mhz: float | None = None
 
     def __post_init__(self) -> None:
         if not self.speed > 0 or not self.power_w > 0:
             raise ValueError("speed and power_w must be positive")
-        for key in ("capacity_dmips_mhz", "dynamic_power_coefficient", "max_freq_mhz"):
+        for key in ("capacity_dmips_mhz", "dynamic_power_coefficient", "max_freq_mhz", "min_freq_mhz"):
             value = getattr(self, key)
             if value is not None and not value > 0:
                 raise ValueError(f"{key} must be positive, got {value}")
+        if self.min_freq_mhz is not None and self.max_freq_mhz is not None and self.min_freq_mhz > self.max_freq_mhz:
+            raise ValueError(f"min_freq_mhz {self.min_freq_mhz} is above max_freq_mhz {self.max_freq_mhz}")
 
     @property
     def capacity(self) -> float:
@@ -168,7 +173,7 @@ class SocSpec:
     low_power: tuple[int, ...]
     big: tuple[int, ...]
     prime: int | None = None
-    uncore_power_w: float = 0.6
+    uncore_power_w: float = 0.0
     core_types: dict[str, CoreTypeModel] = field(default_factory=dict, hash=False)
     foreground_cores: tuple[int, ...] = ()  # where the owner's foreground app runs; () = the two highest big cores
     shared_core_slowdown: float = 2.0  # a training step sharing one of them runs this much slower
@@ -196,6 +201,20 @@ class SocSpec:
     @property
     def layout(self) -> CoreLayout:
         return CoreLayout(self.low_power, self.big, self.prime)
+
+    def throttle_rule(self, cores: tuple[int, ...]) -> ThrottleRule | None:
+        """The throttling of a step on ``cores``: capped at the lowest threshold of their clusters, then at the
+        slowest cluster's speed and power (a step on several clusters runs at its slowest one's pace); None
+        where a core is not this SoC's or none of their clusters has a rule."""
+        try:
+            types = [self.layout.core_type(c) for c in cores]
+        except ValueError:
+            return None
+        rules = [self.throttle[t] for t in types if t in self.throttle]
+        if not rules:
+            return None
+        slow = min(rules, key=lambda r: r.speed_frac)
+        return ThrottleRule(min(r.threshold_c for r in rules), slow.speed_frac, slow.power_frac)
 
 
 @dataclass(frozen=True)
@@ -291,7 +310,7 @@ class _SocEntry:
     low_power: list[int]
     big: list[int]
     prime: int | None = None
-    uncore_power_w: float = 0.6
+    uncore_power_w: float = 0.0
     core_types: dict[str, CoreTypeModel] = field(default_factory=dict)
     description: str = ""
     foreground_cores: list[int] = field(default_factory=list)

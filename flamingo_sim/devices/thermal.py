@@ -10,9 +10,9 @@ air through a thermal resistance ``R`` (K/W): ``C dT/dt = P - (T - T_amb) / R``.
 The circuit is linear, so heat sources superpose: the trace's battery temperature is the
 phone's temperature under everything *but* the federated job (the owner's apps, the screen,
 charging, the weather), and training adds an *excess* ``dT`` that obeys the same equation with
-``T_amb = 0`` and ``P`` = the power training dissipates (above idle; all of it ends as heat).
-That power is the *physical* power model's (:mod:`flamingo_sim.devices.power`: the busy cores'
-power), never a profile set's power fitted to energy ratios: the callers pass it as ``heat_w``.
+``T_amb = 0`` and ``P`` = the power training draws above idle, the power its battery is
+charged: every joule ends as heat in the phone, so heat and battery read one power per step
+(energy conserved; a throttled step's lower power heats less).
 The modelled temperature is ``trace + dT``; between tasks ``dT`` decays as ``exp(-t / tau)``.
 
 ``C`` and ``R`` come from the phone's public specification (:class:`ThermalBody`): ``C`` = its
@@ -142,17 +142,15 @@ class ThrottledTasks:
 
 
 def throttled_task(duration_s: np.ndarray, energy_j: np.ndarray, excess0_c: np.ndarray, threshold_excess_c: np.ndarray,
-                   speed_frac: np.ndarray, power_frac: np.ndarray, resistance_k_per_w: np.ndarray, tau_s: np.ndarray,
-                   heat_w: np.ndarray | None = None) -> ThrottledTasks:
-    """Price tasks of unthrottled ``duration_s`` and ``energy_j`` (mean power = energy / duration)
-    that start ``excess0_c`` above ambient and heat the phone at ``heat_w`` (default: their mean
-    power), when the cluster is capped at ``threshold_excess_c`` above ambient: the work before
-    the onset runs as priced, the rest at ``speed_frac`` of the speed and ``power_frac`` of the power."""
+                   speed_frac: np.ndarray, power_frac: np.ndarray, resistance_k_per_w: np.ndarray, tau_s: np.ndarray) -> ThrottledTasks:
+    """Price tasks of unthrottled ``duration_s`` and ``energy_j`` (mean power = energy / duration, which
+    also heats the phone) that start ``excess0_c`` above ambient, when the cluster is capped at
+    ``threshold_excess_c`` above ambient: the work before the onset runs as priced, the rest at
+    ``speed_frac`` of the speed and ``power_frac`` of the power."""
     dur = np.asarray(duration_s, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         power = np.where(dur > 0, np.asarray(energy_j, dtype=float) / dur, 0.0)
-    heat = power if heat_w is None else np.asarray(heat_w, dtype=float)
-    onset = time_to_excess_s(threshold_excess_c, excess0_c, heat, resistance_k_per_w, tau_s)
+    onset = time_to_excess_s(threshold_excess_c, excess0_c, power, resistance_k_per_w, tau_s)
     hit = onset < dur
     t_c = np.where(hit, onset, dur)
     slow_s = np.where(hit, (dur - t_c) / speed_frac, 0.0)
@@ -163,8 +161,8 @@ def throttled_task(duration_s: np.ndarray, energy_j: np.ndarray, excess0_c: np.n
 
 def excess_after(elapsed_s: np.ndarray, excess0_c: np.ndarray, tasks: ThrottledTasks, power_w: np.ndarray, power_frac: np.ndarray,
                  resistance_k_per_w: np.ndarray, tau_s: np.ndarray) -> np.ndarray:
-    """Excess temperature ``elapsed_s`` into tasks priced by :func:`throttled_task` (``power_w``:
-    the unthrottled power that heats the phone, its ``heat_w``); past a task's end its power is 0."""
+    """Excess temperature ``elapsed_s`` into tasks priced by :func:`throttled_task` (``power_w``: their
+    unthrottled mean power, charged and dissipated); past a task's end its power is 0."""
     elapsed = np.minimum(np.asarray(elapsed_s, dtype=float), tasks.duration_s)
     before = np.minimum(elapsed, tasks.onset_s)
     x = rc_excess_c(before, excess0_c, power_w, resistance_k_per_w, tau_s)

@@ -2,9 +2,8 @@
 
 For the baseline's choice (``4567``) and Flamingo's (the fastest viable one) of every profile:
 the steady-state temperature of training without pause at the given ambient (trace)
-temperature, heated by the physical power model's power of the choice
-(:func:`flamingo_sim.devices.power.physical_power_w`; the profile's own power prices the
-energy), when the cluster's throttling threshold is reached (never, if the steady state stays
+temperature, heated by the power the profile charges the battery (one power per step: ``heat_w``
+equals ``power_w`` on every row), when the cluster's throttling threshold is reached (never, if the steady state stays
 below it), the throttled step latency and energy, and the steady state once throttled
 (:mod:`flamingo_sim.devices.thermal`, the catalogue's ``body`` and ``throttle`` entries).
 """
@@ -16,21 +15,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flamingo_sim.devices.power import physical_power_w
-from flamingo_sim.devices.profiles import ChoiceProfile, Profile
-from flamingo_sim.devices.thermal import ThrottleRule, time_to_excess_s
+from flamingo_sim.devices.profiles import Profile
+from flamingo_sim.devices.thermal import time_to_excess_s
 from flamingo_sim.errors import ConfigError
 
 __all__ = ["sustained_rows", "format_rows"]
-
-
-def _rule(profile: Profile, choice: ChoiceProfile) -> ThrottleRule | None:
-    soc = profile.phone.soc
-    rules = [soc.throttle[t] for t in (soc.layout.core_type(c) for c in choice.cores) if t in soc.throttle]
-    if not rules:
-        return None
-    slow = min(rules, key=lambda r: r.speed_frac)
-    return ThrottleRule(min(r.threshold_c for r in rules), slow.speed_frac, slow.power_frac)
 
 
 def sustained_rows(profiles: Sequence[Profile], ambient_c: float) -> list[dict[str, Any]]:
@@ -45,8 +34,8 @@ def sustained_rows(profiles: Sequence[Profile], ambient_c: float) -> list[dict[s
         r_k_w, tau_s = body.resistance_k_per_w, body.time_constant_s
         for who, choice in (("baseline", prof.baseline), ("flamingo", prof.best)):
             power = float(choice.power_w or 0.0)
-            heat = physical_power_w(prof.phone, choice.cores)
-            rule = _rule(prof, choice)
+            heat = power  # all of it ends as heat: energy conserved
+            rule = prof.phone.soc.throttle_rule(choice.cores)
             onset = math.inf if rule is None else float(time_to_excess_s(np.array(rule.threshold_c - ambient_c), np.array(0.0),
                                                                           np.array(heat), np.array(r_k_w), np.array(tau_s)))
             speed = 1.0 if rule is None or math.isinf(onset) else rule.speed_frac
@@ -65,7 +54,7 @@ def sustained_rows(profiles: Sequence[Profile], ambient_c: float) -> list[dict[s
 def format_rows(rows: Sequence[dict[str, Any]], ambient_c: float) -> str:
     head = (f"{'phone':<14} {'model':<17} {'policy':<9} {'choice':<6} {'heat W':>6} {'steady':>8} {'throttle at':>11} "
             f"{'s/step':>8} {'throttled':>10} {'then':>8}")
-    lines = [f"sustained training at {ambient_c:g} degC ambient (trace) temperature, heated by the physical power model: "
+    lines = [f"sustained training at {ambient_c:g} degC ambient (trace) temperature, heated by the power charged: "
              "steady state, onset of throttling, step latency before and after it, steady state once throttled", head, "-" * len(head)]
     for r in rows:
         onset = "never" if r["onset_s"] is None else f"{r['onset_s'] / 60:.1f} min"

@@ -1,4 +1,4 @@
-"""The physical power model and the checks every profile set must pass (``flamingo-sim profiles --check``)."""
+"""The physical power model, the mechanisms of waiting cores, and the checks every profile set must pass (``flamingo-sim profiles --check``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,17 @@ import sys
 
 import pytest
 
-from flamingo_sim.devices.power import POWER_BAND, check_profile, implied_voltage_v, physical_power_w, voltage_checks
+from flamingo_sim.devices.power import (
+    IDLE_STATES,
+    MAX_OVER_PHYSICAL,
+    OPERATING_POINT,
+    check_profile,
+    implied_voltage_v,
+    lowest_opp_share,
+    physical_power_w,
+    voltage_checks,
+    waiting_mechanisms,
+)
 from flamingo_sim.devices.profiles import ChoiceProfile, Profile
 from flamingo_sim.devices.soc import load_phones
 
@@ -45,29 +55,59 @@ def _profile(phone, powers: dict[str, float]) -> Profile:
 
 def test_a_set_that_breaks_the_checks_says_so_one_line_each(phones):
     pixel = phones["pixel_3"]
-    # four big cores drawing less than one: monotone broken twice (4567 < 4 and 4567 < 45); 4567 also outside the band
-    lines = [v.line("mine") for v in check_profile(_profile(pixel, {"4567": 1.0, "45": 1.2, "4": 1.3}))]
-    assert lines == [
-        "mine/pixel_3/mobilenet_v2 monotone 4567: 1 W on 4 cores, below 45's 1.2 W on 2, a subset of its cores",
-        "mine/pixel_3/mobilenet_v2 monotone 4567: 1 W on 4 cores, below 4's 1.3 W on 1, a subset of its cores",
-        "mine/pixel_3/mobilenet_v2 monotone 45: 1.2 W on 2 cores, below 4's 1.3 W on 1, a subset of its cores",
-        "mine/pixel_3/mobilenet_v2 band 4567: 1 W is 0.19x the physical model's 5.2 W (band 0.3-2.0x)",
-    ]  # 45 at 0.46x and 4 at 1.0x lie within the band
-    # physical powers pass both checks
+    # 45 above twice its cores' busy power (2 x 1.3 W); 4567 under one core is no violation (waiting cores)
+    lines = [v.line("mine") for v in check_profile(_profile(pixel, {"4567": 1.0, "45": 5.3, "4": 1.3}))]
+    assert lines == ["mine/pixel_3/mobilenet_v2 above 45: 5.3 W is 2.04x its cores' busy power 2.6 W (at most 2x)"]
     assert check_profile(_profile(pixel, {"4567": 5.2, "45": 2.6, "4": 1.3, "0": 0.19})) == []
-    assert POWER_BAND == (0.3, 2.0)
+    assert MAX_OVER_PHYSICAL == 2.0
 
 
-def test_profiles_check_command_reports_each_shipped_violation_and_exits_1(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "flamingo_sim", "profiles", "--check"], capture_output=True, text=True,
-                         env={"FLAMINGO_SIM_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
-    assert out.returncode == 1, out.stderr
+def test_the_lowest_operating_point_bounds_a_waiting_clusters_power(phones):
+    s10e, pixel = phones["galaxy_s10e"], phones["pixel_3"]
+    # the device tree's OPP tables: SD855 gold 710.4-2419.2 MHz, Prime 825.6-2841.6 MHz, weighted by busy power
+    assert lowest_opp_share(s10e, (7,)) == pytest.approx(825.6 / 2841.6)
+    assert lowest_opp_share(s10e, (4, 5, 6, 7)) == pytest.approx((3 * 0.84 * 710.4 / 2419.2 + 1.08 * 825.6 / 2841.6) / (3 * 0.84 + 1.08))
+    assert lowest_opp_share(pixel, (4,)) == pytest.approx(300.0 / 2803.2)
+    bare = dataclasses.replace(s10e.soc.core_types["big"], min_freq_mhz=None)
+    unknown = dataclasses.replace(s10e, soc=dataclasses.replace(s10e.soc, core_types={**s10e.soc.core_types, "big": bare}))
+    assert lowest_opp_share(unknown, (4, 5)) is None
+
+
+def test_waiting_cores_are_named_with_the_mechanism_their_power_needs(phones):
+    s10e = phones["galaxy_s10e"]
+    # 4567 at 0.55 W: 0.153 of 3.6 W busy, below the lowest OPP's 0.29 -> idle states; 45 at 0.6 W: 0.357 -> operating point
+    found = {w.choice: w for w in waiting_mechanisms(_profile(s10e, {"4567": 0.55, "45": 0.6, "7": 1.08}))}
+    assert set(found) == {"4567", "45"}  # 7 draws its busy power: nothing waits
+    assert found["4567"].mechanism == IDLE_STATES and found["4567"].share == pytest.approx(0.55 / 3.6)
+    assert found["45"].mechanism == OPERATING_POINT and found["45"].share == pytest.approx(0.6 / 1.68)
+    assert found["4567"].line("mine") == ("mine/galaxy_s10e/mobilenet_v2 4567: 0.15 of its cores' busy power (lowest OPP 0.29): "
+                                          "waiting cores in an idle state part of the step (cpuidle WFI/retention while threads sleep)")
+
+
+def test_profiles_check_command_exits_0_on_the_shipped_sets_and_names_the_mechanisms(tmp_path):
+    env = {"FLAMINGO_SIM_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-m", "flamingo_sim", "profiles", "--check"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    # the paper's Table 1 says four big cores of the Pixel 3 train ShuffleNetV2 at one core's power (1.8x both ways):
-    # under a third of four busy cores' physical power, in both sets calibrated to it
-    assert lines[:-1] == ["paper/pixel_3/shufflenet_v2_x2 band 4567: 1.443 W is 0.28x the physical model's 5.2 W (band 0.3-2.0x)",
-                          "anchored/pixel_3/shufflenet_v2_x2 band 4567: 1.443 W is 0.28x the physical model's 5.2 W (band 0.3-2.0x)"]
-    assert lines[-1].startswith("2 violation(s) in 45 profile(s) of paper, anchored, public")
+    assert lines[-1].startswith("0 violation(s) in 45 profile(s) of paper, anchored, public")
+    assert ("  paper/galaxy_s10e/mobilenet_v2: idle states: 4567 0.16, 457 0.17, 456 0.17, 47 0.19, 45 0.19; "
+            "operating point: 0123 0.49, 012 0.58, 01 0.72") in lines
+    # the public set's power is the busy power: nothing waits, no line
     ok = subprocess.run([sys.executable, "-m", "flamingo_sim", "profiles", "--check", "--profile-set", "public"], capture_output=True,
-                        text=True, env={"FLAMINGO_SIM_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+                        text=True, env=env)
     assert ok.returncode == 0 and ok.stdout.startswith("0 violation(s) in 15 profile(s) of public")
+
+
+def test_profiles_check_command_exits_1_on_a_violation(tmp_path):
+    import shutil
+
+    from tests.cli_runs import ROOT
+
+    mine = tmp_path / "profiles"
+    shutil.copytree(ROOT / "profiles", mine)
+    path = mine / "pixel_3" / "mobilenet_v2.yaml"
+    path.write_text(path.read_text().replace("power_w: 1.3\n", "power_w: 9.9\n", 1))
+    out = subprocess.run([sys.executable, "-m", "flamingo_sim", "profiles", "--check", "--profile-set", "paper", "--profiles-dir", str(mine)],
+                         capture_output=True, text=True, env={"FLAMINGO_SIM_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "paper/pixel_3/mobilenet_v2 above 4: 9.9 W is 7.62x its cores' busy power 1.3 W (at most 2x)" in out.stdout.splitlines()

@@ -43,38 +43,38 @@ def test_thirty_figures():
         (p, m): (v[0][i], v[1][i]) for p, v in SPEC_TABLE1.items() for i, m in enumerate(MODELS)}
 
 
-def _at_monotone_floor(prof) -> bool:
-    """The profile's power is held where it stops falling as cores are added: its notes say so, and some
-    choice draws (to the files' rounding) what a choice on a subset of its cores draws."""
-    by = {c.cores: float(c.power_w) for c in prof.all_choices}
-    gaps = [by[b] / by[a] for a in by for b in by if a != b and set(a) < set(b)]
-    return "sigma held at the monotone floor" in prof.notes and 1.0 - 1e-3 <= min(gaps) <= 1.0 + 3e-3
-
-
 @pytest.mark.parametrize("phone,model,kind,target", CASES)
-def test_table1_within_5_percent(profiles_dir, phone, model, kind, target):
+def test_the_paper_set_reproduces_table1_within_rounding(profiles_dir, phone, model, kind, target):
+    """All 30 cells, speed and energy: each rounds to the paper's printed figure (one decimal). Table 1 is a
+    measurement (idle phones, Appendix B); no rule of the model overrides it."""
     prof = load_profile(profiles_dir, phone, model)
     assert prof.provenance == "calibrated"
-    value = getattr(prof, kind)
-    if kind == "speedup" or value == pytest.approx(target, rel=0.05):
-        assert value == pytest.approx(target, rel=0.05)
-    else:  # Table 1's energy efficiency needs power that falls as cores are added: the set stops at the floor, above it
-        assert value > target and _at_monotone_floor(prof), (value, prof.notes)
+    assert round(getattr(prof, kind), 1) == target, (kind, getattr(prof, kind), prof.notes)
 
 
 @pytest.mark.parametrize("pset", ("paper", "anchored", "public"))
-def test_every_shipped_set_draws_power_monotone_in_cores(profiles_dir, pset):
+def test_every_shipped_set_passes_the_checks(profiles_dir, pset):
     from flamingo_sim.devices.power import check_profile
 
     for phone in SPEC_TABLE1:
         for model in MODELS:
-            prof = load_profile(profiles_dir, phone, model, profile_set=pset)
-            by = {c.cores: float(c.power_w) for c in prof.all_choices}
-            for a in by:  # restated: power does not fall as cores are added
-                for b in by:
-                    if a != b and set(a) < set(b):
-                        assert by[b] >= by[a] * (1 - 1e-3), (pset, phone, model, a, b)
-            assert not [v for v in check_profile(prof) if v.check == "monotone"]
+            assert check_profile(load_profile(profiles_dir, phone, model, profile_set=pset)) == []
+
+
+def test_the_sd855_and_sd865_baselines_on_depthwise_nets_draw_under_one_prime_core_and_need_idle_states(profiles_dir):
+    """Table 1's energy efficiency below its speedup: the baseline's four cores draw 0.55-0.65 of the one Prime core
+    Flamingo picks (17.4 / 31.8 on the S10e's MobileNetV2), which only waiting cores in an idle state reach."""
+    from flamingo_sim.devices.power import IDLE_STATES, waiting_mechanisms
+
+    for phone in ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8", "mi_10"):
+        prof = load_profile(profiles_dir, phone, "mobilenet_v2")
+        speedup, eff = TABLE1[(phone, "mobilenet_v2")]
+        assert prof.best.label == "7"
+        assert float(prof.baseline.power_w) / float(prof.best.power_w) == pytest.approx(eff / speedup, rel=2e-3)
+        waiting = {w.choice: w for w in waiting_mechanisms(prof)}
+        assert waiting["4567"].mechanism == IDLE_STATES
+        assert waiting["4567"].share < waiting["4567"].lowest_opp_share
+        assert "7" not in waiting  # Flamingo's one core computes all the step: its busy power
 
 
 def _cp(label: str, lat: float, pw: float = 1.0) -> ChoiceProfile:
@@ -217,9 +217,7 @@ def test_pixel3_is_slower_than_sd855_per_big_core(profiles_dir, pset, model):
 def test_anchored_set_matches_table1_where_the_bound_allows(profiles_dir, phone, model, kind, target):
     prof = load_profile(profiles_dir, phone, model, profile_set="anchored")
     value = getattr(prof, kind)
-    if kind == "energy_efficiency" and value > target * 1.05:  # held at the monotone floor, as in the paper set
-        assert _at_monotone_floor(prof), (value, prof.notes)
-    elif phone == "pixel_3" or model == "resnet34":
+    if phone == "pixel_3" or model == "resnet34":
         assert value == pytest.approx(target, rel=0.05)
     elif kind == "speedup":  # SD855/SD865 depthwise rows: Table 1 exceeds the plausibility bound
         assert 1.0 < value < target

@@ -122,3 +122,27 @@ def test_bad_throttle_entries_are_refused(tmp_path):
         load_phones(tmp_path)
     with pytest.raises(ValueError, match="power_frac"):
         ThrottleRule(threshold_c=40.0, power_frac=0.0)
+
+
+def test_energy_conserved_the_circuit_receives_what_the_battery_is_charged():
+    """Property over random tasks, throttled or not: integrating the circuit, the heat it received
+    (C dT plus what flowed to the air, T / R dt) equals the energy each task was charged."""
+    from flamingo_sim.devices.thermal import excess_after, throttled_task
+
+    rng = np.random.default_rng(7)
+    n = 64
+    dur = rng.uniform(30.0, 3000.0, n)
+    power = rng.uniform(0.2, 6.0, n)
+    x0 = rng.uniform(0.0, 8.0, n)
+    thr = rng.uniform(2.0, 15.0, n)
+    speed, pfrac = rng.uniform(0.4, 1.0, n), rng.uniform(0.3, 1.0, n)
+    res, tau = rng.uniform(3.0, 6.0, n), rng.uniform(300.0, 900.0, n)
+    tasks = throttled_task(dur, dur * power, x0, thr, speed, pfrac, res, tau)
+    assert (tasks.throttled_s > 0).sum() >= 10 and (tasks.throttled_s == 0).sum() >= 10  # both kinds drawn
+    # trapezoid over 20,000 points per task of the excess the model reports
+    t = np.linspace(0.0, 1.0, 20001)[:, None] * tasks.duration_s[None, :]
+    x = np.stack([excess_after(t[i], x0, tasks, power, pfrac, res, tau) for i in range(len(t))])
+    cap = tau / res  # C = tau / R
+    to_air = np.trapezoid(x / res, t, axis=0)
+    received = cap * (x[-1] - x0) + to_air
+    np.testing.assert_allclose(received, tasks.energy_j, rtol=1e-6)

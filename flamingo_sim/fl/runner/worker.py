@@ -104,15 +104,19 @@ def _into_log(path: Path) -> Iterator[None]:
 
 
 def _check_kernels(env: dict[str, str]) -> str | None:
-    """None when this process runs the CPU kernels the parent runs (``ATEN_CPU_CAPABILITY``), else why not."""
+    """None when this process runs the CPU kernels the parent runs (``ATEN_CPU_CAPABILITY``, ``MKL_CBWR``), else why not."""
     wanted = env.get("ATEN_CPU_CAPABILITY")
     if not wanted:
         return None
     import torch
 
+    from flamingo_sim.fl.training.device import PORTABLE_MKL_BRANCH, portable_mkl_pinned
+
     used = torch.backends.cpu.get_cpu_capability()
     if used.lower() != wanted.lower():
         return f"this worker runs {used} CPU kernels, the run asks for {wanted} (a kernel ran before the worker could pin them)"
+    if env.get("MKL_CBWR") == PORTABLE_MKL_BRANCH and not portable_mkl_pinned():
+        return f"this worker's MKL runs its own code path, the run asks for MKL_CBWR={PORTABLE_MKL_BRANCH} (a product ran before the worker could pin it)"
     return None
 
 

@@ -18,10 +18,9 @@ the engine never calls it. Per round, the engine:
    gives the round's per-phone counts (metrics columns that exist only with the model on).
 
 A task's throttling follows the cluster of the choice it ran most steps on (a step on several
-clusters runs at the pace of its slowest one), and so does its heat: the physical power model's
-power of that choice (:func:`~flamingo_sim.devices.power.physical_power_w`), scaled by the task's
-energy over its profiled energy at that choice (so waits the contention model priced below full
-power heat less), never the power a profile set fitted to energy ratios.
+clusters runs at the pace of its slowest one: :meth:`~flamingo_sim.devices.soc.SocSpec.throttle_rule`).
+Its heat is the power its battery is charged for the task: every joule a step draws ends as heat
+in the phone, so the thermal circuit and the battery read one power per step (energy conserved).
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ import torch
 
 from flamingo_sim.devices.memory import GIB, MEASURED_OVER_ESTIMATE, largest_batch
 from flamingo_sim.devices.policies import TaskOutcome, TaskRequest
-from flamingo_sim.devices.power import physical_power_w
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.sparse import SparseVector
 from flamingo_sim.devices.thermal import excess_after, throttled_task
@@ -102,19 +100,11 @@ class DeviceLimits:
             self.power_frac = np.ones((len(phones), n_labels))
             for i, p in enumerate(phones):
                 for j, cores in enumerate(profiles.label_cores):
-                    types = [_core_type(p.soc, c) for c in cores]
-                    rules = [p.soc.throttle[t] for t in types if t in p.soc.throttle]
-                    if not rules or not all(types):  # a label of another phone, or clusters without a rule
+                    rule = p.soc.throttle_rule(cores)
+                    if rule is None:  # a label of another phone, or clusters without a rule
                         continue
-                    slow = min(rules, key=lambda r: r.speed_frac)
-                    self.threshold_c[i, j] = min(r.threshold_c for r in rules) if cfg.throttle_threshold_c is None else cfg.throttle_threshold_c
-                    self.speed_frac[i, j], self.power_frac[i, j] = slow.speed_frac, slow.power_frac
-            # (n_phones, n_labels): physical power over profiled power, what turns a task's mean power into its heat
-            self.heat_scale = np.ones((len(phones), n_labels))
-            for i, prof in enumerate(profiles.profiles):
-                for c in prof.all_choices:
-                    if c.power_w:
-                        self.heat_scale[i, profiles.labels.index(c.label)] = physical_power_w(prof.phone, c.cores) / c.power_w
+                    self.threshold_c[i, j] = rule.threshold_c if cfg.throttle_threshold_c is None else cfg.throttle_threshold_c
+                    self.speed_frac[i, j], self.power_frac[i, j] = rule.speed_frac, rule.power_frac
             # excess over the trace's temperature when each client last stopped training, and when that
             # was: stored for the clients that trained only (zero for the rest), so that a run and its
             # checkpoints cost what its cohorts do, whatever the population (:mod:`flamingo_sim.devices.sparse`)
@@ -179,12 +169,11 @@ class DeviceLimits:
             tau, res = self.tau_s[ph], self.resistance[ph]
             speed, pfrac = self.speed_frac[ph, label], self.power_frac[ph, label]
             run = acc & (dur > 0)
-            power = np.where(run, en / np.where(dur > 0, dur, 1.0), 0.0)
-            heat = power * self.heat_scale[ph, label]
+            power = np.where(run, en / np.where(dur > 0, dur, 1.0), 0.0)  # charged and dissipated: one power per step
             tasks = throttled_task(np.where(run, dur, 0.0), np.where(run, en, 0.0), excess0, self.threshold_c[ph, label] - trace_c,
-                                   speed, pfrac, res, tau, heat_w=heat)
+                                   speed, pfrac, res, tau)
             dur, en, throttled_s = np.where(run, tasks.duration_s, dur), np.where(run, tasks.energy_j, en), np.where(run, tasks.throttled_s, 0.0)
-            self._round.update(tasks=tasks, power=heat, pfrac=pfrac, run=run, tau=tau, res=res)
+            self._round.update(tasks=tasks, power=power, pfrac=pfrac, run=run, tau=tau, res=res)
         self._round.update(oom=oom, shrunk=shrunk, throttled_s=throttled_s, phone=ph)
         return TaskOutcome(acc, reason, dur, en, inter, steps, outcome.labels, mode, outcome.interrupted & acc, foreground_lost_s=lost)
 
@@ -254,9 +243,3 @@ class DeviceLimits:
             out[name] = entry
         return out
 
-
-def _core_type(soc: Any, core: int) -> str:
-    try:
-        return soc.layout.core_type(core)
-    except ValueError:
-        return ""

@@ -86,6 +86,35 @@ def set_threads(n_threads: int | None, small_model: bool = False) -> int:
 
 #: ``ATEN_CPU_CAPABILITY`` of the portable CPU kernels: ATen's plain build, which every x86-64 CPU runs.
 PORTABLE_CAPABILITY = "default"
+#: ``MKL_CBWR`` of the portable CPU kernels: the code branch of MKL's conditional numerical reproducibility
+#: that gives the same bits on Intel and on Intel-compatible (AMD) processors, SSE2 without rcpps/rsqrtps
+#: (oneMKL Developer Guide for Linux, "Specifying Code Branches" and "Reproducibility Conditions"). Without
+#: it MKL picks its matrix products' code path by the CPU's maker and instruction set: the main job's final
+#: accuracies read 0.550 / 0.546 on an Intel Xeon and 0.549 / 0.547 on an AMD EPYC.
+PORTABLE_MKL_BRANCH = "COMPATIBLE"
+#: ``mkl_cbwr_get(MKL_CBWR_BRANCH)``'s value for that branch (mkl.h: MKL_CBWR_COMPATIBLE)
+_MKL_CBWR_COMPATIBLE = 3
+
+
+def mkl_branch() -> int | None:
+    """The code branch MKL runs in this process (``mkl_cbwr_get(MKL_CBWR_BRANCH)``: 1 = CNR off, 3 =
+    COMPATIBLE), or None where torch's library does not export MKL's service call (a build without MKL).
+    The first call fixes the branch from ``MKL_CBWR`` if MKL has not yet run."""
+    import ctypes
+
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    try:
+        get = ctypes.CDLL(lib).mkl_serv_cbwr_get
+    except (OSError, AttributeError):
+        return None
+    get.restype, get.argtypes = ctypes.c_int, [ctypes.c_int]
+    return int(get(1))
+
+
+def portable_mkl_pinned() -> bool:
+    """Whether MKL runs :data:`PORTABLE_MKL_BRANCH` here (true where torch has no MKL: nothing to pin)."""
+    branch = mkl_branch()
+    return branch is None or branch == _MKL_CBWR_COMPATIBLE
 
 
 def portable_kernels(cpu_kernels: str, *, real_data: bool) -> bool:
@@ -94,22 +123,27 @@ def portable_kernels(cpu_kernels: str, *, real_data: bool) -> bool:
 
 
 def pin_cpu_kernels(portable: bool) -> tuple[str, str | None]:
-    """Pin ATen's CPU kernels to their plain build (``portable``), or leave the widest SIMD the CPU has.
+    """Pin ATen's CPU kernels to their plain build and MKL's to its vendor-neutral branch (``portable``),
+    or leave the widest SIMD the CPU has.
 
     ATen picks its vectorised kernels (and with them the order of float additions in reductions,
     softmax, the loss) once per process, by the CPU's instruction set, on the first kernel it
-    runs; ``ATEN_CPU_CAPABILITY`` overrides the choice. Set before that first kernel, ``default``
-    makes training identical on every x86-64 CPU as far as ATen goes (MKL's matrix products
-    choose their own code path; see the documentation's headline page). Returns the capability in
-    use and, where it could no longer be pinned (torch had already run a kernel in this process),
-    a line saying so.
+    runs; ``ATEN_CPU_CAPABILITY`` overrides the choice. MKL picks its matrix products' code path
+    once per process too, by the CPU's maker and instruction set; ``MKL_CBWR`` fixes it
+    (:data:`PORTABLE_MKL_BRANCH`). Set before the first kernel, the two make training identical on
+    every x86-64 CPU, Intel or AMD. Returns the capability in use and, where either could no longer
+    be pinned (torch had already run a kernel in this process), a line saying so.
     """
     if portable:
         os.environ["ATEN_CPU_CAPABILITY"] = PORTABLE_CAPABILITY
+        os.environ["MKL_CBWR"] = PORTABLE_MKL_BRANCH
     used = torch.backends.cpu.get_cpu_capability()
     if portable and used.lower() != PORTABLE_CAPABILITY:
         return used, (f"cpu kernels: portable asked for, but torch already runs {used} kernels in this process (set "
                       f"ATEN_CPU_CAPABILITY={PORTABLE_CAPABILITY} before torch runs anything); results may differ on other CPUs")
+    if portable and not portable_mkl_pinned():
+        return used, (f"cpu kernels: portable asked for, but MKL already chose its code path in this process (set "
+                      f"MKL_CBWR={PORTABLE_MKL_BRANCH} before torch runs anything); results may differ on other CPUs")
     return used, None
 
 

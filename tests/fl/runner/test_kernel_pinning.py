@@ -15,8 +15,10 @@ from tests.cli_runs import EXP, ROOT, cli_argv, cli_env
 TINY_REAL = ["data.image_size=32", "fl.rounds=1", "fl.participants_per_round=2", "fl.local_steps=1", "fl.eval_every=1", "policies=[baseline]"]
 
 
-def _python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=300, check=False)
+def _python(code: str, **env: str) -> str:
+    """``code``'s output in a fresh interpreter, started without MKL_CBWR (an in-process run of this session may have set it) unless given."""
+    base = {k: v for k, v in cli_env().items() if k != "MKL_CBWR"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, **env}, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -40,6 +42,33 @@ def test_pinning_before_any_kernel_takes_and_after_one_warns(native):
                        "ATEN_CPU_CAPABILITY=default before torch runs anything); results may differ on other CPUs")
     # native asked for: the CPU's own, no warning, pinned or not before
     assert json.loads(_python(code.format(before="").replace("True", "False"))) == [native, None]
+
+
+def test_mkl_is_pinned_to_its_vendor_neutral_branch_before_its_first_product_and_warns_after():
+    """MKL's matrix products choose their code path by the CPU's maker (an AMD EPYC and an Intel Xeon
+    gave the main job different accuracies): pinned, MKL runs its COMPATIBLE branch (mkl_cbwr_get 3),
+    whatever MKL_CBWR the process started with; a product run before the pin leaves it unpinned and says so."""
+    code = ("import json, torch; from flamingo_sim.fl.training.device import pin_cpu_kernels, mkl_branch; {before}"
+            "print(json.dumps([pin_cpu_kernels(True), mkl_branch()]))")
+    assert json.loads(_python(code.format(before=""))) == [["DEFAULT", None], 3]
+    # a product before the pin (torch.empty runs no ATen kernel, so only MKL has chosen): CNR off, and the line
+    (used, warning), branch = json.loads(_python(code.format(before="torch.empty(4, 4) @ torch.empty(4, 4); ")))
+    assert (used, branch) == ("DEFAULT", 1)
+    assert warning == ("cpu kernels: portable asked for, but MKL already chose its code path in this process (set "
+                       "MKL_CBWR=COMPATIBLE before torch runs anything); results may differ on other CPUs")
+    # the branch the pin sets is the process's, not the environment's it was started with
+    assert json.loads(_python(code.format(before=""), MKL_CBWR="AVX2")) == [["DEFAULT", None], 3]
+
+
+def test_the_pinned_product_differs_from_the_cpus_own():
+    """The pin changes MKL's bits on this machine (so the test above could fail): the same product's
+    SHA-256 with and without it, each in a fresh process."""
+    code = ("import hashlib, torch; {pin}g = torch.Generator().manual_seed(0); "
+            "a, b = torch.randn(257, 513, generator=g), torch.randn(513, 129, generator=g); "
+            "print(hashlib.sha256((a @ b).numpy().tobytes()).hexdigest())")
+    pinned = _python(code.format(pin="from flamingo_sim.fl.training.device import pin_cpu_kernels; pin_cpu_kernels(True); "))
+    own = _python(code.format(pin=""))
+    assert pinned != own
 
 
 @pytest.mark.slow
