@@ -14,8 +14,8 @@ list (``pyproject.toml``'s import-linter contracts keep it so; ``lint-imports`` 
 - :mod:`flamingo_sim.models`       the networks (the paper's and the proxy's), shared by devices and fl;
 - :mod:`flamingo_sim.plugins`      the plug-in registries and their contracts;
 - :mod:`flamingo_sim.provenance`   what wrote a results file: commit, command, machine, the code it comes from;
-- :mod:`flamingo_sim.config`, :mod:`flamingo_sim.io`, :mod:`flamingo_sim.faults`, :mod:`flamingo_sim.resources`
-  typed config loading, atomic writes, fault handling, shipped files;
+- :mod:`flamingo_sim.config`, :mod:`flamingo_sim.io`, :mod:`flamingo_sim.faults`, :mod:`flamingo_sim.resources`,
+  :mod:`flamingo_sim.argtypes`  typed config loading, atomic writes, fault handling, shipped files, the commands' flag types;
 - :mod:`flamingo_sim.rng`, :mod:`flamingo_sim.errors`, :mod:`flamingo_sim.numeric`  randomness from (seed, purpose,
   round); user-facing errors; libm's exp and pow element-wise (the same on every CPU).
 """

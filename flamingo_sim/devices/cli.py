@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from flamingo_sim.argtypes import AMBIENT_C, count, number
 from flamingo_sim.errors import ConfigError
 
 
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "steady-state temperature of training without pause at --ambient-c, when the cluster's throttling threshold is reached, "
         "and the throttled step latency (devices.thermal; the catalogue's body and throttle entries).",
     )
-    p.add_argument("--ambient-c", type=float, default=30.0, help="the trace's (ambient) temperature, degC (default: 30, the engine's "
+    p.add_argument("--ambient-c", type=AMBIENT_C, default=30.0, help="the trace's (ambient) temperature, degC (default: 30, the engine's "
                    "default where traces carry none)")
     p.add_argument("--profile-set", default="paper", metavar="NAME", help="paper (default), anchored or public")
     p.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")
@@ -65,19 +66,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "unless --profiles-dir names where to register the phone.",
     )
     p.add_argument("--model", required=True, help="mobilenet_v2, shufflenet_v2_x2, resnet34, or the proxies mlp, logreg")
-    p.add_argument("--steps", type=int, default=10, help="timed training steps per choice (default: 10)")
-    p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps per choice before timing (default: 2)")
-    p.add_argument("--batch", type=int, default=16, dest="batch_size", help="minibatch size (default: 16)")
-    p.add_argument("--image-size", type=int, default=None, help="input images are 3 x S x S (default: 224, 32 for mlp/logreg)")
-    p.add_argument("--n-classes", type=int, default=10, help="output classes of the model (default: 10)")
-    p.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle power measurement before the run (default: 5)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights and the random batch (default: 0)")
+    p.add_argument("--steps", type=count(1), default=10, help="timed training steps per choice (default: 10)")
+    p.add_argument("--warmup-steps", type=count(0), default=2, help="untimed steps per choice before timing (default: 2)")
+    p.add_argument("--batch", type=count(1), default=16, dest="batch_size", help="minibatch size (default: 16)")
+    p.add_argument("--image-size", type=count(1), default=None, help="input images are 3 x S x S (default: 224, 32 for mlp/logreg)")
+    p.add_argument("--n-classes", type=count(2), default=10, help="output classes of the model (default: 10)")
+    p.add_argument("--idle-s", type=number(0.0, what="number of seconds"), default=5.0, help="seconds of idle power measurement before the run (default: 5)")
+    p.add_argument("--seed", type=count(0), default=0, help="seed of the weights and the random batch (default: 0)")
     p.add_argument("--phone", default=None, help="name of this machine in the catalogue (default: local_<hostname>)")
     p.add_argument("--profiles-dir", default=None, type=Path,
                    help="where to write the profile and catalogue entry (default: the user's profiles directory, "
                    "$FLAMINGO_SIM_HOME/profiles or ~/.local/share/flamingo-sim/profiles; never the shipped profiles)")
     p.add_argument("--out", default=None, type=Path, help="write the profile here instead of <profiles-dir>/<phone>/<model>.yaml")
-    p.add_argument("--capacity-mah", type=float, default=None, help="battery capacity for the catalogue entry (default: from sysfs, else 4000)")
+    p.add_argument("--capacity-mah", type=number(0.0, low_open=True, what="capacity", unit="mAh"), default=None,
+                   help="battery capacity for the catalogue entry (default: from sysfs, else 4000)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_profile, cli_flags={
         "steps": "--steps", "warmup_steps": "--warmup-steps", "batch_size": "--batch", "n_classes": "--n-classes",

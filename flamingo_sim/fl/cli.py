@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--yes", action="store_true",
                    help="run even when its estimated wall time is over a day (without it, such a run asks on a terminal and is refused elsewhere)")
+    p.add_argument("--allow-untrained", action="store_true",
+                   help="exit 0 even when a policy trained no client in a seed (every round kept 0 clients); without it such a "
+                        "run is written in full, says so in its summary, and exits 1")
     p.add_argument("--engine", choices=("native", "fedscale", "flower"), default="native",
                    help="native (default), fedscale: FedScale's aggregator and executors (pip install 'flamingo-sim[fedscale]'), "
                         "or flower: Flower's simulation engine on Ray (pip install 'flamingo-sim[flower]')")
@@ -159,11 +162,17 @@ def _run(args: argparse.Namespace) -> int:
     from flamingo_sim.fl.runner.options import RunOptions
     from flamingo_sim.fl.runner.run import run_experiment
 
-    run_experiment(args.experiment, RunOptions(
+    result = run_experiment(args.experiment, RunOptions(
         out_dir=out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
         device=args.device, threads=args.threads, execution=execution(args), collective_timeout_s=args.collective_timeout_s,
         again=None if out is None else continue_command(args, out), confirm=_confirm(args.yes),
     ))
+    untrained = result.summary.get("untrained") if result is not None else None
+    if untrained and not args.allow_untrained:
+        which = "; ".join(f"{p} seed(s) {', '.join(map(str, seeds))}" for p, seeds in untrained.items())
+        print(f"error: {args.experiment}: no client trained in any round ({which}): the run directory holds the untrained "
+              "model's figures; pass --allow-untrained if that is what you meant", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -74,6 +74,13 @@ READINGS: tuple[Reading, ...] = (
             "a phone held full on the charger is powered by the charger, as the trace's plug column says; from level changes "
             "only it counts as unplugged, so its training draws on the battery budget and Flamingo treats it as unplugged",
             True),
+    Reading("runtime", "policy.interference.runtime", "libomp", "pthreadpool",
+            "\"PyTorch 1.8.1 ... built in Termux\" with OpenMP: Termux's clang links LLVM's OpenMP (libomp), whose idle "
+            "threads spin KMP_BLOCKTIME (200 ms by default) at a barrier, then sleep",
+            "appendix B",
+            "an app ships PyTorch's Android build, which runs operators on pthreadpool (scripts/build_android.sh: "
+            "USE_OPENMP=OFF), whose idle workers spin about a millisecond, then sleep; the paper measured its own Termux build",
+            True),
     Reading("curve", "target.curve", "raw", "smoothed",
             "the text reads the accuracy as measured (no smoothing is mentioned)",
             "5.1 (Metrics)",

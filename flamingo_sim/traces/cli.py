@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from flamingo_sim.argtypes import count, number
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``prep-traces`` and ``synth-greenhub`` to the ``flamingo-sim`` parser."""
@@ -21,23 +23,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="output directory (default: traces/<input name>/)")
     p.add_argument("--format", default=None, choices=["parquet", "parquet-parts", "csv-pages", "csv-tables", "csv"],
                    help="input layout (default: detected)")
-    p.add_argument("--devices", type=int, default=100, help="number of devices to keep (default 100)")
+    p.add_argument("--devices", type=int, default=100, help="number of devices to keep (default 100; the library checks it)")
     p.add_argument("--select", default="first", choices=["first", "random", "best"], help="which passing devices to keep")
-    p.add_argument("--seed", type=int, default=0, help="seed of --select random")
-    p.add_argument("--shifts", type=int, default=24, help="one-hour time-zone shifts per device (default 24)")
-    p.add_argument("--min-days", type=float, default=28.0, help="criterion 1: minimum sampled period, days")
-    p.add_argument("--min-samples-per-day", type=float, default=100.0, help="criterion 2: minimum mean samples per day")
-    p.add_argument("--max-gap-h", type=float, default=24.0, help="criterion 3: largest allowed gap, hours")
-    p.add_argument("--long-gap-h", type=float, default=6.0, help="criterion 4: a gap longer than this is long, hours")
-    p.add_argument("--max-long-gaps", type=int, default=15, help="criterion 4: most long gaps allowed")
+    p.add_argument("--seed", type=count(0), default=0, help="seed of --select random")
+    p.add_argument("--shifts", type=count(1, 24), default=24, help="one-hour time-zone shifts per device (default 24)")
+    p.add_argument("--min-days", type=number(0.0, what="number of days"), default=28.0, help="criterion 1: minimum sampled period, days")
+    p.add_argument("--min-samples-per-day", type=number(0.0), default=100.0, help="criterion 2: minimum mean samples per day")
+    p.add_argument("--max-gap-h", type=number(0.0, low_open=True, what="number of hours"), default=24.0, help="criterion 3: largest allowed gap, hours")
+    p.add_argument("--long-gap-h", type=number(0.0, low_open=True, what="number of hours"), default=6.0,
+                   help="criterion 4: a gap longer than this is long, hours")
+    p.add_argument("--max-long-gaps", type=count(0), default=15, help="criterion 4: most long gaps allowed")
     p.add_argument("--min-date", default="2017-10-15", help="drop samples before this date (UTC)")
     p.add_argument("--max-date", default=None, help="drop samples after this date (UTC; default today)")
     p.add_argument("--level-scale", default="auto", choices=["auto", "pct", "fraction"], help="battery_level scale")
     p.add_argument("--server-clock", default="lisbon", choices=["lisbon", "utc"],
                    help="timestamps are Europe/Lisbon wall time from 2018-10-28 on (GreenHub server; default) or all UTC")
-    p.add_argument("--max-shifted-frac", type=float, default=0.01,
+    p.add_argument("--max-shifted-frac", type=number(0.0, 1.0, what="share"), default=0.01,
                    help="CSV rows with the wrong field count are skipped and counted; fail when a file has more than this share")
-    p.add_argument("--network-hold-h", type=float, default=6.0,
+    p.add_argument("--network-hold-h", type=number(0.0, what="number of hours"), default=6.0,
                    help="a network reading (WiFi, cellular, none) holds this many hours on the grid, unknown beyond (default 6: a long gap)")
     p.set_defaults(func=_prep, cli_flags={
         "n_devices": "--devices", "n_shifts": "--shifts", "out_dir": "--out", "min_date": "--min-date", "max_date": "--max-date",
@@ -52,9 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "the documentation's Traces page, docs/traces.md).",
     )
     s.add_argument("--out", required=True, help="output directory")
-    s.add_argument("--devices", type=int, default=160, help="number of devices (default 160)")
-    s.add_argument("--seed", type=int, default=0, help="random seed")
-    s.add_argument("--parts", type=int, default=4, help="parquet parts (samples/part-NNNN.parquet)")
+    s.add_argument("--devices", type=count(1), default=160, help="number of devices (default 160)")
+    s.add_argument("--seed", type=count(0), default=0, help="random seed")
+    s.add_argument("--parts", type=count(1), default=4, help="parquet parts (samples/part-NNNN.parquet)")
     s.add_argument("--layouts", default="parquet,csv-pages",
                    help="comma list of parquet, csv-pages, csv-tables, csv-2019, csv-2018 (default parquet,csv-pages)")
     s.set_defaults(func=_synth, cli_flags={"layouts": "--layouts", "out_dir": "--out"})

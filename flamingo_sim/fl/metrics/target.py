@@ -81,11 +81,12 @@ def target_for_seed(frame: pd.DataFrame, target: Target, rule: TargetConfig = RA
 
 
 def first_reach(rows: pd.DataFrame, target: float | None, rule: TargetConfig = RAW) -> pd.Series | None:
-    """The metrics row of the first evaluated round whose curve value is >= ``target`` (``None``: never)."""
+    """The metrics row of the first evaluated round after round 0 whose curve value is >= ``target`` (``None``:
+    never). Round 0 is the untrained model: no policy reaches a target before it has trained."""
     if target is None:
         return None
     curve = accuracy_curve(rows, rule)
-    hit = curve[curve["curve"] >= target - TOLERANCE]
+    hit = curve[(curve["curve"] >= target - TOLERANCE) & (curve["round"] > 0)]
     return None if hit.empty else hit.iloc[0]
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from flamingo_sim.fl.config import ExperimentConfig
     from flamingo_sim.fl.runner.plan import PreparedRun
 
-__all__ = ["RunResult", "run_summary", "finish_run", "load_run"]
+__all__ = ["RunResult", "run_summary", "untrained_seeds", "finish_run", "load_run"]
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,28 @@ def run_summary(cfg: ExperimentConfig, metrics: pd.DataFrame, results: list[dict
                "model_size_mb": first["model_size_mb"], "model_size_source": first["model_size_source"], **summary}
     if first.get("phones_from_traces") is not None:  # phones.mix: from_traces
         summary["phones_from_traces"] = first["phones_from_traces"]
+    untrained = untrained_seeds(metrics, shown)
+    if untrained:  # a run in which some policy never trained: said in the summary, the printed table and the exit code
+        summary["untrained"] = untrained
     chosen = {f"{res['policy']} seed {res['seed']}": res["train_mode"] for res in results if res.get("train_mode") is not None}
     if chosen:  # train_mode auto on a GPU: the first unit's choice, and every unit's where they differ
         summary["train_mode"] = next(iter(chosen.values()))
         if len({json.dumps(c, sort_keys=True) for c in chosen.values()}) > 1:
             summary["train_mode_per_unit"] = chosen
     return summary
+
+
+def untrained_seeds(metrics: pd.DataFrame, policies: list[str]) -> dict[str, list[int]]:
+    """Per policy, the seeds in which no round after round 0 kept a client: nothing was trained, so every
+    figure of that policy describes the untrained model (only the policies with such seeds)."""
+    out: dict[str, list[int]] = {}
+    for name in policies:
+        rows = metrics[(metrics["policy"] == name) & (metrics["round"] > 0)]
+        seeds = sorted(int(seed) for seed, r in rows.groupby("seed") if int(r["n_kept"].sum()) == 0)
+        seeds += sorted(int(s) for s in set(metrics.loc[metrics["policy"] == name, "seed"]) - set(rows["seed"]))  # no round at all
+        if seeds:
+            out[name] = sorted(seeds)
+    return out
 
 
 def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: bool = True) -> RunResult:

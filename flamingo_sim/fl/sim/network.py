@@ -236,7 +236,7 @@ class Network:
                     continue
                 mine = on & (new == r)
                 same = mine & (radio[i] == r) & (t - last_end[i] < model.tail_s)
-                energy[i[same]] += model.tail_w * (t[same] - last_end[i[same]])
+                energy[i[same]] += model.tail_power_w * (t[same] - last_end[i[same]])
                 switch = mine & ~same
                 for old, old_model in enumerate(_RADIOS):
                     if old_model is not None:
@@ -253,8 +253,7 @@ class Network:
             for r, model in enumerate(_RADIOS):
                 if model is not None:
                     flow = on & (new == r)
-                    alpha = model.alpha_up_w_per_mbps if up else model.alpha_down_w_per_mbps
-                    energy[i[flow]] += (alpha * rate[flow] + model.beta_w) * dt[flow]
+                    energy[i[flow]] += model.active_w(rate[flow], up) * dt[flow]
             left[i] = np.where(finish, 0.0, left[i] - np.where(on, rate * dt, 0.0))
             now[i] = np.where(finish, t + dt, np.maximum(t + dt, slot_end))  # a slot not finished in is left at its end
             last_end[i] = np.where(on, t + dt, last_end[i])

@@ -34,7 +34,7 @@ __all__ = ["Step", "StepResult", "WALK", "walk_steps", "run_configs", "config_of
 #: The readings the walk switches, in order.
 WALK: tuple[Reading, ...] = READINGS
 #: Run configurations: name -> the readings switched to the default (the rest are the paper's).
-_CONFIGS: dict[str, tuple[str, ...]] = {"paper": (), "exploration": ("exploration",),
+_CONFIGS: dict[str, tuple[str, ...]] = {"paper": (), "exploration": ("exploration",), "charge_state": ("exploration", "charge_state"),
                                         "default": tuple(r.name for r in WALK if r.rerun)}
 
 

@@ -187,3 +187,17 @@ def test_the_rule_as_summary_json_records_it():
     assert describe_rule("highest", TargetConfig(curve="raw", window=5, margin=0.0)).startswith("highest on the raw curve (each evaluation); ")
     assert target_curve(table(), raw3, "baseline")["window"] == 1
     assert _ratio_of_means([2.0], [0.5]) == 4.0  # a denominator below 1 is a denominator
+
+
+def test_the_untrained_round_0_model_never_reaches_a_target():
+    """A 1-round run read 0.00 h to the target: round 0's untrained model counted. Here the round-0 evaluation
+    (0.60) is above every later one, so the target (highest_common on the raw curve, no margin) is never reached."""
+    frame = pd.DataFrame([{"policy": p, "seed": 0, "round": r, "time_s": 100.0 * r, "accuracy": a, "energy_cum_j": 10.0 * r,
+                           "clients_lost_cum": 0, **{f"dropped_{x}": 0 for x in DROP_REASONS}}
+                          for p in ("baseline", "flamingo") for r, a in ((0, 0.60), (1, 0.40), (2, 0.55))])
+    raw = TargetConfig(curve="raw", margin=0.0)
+    assert target_for_seed(frame, "highest_common", raw) == 0.60
+    assert first_reach(frame[frame["policy"] == "baseline"], 0.60, raw) is None
+    hit = first_reach(frame[frame["policy"] == "baseline"], 0.50, raw)
+    assert hit is not None and int(hit["round"]) == 2  # round 0's 0.60 passes 0.50 too, and does not count
+    assert summarize(frame, "highest_common", rule=raw)["policies"]["baseline"]["time_to_target_s"] is None

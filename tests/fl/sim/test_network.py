@@ -12,6 +12,13 @@ from flamingo_sim.fl.sim.network import MAX_WAIT_S, Network
 from flamingo_sim.fl.sim.population import build_population
 from flamingo_sim.traces.store import ClientTraces
 
+#: Huang et al.'s powers at the scripted rates, bounded by the phones' power profiles (flamingo_sim/devices/radio.py):
+#: LTE down at 10 Mbit/s 1807.7 mW -> 773.1 mW (OnePlus 8 rx, 200.8 mA x 3.85 V); LTE up at 4 Mbit/s 3041.6 mW ->
+#: 2490.2 mW (its top tx level, 646.8 mA x 3.85 V); LTE's promotion (1210.7 mW) and tail (1060 mW) -> 773.1 mW;
+#: WiFi down at 40 Mbit/s 5613.3 mW -> 584.1 mW (177 mA x 3.3 V); WiFi up at 20 Mbit/s 5796.3 mW -> 1295 mW (Pixel 3 tx, 350 mA x 3.7 V)
+LTE_DOWN_W, LTE_UP_W, LTE_IDLE_W = min(0.05197 * 10 + 1.28804, 0.2008 * 3.85), min(0.43839 * 4 + 1.28804, 0.6468 * 3.85), 0.2008 * 3.85
+WIFI_DOWN_W, WIFI_UP_W = min(0.13701 * 40 + 0.13286, 0.177 * 3.3), min(0.28317 * 20 + 0.13286, 0.350 * 3.7)
+
 NAN = np.nan
 MB = 10.0  # a 10 MB model: 80 Mbit each way
 MBIT = MB * 8
@@ -42,14 +49,14 @@ BIG_MBIT = BIG * 8
 
 
 def test_download_and_upload_on_lte_a_tail_apart_by_hand():
-    """On LTE all along, training 100 s: each transfer pays its promotion (0.2601 s, 1210.7 mW), flows at
-    alpha x rate + beta, then its whole tail (11.576 s at 1060 mW): the 100 s gap is longer than a tail."""
+    """On LTE all along, training 100 s: each transfer pays its promotion (0.2601 s), flows at
+    alpha x rate + beta within the power profiles' bound, then its whole tail (11.576 s; both at the receive bound): the 100 s gap is longer than a tail."""
     net = _network(_traces([[2.0] * 6]))
     out = net.transfers(0.0, np.array([0]), np.array([100.0]))
     down_s, up_s = LTE.promotion_s + MBIT / 10.0, LTE.promotion_s + MBIT / 4.0
     assert out.download_s[0] == pytest.approx(down_s, rel=1e-12)
     assert out.comm_s[0] == pytest.approx(down_s + up_s, rel=1e-12)
-    by_hand = (1.2107 * 0.2601 + (0.05197 * 10 + 1.28804) * 8.0 + 1.06 * 11.576) + (1.2107 * 0.2601 + (0.43839 * 4 + 1.28804) * 20.0 + 1.06 * 11.576)
+    by_hand = (LTE_IDLE_W * 0.2601 + LTE_DOWN_W * 8.0 + LTE_IDLE_W * 11.576) + (LTE_IDLE_W * 0.2601 + LTE_UP_W * 20.0 + LTE_IDLE_W * 11.576)
     assert out.radio_energy_j[0] == pytest.approx(by_hand, rel=1e-12)
     assert not out.abandoned[0] and out.start_state[0] == 2
 
@@ -59,7 +66,7 @@ def test_an_upload_within_the_downloads_tail_needs_no_promotion():
     net = _network(_traces([[2.0] * 6]))
     out = net.transfers(0.0, np.array([0]), np.array([5.0]))
     assert out.comm_s[0] == pytest.approx(LTE.promotion_s + 8.0 + 20.0, rel=1e-12)
-    by_hand = 1.2107 * 0.2601 + (0.05197 * 10 + 1.28804) * 8.0 + 1.06 * 5.0 + (0.43839 * 4 + 1.28804) * 20.0 + 1.06 * 11.576
+    by_hand = LTE_IDLE_W * 0.2601 + LTE_DOWN_W * 8.0 + LTE_IDLE_W * 5.0 + LTE_UP_W * 20.0 + LTE_IDLE_W * 11.576
     assert out.radio_energy_j[0] == pytest.approx(by_hand, rel=1e-12)
 
 
@@ -72,10 +79,10 @@ def test_a_download_that_outlasts_its_wifi_goes_on_over_cellular():
     rest = BIG_MBIT - on_wifi
     down_s = 10.0 + LTE.promotion_s + rest / 10.0
     assert out.download_s[0] == pytest.approx(down_s, rel=1e-12)
-    down_j = (WIFI.promotion_j + (0.13701 * 40 + 0.13286) * (10.0 - WIFI.promotion_s) + WIFI.tail_j
-              + LTE.promotion_j + (0.05197 * 10 + 1.28804) * rest / 10.0)
+    down_j = (WIFI.promotion_j + WIFI_DOWN_W * (10.0 - WIFI.promotion_s) + WIFI.tail_j
+              + LTE.promotion_j + LTE_DOWN_W * rest / 10.0)
     # the upload, 1000 s later, on LTE: the download's tail, a promotion, the flow, the tail
-    up_j = LTE.tail_j + LTE.promotion_j + (0.43839 * 4 + 1.28804) * 200.0 + LTE.tail_j
+    up_j = LTE.tail_j + LTE.promotion_j + LTE_UP_W * 200.0 + LTE.tail_j
     assert out.radio_energy_j[0] == pytest.approx(down_j + up_j, rel=1e-12)
     assert out.start_state[0] == 1
 
@@ -91,8 +98,8 @@ def test_a_transfer_pauses_without_network_and_resumes_on_the_next_one():
     assert out.download_s[0] == pytest.approx(down_end - 580.0, rel=1e-12)
     # the upload follows at once (no training), within WiFi's tail: no promotion
     assert out.comm_s[0] == pytest.approx(down_end - 580.0 + BIG_MBIT / 20.0, rel=1e-12)
-    down_j = 2 * WIFI.promotion_j + (0.13701 * 40 + 0.13286) * (BIG_MBIT / 40.0) + WIFI.tail_j
-    up_j = (0.28317 * 20 + 0.13286) * (BIG_MBIT / 20.0) + WIFI.tail_j
+    down_j = 2 * WIFI.promotion_j + WIFI_DOWN_W * (BIG_MBIT / 40.0) + WIFI.tail_j
+    up_j = WIFI_UP_W * (BIG_MBIT / 20.0) + WIFI.tail_j
     assert out.radio_energy_j[0] == pytest.approx(down_j + up_j, rel=1e-12)
 
 
@@ -113,7 +120,7 @@ def test_a_transfer_without_network_for_a_day_is_abandoned():
     assert out.abandoned[0] and out.download_abandoned[0]
     assert out.comm_s[0] == pytest.approx(10.0 + MAX_WAIT_S, rel=1e-9)  # it waited a day after its first 10 s
     # only the download's radio energy: no training, no upload
-    assert out.radio_energy_j[0] == pytest.approx(WIFI.promotion_j + (0.13701 * 40 + 0.13286) * (10.0 - WIFI.promotion_s) + WIFI.tail_j)
+    assert out.radio_energy_j[0] == pytest.approx(WIFI.promotion_j + WIFI_DOWN_W * (10.0 - WIFI.promotion_s) + WIFI.tail_j)
 
 
 def test_unknown_slots_take_each_clients_draw_and_a_set_without_states_all_of_them():

@@ -32,19 +32,20 @@ def frame(flamingo_dt_s: float, flamingo_j: float) -> pd.DataFrame:
 
 def test_walk_order_and_run_configurations():
     steps = walk_steps()
-    assert [s.name for s in steps] == ["paper", "target", "exploration", "charge_state", "curve", "margin"]
-    assert [s.config for s in steps] == ["paper", "paper", "exploration", "default", "default", "default"]
-    assert steps[-1].values == {"target": "highest_common", "exploration": "packed", "charge_state": "charger", "curve": "smoothed",
-                                "margin": "0.01"}
+    assert [s.name for s in steps] == ["paper", "target", "exploration", "charge_state", "runtime", "curve", "margin"]
+    assert [s.config for s in steps] == ["paper", "paper", "exploration", "charge_state", "default", "default", "default"]
+    assert steps[-1].values == {"target": "highest_common", "exploration": "packed", "charge_state": "charger", "runtime": "pthreadpool",
+                                "curve": "smoothed", "margin": "0.01"}
     assert run_configs() == {"paper": ("target_accuracy=highest", "policy.exploration=none", "traces.charge_state=level",
-                                       "target.curve=raw", "target.margin=0"),
-                             "exploration": ("traces.charge_state=level",), "default": ()}
+                                       "policy.interference.runtime=libomp", "target.curve=raw", "target.margin=0"),
+                             "exploration": ("traces.charge_state=level", "policy.interference.runtime=libomp"),
+                             "charge_state": ("policy.interference.runtime=libomp",), "default": ()}
     assert config_of(steps[0].values) == "paper"
 
 
 def test_each_step_by_hand():
     paper, slower = frame(2.0, 1.0), frame(4.0, 2.0)
-    walk = attribute("openimage_mobilenet", {"paper": paper, "exploration": slower, "default": slower})
+    walk = attribute("openimage_mobilenet", {"paper": paper, "exploration": slower, "charge_state": slower, "default": slower})
     got = {r.step.name: r for r in walk}
     # paper: target = max(0.6, 0.78) = 0.78, which the baseline never reaches
     assert got["paper"].speedup is None and got["paper"].missed == ["seed 0: baseline", "seed 1: baseline"]
@@ -60,6 +61,7 @@ def test_each_step_by_hand():
     assert pr["p_eligible"] == pytest.approx(0.1) and pr["selections_per_client"] == pytest.approx(4 * 10 / 100)
     assert pr["first_round"] == {str(n): per_request_first_round(100, 10, n, 0.1, 1) for n in (8, 11)}
     assert got["charge_state"].speedup_factor == pytest.approx(1.0)
+    assert got["runtime"].speedup_factor == pytest.approx(1.0) and got["runtime"].energy_factor == pytest.approx(1.0)
     # smoothed (3): baseline 0.1, 0.2, 0.3, 0.4667; Flamingo 0.2, 0.3, 0.46, 0.5867 -> target 0.4667:
     # baseline round 4, Flamingo round 4 (16 s)
     assert got["curve"].speedup == pytest.approx(60 / 16) and got["curve"].speedup_factor == pytest.approx(0.75)
