@@ -88,6 +88,15 @@ def _flower(parts, a, over: list[str]) -> tuple[list, list[float], dict]:
     return [r.to_row() for r in records], _per_round(start, ends), timing
 
 
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ValueError:  # in sys.modules as None: a blocked import
+        return False
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", default=str(ROOT / "experiments/openimage_mobilenet.yaml"))
@@ -103,6 +112,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--smoke", action="store_true", help=f"tiny sizes ({SMOKE}), the same code path")
     parser.add_argument("--json", help="write the figures here too")
     a = parser.parse_args(argv)
+    missing = [m for m in ("ray", "flwr") if not _importable(m)]
+    if missing:  # one line, before any run, instead of a traceback from the first Flower round
+        parser.exit(2, f"{parser.prog}: needs {' and '.join(missing)}: pip install 'flamingo-sim[flower]'\n")
     if a.smoke:
         for key, value in SMOKE.items():
             setattr(a, key, value)

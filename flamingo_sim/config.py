@@ -306,9 +306,12 @@ def _convert(tp: Any, value: Any, source: str, path: str) -> Any:
             raise errors[0]
         raise ConfigError(f"{_where(source, path)}: expected {_type_name(tp)}, got {value!r}")
     if origin is Literal:
-        if value in get_args(tp):
+        if value in get_args(tp) and not (isinstance(value, bool) and not any(isinstance(a, bool) for a in get_args(tp))):
             return value
-        raise ConfigError(f"{_where(source, path)}: expected one of {_type_name(tp)}, got {value!r}")
+        hint = ""
+        if isinstance(value, bool) and all(isinstance(a, str) for a in get_args(tp)):  # YAML 1.1 reads on/off, yes/no as booleans
+            hint = " (YAML reads an unquoted on/off, yes/no or true/false as a boolean: quote the word, or use one of the names above)"
+        raise ConfigError(f"{_where(source, path)}: expected one of {_type_name(tp)}, got {value!r}{hint}")
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{_where(source, path)}: expected {_type_name(tp)}, got {value!r}")

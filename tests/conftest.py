@@ -16,8 +16,9 @@ import pytest
 #: the variable that turns a missing required component into a failure
 REQUIRE_ALL = "FLAMINGO_SIM_REQUIRE_ALL"
 #: skip reasons that name a component CI installs: the extras ("... is not installed", "pip install
-#: 'flamingo-sim[...]'"), Chromium and its driver, and the user namespace the mount tests need
-REQUIRED = re.compile(r"not installed|pip install|user namespace with mounts")
+#: 'flamingo-sim[...]'"), Chromium and its driver, the user namespace the mount tests need, and what a bare
+#: ``pytest.importorskip`` says: "could not import 'x'", or with ``minversion`` "x has __version__ 1.0, required is: 2.0"
+REQUIRED = re.compile(r"not installed|pip install|user namespace with mounts|could not import|required is:")
 
 
 @pytest.fixture(autouse=True)
@@ -35,3 +36,27 @@ def pytest_runtest_makereport(item, call):
     if REQUIRED.search(reason):
         report.outcome = "failed"
         report.longrepr = f"{REQUIRE_ALL}=1 and a required component is missing: {reason}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collectreport(report):
+    """A whole module skipped at collection (a module-level ``importorskip``) fails the same way (before the
+    terminal counts it)."""
+    if os.environ.get(REQUIRE_ALL) != "1" or not report.skipped:
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if REQUIRED.search(reason):
+        report.outcome = "failed"
+        report.longrepr = f"{REQUIRE_ALL}=1 and a required component is missing: {reason}"
+        _FAILED_COLLECTIONS.append(report.nodeid)
+
+
+#: the modules whose collection-time skip was turned into a failure (the session's exit status follows them)
+_FAILED_COLLECTIONS: list[str] = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """pytest counted the converted collection report after its own bookkeeping: the run must still fail."""
+    if _FAILED_COLLECTIONS and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -120,3 +120,12 @@ def test_benchmark_smoke(script: Path, tmp_path: Path):
     assert done.returncode == 0, f"{script.name} --smoke exited {done.returncode}:\n{done.stderr[-3000:]}"
     check_output(script.stem, done.stdout)
     assert _results() == before, f"{script.name} --smoke changed benchmarks/results"
+
+
+def test_flower_vs_native_without_ray_says_what_to_install_in_one_line():
+    """Issue 50: ``--smoke`` without Ray was a traceback. Ray is blocked in the child (sys.modules['ray'] = None)."""
+    code = ("import runpy, sys; sys.modules['ray'] = None; sys.argv = ['benchmarks/flower_vs_native.py', '--smoke']; "
+            "runpy.run_path('benchmarks/flower_vs_native.py', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == ["flower_vs_native.py: needs ray: pip install 'flamingo-sim[flower]'"]

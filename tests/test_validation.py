@@ -58,6 +58,13 @@ BAD_VALUES = [
     ("phones.mix.pixel_3=-0.2", "phones.mix.pixel_3: expected a number >= 0, got -0.2"),
     ("phones.mix={pixel_3: 0}", "phones.mix: expected shares that sum to > 0, got {'pixel_3': 0.0}"),
     ("phones.mix={}", "phones.mix: expected at least one phone with its share, got {}"),
+    # renormalised to 50/50 without a word before
+    ("phones.mix={pixel_3: 0.3, mi_10: 0.3}", "phones.mix: expected each phone's share of the fleet, summing to 1 (these sum to 0.6), "
+                                              "got {'pixel_3': 0.3, 'mi_10': 0.3}"),
+    ("phones.mix.pixel_3=0.4", "phones.mix: expected each phone's share of the fleet, summing to 1 (these sum to 0.4), got {'pixel_3': 0.4}"),
+    # YAML read 'off' as False, and the line did not say so
+    ("devices.thermal=off", "devices.thermal: expected one of 'none' or 'rc', got False (YAML reads an unquoted on/off, yes/no or "
+                            "true/false as a boolean: quote the word, or use one of the names above)"),
     ("policy.min_battery_pct=120", "policy.min_battery_pct: expected a number in [0, 100], got 120.0"),
     ("policy.max_temperature_c=500", "policy.max_temperature_c: expected a number in [-50, 150], got 500.0"),
     ("policy.interference_factor=0.9", "policy.interference_factor: expected a number >= 1, got 0.9"),

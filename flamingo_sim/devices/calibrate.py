@@ -58,7 +58,7 @@ its busy power: 1 for a core that spins at its top operating point, lower where 
 drops a stalled cluster to a lower operating point (schedutil and WALT scale the frequency with
 utilisation) and lowest where the waiting threads sleep and their cores enter an idle state
 (cpuidle's WFI and retention states). Where Table 1's energy efficiency is below its speedup
-(Flamingo's one core draws more than the baseline's four: the SD855/SD865 depthwise rows, 0.55-0.65
+(Flamingo's one core draws more than the baseline's four: the SD855/SD865 depthwise rows, 0.41-0.65
 of one Prime core), the baseline's cores spent most of the step waiting at low power; the paper
 measured exactly that, on idle phones with every other service stopped (Appendix B).
 ``flamingo-sim profiles --check`` names, per choice, which of the two mechanisms its power needs

@@ -24,7 +24,7 @@ Two mechanisms lower it (:func:`waiting_mechanisms` names the one a measurement 
 A choice drawing at least its lowest-OPP share is explained by the operating point alone; below
 it, its cores must spend part of the step in an idle state. The paper's Table 1 (measured on idle
 phones with every other service stopped, Appendix B) puts the SD855/SD865 baseline's ``4567`` on
-MobileNetV2 at 0.55-0.65 of one Prime core: 0.16-0.18 of its four cores' busy power.
+MobileNetV2 at 0.41-0.65 of one Prime core: 0.13-0.19 of its four cores' busy power.
 
 **Cross-check with the kernel's Energy Model.** The mainline device tree gives each core's
 ``dynamic-power-coefficient`` C (uW/MHz/V^2). The CoreMark power and C at the cluster's highest

@@ -78,8 +78,15 @@ class PhonesConfig:
         if not self.mix:
             raise FieldError("mix", "at least one phone with its share", self.mix)
         check_ranges(self, mix=">= 0")
-        if sum(self.mix.values()) <= 0:
+        total = sum(self.mix.values())
+        if total <= 0:
             raise FieldError("mix", "shares that sum to > 0", self.mix)
+        if abs(total - 1.0) > MIX_SUM_TOLERANCE:  # never renormalised silently: say what they sum to
+            raise FieldError("mix", f"each phone's share of the fleet, summing to 1 (these sum to {total:.6g})", self.mix)
+
+
+#: How far ``phones.mix``'s shares may sum from 1 (six written decimals, as 0.666667 + 0.333333).
+MIX_SUM_TOLERANCE = 1e-5
 
 
 #: The proxy task's models (vmap-trainable, see :mod:`flamingo_sim.fl.training.trainer`) and the

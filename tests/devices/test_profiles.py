@@ -62,7 +62,7 @@ def test_every_shipped_set_passes_the_checks(profiles_dir, pset):
 
 
 def test_the_sd855_and_sd865_baselines_on_depthwise_nets_draw_under_one_prime_core_and_need_idle_states(profiles_dir):
-    """Table 1's energy efficiency below its speedup: the baseline's four cores draw 0.55-0.65 of the one Prime core
+    """Table 1's energy efficiency below its speedup: the baseline's four cores draw 0.41-0.65 of the one Prime core
     Flamingo picks (17.4 / 31.8 on the S10e's MobileNetV2), which only waiting cores in an idle state reach."""
     from flamingo_sim.devices.power import IDLE_STATES, waiting_mechanisms
 

@@ -156,7 +156,9 @@ def test_table3_is_read_from_the_metrics(out):
     assert len(rows) == 5 * len(TASKS)
     for task in TASKS:
         m = metrics(out, task)
-        for row in [r for r in rows if r["task"] == label(task)]:
+        mine = [r for r in rows if r["task"] == label(task)]
+        assert len(mine) == 5, (task, len(mine))  # one row per phone: the loop below checks each (it could run over none before)
+        for row in mine:
             phone = next(p for p, n in PHONE_NAMES.items() if n == row["phone"])
             exposure, intensity = {}, {}
             for policy in ("baseline", "flamingo"):

@@ -62,18 +62,21 @@ def test_no_ratio_is_text_inside_the_plot_not_along_an_axis(drawn):
 def test_factor_labels_sit_above_their_error_bars_and_clear_of_each_other(drawn):
     fig, renderer = drawn
     for ax in fig.axes:
-        tops = {}  # x -> the highest point of its error bar, in pixels
-        for line in ax.lines:
-            xs, ys = line.get_xdata(), line.get_ydata()
-            if len(xs) == 2 and xs[0] == xs[1]:  # an error bar's vertical line
-                tops[float(xs[0])] = ax.transData.transform((xs[0], max(ys)))[1]
+        tops = {}  # x -> the highest point of its error bar, in pixels (errorbar draws its bars as a LineCollection)
+        for coll in ax.collections:
+            for seg in getattr(coll, "get_segments", lambda: [])():
+                if len(seg) == 2 and seg[0][0] == seg[1][0]:  # a vertical segment: an error bar
+                    tops[float(seg[0][0])] = ax.transData.transform((seg[0][0], max(seg[0][1], seg[1][1])))[1]
         labels = [t for t in ax.texts if (t.get_gid() or "").endswith("|label")]
         assert labels
         extents = [t.get_window_extent(renderer) for t in labels]
+        checked = 0
         for t, e in zip(labels, extents):
             x = float(t.xy[0])
             if x in tops:
                 assert e.y0 >= tops[x] - 0.5, t.get_text()
+                checked += 1
+        assert checked >= 1 and len(tops) >= 1, (ax.get_title(), sorted(tops))  # the check ran (it never did before: issue 50)
         for i, a in enumerate(extents):
             for b in extents[i + 1:]:
                 assert not a.overlaps(b)
