@@ -3,11 +3,12 @@
 The simulated figures (the clock, who was online, selected, kept or dropped, energies, batteries,
 Jain's indices, execution choices, interference, heat and memory) are computed with exactly
 rounded element-wise operations and fixed-order sums (never a BLAS call): identical on every
-x86-64 CPU. Three columns come from torch's training and evaluation, whose matrix products run in
-MKL's CPU-specific kernels: :data:`TORCH_COLUMNS`. They are identical on the CPU kind and library
-versions that wrote the reference (its ``provenance.json`` records them) and elsewhere within the
-bounds the README states (accuracy 0.002, losses 6.4e-4), as is everything in ``summary.json``
-that is read off the accuracy curve.
+x86-64 CPU. Three columns come from torch's training and evaluation: :data:`TORCH_COLUMNS`. The run
+pins ATen's portable kernels and MKL's ``COMPATIBLE`` branch (``fl.cpu_kernels: auto``), which
+MKL documents as giving the same bits on Intel and AMD; they are compared exactly on the CPU kind
+and library versions that wrote the reference (its ``provenance.json`` records them) and, until
+another kind is measured, elsewhere within the differences measured before MKL's pin (accuracy
+0.002, losses 6.4e-4), as is everything in ``summary.json`` that is read off the accuracy curve.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import pandas as pd
 
 from flamingo_sim import provenance
 
-#: the columns torch computes, and their bounds (absolute) on another CPU kind: README, "where MKL
-#: takes a code path other than its AVX2/AVX-512 one, accuracies can differ by up to 0.002 and
-#: losses by up to 6.4e-4 (measured)"
+#: the columns torch computes, and their bounds (absolute) on another CPU kind: the differences measured
+#: before MKL's pin (docs/headline.md), accuracies up to 0.002 and losses up to 6.4e-4
 TORCH_COLUMNS = {"accuracy": 0.002, "loss": 6.4e-4, "train_loss": 6.4e-4}
 #: the per-policy figures of summary.json that do not depend on the accuracy curve
 SIMULATED_SUMMARY = ("total_energy_j", "jain_participation", "jain_energy", "clients_lost", "ux_slowed_frac")

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # matplotlib.typing arrived in matplotlib 3.8; the declared m
     from matplotlib.typing import RcKeyType
 
 __all__ = [
+    "count_ylim",
     "POLICY_COLORS",
     "RUN_STYLES",
     "FIGURES",
@@ -137,13 +138,32 @@ def experiment_groups(runs: Sequence[Run]) -> dict[str, list[tuple[int, Run]]]:
     return groups
 
 
+#: A count whose range over a run is below this share of its largest value is drawn on a zoomed axis.
+FLAT_SHARE = 0.1
+
+
+def count_ylim(values: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """The y range of a count (clients online): from 0 while it varies by at least :data:`FLAT_SHARE` of its
+    largest value; zoomed onto its range otherwise, where a full-scale axis would draw a flat line (a few
+    hundred of 14,000 clients), the zoomed axis then labelled by its ticks."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return 0.0, 1.0
+    lo, hi = float(v.min()), float(v.max())
+    if hi <= 0 or hi - lo >= FLAT_SHARE * hi:
+        return 0.0, max(hi, 1.0) * 1.05
+    pad = max(0.1 * (hi - lo), 1.0)
+    return max(lo - pad, 0.0), hi + pad
+
+
 def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, scale: float = 1.0, marker: str = "",
-                 mark_target: str | None = None, from_zero: bool = False) -> Figure:
+                 mark_target: str | None = None, from_zero: bool | str = False) -> Figure:
     """One line per (run, policy) of ``column`` x ``scale`` against virtual time, with a band for several seeds.
 
     Runs of different experiments get one panel each (titled by the experiment); runs of one
     experiment are overlaid in one panel, told apart by line style. ``from_zero`` starts the
-    y axis at 0 (full scale).
+    y axis at 0 (full scale); ``"count"``: :func:`count_ylim`.
     """
     colors = policy_colors(_all_policies(runs))
     groups = experiment_groups(runs)
@@ -174,7 +194,9 @@ def _time_series(runs: Sequence[Run], column: str, ylabel: str, title: str, *, s
                 ax.set_ylabel(ylabel)
             ax.set_title(title if len(groups) == 1 else name.replace("_", " "))
             ax.set_xlim(left=0)
-            if from_zero:
+            if from_zero == "count":
+                ax.set_ylim(*count_ylim(np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.lines])))
+            elif from_zero:
                 ax.set_ylim(bottom=0)
             if column == "accuracy":
                 handles = _target_lines(ax, [run for _, run in members], label_value=len(groups) == 1)
@@ -224,7 +246,7 @@ def accuracy_vs_time(runs: Sequence[Run]) -> Figure:
 
 def clients_online(runs: Sequence[Run]) -> Figure:
     """Clients online (trace and energy budget allow) at each round's start (Fig. 6 d)."""
-    return _time_series(runs, "n_online", "clients online", "Clients online", from_zero=True)
+    return _time_series(runs, "n_online", "clients online", "Clients online", from_zero="count")
 
 
 def clients_lost(runs: Sequence[Run]) -> Figure:

@@ -36,8 +36,10 @@ RAY = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_
 needs_flower = pytest.mark.skipif(not fli.flower_available(), reason=f"Flower's extra is not installed: {fli.INSTALL_HINT}")
 
 
-#: Float32 units in the last place a mean training loss may differ by where the native cohort trains under vmap.
-LOSS_ULPS = 2
+#: Float32 units in the last place a mean training loss may differ by where the native cohort trains under vmap
+#: (batched products against one client's: measured 3 under MKL's COMPATIBLE branch, the pinned kernels since
+#: issue 50; 2 under its AVX-512 path before).
+LOSS_ULPS = 4
 
 
 @pytest.fixture(scope="module")

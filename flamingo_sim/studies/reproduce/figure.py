@@ -25,7 +25,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from flamingo_sim.report.data import S_PER_H, Run, policy_curve
-from flamingo_sim.report.plots import STYLE, policy_colors
+from flamingo_sim.report.plots import STYLE, count_ylim, policy_colors
 from flamingo_sim.studies.reproduce.tables import TaskResult
 
 __all__ = ["figure6", "mean_by_round", "seed_range"]
@@ -63,7 +63,6 @@ def figure6(results: Sequence[TaskResult]) -> Figure:
         for i, r in enumerate(results):
             run = _run(r)
             acc, by_round, by_time, lost = axes[i]
-            top = float(r.metrics["n_online"].max())
             for policy in run.policies:
                 color = colors[policy]
                 c = policy_curve(run, policy, "accuracy")
@@ -85,7 +84,7 @@ def figure6(results: Sequence[TaskResult]) -> Figure:
                 acc.axhline(float(np.mean(targets)), color="0.35", lw=0.8, ls=(0, (4, 2)))
             acc.set_ylabel(f"{r.label}\ntest accuracy")
             for ax in (by_round, by_time):
-                ax.set_ylim(0, top * 1.05)
+                ax.set_ylim(*count_ylim(r.metrics["n_online"].to_numpy()))  # zoomed where a full scale would be flat
                 ax.set_ylabel("clients available")
             for ax in (acc, by_time):
                 ax.set_xlim(left=0)

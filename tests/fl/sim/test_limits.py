@@ -166,7 +166,8 @@ def test_the_short_main_job_matches_its_reference(tmp_path):
     its reference (``reference/main_job_short``: metrics.parquet, summary.json). The file was first
     written by the code before the two models (and matched with them off); it was rewritten when the
     device model changed (issues 38 and 39: Android's scheduling, the unpinned baseline, the physical
-    power model; the two models on by default) and the decline reasons got their columns (issue 42);
+    power model; the two models on by default), the decline reasons got their columns (issue 42), and
+    Table 1's energy was kept, heat became the power charged and MKL was pinned (issues 47 and 50);
     its ``provenance.json`` names the commit and the machine. Every simulated figure is compared
     exactly on any CPU; torch's accuracy and losses exactly on the reference's CPU kind, within the
     README's bounds elsewhere (:mod:`tests.identity`)."""

@@ -108,10 +108,10 @@ def test_report_section_figure_and_json_agree(out):
         text = "no ratio" if v["speedup"] is None else f"{v['speedup']:.2f}x"
         assert any(line.startswith(f"| {v['label']} | {text}") for line in md.splitlines()), v["label"]
     assert not (out / "attribution" / "paper").exists()
-    for name in ("exploration", "default"):
+    for name in ("exploration", "charge_state", "default"):
         assert (out / "attribution" / name / "runs" / "openimage_mobilenet" / "metrics.parquet").is_file()
     steps = json.loads((out / "attribution.json").read_text())["openimage_mobilenet"]
-    assert [s["step"] for s in steps] == ["paper", "target", "exploration", "charge_state", "curve", "margin"]
+    assert [s["step"] for s in steps] == ["paper", "target", "exploration", "charge_state", "runtime", "curve", "margin"]
     # the last step is the default runs read by the default rule: their own summary's speedup
     default = json.loads((out / "attribution" / "default" / "runs" / "openimage_mobilenet" / "summary.json").read_text())
     assert steps[-1]["speedup"] == pytest.approx(default["policies"]["flamingo"]["speedup"])
@@ -148,7 +148,7 @@ def test_waterfall_bars_are_the_ratios(out):
     from flamingo_sim.studies.reproduce.attribution import attribute
     from flamingo_sim.studies.reproduce.why import waterfall
 
-    where = {"paper": out, "exploration": out / "attribution" / "exploration", "default": out / "attribution" / "default"}
+    where = {"paper": out, **{name: out / "attribution" / name for name in ("exploration", "charge_state", "default")}}
     walk = attribute("openimage_mobilenet", {n: load_run(d / "runs" / "openimage_mobilenet")[0] for n, d in where.items()})
     fig = waterfall([walk])
     tops = {}
