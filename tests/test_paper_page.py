@@ -55,7 +55,7 @@ def test_the_pages_claims_about_the_walk_hold_in_its_file():
         ranked = sorted(factors, key=factors.get, reverse=True)
         assert ranked[:2] == ["exploration", "charge_state"], (task, factors)
     speech = [s["speedup_factor"] for s in walk["speech_resnet34"] if s["speedup_factor"]]
-    assert len(speech) == 4 and all(0.9 <= f <= 1.1 for f in speech), speech  # no reading moves Speech by more than 10 %
+    assert len(speech) == 5 and all(0.88 <= f <= 1.12 for f in speech), speech  # no reading moves Speech by more than 12 %
     for task, steps in walk.items():  # the paper's literal target has no ratio, as the page says
         assert steps[0]["speedup"] is None and steps[0]["missed"], task
 
@@ -104,11 +104,11 @@ def test_the_pages_claims_about_the_round_rule_hold_in_the_readings_grid():
     ref, oc, steps = rows[("reference", "")], rows[("fl.overcommit", "1.0")], rows[("fl.local_steps", "10")]
     hours = {name: (float(r["baseline_time_to_target_h"]), float(r["flamingo_time_to_target_h"])) for name, r in
              (("ref", ref), ("oc", oc), ("steps", steps))}
-    assert round(hours["oc"][0] / hours["ref"][0], 1) == 1.9 and round(100 * (hours["oc"][1] / hours["ref"][1] - 1)) == -6
+    assert round(hours["oc"][0] / hours["ref"][0], 1) == 2.8 and round(hours["oc"][1] / hours["ref"][1], 1) == 1.4
     assert hours["steps"][0] < 0.5 * hours["ref"][0] and hours["steps"][1] > hours["ref"][1]
     explored = {name: load(f"readings_main_job/paper/{name}.summary.json")["policies"]["flamingo"]["exploration"]["rounds"]
                 for name in ("reference", "fl.local_steps=10")}
-    assert round(explored["fl.local_steps=10"]) == 54 and round(explored["reference"]) == 11
+    assert round(explored["fl.local_steps=10"]) == 46 and round(explored["reference"]) == 11
 
 
 def test_a_point_whose_value_holds_a_path_is_found_under_the_directory_sensitivity_gave_it():
