@@ -24,7 +24,8 @@ EXP = ROOT / "experiments" / "openimage_mobilenet.yaml"
 def cli_env(**extra: str) -> dict[str, str]:
     """The environment of a quiet one-thread subprocess of this checkout."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FLAMINGO_SIM_QUIET": "1", "OMP_NUM_THREADS": "1", **extra}
-    env.pop("ATEN_CPU_CAPABILITY", None)  # an in-process run of this suite sets it; a user's shell does not
+    env.pop("ATEN_CPU_CAPABILITY", None)  # an in-process run of this suite sets it (and MKL_CBWR); a user's shell does not
+    env.pop("MKL_CBWR", None)
     return env
 
 

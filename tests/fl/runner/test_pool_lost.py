@@ -26,7 +26,10 @@ from flamingo_sim.fl.runner.executors import revive
 
 ROOT = Path(__file__).resolve().parents[3]
 QUIET = {**os.environ, "FLAMINGO_SIM_QUIET": "1", "PYTHONPATH": str(ROOT)}
-SETS = ["fl.rounds=40", "fl.participants_per_round=4", "fl.local_steps=2", "fl.eval_every=8", "data.proxy.n_clients=150", "checkpoint_every=1"]
+#: long enough that a unit is seen part-way (its status is written every 0.5 s) on a fast CPU too: 40 rounds ran
+#: from round 2 past round 30 between two status writes on an AMD EPYC (Zen 5), so the kill never came
+ROUNDS = 160
+SETS = [f"fl.rounds={ROUNDS}", "fl.participants_per_round=4", "fl.local_steps=2", "fl.eval_every=8", "data.proxy.n_clients=150", "checkpoint_every=1"]
 
 
 def _argv(out: Path, jobs: int) -> list[str]:
@@ -80,7 +83,7 @@ def _part_way(out: Path, proc: subprocess.Popen, avoid: int | None = None) -> di
                 raw = json.loads(status.read_text())
             except (OSError, ValueError):
                 continue
-            if 2 <= raw.get("round", -1) <= 30 and raw.get("pid") != avoid:
+            if 2 <= raw.get("round", -1) <= ROUNDS // 2 and raw.get("pid") != avoid:
                 return {**raw, "unit": status.stem}
         time.sleep(0.02)
 
@@ -136,7 +139,7 @@ def test_a_unit_whose_worker_is_killed_twice_fails_in_one_line_and_the_same_comm
             again = json.loads(status.read_text())
         except (OSError, ValueError):
             again = {}
-        if again.get("pid") not in (None, first["pid"]) and again.get("round", 99) < 40:
+        if again.get("pid") not in (None, first["pid"]) and again.get("round", ROUNDS) < ROUNDS - 10:
             break
         time.sleep(0.01)
     os.kill(again["pid"], signal.SIGKILL)
