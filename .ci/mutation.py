@@ -2,6 +2,7 @@
 
     nice -n 19 python .ci/mutation.py core --out benchmarks/results/mutation_core_2cores.json
     nice -n 19 python .ci/mutation.py device-model --out benchmarks/results/mutation_device_model_2cores.json
+    nice -n 19 python .ci/mutation.py radio-network --out benchmarks/results/mutation_radio_network_2cores.json
     python .ci/mutation.py flamingo_sim/devices/battery.py --sample 200 --out OUT.json   # one module, 200 of its mutants
     python .ci/mutation.py core --recheck OUT.json --out AFTER.json   # an earlier run's survivors, on today's tests
 
@@ -39,17 +40,22 @@ TESTS: dict[str, list[str]] = {
     "flamingo_sim/fl/sim/fedbuff.py": ["tests/fl/sim/test_fedbuff.py", "tests/fl/sim/test_hooks.py"],
     "flamingo_sim/devices/battery.py": ["tests/devices/test_battery.py", "tests/devices/test_online.py", "tests/fl/sim/test_records.py"],
     "flamingo_sim/devices/energy.py": ["tests/devices/test_energy.py", "tests/devices/test_profiler.py"],
-    "flamingo_sim/devices/thermal.py": ["tests/devices/test_thermal.py", "tests/devices/test_thermal_table.py"],
+    "flamingo_sim/devices/thermal.py": ["tests/devices/test_thermal.py", "tests/devices/test_thermal_table.py", "tests/devices/test_survivors.py"],
+    "flamingo_sim/devices/radio.py": ["tests/devices/test_radio.py", "tests/devices/test_survivors.py", "tests/fl/sim/test_network.py",
+                                      "tests/fl/test_survivors.py"],
+    "flamingo_sim/fl/sim/network.py": ["tests/fl/sim/test_network.py", "tests/fl/test_survivors.py", "tests/fl/sim/test_simulation_network.py"],
+    "flamingo_sim/traces/network.py": ["tests/traces/test_traces_network.py", "tests/traces/test_survivors.py"],
+    "flamingo_sim/devices/execution.py": ["tests/devices/test_execution.py", "tests/devices/test_scheduling.py"],
     "flamingo_sim/fl/sim/limits.py": ["tests/fl/sim/test_limits.py"],
     "flamingo_sim/devices/policies": ["tests/devices/test_policies.py", "tests/devices/test_exploration.py", "tests/devices/test_policies_least_energy.py",
                                       "tests/fl/sim/test_hooks.py"],
-    "flamingo_sim/devices/scheduling.py": ["tests/devices/test_scheduling.py", "tests/devices/test_execution.py"],
+    "flamingo_sim/devices/scheduling.py": ["tests/devices/test_scheduling.py", "tests/devices/test_execution.py", "tests/devices/test_survivors.py"],
     "flamingo_sim/devices/power.py": ["tests/devices/test_power.py", "tests/devices/test_profiles.py"],
     "flamingo_sim/devices/memory.py": ["tests/fl/sim/test_limits.py", "tests/fl/training/test_memory_peak.py"],
-    "flamingo_sim/fl/strategy/aggregate.py": ["tests/fl/strategy/test_aggregate.py", "tests/fl/sim/test_fedbuff.py"],
+    "flamingo_sim/fl/strategy/aggregate.py": ["tests/fl/strategy/test_aggregate.py", "tests/fl/sim/test_fedbuff.py", "tests/fl/test_survivors.py"],
     "flamingo_sim/fl/strategy/aggregators.py": ["tests/fl/strategy/test_aggregators.py"],
     "flamingo_sim/fl/strategy/selection.py": ["tests/fl/strategy/test_selection.py"],
-    "flamingo_sim/fl/metrics/target.py": ["tests/fl/metrics/test_target.py"],
+    "flamingo_sim/fl/metrics/target.py": ["tests/fl/metrics/test_target.py", "tests/fl/test_survivors.py"],
 }
 
 #: named sets of modules
@@ -59,7 +65,10 @@ GROUPS: dict[str, list[str]] = {
              "flamingo_sim/devices/energy.py"],
     # the device model (thermal, the memory and thermal limits, the policies, Android's scheduling, power, memory)
     "device-model": ["flamingo_sim/devices/thermal.py", "flamingo_sim/fl/sim/limits.py", "flamingo_sim/devices/policies",
-                     "flamingo_sim/devices/scheduling.py", "flamingo_sim/devices/power.py", "flamingo_sim/devices/memory.py"],
+                     "flamingo_sim/devices/scheduling.py", "flamingo_sim/devices/power.py", "flamingo_sim/devices/memory.py",
+                     "flamingo_sim/devices/execution.py"],
+    # the radio's energy and the network a transfer runs on (issue 50: none of them was in any group)
+    "radio-network": ["flamingo_sim/devices/radio.py", "flamingo_sim/fl/sim/network.py", "flamingo_sim/traces/network.py"],
     # selection and aggregation, and time to target
     "strategy": ["flamingo_sim/fl/strategy/aggregate.py", "flamingo_sim/fl/strategy/aggregators.py",
                  "flamingo_sim/fl/strategy/selection.py", "flamingo_sim/fl/metrics/target.py"],
@@ -173,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if importlib_missing("mutmut"):
         raise SystemExit("mutation.py: mutmut is not installed: pip install 'flamingo-sim[mutation]'")
     sys.path.insert(0, str(ROOT))
-    from flamingo_sim.provenance import describe, stamp
+    from flamingo_sim.provenance import describe, sources_digest, stamp
 
     command = "python .ci/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:])
     provenance = describe(command=command, sources=modules)
@@ -214,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         "survivors": survivors,
     }
     args.out.write_text(json.dumps(result, indent=1, sort_keys=False) + "\n")
-    # the provenance.json beside it; no sources there: a score dates with its commit, as timings do
-    stamp([args.out], command, record={**provenance, "sources": {}})
+    # the provenance.json beside it, naming the modules mutated and this script as its sources (issue 50): a module
+    # changed since finds the score older than its code
+    stamp([args.out], command, record={**provenance, "sources": {**provenance["sources"], **sources_digest([".ci/mutation.py"])}})
     for mod, row in result["modules"].items():
         print(f"{mod:45s} {row['mutants']:5d} mutants  killed {row['killed']:5d}  survived {row['survived']:4d}  "
               f"no tests {row['no_tests']:4d}  timeout {row['timeout']:3d}  score {row['score']}")

@@ -9,8 +9,8 @@ engine itself measures in local training, FedAvg and evaluation (``Simulation.mo
 Prints the median ms per round of each, the spread, and the ratio on/off. The two runs diverge
 (throttled and shrunk tasks change who trains and how long a round lasts, and a longer round
 steps the batteries through more trace ticks), so the script also times the hook itself: the
-models' four calls per round (:class:`~flamingo_sim.fl.sim.limits.DeviceLimits`: temperature,
-apply, settle, columns), whose share of the off round is the models' own cost. ``--out``
+models' four calls per round in the pricing stage (:class:`~flamingo_sim.devices.pricing.DevicePricing`: the
+excess at the start, the limits, settle, columns), whose share of the off round is the models' own cost. ``--out``
 writes everything as JSON.
 
     PYTHONPATH=. python benchmarks/device_limits.py [--rounds 20] [--repeats 3] [--out benchmarks/results/device_limits_2cores.json]
@@ -55,7 +55,7 @@ for name, over in (("off", base), ("on", base + on)):
     parts = build_components(cfg, experiment, 0, log=lambda _m: None)
     sims[name] = Simulation(parts, experiment_policy(cfg, None, policy), policy, 0, make_selector("uniform"))
 hook = [0.0]
-limits = sims["on"].limits
+limits = sims["on"].pricing
 
 
 def timed(method):
@@ -68,7 +68,7 @@ def timed(method):
     return call
 
 
-for name in ("temperature_c", "apply", "settle", "columns"):
+for name in ("excess_c_at", "_limits", "settle", "columns"):
     setattr(limits, name, timed(getattr(limits, name)))
 for _ in range(warmup):
     for sim in sims.values():

@@ -10,6 +10,11 @@ docs/install.md quotes (``tests/test_docs.py`` holds the page to the results fil
 
     PYTHONPATH=. python benchmarks/suite.py [--repeats 1] [--json benchmarks/results/suite_2cores.json]
     PYTHONPATH=. python benchmarks/suite.py --smoke     # one small test file, counted and timed
+    PYTHONPATH=. python benchmarks/suite.py --count-only --json benchmarks/results/suite_count.json
+
+``--count-only`` counts and times nothing else (two collections, under a minute): the suite's size, which docs/install.md
+quotes with the commit it was counted at and ``tests/test_docs.py`` recounts (a slow test), so that the page's count
+cannot go stale silently; the time, which takes the whole suite to measure, stays the last full measurement's.
 """
 
 from __future__ import annotations
@@ -58,12 +63,30 @@ def collected(args: list[str]) -> tuple[int, float]:
     return int(m.group(1)), wall
 
 
+def count_only(out: Path | None, target: list[str]) -> int:
+    """The default suite's and the slow tests' counts (no test run); with ``out``, written there and stamped (commit, command)."""
+    default, _ = collected(target)
+    slow, _ = collected([*target, "-m", "slow"])
+    print(f"{' '.join(target) or 'the default suite'}: {default:,} tests (python -m pytest -q); slow tests besides: {slow:,}")
+    if out is not None:
+        from flamingo_sim.provenance import stamp
+
+        out.write_text(json.dumps({"command": "python -m pytest -q --collect-only" + "".join(f" {t}" for t in target),
+                                   "default_tests": default, "slow_tests": slow}, indent=2) + "\n")
+        stamp([out], "PYTHONPATH=. python benchmarks/suite.py --count-only --json " + (out.as_posix() if not out.is_absolute() else out.name),
+              ["benchmarks/suite.py"])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", type=Path, help="write every figure here")
     ap.add_argument("--smoke", action="store_true", help=f"only {SMOKE_FILE}, once: the same code path in seconds")
+    ap.add_argument("--count-only", action="store_true", help="count the default and the slow tests, run none (the docs' count)")
     args = ap.parse_args(argv)
+    if args.count_only:
+        return count_only(args.json, [SMOKE_FILE] if args.smoke else [])
     repeats = 1 if args.smoke else args.repeats
     if repeats < 1:
         ap.error("--repeats: expected at least 1")

@@ -27,6 +27,13 @@ class InputDataError(FlamingoError):
     """An input data file is missing, empty, corrupt or of the wrong shape."""
 
 
+class PluginError(FlamingoError):
+    """A plug-in returned what its contract does not allow, mid-run (a selector's duplicate ids, an
+    aggregate that lost an entry): one line naming the plug-in, the contract and what came back.
+    The run stops before the round goes on; the line that reports it says how to continue it once
+    the plug-in is fixed."""
+
+
 class PoolLost(FlamingoError):
     """A process the units' executor needs died and could not be replaced (which, and how it died);
     the finished units are kept: the line that reports it says how to continue."""

@@ -25,6 +25,8 @@ the config key, the plug-in, the part and the contract.
 
 ``display_name`` is what reports call a plug-in: its name in the experiment, or for an
 import path its own ``name`` attribute (else its class's name), never the import path.
+``plugin_label`` is what a mid-run error calls a built plug-in: the name the experiment gave it
+(``uniform``, ``module:Class``), so that the user finds the line to fix.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import importlib.metadata
 import inspect
 import sys
 import types
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -44,7 +47,7 @@ from flamingo_sim.config import from_mapping
 from flamingo_sim.errors import ConfigError
 
 __all__ = ["Contract", "Registry", "GROUPS", "load_object", "entry_points", "params_class", "check_params", "check_name", "unknown_message",
-           "display_name"]
+           "display_name", "plugin_label"]
 
 #: The entry-point group of each extension point.
 GROUPS = {
@@ -336,7 +339,9 @@ class Registry:
             raise ConfigError(f"{where}: {self.contract.kind} {spec!r} cannot be built with {sorted(kwargs) or 'no parameters'} ({exc})") from None
         except ValueError as exc:
             raise ConfigError(_at(source, f"{params_key}: {exc}")) from None
-        return self.check(obj, spec, where)
+        checked = self.check(obj, spec, where)
+        _remember(checked, spec)
+        return checked
 
     def _refuse(self, target: Any, spec: str, key: str, built: bool) -> None:
         problem = self.contract.problem(target, built)
@@ -379,3 +384,25 @@ def display_name(spec: str, plugin: Any) -> str:
         if isinstance(value, str) and value.strip():
             return value.strip()
     return spec.rpartition(":")[2].rpartition(".")[2]
+
+
+#: The name each plug-in built by :meth:`Registry.build` was given, by ``id`` while it lives.
+_LABELS: dict[int, str] = {}
+
+
+def _remember(plugin: Any, spec: str) -> None:
+    try:
+        weakref.finalize(plugin, _LABELS.pop, id(plugin), None)
+    except TypeError:  # no weak reference to it (__slots__): named by its class
+        return
+    _LABELS[id(plugin)] = spec
+
+
+def plugin_label(plugin: Any) -> str:
+    """What a mid-run error calls ``plugin``: the name it was built from (a shipped name, an entry
+    point's name, the import path ``module:Class`` of the experiment), else ``module:Class``."""
+    label = _LABELS.get(id(plugin))
+    if label is not None:
+        return label
+    klass = type(plugin)
+    return f"{klass.__module__}:{klass.__qualname__}"

@@ -190,6 +190,52 @@ def stamp(files: Iterable[str | Path], command: str, sources: Sequence[str] = ()
             tmp.write_text(json.dumps({"format": FORMAT, "files": dict(sorted(entries.items()))}, indent=1) + "\n")
 
 
+def sources_at(commit: str, sources: Sequence[str], root: Path = ROOT) -> tuple[dict[str, str], list[str]]:
+    """``({path: SHA-256}, absent)``: each source file as it was at ``commit`` (a folder: each file git tracked in it
+    then), and the sources that commit did not have."""
+    out: dict[str, str] = {}
+    absent: list[str] = []
+    for source in sources:
+        names = _git("ls-tree", "-r", "--name-only", commit, "--", source, root=root)
+        if not names:
+            absent.append(source)
+            continue
+        for name in names.splitlines():
+            if "__pycache__" in name.split("/"):
+                continue
+            blob = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{name}"], capture_output=True, timeout=60)
+            if blob.returncode != 0:
+                raise FlamingoError(f"provenance: cannot read {name} at commit {commit[:10]}: {blob.stderr.decode(errors='replace').strip()}")
+            out[name] = hashlib.sha256(blob.stdout).hexdigest()
+    return out, absent
+
+
+def add_sources(files: Iterable[str | Path], sources: Sequence[str], at: str | None = None, root: Path = ROOT) -> None:
+    """Name the sources of files stamped without them, keeping everything else their entries say (commit, command,
+    machine, the file's digest): each source's digest as it was at the commit that wrote the file (``at``, where the entry's
+    ``commit`` is not the one it was measured at), so that :func:`stale` finds it older than today's code exactly when that
+    code changed since. The entry's ``backfilled`` says it was done after the fact. Only a file unchanged since it was
+    stamped, whose commit is known and holds at least one of ``sources``."""
+    for f in map(Path, files):
+        entry = read(f.parent).get(f.name)
+        if entry is None:
+            raise FlamingoError(f"{f}: no entry in {MANIFEST} to name sources in (stamp it when it is written)")
+        if entry.get("sha256") != sha256(f):
+            raise FlamingoError(f"{f}: changed since it was stamped; measure it again instead")
+        commit_id = at or entry.get("commit")
+        if not commit_id:
+            raise FlamingoError(f"{f}: its entry names no commit to read the sources at")
+        digests, absent = sources_at(commit_id, sources, root)
+        if not digests:
+            raise FlamingoError(f"{f}: none of {', '.join(sources)} is in commit {commit_id[:10]}")
+        note = (f"sources named after the fact, as they were at commit {commit_id[:10]}"
+                + (f" (not there then: {', '.join(absent)})" if absent else ""))
+        record = {k: v for k, v in entry.items() if k != "sha256"}
+        record["sources"] = {**entry.get("sources", {}), **digests}
+        record["backfilled"] = f"{entry['backfilled']}; {note}" if entry.get("backfilled") else note
+        stamp([f], str(entry.get("command", "")), record=record)
+
+
 def check(folder: str | Path) -> list[str]:
     """What is wrong with ``folder``'s manifest against its files: a file without an entry, an
     entry missing a field, naming no commit, or whose digest is not the file's; an entry for no file."""
@@ -229,7 +275,8 @@ def stale(folder: str | Path, root: Path = ROOT) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m flamingo_sim.provenance stamp --command CMD [--source PATH]... FILE...``: stamp files
-    copied by hand (from a run directory into docs/results); ``check FOLDER...``: report problems."""
+    copied by hand (from a run directory into docs/results); ``add-sources --source PATH... [--at COMMIT] FILE...``: name
+    the sources of files stamped without them (:func:`add_sources`); ``check FOLDER...``: report problems."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m flamingo_sim.provenance", description=main.__doc__)
@@ -240,10 +287,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("files", nargs="+", type=Path)
     c = sub.add_parser("check")
     c.add_argument("folders", nargs="+", type=Path)
+    a = sub.add_parser("add-sources", help="name the sources of files stamped without them (their digests at the file's commit)")
+    a.add_argument("--source", action="append", required=True)
+    a.add_argument("--at", help="the commit the files were measured at, where their entries name another")
+    a.add_argument("files", nargs="+", type=Path)
     args = ap.parse_args(argv)
     try:
         if args.action == "stamp":
             stamp(args.files, args.command, args.source)
+            return 0
+        if args.action == "add-sources":
+            add_sources(args.files, args.source, args.at)
             return 0
         problems = [p for f in args.folders for p in check(f) + stale(f)]
     except FlamingoError as exc:

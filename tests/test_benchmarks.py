@@ -33,6 +33,8 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
     "devices": (None, [rf"baseline: vectorised .* ratio +{NUM}x", rf"flamingo: vectorised .* ratio +{NUM}x"], []),
     "distributed": (None, [r"main job \(MLP proxy\): \d+ rows x \d+ columns; 2 processes identical",
                            rf"ratio best single / 2 processes {NUM}x"], [r"DIFFERENT"]),
+    "energy_balance": (None, [rf"^(baseline|flamingo): charged {NUM} kJ, heat received {NUM} kJ: heat / charged 1\.0000000\d\dx .*integrated vs booked "
+                              rf"excess within \S+ K over [\d,]+ tasks"], [r"\bnan\b"]),
     "engine": (None, [rf"speed-up: +{NUM}x +\(max \|batched - sequential\| = \d\.\d\de[+-]\d\d\)"], []),
     "fedscale_vs_native": (("fedscale", "fedscale"),
                            [rf"^{name} +{NUM} +{NUM} +{NUM}x +\d\.\d\de[+-]\d\d +True$" for name in ("native", "fedscale", "fedscale-unweighted", "fedscale-grpc")],
@@ -58,7 +60,10 @@ SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
                               rf"^(openimage_mobilenet|openimage_shufflenet|speech_resnet34) +{NUM} s a unit of \d+ rounds",
                               rf"whole reproduce on .* about {NUM} h; the measured study: {NUM} s, of which units {NUM} s \({NUM}x"],
                        [r"\bFalse\b"]),
-    "round_overhead": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),
+    "round_overhead": (None, [rf"^mlp:\d+ +all on +{NUM} +{NUM} +{NUM}x +{NUM}- *{NUM}x +{NUM}x +{NUM}- *{NUM}x +{NUM}x +{NUM}- *{NUM}x +{NUM}x$",
+                              r"^stages, ms per round \(median over rotations\), mlp:\d+: wall / CPU$"]
+                       + [rf"^{stage} +-?{NUM} / -?{NUM}$" for stage in ("selection", "pricing", "battery", "clock", "training", "aggregation",
+                                                                "evaluation", "metrics", "checkpoint", "unaccounted")], []),
     "studies": (None, [rf"speed-up of --jobs 2 over --jobs 1: {NUM}x .*; outputs identical \(\d+ files\)"], [r"results differ"]),
     "suite": (None, [r"^smoke: tests/test_errors\.py: \d+ tests \(python -m pytest -q\); slow tests besides: \d+$",
                      rf"^default suite: \d+ tests, {NUM} s wall \(median of 1; range {NUM}-{NUM} s\), {NUM}x the collection alone; failed: 0$"], []),

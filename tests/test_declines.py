@@ -111,6 +111,8 @@ def test_an_unregistered_reason_stops_the_run_in_one_line(tmp_path):
                    "fl: {participants_per_round: 4, local_steps: 2, rounds: 1}\npolicies: [\"sloppy:Sloppy\"]\n")
     with pytest.raises(FlamingoError) as exc:
         run_experiment(exp, out_dir=tmp_path / "run", log=lambda _m: None)
-    assert "policy 'sloppy' declined a request with reason 'busy', which it does not register" in str(exc.value)
+    assert str(exc.value) == ("policy 'sloppy' broke its contract: TaskOutcome.decline_reason of a declined task must be one of its "
+                              "DECLINE_REASONS (too_hot, in_use_exploring, low_battery_in_use), got 'busy', which it does not register; "
+                              f"fix it, then continue it with: flamingo-sim run {exp} --out {tmp_path / 'run'} --resume")
     assert "\n" not in str(exc.value)
     assert (tmp_path / "run" / "config.yaml").is_file() and not (tmp_path / "run" / "summary.json").exists()  # resumable, not finished

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from flamingo_sim.io import MANIFEST, atomic_dir, atomic_path, write_json
-from flamingo_sim.rng import derive_seed, rng
+from flamingo_sim.rng import derive_seed, rng, rngs
 
 
 def test_atomic_path_keeps_old_file_on_failure(tmp_path):
@@ -52,6 +52,22 @@ def test_rng_streams_are_reproducible_and_purpose_specific():
     assert s == derive_seed(1, "train", 2, 5) and 0 <= s < 2**63
     with pytest.raises(ValueError):
         rng(-1)
+
+
+@pytest.mark.parametrize("seed, parts", [(0, ("local-shuffle", 61)), (7, ()), (2**32, ("synthetic", "client")), (2**64 + 3, (0, "x", 2**40))])
+def test_rngs_are_rng_of_each_key_seeded_at_once(seed, parts):
+    """Issue 52: a cohort's streams seeded in one vectorised pass are :func:`rng`'s, bit for bit, whatever the keys'
+    widths (ids of one and of two 32-bit words, 0, the largest 64-bit id, mixed in one call)."""
+    ids = [0, 1, 5, 2**32 - 1, 2**32, 2**63, 2**64 - 1, *np.random.default_rng(3).integers(0, 2**40, 50).tolist()]
+    got = rngs(seed, *parts, last=ids)
+    assert len(got) == len(ids)
+    for cid, gen in zip(ids, got):
+        want = rng(seed, *parts, cid)
+        assert gen.bit_generator.state == want.bit_generator.state, cid
+        assert np.array_equal(gen.permutation(40), want.permutation(40)) and gen.random() == want.random()
+    assert rngs(seed, *parts, last=[]) == []
+    with pytest.raises(ValueError):
+        rngs(seed, *parts, last=[-1])
 
 
 def test_atomic_dir_gets_the_usual_permissions(tmp_path):

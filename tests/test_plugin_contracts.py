@@ -2,13 +2,18 @@
 only the contract's stub counts as missing, signatures are checked, and the error is one line naming
 the plug-in, the method and the contract, for each contract, with and without subclassing; the
 issue's two mistakes (a misspelt ``run_tasks`` in a ``PricedPolicy``, a misspelt ``select`` in a
-``Selector``) give that line before any output is written."""
+``Selector``) give that line before any output is written. What a plug-in returns is held to the
+contract as the run goes (issue 49): a selector or an aggregator that breaks it mid-run stops the
+command in one line with the resume hint, before any further round."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 import textwrap
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from flamingo_sim.cli import main
@@ -20,6 +25,7 @@ from flamingo_sim.fl.runner.executors import Executor, make_executor
 from flamingo_sim.fl.strategy.aggregators import make_aggregator
 from flamingo_sim.fl.strategy.base import Aggregator, Selector
 from flamingo_sim.fl.strategy.selection import make_selector
+from tests.cli_runs import cli_argv, cli_env
 
 HERE = __name__
 POLICY = "flamingo_sim.devices.policies.base.Policy"
@@ -145,6 +151,20 @@ class ReservedReason(PricedPolicy):
         return None
 
 
+class DropReason(PricedPolicy):
+    DECLINE_REASONS = ("not_charging", "interrupted")  # the engine's own drop reason (dropped_interrupted)
+
+    def run_tasks(self, request):
+        return None
+
+
+class NotAWord(PricedPolicy):
+    DECLINE_REASONS = ("not-charging",)
+
+    def run_tasks(self, request):
+        return None
+
+
 def _error(build) -> str:
     with pytest.raises(ConfigError) as exc:
         build()
@@ -218,6 +238,12 @@ def test_a_policys_own_decline_reasons_are_checked():
     assert _error(lambda: make_policy(f"{HERE}:ReservedReason")) == (
         f"policies: policy '{HERE}:ReservedReason' DECLINE_REASONS: 'out_of_memory' is the engine's own drop reason, not a decline; "
         "give the reason another name")
+    assert _error(lambda: make_policy(f"{HERE}:DropReason", source="e.yaml")) == (
+        f"e.yaml: policies: policy '{HERE}:DropReason' DECLINE_REASONS: 'interrupted' is the engine's own drop reason, not a decline; "
+        "give the reason another name")
+    assert _error(lambda: make_policy(f"{HERE}:NotAWord")) == (
+        f"policies: policy '{HERE}:NotAWord' DECLINE_REASONS must be a tuple of lower-case words with underscores "
+        "(each a column declined_<reason>), got ('not-charging',)")
 
 
 # -- the issue's two cases, end to end: one line before any output -----------------------------------------------
@@ -282,3 +308,72 @@ def test_the_shipped_plugins_meet_their_contracts():
         make_aggregator(AggregationConfig(name=name))
     make_engine("native")
     make_executor("local")
+
+
+# -- what a plug-in returns, end to end: one line, the resume hint, no further round (issue 49) ---------------------
+BAD_SELECTOR = '''
+import numpy as np
+from flamingo_sim.fl.strategy.base import Selector
+
+
+class Duplicates(Selector):
+    """Uniform for two rounds, then two of its picks twice."""
+
+    def select(self, online, n, generator, view):
+        chosen = np.sort(generator.choice(online, size=min(n, len(online)), replace=False))
+        return chosen if view.round < 3 else np.concatenate([chosen, chosen[:2]])
+'''
+
+BAD_AGGREGATOR = '''
+import torch
+from flamingo_sim.fl.strategy.aggregate import fedavg
+from flamingo_sim.fl.strategy.base import Aggregator
+
+
+class Diverges(Aggregator):
+    """FedAvg for two rounds, then NaN in the last entry that is a float."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def aggregate(self, global_state, stacked, n_samples):
+        self.calls += 1
+        out = fedavg(stacked, n_samples)
+        if self.calls >= 3:
+            name = [k for k, v in out.items() if v.is_floating_point()][-1]
+            out[name] = torch.full_like(out[name], float("nan"))
+        return out
+'''
+
+
+@pytest.mark.parametrize("module, override, said", [
+    (BAD_SELECTOR, "fl.selection=bad_selector:Duplicates",
+     r"selector 'bad_selector:Duplicates' broke its contract at round 3: select must return at most (\d+) unique online integer "
+     r"client ids, got (\d+) ids, 2 duplicated"),
+    (BAD_AGGREGATOR, "aggregation.name=bad_aggregator:Diverges",
+     r"aggregator 'bad_aggregator:Diverges' broke its contract at round 3: aggregate must return the global state's \d+ entries with "
+     r"their shapes and dtypes, all values finite, got '[\w.]+' with \d+ non-finite values \(nan\)"),
+], ids=["selector", "aggregator"])
+@pytest.mark.slow
+def test_a_plug_in_that_breaks_its_contract_mid_run_stops_in_one_line_with_the_resume_hint(tmp_path, module, override, said):
+    """The plug-in registered as the guide shows (an import path, its module beside the experiment), run by the command line."""
+    (tmp_path / f"{override.partition('=')[2].partition(':')[0]}.py").write_text(textwrap.dedent(module))
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("name: output_check\ntraces: {path: traces/synthetic}\ndata: {name: synthetic, proxy: {n_clients: 200}}\n"
+                   "fl: {participants_per_round: 8, local_steps: 2, rounds: 4, eval_every: 1}\npolicies: [baseline]\ncheckpoint_every: 1\n")
+    out = tmp_path / "run"
+    proc = subprocess.run(cli_argv(out, [override], experiment=exp),
+                          capture_output=True, text=True, env=cli_env(), timeout=600, check=False, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1, proc.stderr
+    again = f"flamingo-sim run {exp} --out {out} --set {override} --resume"
+    match = re.fullmatch(f"flamingo-sim run: error: {said}; fix it, then continue it with: {re.escape(again)}", errors[0])
+    assert match, errors[0]
+    if match.groups():
+        asked, got = map(int, match.groups())
+        assert got == asked + 2
+    # rounds 1 and 2 were checkpointed and kept; round 3 never finished, and the run did not go on
+    assert pd.read_parquet(out / "metrics.parquet")["round"].tolist() == [0, 1, 2]
+    assert not (out / "summary.json").exists() and (out / "resume.txt").read_text().strip().endswith("--resume")

@@ -38,9 +38,39 @@ PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md", *(ROOT / "be
 
 #: stale when the check arrived (code changed since they were written; not re-measured, the runs take
 #: hours on 2 cores): file -> the sources that changed. Regenerating a file removes it from here.
-#: (Timings in benchmarks/results name no sources: every timing dates with the whole tree, and its
-#: page says on which commit and machine it was measured.)
+#: The timings of benchmarks/results named no sources until issue 50; named then (``python -m flamingo_sim.provenance
+#: add-sources``: each source as it was at the commit that measured the file), these were found older than their code.
 KNOWN_STALE = {
+    "benchmarks/results/cuda_tests_h200.txt": "benchmarks/gpu_device.sh",
+    "benchmarks/results/device_limits_2cores_idle.json": "benchmarks/device_limits.py, flamingo_sim/fl/sim/limits.py, "
+                                                         "flamingo_sim/devices/thermal.py, flamingo_sim/devices/memory.py",
+    "benchmarks/results/devices_2cores.log": "benchmarks/devices.py, flamingo_sim/devices/execution.py",
+    "benchmarks/results/distributed_2cores.json": "benchmarks/distributed.py, flamingo_sim/fl/distributed/*",
+    "benchmarks/results/distributed_speed_2cores.json": "benchmarks/distributed.py, flamingo_sim/fl/distributed/seam.py, world.py",
+    "benchmarks/results/engine_2cores.log": "flamingo_sim/fl/training/trainer.py, flamingo_sim/fl/training/batched.py",
+    "benchmarks/results/gpu_round_cpu_2cores.json": "benchmarks/gpu_round.py, flamingo_sim/fl/training/trainer.py",
+    "benchmarks/results/gpu_round_h200.json": "benchmarks/gpu_round.py, flamingo_sim/fl/training/trainer.py",
+    "benchmarks/results/gpu_run_h200.json": "benchmarks/gpu_run.py, flamingo_sim/fl/training/trainer.py",
+    "benchmarks/results/gpu_run_h200_graph_bf16.json": "benchmarks/gpu_run.py, flamingo_sim/fl/training/trainer.py",
+    "benchmarks/results/identity_refactor.json": "benchmarks/identity.py",
+    "benchmarks/results/main_job_2cores.json": "flamingo_sim/fl/sim/simulation.py, flamingo_sim/fl/training/trainer.py",
+    "benchmarks/results/mutation_core_2cores.json": ".ci/mutation.py",
+    "benchmarks/results/mutation_core_recheck_2cores.json": ".ci/mutation.py",
+    "benchmarks/results/population_2cores.json": "benchmarks/population.py, flamingo_sim/fl/sim/population.py, flamingo_sim/fl/sim/simulation.py",
+    "benchmarks/results/round_overhead_2cores.log": "benchmarks/round_overhead.py, flamingo_sim/fl/sim/simulation.py",
+    "benchmarks/results/studies_2cores.json": "benchmarks/studies.py, flamingo_sim/studies/study.py",
+    "benchmarks/results/studies_full_2cores.json": "benchmarks/studies.py, flamingo_sim/studies/study.py",
+    "benchmarks/results/suite_2cores.json": "benchmarks/suite.py",
+    "benchmarks/results/toolkit_overhead_2cores.log": "benchmarks/toolkit_overhead.py, flamingo_sim/fl/strategy/selection.py",
+    "docs/results/network/lognormal_identity.json": "flamingo_sim/fl/sim/network.py",
+}
+#: results files whose entries name no sources, and why (every other entry names the code its figures come from most
+#: directly, so that a change to it is found: issue 50, when 93 of 94 entries named none).
+NO_SOURCES = {
+    "benchmarks/results/mutation_2cores.json": "mutmut 3's own run over [tool.mutmut]'s modules and tests: its score depends on "
+                                               "every module mutated and every test run against them; its commit names that code",
+    "benchmarks/results/mutation_2cores_run2.json": "the same mutmut run, continued module by module",
+    "benchmarks/results/mutation_2cores.md": "written by hand from mutation_2cores.json and mutation_2cores_run2.json, no code",
 }
 
 
@@ -59,6 +89,23 @@ def test_every_results_file_records_its_commit_command_and_machine():
         for name, e in provenance.read(folder).items():
             assert re.fullmatch(r"[0-9a-f]{40}", e["commit"]), (folder / name, e["commit"])
             assert "backfilled" in e or e["machine"].get("cpu_flags") is not None, folder / name
+
+
+def test_every_results_file_names_its_sources_or_says_why_not():
+    """Each entry names the source files its figures come from (their digests), except :data:`NO_SOURCES`, each with
+    its reason; a listed file that names sources now is taken off the list."""
+    missing, named = [], []
+    for folder in _folders():
+        for name, e in provenance.read(folder).items():
+            f = _rel(folder / name)
+            if not e.get("sources") and f not in NO_SOURCES:
+                missing.append(f)
+            elif e.get("sources") and f in NO_SOURCES:
+                named.append(f)
+    assert missing == [], ("results files whose provenance names no sources (name them: python -m flamingo_sim.provenance "
+                           f"add-sources --source PATH FILE, or list them in NO_SOURCES with the reason): {missing}")
+    assert named == [], f"these name their sources now: take them off NO_SOURCES: {named}"
+    assert all(len(reason) > 20 for reason in NO_SOURCES.values())
 
 
 def quoted_results() -> dict[str, set[str]]:

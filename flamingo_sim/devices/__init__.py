@@ -28,6 +28,8 @@ Public API (see each module's docstring for the models):
 - :mod:`.thermal`: a phone's heat (a first-order thermal circuit) and each cluster's throttling
   (``devices.thermal``); :mod:`.thermal_table`: sustained training under it (``flamingo-sim thermal``).
 - :mod:`.memory`: a phone's RAM and app memory limit, the largest minibatch that fits (``devices.memory``).
+- :mod:`.pricing`: the one place a cohort's tasks are priced (memory, the policy, heat, radio) into one record
+  (``PricedCohort``), each task's power as it runs (``PowerTimeline``) read by the battery and the heat alike.
 - :mod:`.radio`: the radio's power while it moves a model (Huang et al., MobiSys 2012: LTE and WiFi,
   promotion and tail), priced by :mod:`flamingo_sim.fl.sim.network`.
 - :mod:`.cli`: ``flamingo-sim profile`` and the profile commands.

@@ -78,6 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flamingo_sim.devices.execution import InterferenceModel, LadderContention
+from flamingo_sim.devices.power import core_power_w
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.soc import Phone
 
@@ -230,9 +231,6 @@ def contention(phone: Phone, cores: tuple[int, ...], pinned: bool, model: Interf
     def speed(c: int) -> float:
         return types[lay.core_type(c)].speed
 
-    def power(c: int) -> float:
-        return types[lay.core_type(c)].power_w
-
     # Without the owner: each thread's time, its core's own threads sharing it, the slowest sets the profiled step.
     idle_share = [1.0 / pl.idle.count(c) for c in pl.idle]
     idle_wall = [1.0 / speed(c) / s for c, s in zip(pl.idle, idle_share)]
@@ -254,7 +252,7 @@ def contention(phone: Phone, cores: tuple[int, ...], pinned: bool, model: Interf
         return min(wait, spin * regions / step_latency_s)  # wait and spin in profiled steps
 
     def energy(threads, cpu, wall, total) -> float:
-        return sum(power(c) * (t + spun(total - w, c)) for c, t, w in zip(threads, cpu, wall))
+        return sum(core_power_w(phone, c) * (t + spun(total - w, c)) for c, t, w in zip(threads, cpu, wall))
 
     ratio = energy(pl.train, t1, w1, duration) / energy(pl.idle, t0, w0, 1.0)
     return Contention(duration, ratio, loss, pl)

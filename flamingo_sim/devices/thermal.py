@@ -45,6 +45,7 @@ __all__ = [
     "SPECIFIC_HEAT_J_PER_GK",
     "SURFACE_H_W_PER_M2K",
     "rc_excess_c",
+    "decayed_c",
     "time_to_excess_s",
     "throttled_task",
     "excess_after",
@@ -112,7 +113,13 @@ def rc_excess_c(t_s: np.ndarray | float, excess0_c: np.ndarray | float, power_w:
                 resistance_k_per_w: np.ndarray | float, tau_s: np.ndarray | float) -> np.ndarray:
     """Excess temperature over ambient after ``t_s`` at constant ``power_w`` (the closed form)."""
     steady = np.asarray(power_w, dtype=float) * resistance_k_per_w
-    return steady + (np.asarray(excess0_c, dtype=float) - steady) * exp(-np.asarray(t_s, dtype=float) / tau_s)  # libm's: the same on every CPU
+    return steady + decayed_c(np.asarray(excess0_c, dtype=float) - steady, t_s, tau_s)
+
+
+def decayed_c(excess_c: np.ndarray | float, t_s: np.ndarray | float, tau_s: np.ndarray | float) -> np.ndarray:
+    """An excess temperature ``t_s`` later with no heat input: ``excess exp(-t / tau)``, the circuit's one decay
+    (libm's exp, :func:`flamingo_sim.numeric.exp`: the same on every CPU)."""
+    return np.asarray(excess_c, dtype=float) * exp(-np.asarray(t_s, dtype=float) / tau_s)
 
 
 def time_to_excess_s(target_c: np.ndarray, excess0_c: np.ndarray, power_w: np.ndarray, resistance_k_per_w: np.ndarray,

@@ -138,6 +138,7 @@ def _preflight(args: argparse.Namespace) -> None:
         args.default_out = str(default_out_dir(cfg))
     if args.out is not None and rank0:
         check_run_dir(Path(args.out), cfg, args.resume)
+    args.config = cfg  # the run takes it: the experiment is read once
 
 
 def continue_command(args: argparse.Namespace, out: str | Path) -> str:
@@ -162,10 +163,11 @@ def _run(args: argparse.Namespace) -> int:
     from flamingo_sim.fl.runner.options import RunOptions
     from flamingo_sim.fl.runner.run import run_experiment
 
+    # a plug-in that breaks its contract mid-run stops it with one line and how to continue it (run_guard adds that)
     result = run_experiment(args.experiment, RunOptions(
         out_dir=out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
         device=args.device, threads=args.threads, execution=execution(args), collective_timeout_s=args.collective_timeout_s,
-        again=None if out is None else continue_command(args, out), confirm=_confirm(args.yes),
+        again=None if out is None else continue_command(args, out), confirm=_confirm(args.yes), config=args.config,
     ))
     untrained = result.summary.get("untrained") if result is not None else None
     if untrained and not args.allow_untrained:

@@ -20,6 +20,7 @@ path, then in :func:`plugin_search`'s folders: the experiment's own (and those o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -33,8 +34,8 @@ from flamingo_sim.plugins import check_name, check_params, display_name, params_
 if TYPE_CHECKING:
     from flamingo_sim.fl.strategy.base import Aggregator
 
-__all__ = ["check_names", "check_plugins", "experiment_policy", "experiment_selector", "experiment_aggregator", "policy_name",
-           "plugin_search"]
+__all__ = ["check_names", "check_plugins", "CheckedPlugins", "build_checked", "experiment_policy", "experiment_selector",
+           "experiment_aggregator", "policy_name", "plugin_search"]
 
 
 def plugin_search(experiment: str | Path | None) -> list[Path]:
@@ -90,14 +91,32 @@ def policy_name(name: str, policy: Any) -> str:
     return display_name(name, policy)
 
 
+@dataclass
+class CheckedPlugins:
+    """What :func:`build_checked` built: each policy's display name and instance by its name in the
+    experiment, the selector and the aggregator (built without the model's buffers), all unused."""
+
+    names: dict[str, str]
+    policies: dict[str, Policy]
+    selector: Selector
+    aggregator: Aggregator
+
+
 def check_plugins(cfg: Any, experiment: str | Path | None, policies: Sequence[str] | None = None) -> dict[str, str]:
     """Every plug-in of ``cfg`` (the ``policies``, default the config's) built once and held to its
     contract, before anything is written; each policy's display name by its name in the experiment.
 
     Two policies may not share a display name, nor may a plug-in take a shipped policy's."""
+    return build_checked(cfg, experiment, policies).names
+
+
+def build_checked(cfg: Any, experiment: str | Path | None, policies: Sequence[str] | None = None) -> CheckedPlugins:
+    """:func:`check_plugins`, keeping what it built (a run's first simulation in this process takes it)."""
     names: dict[str, str] = {}
+    built: dict[str, Policy] = {}
     for name in cfg.policies if policies is None else policies:
-        shown = policy_name(name, experiment_policy(cfg, experiment, name))
+        built[name] = experiment_policy(cfg, experiment, name)
+        shown = policy_name(name, built[name])
         twin = next((n for n, s in names.items() if s == shown), None)
         if twin is not None or (shown != name and shown in POLICIES.builtin):
             other = f"policy {twin!r}" if twin is not None else "the shipped policy"
@@ -105,6 +124,5 @@ def check_plugins(cfg: Any, experiment: str | Path | None, policies: Sequence[st
             raise ConfigError(f"{where}policies: policy {name!r} is called {shown!r} (its name attribute), as {other} is; "
                               "give it a name of its own")
         names[name] = shown
-    experiment_aggregator(cfg, experiment)
-    experiment_selector(cfg, experiment)
-    return names
+    aggregator = experiment_aggregator(cfg, experiment)
+    return CheckedPlugins(names, built, experiment_selector(cfg, experiment), aggregator)

@@ -54,6 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key in every run, e.g. --set fl.rounds=50 (repeatable)")
     p.add_argument("--out", required=True, help="output directory (absent, empty, or an earlier sensitivity grid to continue)")
+    p.add_argument("--unknowns", action="store_true",
+                   help="vary every unknown of the device model too (each with its plausible range and reason) and report each "
+                        "ratio's range over them beside its seed interval and the paper's figure (range.json)")
+    p.add_argument("--readings", choices=("default", "paper"), default="default",
+                   help="'paper': every reading the paper's text decides set to its words (as for run and reproduce)")
     add_parallel_arguments(p, "the (point, seed, policy) units")
     p.set_defaults(func=_sensitivity, cli_flags={"overrides": "--set", "n_seeds": "--seeds"})
 
@@ -71,10 +76,16 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _sensitivity(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from flamingo_sim.fl.readings import readings_overrides
+    from flamingo_sim.studies.reproduce.paper import TABLE2
     from flamingo_sim.studies.sensitivity import run_sensitivity
 
-    table = run_sensitivity(args.experiment, args.vary, out_dir=args.out, overrides=args.overrides, n_seeds=args.seeds,
-                            execution=execution(args), again=_again(args))
+    row = TABLE2.get(Path(args.experiment).stem)
+    paper = None if row is None else {"speedup": row.speedup, "energy_efficiency": row.energy_efficiency}
+    table = run_sensitivity(args.experiment, args.vary, out_dir=args.out, overrides=[*readings_overrides(args.readings), *args.overrides],
+                            n_seeds=args.seeds, execution=execution(args), again=_again(args), unknowns=args.unknowns, paper=paper)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return 0
 

@@ -15,6 +15,10 @@ Written into ``<out>``:
 - ``tornado.png``: per knob, the range of speedup (left) and energy efficiency (right) over its
   values, against the reference (vertical line), knobs sorted by how far they move speedup.
 
+``--unknowns`` varies every unknown of the device model too (:mod:`flamingo_sim.studies.unknowns`) and writes
+``range.json`` and a block of ``sensitivity.md``: each ratio's seed interval beside its range over the unknowns, and
+whether that range holds the paper's figure.
+
 Every ``--vary`` value is validated (the whole config loaded) before any run starts. Values are
 parsed as YAML, like ``--set``, so a value cannot itself contain a comma.
 
@@ -26,6 +30,7 @@ a grid given more ``--vary`` values later reuses the runs it already has.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -42,6 +47,7 @@ from flamingo_sim.fl.runner.options import Execution
 from flamingo_sim.io import atomic_path
 from flamingo_sim.resources import find_experiment
 from flamingo_sim.studies.names import REFERENCE, point_name
+from flamingo_sim.studies.unknowns import UNKNOWNS, model_range, range_markdown, unknowns_vary
 
 __all__ = ["Knob", "parse_vary", "run_sensitivity", "relative_changes", "tornado_figure"]
 
@@ -93,15 +99,22 @@ def run_sensitivity(
     log: Callable[[str], None] | None = None,
     execution: Execution | None = None,
     again: str | None = None,
+    unknowns: bool = False,
+    paper: dict[str, float] | None = None,
 ) -> pd.DataFrame:
     """Run (or continue) the one-at-a-time grid and write the table and the tornado chart (module docstring).
 
     ``execution`` and ``again`` as for
-    :func:`~flamingo_sim.studies.study.run_study`: the grid is one study.
+    :func:`~flamingo_sim.studies.study.run_study`: the grid is one study. ``unknowns``: vary every unknown of the
+    device model too (:data:`~flamingo_sim.studies.unknowns.UNKNOWNS`, those ``vary`` does not name) and write the
+    headline's range over them (``range.json``, a block of ``sensitivity.md``), beside ``paper``'s figures
+    (``{"speedup": ..., "energy_efficiency": ...}``) where given.
     """
     from flamingo_sim.fl.runner.forkserver import start_early_for
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
+    if unknowns:
+        vary = [*vary, *unknowns_vary(vary)]
     knobs = parse_vary(vary)
     ex = execution or Execution()
     start_early_for(ex.executor, ex.jobs)  # the workers' parent imports torch while this process imports the study and reads configs
@@ -137,8 +150,18 @@ def run_sensitivity(
     table = relative_changes(pd.DataFrame(rows), ref_ratios)
     with atomic_path(out / "sensitivity.csv") as tmp:
         table.to_csv(tmp, index=False)
+    markdown = _markdown(table, experiment, policy, baseline)
+    if unknowns:
+        pol = results[REFERENCE].summary["policies"][policy]
+        per_seed = {ratio: list((pol.get(f"{ratio}_per_seed") or {}).values()) for ratio in ("speedup", "energy_efficiency")}
+        summary = model_range(rows, per_seed, paper)
+        with atomic_path(out / "range.json") as tmp:
+            tmp.write_text(json.dumps({"experiment": str(experiment), "policy": policy, "baseline": baseline, "overrides": list(overrides),
+                                       "unknowns": [{"name": u.name, "key": u.key, "values": list(u.values), "reason": u.reason}
+                                                    for u in UNKNOWNS], **summary}, indent=2) + "\n")
+        markdown += range_markdown(summary)
     with atomic_path(out / "sensitivity.md") as tmp:
-        tmp.write_text(_markdown(table, experiment, policy, baseline))
+        tmp.write_text(markdown)
     fig = tornado_figure(table, policy)
     with atomic_path(out / "tornado.png") as tmp:
         fig.savefig(tmp, format="png", dpi=120)

@@ -26,6 +26,7 @@ A prepared trace set is a directory with three files:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -128,25 +129,47 @@ class ClientTraces:
         span = float(self.device_length[used].min()) * self.step_s
         return span - float(self.shift_s.max())
 
+    @cached_property
+    def _client_length(self) -> np.ndarray:
+        """int64 (n_clients,): each client's device length (``device_length[client_device]``, kept: the round's clock reads it
+        at every trace tick)."""
+        return self.device_length[self.client_device]
+
+    @cached_property
+    def _client_row(self) -> np.ndarray:
+        """int64 (n_clients,): where each client's device row starts in a flattened (n_devices x n_steps) grid."""
+        return self.client_device * np.int64(self.n_steps)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the lookup arrays kept above (rebuilt on first use)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_client_length", "_client_row")}
+
     def index_at(self, t_s: float) -> np.ndarray:
         """Grid index of each client at simulation time ``t_s``: ``((t_s + shift_s) // step_s) % device_length``."""
         steps = (np.int64(np.floor(t_s)) + self.shift_s) // self.step_s
-        return steps % self.device_length[self.client_device]
+        steps %= self._client_length
+        return steps
+
+    def _every_client(self, grid: np.ndarray, t_s: float) -> np.ndarray:
+        """``grid[client_device, index_at(t_s)]``: one flat gather (a whole-population read, at every trace tick of a round)."""
+        flat = self.index_at(t_s)
+        flat += self._client_row
+        return grid.reshape(-1).take(flat)
 
     def level_at(self, t_s: float) -> np.ndarray:
         """Battery level (percent, float32) of every client at ``t_s``."""
-        return self.level_pct[self.client_device, self.index_at(t_s)]
+        return self._every_client(self.level_pct, t_s)
 
     def state_at(self, t_s: float) -> np.ndarray:
         """Battery state (+1/0/-1, int8) of every client at ``t_s``."""
-        return self.state[self.client_device, self.index_at(t_s)]
+        return self._every_client(self.state, t_s)
 
     def extra_at(self, name: str, t_s: float) -> np.ndarray | None:
         """Extra ``name`` of every client at ``t_s``, or ``None`` if the trace set lacks it."""
         arr = self.extras.get(name)
         if arr is None:
             return None
-        return arr[self.client_device, self.index_at(t_s)]
+        return self._every_client(arr, t_s)
 
     def levels_at(self, clients: np.ndarray, times_s: np.ndarray) -> np.ndarray:
         """Battery level (percent, float64) of the clients at positions ``clients``, each at its

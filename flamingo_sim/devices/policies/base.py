@@ -16,13 +16,14 @@ inherits and :func:`~flamingo_sim.devices.policies.make_policy` gives a policy t
 ``Params`` dataclass, read from ``policy_params.<name>``. Per-client state lives in arrays sized ``n_clients`` created by ``init``.
 :class:`PricedPolicy` holds the public pricing helpers (:func:`~flamingo_sim.devices.execution.run_ladder`
 under the interference model) that the baseline, Flamingo and EAS are written with.
+:func:`check_outcome` holds what ``run_tasks`` returns to the contract, field by field.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -31,16 +32,18 @@ from flamingo_sim.devices.battery import population_fingerprint
 from flamingo_sim.devices.execution import InterferenceModel, run_ladder
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.scheduling import contention_table
+from flamingo_sim.errors import PluginError
 from flamingo_sim.plugins import Contract
 
 __all__ = ["DECLINE_REASONS", "RESERVED_REASONS", "decline_reasons", "PolicyConfig", "TaskRequest", "TaskOutcome", "Policy", "PricedPolicy",
-           "Ladders", "Priced", "POLICY_METHODS", "CONTRACT"]
+           "Ladders", "Priced", "POLICY_METHODS", "CONTRACT", "check_outcome"]
 
 #: The reasons the shipped policies decline with (each a ``declined_<reason>`` column of ``metrics.parquet``,
 #: in every run); a policy of your own registers its others in its class's ``DECLINE_REASONS``.
 DECLINE_REASONS = ("too_hot", "in_use_exploring", "low_battery_in_use")
-#: Reasons no policy may register: the memory model's drop (``flamingo_sim.fl.sim.limits.OUT_OF_MEMORY``) has its own column.
-RESERVED_REASONS = ("out_of_memory",)
+#: Reasons no policy may register: the memory model's drop (``flamingo_sim.fl.sim.limits.OUT_OF_MEMORY``) and the engine's
+#: outcomes of a task (``flamingo_sim.fl.sim.rounds.REASONS``), each with its own ``dropped_<reason>`` column.
+RESERVED_REASONS = ("out_of_memory", "kept", "declined", "unavailable", "battery_exhausted", "interrupted", "too_slow")
 _REASON = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -128,7 +131,8 @@ class TaskRequest:
 
 @dataclass
 class TaskOutcome:
-    """What each of the ``k`` clients did with its request.
+    """What each of the ``k`` requested clients did with its request: every array has one entry per requested
+    task (``k = len(request.client_idx)``), in the request's order; :func:`check_outcome` holds it to its fields.
 
     ``decline_reason``: '' if accepted; ``mode``: 'declined', 'baseline', 'explore',
     'default' (4567 while exploring and charging) or 'control'. ``steps_by_choice[i, l]``
@@ -148,13 +152,13 @@ class TaskOutcome:
     accepted: np.ndarray
     #: str (k,): '' if accepted, else why not: one of ``DECLINE_REASONS`` or of the policy's own ``DECLINE_REASONS``.
     decline_reason: np.ndarray
-    #: float (k,): the whole task's duration (s), compute only (the engine adds the model's transfers).
+    #: float (k,), finite and >= 0: the whole task's duration (s), compute only (the engine adds the model's transfers).
     duration_s: np.ndarray
-    #: float (k,): the whole task's energy (J).
+    #: float (k,), finite and >= 0: the whole task's energy (J).
     energy_j: np.ndarray
-    #: float (k,): the owner's foreground time slowed by training (s).
+    #: float (k,), finite and >= 0: the owner's foreground time slowed by training (s).
     interference_s: np.ndarray
-    #: int (k, n_labels): steps on each execution choice, by the profile set's label index.
+    #: int (k, n_labels), >= 0: steps on each execution choice, by the profile set's label index (a column per ``labels`` entry).
     steps_by_choice: np.ndarray
     #: The profile set's labels (``steps_by_choice``'s columns).
     labels: tuple[str, ...]
@@ -162,7 +166,7 @@ class TaskOutcome:
     mode: np.ndarray
     #: bool (k,): the policy gives the task up before its end (see above); None: all False.
     interrupted: np.ndarray = field(default=None)  # type: ignore[arg-type]
-    #: float (k,): ``interference_s`` weighed by the share of the owner's work lost; None: ``interference_s`` / 2.
+    #: float (k,), finite and >= 0: ``interference_s`` weighed by the share of the owner's work lost; None: ``interference_s`` / 2.
     foreground_lost_s: np.ndarray = field(default=None)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
@@ -201,7 +205,8 @@ class Policy(Protocol):
         """Create per-client state for ``n_clients`` clients whose phones are rows of ``profile_set``."""
 
     def run_tasks(self, request: TaskRequest) -> TaskOutcome:
-        """Decide and price one round's requests."""
+        """Decide and price one round's requests: a :class:`TaskOutcome` with one entry per requested task
+        (``k = len(request.client_idx)``) in every array, each field as it declares (:func:`check_outcome`)."""
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume (numpy arrays and plain values)."""
@@ -234,6 +239,73 @@ def _check_decline_reasons(policy: Any) -> str | None:
     if taken:
         return f"DECLINE_REASONS: {taken[0]!r} is the engine's own drop reason, not a decline; give the reason another name"
     return None
+
+
+def check_outcome(policy_name: str, request: TaskRequest, outcome: Any, registered: Sequence[str] = DECLINE_REASONS) -> TaskOutcome:
+    """``outcome``, what policy ``policy_name``'s ``run_tasks`` returned for ``request`` (before the engine's device
+    limits), as it came when it keeps the contract: a :class:`TaskOutcome` with one entry per requested task in every
+    array (``len(request.client_idx)``), ``accepted`` and ``interrupted`` bool, the times and the energy float, finite
+    and >= 0, ``steps_by_choice`` integer and >= 0 with a column per label, ``decline_reason`` '' for an accepted task
+    and one of ``registered`` (:func:`decline_reasons` of the policy) for a declined one. Else a
+    :class:`~flamingo_sim.errors.PluginError` line naming the policy, the field, what it must be and what came back."""
+    problem = _outcome_problem(request.k, outcome, tuple(registered))
+    if problem is None:
+        return outcome
+    raise PluginError(f"policy {policy_name!r} broke its contract: {problem}")
+
+
+def _outcome_problem(k: int, out: Any, registered: tuple[str, ...]) -> str | None:
+    if not isinstance(out, TaskOutcome):
+        return f"run_tasks must return a TaskOutcome, got {_a(type(out).__name__)}"
+    task = f"one entry per requested task ({k},)"
+    for name, kind in (("accepted", "b"), ("interrupted", "b"), ("decline_reason", "U"), ("mode", "U"), ("duration_s", "f"),
+                       ("energy_j", "f"), ("interference_s", "f"), ("foreground_lost_s", "f")):
+        wrong = _array_problem(getattr(out, name), kind, (k,))
+        if wrong:
+            return f"TaskOutcome.{name} must be {_KINDS[kind]} of {task}, got {wrong}"
+        value = np.asarray(getattr(out, name))
+        if kind == "f" and not (np.isfinite(value).all() and (value >= 0).all()):
+            bad = value[~(np.isfinite(value) & (value >= 0))]
+            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+            return f"TaskOutcome.{name} must be finite and >= 0, got {float(bad[0])!r}{more}"
+    labels = out.labels
+    if not isinstance(labels, tuple) or not all(isinstance(x, str) for x in labels):
+        return f"TaskOutcome.labels must be a tuple of str (the profile set's labels), got {_a(type(labels).__name__)}"
+    wrong = _array_problem(out.steps_by_choice, "i", (k, len(labels)))
+    if wrong:
+        return f"TaskOutcome.steps_by_choice must be {_KINDS['i']} of shape ({k}, {len(labels)}), one row per requested task, got {wrong}"
+    if (np.asarray(out.steps_by_choice) < 0).any():
+        return f"TaskOutcome.steps_by_choice must be >= 0, got {int(np.asarray(out.steps_by_choice).min())}"
+    accepted, reason = np.asarray(out.accepted), np.asarray(out.decline_reason).astype(str)
+    if (reason[accepted] != "").any():
+        return f"TaskOutcome.decline_reason must be '' for an accepted task, got {str(reason[accepted & (reason != '')][0])!r}"
+    unknown = sorted(set(reason[~accepted].tolist()) - set(registered))
+    if unknown:
+        said = "'' (no reason)" if unknown[0] == "" else f"{unknown[0]!r}, which it does not register"
+        return (f"TaskOutcome.decline_reason of a declined task must be one of its DECLINE_REASONS ({', '.join(registered)}), "
+                f"got {said}")
+    return None
+
+
+_KINDS = {"b": "a bool array", "f": "a float array", "U": "a str array", "i": "an integer array"}
+
+
+def _array_problem(value: Any, kind: str, shape: tuple[int, ...]) -> str | None:
+    """What is wrong with ``value`` as an array of ``kind`` (``U``: str, or objects that are str) and ``shape``, or None."""
+    if not isinstance(value, np.ndarray):
+        return _a(type(value).__name__)
+    if value.shape != shape:
+        return f"shape {value.shape}"
+    found = value.dtype.kind
+    if kind == "U" and found == "O" and all(isinstance(x, str) for x in value.ravel().tolist()):
+        return None
+    if found != kind and not (kind == "i" and found == "u"):
+        return f"dtype {value.dtype}"
+    return None
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 #: The policy extension point: required methods, the optional ``settle`` and ``DECLINE_REASONS`` (defaults above),

@@ -12,15 +12,17 @@ report to. The executor runs each unit with :func:`~flamingo_sim.fl.runner.units
 :func:`unit_threads` and :func:`auto_jobs` share the cores out.
 
 Results do not depend on the executor or on the order in which units finish: each unit's
-randomness is its own (per seed and round), it writes only its own files, and
-:func:`~flamingo_sim.fl.runner.results.gather` reads them in the config's order.
+randomness is its own (per seed and round), it builds from the run's record (never the experiment
+file), it writes only its own files, and this process reads each back once as it finishes into its
+run's :class:`~flamingo_sim.fl.runner.unit_files.RunResults`, which writes ``metrics.parquet`` in the
+config's order.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.runner.callbacks import Callback
@@ -29,11 +31,10 @@ from flamingo_sim.fl.runner.executors.progress import Failure, Progress, StudyPl
 from flamingo_sim.fl.runner.executors.ray_cluster import RAY_HINT
 from flamingo_sim.fl.runner.kernels import training_on
 from flamingo_sim.fl.runner.unit_files import UNITS_DIR, Unit, unit_result, write_partial_metrics
-from flamingo_sim.fl.runner.units import InProcess
+from flamingo_sim.fl.runner.units import InProcess, RunPlan
 
-#: A run's plan (:class:`flamingo_sim.fl.runner.plan.PreparedRun`, a layer above): its ``out``, ``cfg``,
-#: ``engine``, ``kernels`` and ``first_parts`` are what :func:`run_units` reads.
-PreparedRun = Any
+#: A run as :func:`run_units` takes it (:class:`~flamingo_sim.fl.runner.plan.PreparedRun`, a layer above, is one).
+R = TypeVar("R", bound=RunPlan)
 
 __all__ = ["EXECUTORS", "Failure", "Progress", "StudyPlan", "check_executor", "check_parallel", "execute", "run_units", "unit_threads", "auto_jobs",
            "RAY_HINT", "warm_up"]
@@ -69,7 +70,7 @@ def check_executor(executor: str, ray_address: str | None = None) -> None:
         check_ray_address(ray_address or os.environ.get("RAY_ADDRESS") or None)
 
 
-def check_parallel(runs: Sequence[PreparedRun], jobs: int, executor: str) -> None:
+def check_parallel(runs: Sequence[RunPlan], jobs: int, executor: str) -> None:
     """Before any output: units run in parallel only on the native engine (FedScale runs its own executors)."""
     if (jobs > 1 or executor != "local") and any(r.engine != "native" for r in runs):
         raise ConfigError("--jobs/--executor run the native engine's units in parallel; FedScale runs its own executors (--executors)")
@@ -81,9 +82,9 @@ def warm_up(executor: str, jobs: int) -> None:
 
 
 def run_units(
-    runs: Sequence[PreparedRun], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
+    runs: Sequence[R], units: Sequence[Unit], *, jobs: int, executor: str, ray_address: str | None,
     say: Callable[[str], None], callbacks: Sequence[Callback] = (), keep_going: bool = True, show: bool = True,
-    shared_dir: Path | None = None, comm: Any = None, on_run_done: Callable[[PreparedRun], None] | None = None,
+    shared_dir: Path | None = None, comm: Any = None, on_run_done: Callable[[R], None] | None = None,
     plan: StudyPlan | None = None,
 ) -> list[Failure]:
     """Run ``units`` (of ``runs``, whose directories the caller holds); the failures.
@@ -92,14 +93,15 @@ def run_units(
     finished (while other runs' units may still be running), e.g. to write its summary meanwhile.
     ``plan``: the study's phases when these units are one of several (:class:`~flamingo_sim.fl.runner.executors.progress.StudyPlan`).
 
-    With one local job they run in this process, the policies of a seed sharing its components
-    (the runs' first seeds are already built); else as :func:`execute` says. ``comm``: rank 0 of a
-    distributed run. An interruption or an error leaves each run's ``metrics.parquet`` with the
-    rounds written so far.
+    With one local job they run in this process on their runs' plans (configs, the plug-ins their
+    checks built, the runs' first seeds already built), the policies of a seed sharing its
+    components; else as :func:`execute` says. ``comm``: rank 0 of a distributed run. Each unit that
+    finishes is read back once into its run's results, and its run's ``metrics.parquet`` written once;
+    an interruption or an error leaves each run's ``metrics.parquet`` with the rounds written so far.
     """
     check_parallel(runs, jobs, executor)
     by_dir = {str(r.out): r for r in runs}
-    here = InProcess(say, callbacks=callbacks, configs={d: r.cfg for d, r in by_dir.items()}, comm=comm)
+    here = InProcess(say, callbacks=callbacks, runs={d: r for d, r in by_dir.items()}, comm=comm)
     if jobs == 1 and executor == "local":
         line = training_on(runs[0].cfg, runs[0].kernels[0])
         if comm is not None:
@@ -113,18 +115,26 @@ def run_units(
             here.cache.offer(str(r.out), r.cfg.seeds[0], r.first_parts)
     else:
         say(describe(executor, units, jobs))
+        for r in runs:
+            r.prebuilt = None  # the workers build their own
     for r in runs:
         r.first_parts = None  # offered to this process's units, or built by the workers themselves
     left = {d: sum(u.run_dir == d for u in units) for d in by_dir}
 
     def finished(unit: Unit) -> None:
+        results = by_dir[unit.run_dir].results
+        results.take(unit.policy, unit.seed)
+        results.write()
         left[unit.run_dir] -= 1
         if left[unit.run_dir] == 0 and on_run_done is not None:
             on_run_done(by_dir[unit.run_dir])
 
+    def done(unit: Unit) -> bool:
+        return by_dir[unit.run_dir].results.take(unit.policy, unit.seed)
+
     try:
         return execute(units, jobs=jobs, say=say, here=here, executor=executor, ray_address=ray_address,
-                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished, plan=plan)
+                       keep_going=keep_going, show=show, shared_dir=shared_dir, on_finish=finished, plan=plan, done=done)
     except BaseException:
         for r in runs:
             try:
@@ -149,8 +159,10 @@ def execute(
     shared_dir: Path | None = None,
     on_finish: Callable[[Unit], None] | None = None,
     plan: StudyPlan | None = None,
+    done: Callable[[Unit], bool] | None = None,
 ) -> list[Failure]:
-    """Run every unit not finished yet; the ones that failed (each already said through ``say``).
+    """Run every unit not finished yet (``done``, default: its result file says so); the ones that
+    failed (each already said through ``say``).
 
     ``here`` runs a unit in this process (``jobs=1``, local); ``keep_going=False`` lets its first
     error propagate instead. ``shared_dir``: where Ray's workers must write
@@ -160,7 +172,8 @@ def execute(
     (the progress then counts and estimates the whole study).
     """
     runner = make_executor(executor)
-    pending = [u for u in units if unit_result(Path(u.run_dir) / UNITS_DIR, u.policy, u.seed) is None]
+    finished = done or (lambda u: unit_result(Path(u.run_dir) / UNITS_DIR, u.policy, u.seed) is not None)
+    pending = [u for u in units if not finished(u)]
     progress = Progress(len(units), len(units) - len(pending), jobs, say, show=show, on_finish=on_finish, plan=plan)
     if not pending:
         return []

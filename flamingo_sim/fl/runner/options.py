@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from flamingo_sim.config import FieldError, check_ranges
 from flamingo_sim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from flamingo_sim.fl.config import ExperimentConfig
 
 __all__ = ["Execution", "RunOptions"]
 
@@ -74,6 +77,9 @@ class RunOptions:
     #: Asked, with the estimate, whether a run estimated longer than a day should go on
     #: (:mod:`flamingo_sim.fl.runner.estimate`); None: such a run is refused.
     confirm: Callable[[str], bool] | None = None
+    #: The experiment as the caller already read it, with these overrides and seeds (the command line reads it
+    #: before importing torch): the run takes it instead of reading the file again; None: the run reads it.
+    config: ExperimentConfig | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "overrides", tuple(self.overrides))

@@ -2,8 +2,11 @@
 
 Each process :func:`run_distributed` is called in (by
 :func:`~flamingo_sim.fl.runner.run.run_experiment`, with the same arguments everywhere) joins
-the group, then plans the run (:func:`~flamingo_sim.fl.runner.plan.prepare_run`); a failure on any
-rank is agreed on, so a bad config prints one line and every rank stops. Rank 0 then alone locks
+the group, then plans the run (:func:`~flamingo_sim.fl.runner.plan.prepare_run`: the one time it
+reads the experiment); a failure on any rank is agreed on, so a bad config prints one line and every
+rank stops, and so does a rank whose resolved config differs from rank 0's record (the file changed
+while the ranks read it; :func:`agree_on_record`), so that every rank builds from one record, never
+the file again. Rank 0 then alone locks
 and writes the run directory (metrics, checkpoints, summary, progress) and runs every (policy,
 seed) down the same path as a one-process run (:func:`~flamingo_sim.fl.runner.execute.run_units`,
 then :func:`~flamingo_sim.fl.runner.results.finish_run`), each simulation's step 5 split over the
@@ -19,6 +22,8 @@ under ``flamingo-sim run --nproc`` (whose launcher names the failed rank), quiet
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -35,10 +40,9 @@ from flamingo_sim.fl.runner.options import RunOptions
 from flamingo_sim.fl.runner.plan import PreparedRun, prepare_run
 from flamingo_sim.fl.runner.results import RunResult, finish_run
 from flamingo_sim.fl.runner.rundir import run_guard
-from flamingo_sim.fl.runner.unit_files import UNITS_DIR, unit_result
 from flamingo_sim.fl.sim.seam import LocalSeam
 
-__all__ = ["run_distributed", "announce_pending", "describe_traffic"]
+__all__ = ["run_distributed", "announce_pending", "describe_traffic", "agree_on_record"]
 
 
 def _quiet(_msg: str) -> None:
@@ -64,7 +68,8 @@ def run_distributed(world: World, experiment: str | Path, opts: RunOptions, *, c
             if opts.engine != "native":
                 raise ConfigError(f"engine: {opts.engine!r} runs its own processes; a run over torchrun's processes uses the native engine")
             prepared["prep"] = prepare_run(experiment, opts.all_overrides(), opts.n_seeds, opts.out_dir, resume=opts.resume, engine=opts.engine,
-                                           executors=opts.executors, say=say if world.is_main else _quiet, writes=world.is_main)
+                                           executors=opts.executors, say=say if world.is_main else _quiet, writes=world.is_main,
+                                           config=opts.config)
 
         comm.agree(check)
         prep = prepared["prep"]
@@ -75,8 +80,9 @@ def run_distributed(world: World, experiment: str | Path, opts: RunOptions, *, c
         # NCCL for GPU tensors, one GPU per process; processes sharing a GPU (NCCL refuses) exchange through gloo
         shared = where.type == "cuda" and world.local_size > torch.cuda.device_count()
         comm.device = where if where.type == "cuda" and not shared else torch.device("cpu")
+        agree_on_record(comm, prep)
         with contextlib.ExitStack() as stack:
-            comm.agree(lambda: stack.enter_context(run_guard(prep.out, prep.cfg, prep.experiment, resume=opts.resume))
+            comm.agree(lambda: stack.enter_context(run_guard(prep.out, prep.cfg, prep.experiment, resume=opts.resume, record=prep.record))
                        if world.is_main else None)
             try:
                 result = _run_rank0(prep, callbacks, say) if world.is_main else _serve_all(prep, comm)
@@ -99,12 +105,29 @@ def run_distributed(world: World, experiment: str | Path, opts: RunOptions, *, c
         raise
 
 
+def agree_on_record(comm: Comm, prep: PreparedRun) -> None:
+    """Every rank's resolved config is rank 0's record (a digest of it broadcast from rank 0), else every rank stops
+    with one line: each read the experiment as it started, and a file changed meanwhile would build two runs."""
+    import torch
+
+    digest = list(hashlib.sha256(json.dumps(prep.record, sort_keys=True).encode()).digest())
+    mine = torch.tensor(digest, dtype=torch.uint8)
+    theirs = comm.broadcast(mine.clone().to(comm.device), "the run's config").cpu()
+
+    def check() -> None:
+        if not torch.equal(theirs, mine):
+            raise ConfigError(f"{prep.experiment}: the experiment changed while the ranks read it (rank {comm.world.rank}'s config is not "
+                              "rank 0's); run it again")
+
+    comm.agree(check)
+
+
 def _run_rank0(run: PreparedRun, callbacks: Sequence[Callback], say: Callable[[str], None]) -> RunResult:
     """Rank 0, holding the run directory: every unit in this process, each simulation's step 5 split
     over the group; the units already finished (a resumed run) are announced first, so that the
     other ranks skip them too (:func:`_serve_all`)."""
     units = run.units(1)
-    announce_pending(run.comm, [unit_result(run.out / UNITS_DIR, u.policy, u.seed) is None for u in units])
+    announce_pending(run.comm, [not run.results.take(u.policy, u.seed) for u in units])
     failures = run_units([run], units, jobs=1, executor="local", ray_address=None, say=say, callbacks=callbacks,
                          keep_going=False, show=False, shared_dir=run.out, comm=run.comm)
     if failures:
@@ -122,7 +145,7 @@ def announce_pending(comm: Comm, pending: list[bool]) -> None:
     comm.broadcast(torch.tensor(pending, dtype=torch.int64, device=comm.device), "units to run")
 
 
-def _serve_all(prep: Any, comm: Comm) -> Any:
+def _serve_all(prep: PreparedRun, comm: Comm) -> RunResult:
     """A rank other than 0: the same (seed, policy) simulations as rank 0 runs, each serving its jobs."""
     import torch
 
@@ -140,7 +163,7 @@ def _serve_all(prep: Any, comm: Comm) -> Any:
         if seed not in parts_of:
             parts_of.clear()
             parts_of[seed] = build_components(cfg, prep.experiment, seed, log=_quiet)
-        local = compose(cfg, prep.experiment, seed, name, parts=parts_of[seed], log=_quiet).seam
+        local = compose(cfg, prep.experiment, seed, name, parts=parts_of[seed], log=_quiet, prebuilt=prep.prebuilt).seam
         assert isinstance(local, LocalSeam)
         prepare_trainer(local, comm.world.size, _quiet)
         comm.context = f"{name} seed {seed}"

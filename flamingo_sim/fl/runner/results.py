@@ -1,9 +1,10 @@
 """A run's results: its finished units gathered into ``metrics.parquet`` and ``summary.json``, and read back.
 
-Last on a run's path, once every unit has finished: :func:`finish_run` gathers the units' result
-files in the config's order (:func:`~flamingo_sim.fl.runner.unit_files.gather`), summarises them
-(:func:`~flamingo_sim.fl.metrics.summary.summarize`) and writes both files; :func:`load_run` reads
-them back for reports and notebooks.
+Last on a run's path, once every unit has finished: :func:`finish_run` takes the units' results in
+the config's order, each read back once as it finished (:class:`~flamingo_sim.fl.runner.unit_files.RunResults`,
+which wrote ``metrics.parquet`` as the last one finished), summarises them
+(:func:`~flamingo_sim.fl.metrics.summary.summarize`), names the plug-ins that ran with their parameters,
+and writes ``summary.json``; :func:`load_run` reads both files back for reports and notebooks.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pandas as pd
 
 from flamingo_sim.errors import FlamingoError
 from flamingo_sim.fl.metrics.summary import format_summary, summarize
-from flamingo_sim.fl.runner.unit_files import gather, write_metrics
+from flamingo_sim.fl.runner.unit_files import write_metrics
 from flamingo_sim.io import write_json
 
 if TYPE_CHECKING:
@@ -36,9 +37,11 @@ class RunResult:
     summary: dict[str, Any]
 
 
-def run_summary(cfg: ExperimentConfig, metrics: pd.DataFrame, results: list[dict[str, Any]], engine: str, cpu_kernels: str) -> dict[str, Any]:
+def run_summary(cfg: ExperimentConfig, metrics: pd.DataFrame, results: list[dict[str, Any]], engine: str, cpu_kernels: str,
+                plugins: dict[str, Any] | None = None) -> dict[str, Any]:
     """The summary of a run whose units all finished (``metrics`` and ``results`` as
-    :func:`~flamingo_sim.fl.runner.unit_files.gather` returns them): what ``summary.json`` holds."""
+    :func:`~flamingo_sim.fl.runner.unit_files.gather` returns them): what ``summary.json`` holds;
+    ``plugins``: the plug-ins that ran, with their parameters (:func:`~flamingo_sim.fl.compose.plugin_record`), last."""
     shown = [res["rows"][0]["policy"] for res in results]  # each policy's display name, as its rows have it
     summary = summarize(metrics, cfg.target_accuracy, baseline=shown[0], rule=cfg.target)
     for res, name in zip(results, shown):
@@ -57,6 +60,8 @@ def run_summary(cfg: ExperimentConfig, metrics: pd.DataFrame, results: list[dict
         summary["train_mode"] = next(iter(chosen.values()))
         if len({json.dumps(c, sort_keys=True) for c in chosen.values()}) > 1:
             summary["train_mode_per_unit"] = chosen
+    if plugins:
+        summary["plugins"] = plugins
     return summary
 
 
@@ -74,11 +79,12 @@ def untrained_seeds(metrics: pd.DataFrame, policies: list[str]) -> dict[str, lis
 
 
 def finish_run(run: PreparedRun, say: Callable[[str], None], *, print_summary: bool = True) -> RunResult:
-    """Gather a run's finished units into ``metrics.parquet`` and ``summary.json``."""
+    """A run's finished units in ``summary.json`` (and ``metrics.parquet``, unless the last unit to finish wrote it whole)."""
     cfg, out = run.cfg, run.out
-    metrics, results = gather(out, cfg)
-    summary = run_summary(cfg, metrics, results, run.engine, run.kernels[0])
-    write_metrics(out, metrics)
+    metrics, results = run.results.gather()
+    summary = run_summary(cfg, metrics, results, run.engine, run.kernels[0], run.plugins)
+    if not run.results.complete:
+        write_metrics(out, metrics)
     write_json(out / "summary.json", summary)
     if print_summary:
         print(format_summary(summary))

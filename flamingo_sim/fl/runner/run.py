@@ -10,7 +10,8 @@ Under ``torchrun`` it hands the whole path to :mod:`flamingo_sim.fl.runner.ranks
 
 The run directory holds:
 
-- ``config.yaml``     the resolved experiment config (every default filled in);
+- ``config.yaml``     the resolved experiment config (every default filled in; a key no plug-in of the run takes
+  left out), read from the experiment once: what every unit builds from, wherever it runs;
 - ``metrics.parquet`` one row per (policy, seed, round), see :data:`flamingo_sim.fl.metrics.summary.COLUMNS`;
 - ``summary.json``    time to target, energy to target, speedup, energy efficiency, clients lost;
 - ``inputs.json``     SHA-256 of every input file (traces, profiles, dataset mapping): a resume
@@ -101,7 +102,7 @@ def run_experiment(
     if ex.jobs != 1:
         warm_up(ex.executor, ex.jobs or 2)  # the pool's parent imports torch while this process validates the config
     run = prepare_run(experiment, overrides, opts.n_seeds, opts.out_dir, resume=opts.resume, engine=opts.engine, executors=opts.executors,
-                      say=say)
+                      say=say, config=opts.config)
     jobs = auto_jobs([run.cfg]) if ex.jobs is None else ex.jobs
     executor, ray_address = ex.executor, ex.ray_address
     if callbacks and (jobs > 1 or executor != "local"):
@@ -114,7 +115,7 @@ def run_experiment(
                                          opts.executors, ex.jobs)
     fedbuff = run.cfg.fl.mode == "fedbuff"  # FedBuff's runs keep no checkpoints either
     with run_guard(run.out, run.cfg, run.experiment, resume=opts.resume, resumable=run.resumable and not fedbuff,
-                   engine="FedBuff" if fedbuff else {"flower": "Flower"}.get(run.engine, "FedScale"), again=again):
+                   engine="FedBuff" if fedbuff else {"flower": "Flower"}.get(run.engine, "FedScale"), again=again, record=run.record):
         here = jobs == 1 and executor == "local"  # then each unit's own progress bar shows
         failures = run_units([run], units, jobs=jobs, executor=executor, ray_address=ray_address, say=say, callbacks=callbacks,
                              keep_going=False, show=not here, shared_dir=run.out)

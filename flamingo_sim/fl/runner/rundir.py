@@ -3,8 +3,9 @@
 :func:`check_run_dir` runs before anything is built (the location is writable; a new run goes
 into an absent or empty directory; a resume into a run directory). :func:`run_guard` then holds
 the directory's lock for the whole run, re-checks under the lock, removes temporary files a
-killed writer left, records (new run) or verifies (resume) the inputs' checksums, and turns an
-interruption or a full disk into a message that says how to continue.
+killed writer left, records (new run: the resolved config in ``config.yaml``, the record the run's
+units build from, and the inputs' checksums) or verifies (resume) them, and turns an interruption or
+a full disk into a message that says how to continue.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from __future__ import annotations
 import contextlib
 import shlex
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from flamingo_sim.config import to_mapping
-from flamingo_sim.errors import ConfigError, FlamingoError, PoolLost
+from flamingo_sim.errors import ConfigError, FlamingoError, PluginError, PoolLost
 from flamingo_sim.faults import (
     LOCK_FILE,
     check_writable,
@@ -123,9 +124,11 @@ def _check_resumable(out: Path, cfg: ExperimentConfig) -> None:
 
 @contextlib.contextmanager
 def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *, resume: bool, resumable: bool = True,
-              how: str | None = None, engine: str = "FedScale", again: str | None = None) -> Iterator[None]:
-    """Hold ``out``'s lock; write ``config.yaml`` and ``inputs.json`` (new run) or verify them (resume), and
-    :data:`RESUME_FILE` with the command that continues the run where its engine can resume it.
+              how: str | None = None, engine: str = "FedScale", again: str | None = None,
+              record: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """Hold ``out``'s lock; write ``config.yaml`` (``record``, default :func:`~flamingo_sim.fl.compose.config_record`
+    of ``cfg``) and ``inputs.json`` (new run) or verify them (resume), and :data:`RESUME_FILE` with the command
+    that continues the run where its engine can resume it.
 
     ``resumable``: whether the engine writes checkpoints (what the message on an interruption says,
     naming ``engine`` when it does not); ``again``: the command that continues the run (default: the
@@ -139,8 +142,12 @@ def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *
             check_inputs(out, cfg, experiment)
         else:  # inputs first: config.yaml marks a run directory that can be resumed
             record_inputs(out, cfg, experiment)
+            if record is None:
+                from flamingo_sim.fl.compose import config_record  # torch: the run has imported it by now
+
+                record = config_record(cfg, experiment)
             with atomic_path(out / "config.yaml") as tmp:
-                tmp.write_text(yaml.safe_dump(to_mapping(cfg), sort_keys=False))
+                tmp.write_text(yaml.safe_dump(dict(record), sort_keys=False))
         if how is not None:
             pass
         elif resumable:
@@ -157,6 +164,8 @@ def run_guard(out: Path, cfg: ExperimentConfig, experiment: str | Path | None, *
             raise
         except PoolLost as exc:  # a pool's forkserver that cannot be started again: what died, then how to continue
             raise FlamingoError(f"{exc}; {how}") from None
+        except PluginError as exc:  # a plug-in broke its contract mid-run: once it is fixed, the run continues from its checkpoint
+            raise PluginError(f"{exc}; fix it, then {how}" if resumable and "continue it with: " not in str(exc) else str(exc)) from None
         except OSError as exc:
             if is_disk_full(exc):
                 raise FlamingoError(f"{describe_os_error(exc)}; {how}") from None

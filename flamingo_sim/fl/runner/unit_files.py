@@ -13,9 +13,10 @@ same time:
 - ``checkpoints/<policy>-seed<k>.pt`` its checkpoint (native engine, ``fl.mode: sync``).
 
 :func:`unit_result` reads a result file back (a file of another format, or not finished, is not
-trusted: the unit runs again); :func:`gather` reads a run's units in the config's order (seeds,
-then policies), so ``metrics.parquet`` does not depend on which unit finished first;
-:func:`write_partial_metrics` writes the rounds done so far (what a killed run leaves).
+trusted: the unit runs again); :class:`RunResults` keeps a run's finished units as they finish, each
+read once, and writes ``metrics.parquet`` from them in the config's order (seeds, then policies), so
+that it does not depend on which unit finished first; :func:`gather` reads every unit at once, and
+:func:`write_partial_metrics` writes the rounds done so far (what an interrupted run leaves).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.io import atomic_path
 
 __all__ = ["UNITS_DIR", "FORMAT", "Unit", "unit_name", "unit_result", "read_status", "safe_name", "gather", "write_metrics",
-           "write_partial_metrics"]
+           "write_partial_metrics", "RunResults"]
 
 UNITS_DIR = "units"
 #: The result file's format (a file of another format is not trusted: the unit runs again).
@@ -50,9 +51,13 @@ def unit_name(policy: str, seed: int) -> str:
 
 @dataclass(frozen=True)
 class Unit:
-    """One (policy, seed) of a run directory, and how to build its config again in any process.
+    """One (policy, seed) of a run directory, and the run's resolved config it builds from in any process.
 
-    ``experiment``: a shipped experiment's name or an absolute path (the same on every node).
+    ``experiment``: a shipped experiment's name or an absolute path (the same on every node), where
+    the config's relative paths and plug-in modules are looked for; the unit never reads it again.
+    ``config``: the run's resolved config as JSON, the record its run directory keeps in ``config.yaml``
+    (:func:`flamingo_sim.fl.compose.config_record`): what the unit builds from wherever it runs (empty:
+    the run directory's ``config.yaml``).
     ``threads``: the CPU threads the unit may use (its share of the cores: torch's thread
     budget in a worker process, the CPUs a Ray task asks for); ``gpu``: it trains on a CUDA GPU;
     ``cost``: its relative work, for the order in which units start (not their results);
@@ -76,6 +81,7 @@ class Unit:
     cost: float = 1.0  # relative work (rounds x clients x steps): the costliest units start first
     after: str = ""  # package.module:function called with (unit, say) once it has finished, where it ran
     device: str = "cpu"  # fl.device as configured: a pool gives each worker its own GPU for "auto" and "cuda"
+    config: str = ""  # the run's resolved config as JSON, as config.yaml records it (empty: read config.yaml)
 
     @property
     def name(self) -> str:
@@ -143,6 +149,53 @@ def gather(run_dir: Path, cfg: ExperimentConfig, *, partial: bool = False) -> tu
 def write_metrics(out: Path, metrics: pd.DataFrame) -> None:
     with atomic_path(out / "metrics.parquet") as tmp:
         metrics.to_parquet(tmp, index=False)
+
+
+class RunResults:
+    """A run's finished units in the process that holds its directory, each result file read back once,
+    and its ``metrics.parquet`` written from them: once as each unit finishes (:meth:`write`; a unit
+    still running in this process adds its rows so far, every ``checkpoint_every`` rounds), then the
+    summary made from them (:meth:`gather`) without reading a unit again."""
+
+    def __init__(self, run_dir: Path, cfg: ExperimentConfig) -> None:
+        self.run_dir, self.cfg = Path(run_dir), cfg
+        self.done: dict[tuple[str, int], dict[str, Any]] = {}
+        #: ``metrics.parquet`` holds every unit, finished: nothing left to write.
+        self.complete = False
+
+    def _order(self) -> list[tuple[str, int]]:
+        return [(policy, seed) for seed in self.cfg.seeds for policy in self.cfg.policies]
+
+    def take(self, policy: str, seed: int) -> bool:
+        """Whether the unit has finished; its result read back the first time it has (and kept)."""
+        if (policy, seed) not in self.done:
+            res = unit_result(self.run_dir / UNITS_DIR, policy, seed)
+            if res is None:
+                return False
+            self.done[(policy, seed)] = res
+        return True
+
+    def write(self, running: tuple[str, int, list[dict[str, Any]]] | None = None) -> None:
+        """``metrics.parquet`` of the finished units taken so far and, ``running``, a running unit's
+        ``(policy, seed, rows)`` so far, in the config's order (nothing when there is no row)."""
+        rows: list[dict[str, Any]] = []
+        for key in self._order():
+            if key in self.done:
+                rows += self.done[key]["rows"]
+            elif running is not None and key == running[:2]:
+                rows += running[2]
+        if rows:
+            write_metrics(self.run_dir, pd.DataFrame(rows))
+        self.complete = running is None and len(self.done) == len(self._order())
+
+    def gather(self) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+        """:func:`gather` of the units taken, reading only those not taken yet (a :class:`FlamingoError`
+        names the first that has not finished)."""
+        for policy, seed in self._order():
+            if not self.take(policy, seed):
+                raise FlamingoError(f"{self.run_dir}: unit {unit_name(policy, seed)} has not finished")
+        results = [self.done[key] for key in self._order()]
+        return pd.DataFrame([row for res in results for row in res["rows"]]), results
 
 
 def write_partial_metrics(run_dir: Path, cfg: ExperimentConfig) -> None:

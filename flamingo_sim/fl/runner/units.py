@@ -5,7 +5,9 @@ each unit it is given, in this process (:class:`InProcess`, what ``jobs=1`` on t
 in a long-lived worker process (:mod:`flamingo_sim.fl.runner.worker`) or in a Ray task: the same
 function and the same output files (:mod:`flamingo_sim.fl.runner.unit_files`) whatever the
 executor. :func:`run_unit` builds the unit's simulation (:func:`flamingo_sim.fl.compose.compose`
-on its seed's parts, shared by the policies of a seed through a :class:`PartsCache`), resumes it
+on its seed's parts, shared by the policies of a seed through a :class:`PartsCache`) from the run's
+resolved config (:func:`unit_config`: the record the unit carries, never the experiment file; in the
+run's own process, its plan's :class:`RunPlan`, with the plug-ins its check built), resumes it
 from its checkpoint where it has one, and has its engine (``flamingo_sim.fl.runner.engines``)
 run the rounds with the run loop's callbacks: the progress bar, the unit's saver
 (:class:`UnitSaver`: its result file and its checkpoint, every ``checkpoint_every`` rounds), its
@@ -19,27 +21,51 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
+
+import yaml
 
 from flamingo_sim.errors import ConfigError
-from flamingo_sim.fl.compose import build_components, compose, resolve_config
+from flamingo_sim.fl.compose import Prebuilt, build_components, compose, config_from_record
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
 from flamingo_sim.fl.runner.checkpoint import resume_simulation, save_checkpoint
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.kernels import pin_run_kernels
 from flamingo_sim.fl.runner.tracking import TrackingCallback
-from flamingo_sim.fl.runner.unit_files import FORMAT, UNITS_DIR, Unit, unit_result, write_partial_metrics
+from flamingo_sim.fl.runner.unit_files import FORMAT, UNITS_DIR, RunResults, Unit, unit_result
 from flamingo_sim.fl.sim.fairness import participation_histogram
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.simulation import Simulation
-from flamingo_sim.io import atomic_path, write_json
+from flamingo_sim.io import as_written, atomic_path, write_json
 from flamingo_sim.resources import find_experiment
 
-__all__ = ["PartsCache", "Once", "InProcess", "UnitSaver", "run_unit", "unit_parts", "log_rates", "call_after"]
+__all__ = ["RunPlan", "PartsCache", "Once", "InProcess", "UnitSaver", "run_unit", "unit_parts", "unit_config", "recorded_config", "log_rates",
+           "call_after"]
 
 #: Seconds between two writes of a unit's progress file.
 STATUS_EVERY_S = 0.5
+
+
+class RunPlan(Protocol):
+    """A run as its plan hands it to the units that run in the process holding its directory
+    (:class:`flamingo_sim.fl.runner.plan.PreparedRun` is one): the state that flows forward, read by
+    :func:`~flamingo_sim.fl.runner.execute.run_units` and :func:`run_unit`, never built again."""
+
+    #: The run directory.
+    out: Path
+    #: The run's resolved config, as its directory records it.
+    cfg: ExperimentConfig
+    #: The engine's name.
+    engine: str
+    #: The CPU kernels this process runs and, where they could not be pinned as asked, a line saying so.
+    kernels: tuple[str, str | None]
+    #: The first seed's components built by the plan (taken by its first unit here), or None.
+    first_parts: Any
+    #: The plug-ins the plan's check built (each taken once by a unit here), or None.
+    prebuilt: Prebuilt | None
+    #: Its finished units, read back once each, and its metrics file written from them.
+    results: RunResults
 
 
 class PartsCache:
@@ -102,22 +128,22 @@ class InProcess:
 
     ``say`` gets the log lines (each distinct line once per run directory); ``cache`` the
     components a seed's policies share (a run's first seed offered to it); ``callbacks`` the
-    caller's, after the built-in ones; ``configs``: the runs' configs by run directory, whose
-    ``metrics.parquet`` is refreshed after each write of a unit's result (the run's own process:
-    a killed run leaves what it had done); ``comm``: rank 0 of a distributed run, whose
-    simulations split step 5 over the group."""
+    caller's, after the built-in ones; ``runs``: the runs' plans by run directory (:class:`RunPlan`:
+    their configs, the plug-ins their checks built, and their ``metrics.parquet``, refreshed
+    as a unit here saves its rounds: a killed run leaves what it had done); ``comm``: rank 0 of a
+    distributed run, whose simulations split step 5 over the group."""
 
     say: Callable[[str], None]
     cache: PartsCache = field(default_factory=PartsCache)
     callbacks: Sequence[Callback] = ()
-    configs: dict[str, ExperimentConfig] = field(default_factory=dict)
+    runs: dict[str, RunPlan] = field(default_factory=dict)
     comm: Any = None
     logs: dict[str, Once] = field(default_factory=dict)
 
     def run(self, unit: Unit) -> None:
         """Run ``unit`` here (:func:`run_unit`)."""
         log = self.logs.setdefault(unit.run_dir, Once(self.say))
-        run_unit(unit, say=log, cache=self.cache, callbacks=self.callbacks, metrics_of=self.configs.get(unit.run_dir), comm=self.comm)
+        run_unit(unit, say=log, cache=self.cache, callbacks=self.callbacks, run=self.runs.get(unit.run_dir), comm=self.comm)
 
     def close(self) -> None:
         """Free the components kept."""
@@ -131,30 +157,31 @@ def run_unit(
     cache: PartsCache | None = None,
     callbacks: Sequence[Callback] = (),
     progress_bar: bool = True,
-    metrics_of: ExperimentConfig | None = None,
+    run: RunPlan | None = None,
     comm: Any = None,
 ) -> None:
     """Run (or continue) one unit into its run directory; a finished one is left as it is.
 
     The run directory must exist with its ``config.yaml`` (the caller holds its lock). ``say``
     gets the log lines; ``cache`` shares the components of one seed between its policies;
-    ``metrics_of``: the run's config, whose ``metrics.parquet`` is refreshed after each write of the
-    unit's result (:func:`~flamingo_sim.fl.runner.unit_files.write_partial_metrics`); ``comm``: rank 0
-    of a distributed run (:mod:`flamingo_sim.fl.runner.ranks`), whose simulation splits step 5 over the group.
+    ``run``: the unit's run when this process holds its directory (:class:`RunPlan`: its config and the
+    plug-ins its check built are taken from it, and its ``metrics.parquet`` is refreshed as the unit
+    saves its rounds); ``comm``: rank 0 of a distributed run (:mod:`flamingo_sim.fl.runner.ranks`),
+    whose simulation splits step 5 over the group.
     """
     out = Path(unit.run_dir)
     if unit_result(out / UNITS_DIR, unit.policy, unit.seed) is not None:
         return
-    experiment, cfg, parts = unit_parts(unit, cache)
+    experiment, cfg, parts = unit_parts(unit, cache, None if run is None else run.cfg)
     runner = make_engine(unit.engine, EngineOptions(executors=unit.executors, experiment=experiment, overrides=unit.overrides, log=say))
-    sim = compose(cfg, experiment, unit.seed, unit.policy, parts=parts, log=say)
+    sim = compose(cfg, experiment, unit.seed, unit.policy, parts=parts, log=say, prebuilt=None if run is None else run.prebuilt)
     if comm is not None:  # rank 0 of a distributed run: step 5 over the group
         from flamingo_sim.fl.distributed.seam import split_over
 
         split_over(sim, comm, say)
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
     checkpoint = out / "checkpoints" / f"{unit.name}.pt" if runner.resumable and cfg.fl.mode == "sync" else None
-    saver = UnitSaver(unit, cfg.checkpoint_every, parts, checkpoint, metrics_of)
+    saver = UnitSaver(unit, cfg.checkpoint_every, parts, checkpoint, None if run is None else run.results)
     hooks: list[Callback] = [saver, _Status(unit.path(".status"))]
     bar = ProgressBar() if progress_bar else None
     if bar is not None:
@@ -191,15 +218,32 @@ def call_after(unit: Unit, say: Callable[[str], None]) -> None:
         say(f"{unit.label}: {unit.after} failed: {type(exc).__name__}{': ' + first if first else ''}")
 
 
-def unit_parts(unit: Unit, cache: PartsCache | None) -> tuple[Path, ExperimentConfig, Any]:
-    """The unit's experiment file, config and components (from ``cache`` when it holds its seed's,
-    else built and put there), with this process's CPU kernels and threads set for it: what
-    :func:`run_unit` starts from, and what a study's worker builds to validate a run before any
-    output is written."""
+def unit_config(unit: Unit) -> ExperimentConfig:
+    """The unit's config, from the run's record: the one it carries (:attr:`Unit.config`), else its run
+    directory's ``config.yaml``; never the experiment file, which may have changed since the run began."""
+    if unit.config:
+        return config_from_record(json.loads(unit.config), str(Path(unit.run_dir) / "config.yaml"))
+    return recorded_config(unit.run_dir)
+
+
+def recorded_config(run_dir: str | Path) -> ExperimentConfig:
+    """The config a run directory records (``config.yaml``, written when the run began)."""
+    record = Path(run_dir) / "config.yaml"
+    try:
+        return config_from_record(yaml.safe_load(record.read_text()), str(record))
+    except FileNotFoundError:
+        raise ConfigError(f"{run_dir}: not a run directory (no config.yaml): no config to build from") from None
+
+
+def unit_parts(unit: Unit, cache: PartsCache | None, cfg: ExperimentConfig | None = None) -> tuple[Path, ExperimentConfig, Any]:
+    """The unit's experiment file, config (``cfg``, else :func:`unit_config`) and components (from ``cache``
+    when it holds its seed's, else built and put there), with this process's CPU kernels and threads set
+    for it: what :func:`run_unit` starts from, and what a study's worker builds to validate a run before
+    any output is written."""
     from flamingo_sim.fl.training.device import set_threads
 
     experiment = find_experiment(unit.experiment)
-    cfg = resolve_config(experiment, unit.overrides, unit.n_seeds)
+    cfg = unit_config(unit) if cfg is None else cfg
     if unit.seed not in cfg.seeds or unit.policy not in cfg.policies:
         raise ConfigError(f"{unit.run_dir}: unit {unit.name}: not a (policy, seed) of this run")
     # a worker started by the run inherits the run's kernels (ATEN_CPU_CAPABILITY, set by prepare_run); one that
@@ -221,10 +265,12 @@ class UnitSaver(Callback):
     """What a killed unit leaves to continue from: its result file (``done`` false) and, for a
     resumable run, its checkpoint, written together every ``every`` rounds and at its last round
     (the checkpoint also at the end of a run a callback stopped early); :meth:`write` with the
-    participation histogram marks the result done."""
+    participation histogram marks the result done. ``results``: the run's, when this process holds
+    its directory: its ``metrics.parquet`` gets these rounds too every ``every`` rounds, but the
+    last (the run writes it once the unit has finished)."""
 
-    def __init__(self, unit: Unit, every: int, parts: Any, checkpoint: Path | None, metrics_of: ExperimentConfig | None) -> None:
-        self.unit, self.every, self.checkpoint, self.metrics_of = unit, every, checkpoint, metrics_of
+    def __init__(self, unit: Unit, every: int, parts: Any, checkpoint: Path | None, results: RunResults | None) -> None:
+        self.unit, self.every, self.checkpoint, self.results = unit, every, checkpoint, results
         self.about = {
             "data": parts.dataset.description,
             "model_size_mb": parts.cfg.network.model_size_mb,
@@ -240,8 +286,10 @@ class UnitSaver(Callback):
     def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
         self.records.append(record)
         if sim.round % self.every == 0 or sim.is_done():
-            self.write(self.records)
+            rows = self.write(self.records)
             self._checkpoint(sim)
+            if self.results is not None and not sim.is_done():
+                self.results.write(running=(self.unit.policy, self.unit.seed, as_written(rows)))  # the rows as its file has them
         return False
 
     def on_run_end(self, sim: Any, records: Sequence[RoundRecord]) -> None:
@@ -253,16 +301,16 @@ class UnitSaver(Callback):
             save_checkpoint(self.checkpoint, {"simulation": sim.state_dict(), "rows": [r.to_row() for r in self.records]})
         self.saved_round = sim.round
 
-    def write(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> None:
-        """The result file, with ``records``; done once ``histogram`` is given. Then the run's metrics refreshed."""
+    def write(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> list[dict[str, Any]]:
+        """The result file, with ``records``; done once ``histogram`` is given. Its rows."""
+        rows = [r.to_row() for r in records]
         body = {"format": FORMAT, "policy": self.unit.policy, "seed": self.unit.seed, "done": histogram is not None,
-                "rows": [r.to_row() for r in records], "participation_histogram": histogram, **self.about}
+                "rows": rows, "participation_histogram": histogram, **self.about}
         choice = getattr(getattr(getattr(self, "sim", None), "trainer", None), "choice", None)
         if choice is not None:  # train_mode auto on a GPU: what it chose, why, and the bound it checked
             body["train_mode"] = choice.record()
         write_json(self.unit.path(".json"), body)
-        if self.metrics_of is not None:
-            write_partial_metrics(Path(self.unit.run_dir), self.metrics_of)
+        return rows
 
 
 class _Status(Callback):

@@ -10,5 +10,5 @@
 - :mod:`~flamingo_sim.fl.sim.network`     the network each model transfer runs on, its time and the radio's energy;
 - :mod:`~flamingo_sim.fl.sim.capacity`    FedScale's device-capacity file, read without executing it;
 - :mod:`~flamingo_sim.fl.sim.fairness`    Jain's index over clients;
-- :mod:`~flamingo_sim.fl.sim.limits`      heat and memory in the round loop (``devices.thermal``, ``devices.memory``).
+- :mod:`~flamingo_sim.fl.sim.limits`      the experiment's heat and memory keys read into the pricing stage (:mod:`flamingo_sim.devices.pricing`).
 """

@@ -118,7 +118,7 @@ class AsyncSimulation(Simulation):
                 "phone_foreground_s": np.zeros(n_phones), "phone_training_foreground_s": np.zeros(n_phones),
                 "phone_foreground_lost_s": np.zeros(n_phones),
                 "radio_energy_j": 0.0, "transfer_s": 0.0, "n_cellular": 0, "n_unreachable": 0,
-                "limits": {} if self.limits is None else self.limits.columns(empty=True)}
+                "limits": self.pricing.columns() if self.pricing.on else {}}
 
     def _dispatch(self, t_s: float) -> None:
         """Fill one free slot at ``t_s``: select, price and settle a client's task."""
@@ -134,21 +134,17 @@ class AsyncSimulation(Simulation):
         c = int(chosen[0])
         one = np.array([c], dtype=np.int64)
         plugged = self._plugged(t_s, one)
-        out, batch_size = self._price_tasks(t_s, one, plugged)  # heat and memory, as in a synchronous round of one
-        transfers = self.network.transfers(t_s, one, out.duration_s)
-        duration_s = out.duration_s + transfers.comm_s
-        energy_j, interrupted = self._with_radio(out, transfers)
+        priced = self._price_tasks(t_s, one, plugged)  # memory, heat and radio, as in a synchronous round of one
+        out, batch_size, duration_s, transfers = priced.outcome, priced.batch_size, priced.duration_s, priced.transfers
         floor_j = rules.traces.min_pct / 100.0 * self.capacity_j[one]
         spare_j = self.budget.available_j_at(one) - floor_j - self._trace_drain_j(one, t_s, duration_s)
         spare_j = np.where(plugged, np.inf, spare_j)  # the charger pays for training
-        settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=energy_j, spare_energy_j=spare_j,
-                               online_at_finish=self._online_at_finish(one, t_s, duration_s), interrupted=interrupted,
+        settled = settle_round(k=1, accepted=out.accepted, duration_s=duration_s, energy_j=priced.energy_j, spare_energy_j=spare_j,
+                               online_at_finish=self._online_at_finish(one, t_s, duration_s), interrupted=priced.interrupted, curve=priced.timeline,
                                deadline_s=rules.fl.deadline_s)
         self.policy.settle(out, settled.done_frac)  # e.g. Flamingo books exploration that finished
-        limits = None
-        if self.limits is not None:
-            self.limits.settle(t_s, one, settled.done_frac)
-            limits = self.limits.columns()
+        self.pricing.settle(priced, t_s, settled.done_frac)
+        limits = self.pricing.columns(priced) if self.pricing.on else None
         reason = int(settled.reason[0])
         declined = ""
         if reason == DECLINED and str(out.decline_reason[0]) != OUT_OF_MEMORY:  # out of memory: its own column, not a decline
@@ -165,7 +161,7 @@ class AsyncSimulation(Simulation):
                      float(out.interference_s[0] * done), float(out.foreground_lost_s[0] * done), out.steps_by_choice[0], int(pop.phone_idx[c]),
                      float(self._foreground_s(t_s, one, np.array([ends - t_s]))[0]),
                      float(self._foreground_s(t_s, one, out.duration_s)[0]) * done,
-                     float(transfers.radio_energy_j[0]) * done, float(transfers.comm_s[0]) * done, bool(transfers.start_state[0] == 2),
+                     float(priced.timeline.radio_spent_j(settled.done_frac)[0]), float(transfers.comm_s[0]) * done, bool(transfers.start_state[0] == 2),
                      declined, int(batch_size[0]), limits)
         self.busy = np.union1d(self.busy, one)
         self.version_refs[self.round] = self.version_refs.get(self.round, 0) + 1
@@ -305,7 +301,7 @@ class AsyncSimulation(Simulation):
             jain_energy=jain_index(self.client_energy_j),
             staleness_mean=float(np.mean(staleness)) if batch else float("nan"),
             network={k: w[k] for k in NETWORK_COLUMNS} if self.network.reports else None,
-            device_limits=w["limits"] if self.limits is not None else None,
+            device_limits=w["limits"] if self.pricing.on else None,
         )
         self.last_update_s = self.clock_s
         return record

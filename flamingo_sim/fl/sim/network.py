@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
+from flamingo_sim.devices.pricing import transfer_s
 from flamingo_sim.devices.radio import LTE, WIFI, RadioPower
 from flamingo_sim.numeric import exp
 from flamingo_sim.rng import rng
@@ -183,7 +184,7 @@ class Network:
             if self.capacity_kbps is None:
                 comm = self.population.comm_s(self.model_size_mb, clients)
             else:
-                comm = 2.0 * self.model_size_mb * 8.0 / (self.capacity_kbps[clients] / 1000.0)
+                comm = 2.0 * transfer_s(self.model_size_mb * 8.0, self.capacity_kbps[clients] / 1000.0)
             zeros, no = np.zeros(n), np.zeros(n, dtype=bool)
             state = self.state_at(t0_s, clients).astype(np.int8) if self.reports else np.full(n, -1, dtype=np.int8)
             return Transfers(comm, comm / 2.0, zeros, no, no, state)
@@ -199,12 +200,16 @@ class Network:
         return Transfers(comm, down_end - start, energy, lost_down | lost_up, lost_down, first)
 
     def _rate(self, clients: np.ndarray, state: np.ndarray, t_s: np.ndarray, up: bool) -> np.ndarray:
-        """Mbit/s of each client on ``state`` (0 for none), WiFi capped by the trace's link rate where known."""
+        """Mbit/s of each client on ``state`` (0 for none), WiFi capped by the trace's link rate where known: a link above
+        0 (a link of 0 or less is no reading, as :func:`flamingo_sim.traces.network.wifi_only` writes it; capping at it
+        would stall the transfer for ever, neither moving data nor counting as a wait)."""
         rate = self.mbps(clients, state.astype(np.int64), up)
         link = self.traces.extra_of("wifi_link_mbps", self.population.trace_client[clients], t_s)
         if link is not None and self.capacity_kbps is None:
             link = np.asarray(link, dtype=np.float64)
-            rate = np.where((state == ON_WIFI) & ~np.isnan(link), np.minimum(rate, link), rate)
+            with np.errstate(invalid="ignore"):
+                known = link > 0  # NaN compares False
+            rate = np.where((state == ON_WIFI) & known, np.minimum(rate, link), rate)
         return rate
 
     def _move(self, start_s: np.ndarray, clients: np.ndarray, mbit: float, up: bool, radio: np.ndarray,
@@ -247,7 +252,7 @@ class Network:
             rate = np.where(on, self._rate(clients[i], np.where(on, state, ON_WIFI), t, up), 0.0)
             room = np.maximum(slot_end - t, 0.0)
             with np.errstate(divide="ignore", invalid="ignore"):
-                need = np.where(on, left[i] / rate, np.inf)
+                need = np.where(on, transfer_s(left[i], rate), np.inf)
             finish = on & (need <= room)
             dt = np.where(finish, need, room)
             for r, model in enumerate(_RADIOS):

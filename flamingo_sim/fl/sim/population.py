@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from flamingo_sim.devices.pricing import transfer_s
 from flamingo_sim.numeric import exp
 from flamingo_sim.rng import rng
 
@@ -30,7 +31,7 @@ class Population:
 
     def comm_s(self, model_size_mb: float, client_idx: np.ndarray) -> np.ndarray:
         """Download plus upload time of one model for each of ``client_idx``."""
-        return 2.0 * model_size_mb * 8.0 / self.bandwidth_mbps[client_idx]
+        return 2.0 * transfer_s(model_size_mb * 8.0, self.bandwidth_mbps[client_idx])
 
 
 #: Pair keys (trace client x phones) up to this many are mapped through a dense table.

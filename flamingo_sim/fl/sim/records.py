@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from flamingo_sim.errors import FlamingoError
+from flamingo_sim.errors import PluginError
 from flamingo_sim.fl.sim.rounds import DROP_REASONS
 
 __all__ = ["RoundRecord", "NETWORK_COLUMNS", "count_declines", "by_phone"]
@@ -54,7 +54,7 @@ class RoundRecord:
     ``jain_*`` are Jain's indices over all clients so far (:mod:`flamingo_sim.fl.sim.fairness`);
     ``staleness_mean`` is set by the asynchronous engine only (a column only there);
     ``device_limits`` (column -> value) only with ``devices.thermal`` or ``devices.memory`` on
-    (:meth:`flamingo_sim.fl.sim.limits.DeviceLimits.columns`); ``network`` (:data:`NETWORK_COLUMNS` -> value)
+    (:meth:`flamingo_sim.devices.pricing.DevicePricing.columns`); ``network`` (:data:`NETWORK_COLUMNS` -> value)
     only with ``network.model: traces`` or ``network.unmetered_only``
     (:func:`flamingo_sim.fl.sim.simulation.network_columns`; ``energy_j`` includes ``radio_energy_j``).
     """
@@ -172,15 +172,15 @@ class RoundRecord:
 
 def count_declines(registered: Sequence[str], reasons: np.ndarray, policy: str) -> dict[str, int]:
     """The count of each ``registered`` reason among ``reasons`` (the declined requests' reasons);
-    a :class:`~flamingo_sim.errors.FlamingoError` naming ``policy`` for a reason it did not register or none at all."""
+    a :class:`~flamingo_sim.errors.PluginError` naming ``policy`` for a reason it did not register or none at all."""
     counts = dict.fromkeys(registered, 0)
     if len(reasons):
         found, n = np.unique(np.asarray(reasons, dtype=object).astype(str), return_counts=True)
         for reason, k in zip(found.tolist(), n.tolist()):
             if reason not in counts:
                 said = f"with reason {reason!r}, which it does not register" if reason else "without a reason (decline_reason '')"
-                raise FlamingoError(f"policy {policy!r} declined a request {said}: list each reason it declines with in its class's "
-                                    f"DECLINE_REASONS (registered: {', '.join(registered)})")
+                raise PluginError(f"policy {policy!r} declined a request {said}: list each reason it declines with in its class's "
+                                  f"DECLINE_REASONS (registered: {', '.join(registered)})")
             counts[reason] += k
     return counts
 

@@ -9,13 +9,16 @@ is set); the round lasts until the last kept client finishes.
 How much of its task each selected client ran (``done_frac``): all of it if kept or taken
 offline by its trace (it only learns at the end); none if it declined; for an exhausted one,
 the share its spare energy paid for (it trained until the battery hit the threshold); for one
-cut as too slow, the share done by the end of the round. Energy spent and interference with
-the owner scale with that share.
+cut as too slow, the share done by the end of the round. Interference with the owner scales with
+that share; the energy spent is what that share of the task drew (the same share of its energy
+at one power; with a ``curve``, the task's own power as it runs: throttled, or the radio around
+the compute, :class:`flamingo_sim.devices.pricing.PowerTimeline`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -28,11 +31,19 @@ DROP_REASONS = REASONS[1:]
 EMPTY_ROUND_S = 60.0
 
 
+class EnergyCurve(Protocol):
+    """Each task's energy as it runs (:class:`flamingo_sim.devices.pricing.PowerTimeline`): what a share of it draws."""
+
+    def spent_j(self, share: np.ndarray) -> np.ndarray: ...
+
+    def share_at_j(self, energy_j: np.ndarray) -> np.ndarray: ...
+
+
 @dataclass(frozen=True)
 class RoundSettlement:
     reason: np.ndarray  # int8 (k,) one of the codes above
     done_frac: np.ndarray  # float (k,) share of its task each client ran, in [0, 1]
-    energy_spent_j: np.ndarray  # float (k,) = energy_j x done_frac
+    energy_spent_j: np.ndarray  # float (k,) what the share done_frac drew (energy_j x done_frac at one power)
     duration_s: float  # virtual time the round took
     kept: np.ndarray  # int64 indices (into the selected clients) of the kept ones, fastest first
 
@@ -50,6 +61,7 @@ def settle_round(
     online_at_finish: np.ndarray,
     interrupted: np.ndarray | None = None,
     deadline_s: float | None = None,
+    curve: EnergyCurve | None = None,
 ) -> RoundSettlement:
     """Decide who of the selected clients counts this round.
 
@@ -57,7 +69,8 @@ def settle_round(
     ``duration_s`` (compute plus communication) and ``energy_j``; ``spare_energy_j``, the energy
     each has above the offline threshold at the round's start; ``online_at_finish``, whether
     its trace alone (no training) still has it online when it would finish; ``interrupted``,
-    whether the policy gave up mid-task. ``k`` is the number of updates to keep.
+    whether the policy gave up mid-task. ``k`` is the number of updates to keep. ``curve``: each task's energy as
+    it runs (its power changes within the task: throttled, or the radio around the compute); None: one power.
     """
     n = len(accepted)
     accepted = np.asarray(accepted, dtype=bool)
@@ -99,10 +112,11 @@ def settle_round(
 
     with np.errstate(divide="ignore", invalid="ignore"):
         by_time = np.where(duration_s > 0, round_s / duration_s, 1.0)
-        by_energy = np.where(energy_j > 0, spare / energy_j, 1.0)
+        by_energy = np.where(energy_j > 0, spare / energy_j, 1.0) if curve is None else curve.share_at_j(spare)
     done = np.ones(n)
     done[reason == DECLINED] = 0.0
     done = np.where(reason == BATTERY_EXHAUSTED, by_energy, done)
     done = np.where(reason == TOO_SLOW, by_time, done)
     done = np.clip(done, 0.0, 1.0)
-    return RoundSettlement(reason=reason, done_frac=done, energy_spent_j=energy_j * done, duration_s=round_s, kept=kept)
+    spent = energy_j * done if curve is None else curve.spent_j(done)
+    return RoundSettlement(reason=reason, done_frac=done, energy_spent_j=spent, duration_s=round_s, kept=kept)

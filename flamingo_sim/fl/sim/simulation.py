@@ -41,21 +41,22 @@ import numpy as np
 import torch
 
 from flamingo_sim.devices.battery import EnergyBudget, PopulationBudget
-from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest, decline_reasons
+from flamingo_sim.devices.policies import Policy, TaskOutcome, decline_reasons
+from flamingo_sim.devices.pricing import DevicePricing, PricedCohort
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.sparse import SparseVector
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
 from flamingo_sim.fl.sim.fairness import jain_index
-from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY, DeviceLimits
+from flamingo_sim.fl.sim.limits import OUT_OF_MEMORY, device_models
 from flamingo_sim.fl.sim.network import Network, Transfers
 from flamingo_sim.fl.sim.population import Population, pair_index
 from flamingo_sim.fl.sim.records import RoundRecord, by_phone, count_declines
 from flamingo_sim.fl.sim.rounds import BATTERY_EXHAUSTED, DROP_REASONS, INTERRUPTED, REASONS, RoundSettlement, settle_round
 from flamingo_sim.fl.sim.rules import RoundRules, cohort_size
 from flamingo_sim.fl.sim.seam import ClientUpdates, LocalSeam, TrainingSeam, TrainJob
-from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg
+from flamingo_sim.fl.strategy.aggregators import Aggregator, FedAvg, checked_aggregate
 from flamingo_sim.fl.strategy.selection import CoordinatorView, Selector, select_online
 from flamingo_sim.fl.training.device import device_cache_bytes, resolve_device
 from flamingo_sim.fl.training.trainer import CohortTrainer
@@ -107,19 +108,20 @@ class RoundPlan:
     plugged: np.ndarray  # bool (len(chosen),) on the charger at the start: the charger pays for training
     batch_size: np.ndarray | None = None  # int (len(chosen),) each client's minibatch when devices.memory shrank some; None: fl.batch_size
     transfers: Transfers | None = None  # the cohort's model transfers (network and radio energy); None in plans made elsewhere
+    priced: PricedCohort[Transfers] | None = None  # the cohort as the pricing stage priced it (what the device columns read); None in plans made elsewhere
     n_unreachable: int = 0  # online clients the network rule left out of the selection (network.model: traces, unmetered_only)
 
 
-def network_columns(transfers: Transfers | None = None, done_frac: np.ndarray | None = None, comm_s: np.ndarray | None = None,
+def network_columns(transfers: Transfers | None = None, radio_spent_j: np.ndarray | None = None, comm_s: np.ndarray | None = None,
                     kept: np.ndarray | None = None, n_unreachable: int = 0) -> dict[str, float]:
     """A round's network columns (:data:`flamingo_sim.fl.sim.records.NETWORK_COLUMNS`); zeros without transfers (round 0):
-    the radio's energy of the share of each task that ran, the transfer time of the client the round waited for (the
+    the radio's energy of the share of each task that ran (``radio_spent_j``), the transfer time of the client the round waited for (the
     slowest kept; 0 when none was kept), the online clients the network left out, the selected clients whose download
     started on cellular."""
-    if transfers is None or done_frac is None or comm_s is None or kept is None:
+    if transfers is None or radio_spent_j is None or comm_s is None or kept is None:
         return {"radio_energy_j": 0.0, "transfer_s": 0.0, "n_unreachable": 0, "n_cellular": 0}
     return {
-        "radio_energy_j": float((transfers.radio_energy_j * done_frac).sum()),
+        "radio_energy_j": float(np.asarray(radio_spent_j).sum()),
         "transfer_s": float(comm_s[kept[-1]]) if len(kept) else 0.0,
         "n_unreachable": int(n_unreachable),
         "n_cellular": int(np.count_nonzero(transfers.start_state == 2)),
@@ -184,11 +186,14 @@ class Simulation:
         self.policy.init(pop.n_clients, pop.phone_idx, parts.profiles)
         #: The network the transfers run on (:mod:`flamingo_sim.fl.sim.network`).
         self.network = parts.network if parts.network is not None else Network(self.rules.network, parts.traces, pop, seed, self.model_size_mb)
-        #: Heat and memory (``devices.*``, :mod:`flamingo_sim.fl.sim.limits`); None when both are off.
-        self.limits: DeviceLimits | None = None
+        #: The one place a task is priced (:mod:`flamingo_sim.devices.pricing`): memory, the policy, heat (``devices.*``,
+        #: read by :mod:`flamingo_sim.fl.sim.limits`), the radio; it holds each phone's heat between tasks.
+        heat = memory = None
         if self.rules.devices.enabled:
-            self.limits = DeviceLimits(self.rules.devices, parts.profiles, pop.phone_idx, self.rules.fl.batch_size, parts.dataset.n_classes,
-                                       app_state=self.rules.app_state)
+            heat, memory = device_models(self.rules.devices, parts.profiles, self.rules.fl.batch_size, parts.dataset.n_classes,
+                                         app_state=self.rules.app_state)
+        self.pricing = DevicePricing(policy, pop.phone_idx, pop.phone_names, self.rules.fl.batch_size, heat, memory,
+                                     radio=self.rules.network.model != "lognormal", policy_name=policy_name)
         self.round = 0
         self.clock_s = 0.0
         self.energy_cum_j = 0.0
@@ -227,32 +232,19 @@ class Simulation:
     def _trace_state(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         return self.parts.traces.state_at(t_s)[self.parts.population.trace_client[idx]]
 
-    def _price_tasks(self, t_s: float, clients: np.ndarray, plugged: np.ndarray) -> tuple[TaskOutcome, np.ndarray]:
-        """``clients``' tasks starting at ``t_s`` as their policy prices them, under the heat and memory
-        models where they are on, and each client's minibatch; one round's or one FedBuff dispatch's."""
-        pop, rules = self.parts.population, self.rules
-        temperature_c = self._extra("temperature_c", t_s, clients, DEFAULT_TEMPERATURE_C)
-        if self.limits is not None:
-            temperature_c = self.limits.temperature_c(t_s, clients, temperature_c)
-            batch_size, out_of_memory = self.limits.batches(pop.phone_idx[clients])
-        else:
-            batch_size, out_of_memory = np.full(len(clients), rules.fl.batch_size, dtype=np.int64), None
-        request = TaskRequest(
-            client_idx=clients,
-            phone_idx=pop.phone_idx[clients],
-            n_steps=rules.fl.local_steps,
-            start_s=t_s,
+    def _price_tasks(self, t_s: float, clients: np.ndarray, plugged: np.ndarray) -> PricedCohort[Transfers]:
+        """``clients``' tasks starting at ``t_s``, priced by the pricing stage (memory, the policy, heat, the model's
+        transfers); one round's or one FedBuff dispatch's."""
+        return self.pricing.price(
+            t_s, clients,
+            n_steps=self.rules.fl.local_steps,
             battery_pct=self.budget.level_pct_at(clients),
             charging=plugged,
-            temperature_c=temperature_c,
+            trace_temperature_c=self._extra("temperature_c", t_s, clients, DEFAULT_TEMPERATURE_C),
             in_use=self._in_use(t_s, clients),
             slot_s=float(self.parts.traces.step_s),
-            batch_size=batch_size,
+            transfers=lambda compute_s: self.network.transfers(t_s, clients, compute_s),
         )
-        outcome = self.policy.run_tasks(request)
-        if self.limits is not None:
-            outcome = self.limits.apply(request, outcome, out_of_memory)
-        return outcome, batch_size
 
     def _plugged(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         """Whether each client's phone is on the charger: the trace's ``charging`` column where it
@@ -321,11 +313,8 @@ class Simulation:
 
         # 3. price every selected client's task under its policy
         plugged = self._plugged(t0, chosen)
-        outcome, batch_size = self._price_tasks(t0, chosen, plugged)
-        transfers = self.network.transfers(t0, chosen, outcome.duration_s)
-        comm_s = transfers.comm_s
-        duration_s = outcome.duration_s + comm_s
-        energy_j, interrupted = self._with_radio(outcome, transfers)
+        priced = self._price_tasks(t0, chosen, plugged)
+        outcome, batch_size, duration_s = priced.outcome, priced.batch_size, priced.duration_s
 
         # 4. settle: who counts, how long the round lasts, what it cost
         finish_online = self._online_at_finish(chosen, t0, duration_s)
@@ -336,29 +325,29 @@ class Simulation:
             k=k,
             accepted=outcome.accepted,
             duration_s=duration_s,
-            energy_j=energy_j,
+            energy_j=priced.energy_j,
             spare_energy_j=spare_j,
             online_at_finish=finish_online,
-            interrupted=interrupted,
+            interrupted=priced.interrupted, curve=priced.timeline,
             deadline_s=rules.fl.deadline_s,
         )
         self.policy.settle(outcome, settled.done_frac)  # e.g. Flamingo books exploration that finished
-        if self.limits is not None:
-            self.limits.settle(t0, chosen, settled.done_frac)
+        self.pricing.settle(priced, t0, settled.done_frac)
         return RoundPlan(
             round=self.round,
             t0_s=t0,
             n_online=n_online,
             chosen=chosen,
             outcome=outcome,
-            comm_s=comm_s,
+            comm_s=priced.comm_s,
             duration_s=duration_s,
             settled=settled,
             kept=chosen[settled.kept],
             plugged=plugged,
             batch_size=batch_size if np.any(batch_size != rules.fl.batch_size) else None,
-            transfers=transfers,
+            transfers=priced.transfers,
             n_unreachable=n_unreachable,
+            priced=priced,
         )
 
     def _reachable_online(self, t0: float, busy: np.ndarray | None = None) -> tuple[Any, int, int]:
@@ -373,14 +362,6 @@ class Simulation:
         online = self.budget.online_clients(exclude=exclude)
         n_online = len(self.budget.online_clients(exclude=busy)) if busy is not None and len(busy) else self.budget.online_count()
         return online, n_online, n_online - len(online)
-
-    def _with_radio(self, outcome: TaskOutcome, transfers: Transfers) -> tuple[np.ndarray, np.ndarray]:
-        """Each task's energy with its radio's (an abandoned download trained nothing: only the radio's), and whether it
-        was given up (by the policy, or by a transfer that found no network); the policy's own arrays under ``lognormal``."""
-        if self.rules.network.model == "lognormal":
-            return outcome.energy_j, outcome.interrupted
-        energy = np.where(transfers.download_abandoned, 0.0, outcome.energy_j) + transfers.radio_energy_j
-        return energy, outcome.interrupted | transfers.abandoned
 
     def train_round(self, plan: RoundPlan) -> float:
         """Step 5 (native): train the kept clients for real and aggregate with :attr:`aggregator`.
@@ -401,7 +382,7 @@ class Simulation:
             updates = self._train_by_batch(job, batches)
         aggregated_from = time.perf_counter()
         n_samples = updates.n_samples
-        self.params = self.aggregator.aggregate(self.params, updates.params, n_samples)
+        self.params = checked_aggregate(self.aggregator, self.params, updates.params, n_samples, plan.round)
         self.train_wall_s += updates.train_s + time.perf_counter() - aggregated_from
         self.samples_trained += int(batches.sum()) * rules.fl.local_steps
         kept_s = plan.duration_s[plan.settled.kept]
@@ -500,8 +481,8 @@ class Simulation:
         chosen_phone = pop.phone_idx[chosen]
         dropped = {r: settled.count(REASONS.index(r)) for r in DROP_REASONS}
         limits = None
-        if self.limits is not None:
-            limits = self.limits.columns()
+        if self.pricing.on:
+            limits = self.pricing.columns(plan.priced)
             if OUT_OF_MEMORY in set(outcome.decline_reason):  # out of memory: its own reason, not a decline
                 dropped["declined"] -= int(limits[f"dropped_{OUT_OF_MEMORY}"])
         reasons = np.asarray(outcome.decline_reason, dtype=object)
@@ -509,7 +490,8 @@ class Simulation:
                                   self.policy_name)
         network = None
         if self.network.reports and plan.transfers is not None:
-            network = network_columns(plan.transfers, settled.done_frac, plan.comm_s, settled.kept, plan.n_unreachable)
+            radio_j = plan.priced.timeline.radio_spent_j(settled.done_frac) if plan.priced is not None else plan.transfers.radio_energy_j * settled.done_frac
+            network = network_columns(plan.transfers, radio_j, plan.comm_s, settled.kept, plan.n_unreachable)
         return RoundRecord(
             policy=self.policy_name,
             seed=self.seed,
@@ -557,7 +539,7 @@ class Simulation:
             steps_by_choice={label: 0 for label in self.parts.choice_labels},
             interference_s_by_phone=nobody, foreground_s_by_phone=nobody, training_foreground_s_by_phone=nobody,
             foreground_lost_s_by_phone=nobody,
-            device_limits=None if self.limits is None else self.limits.columns(empty=True),
+            device_limits=self.pricing.columns() if self.pricing.on else None,
             network=network_columns() if self.network.reports else None,
         )
 
@@ -644,7 +626,7 @@ class Simulation:
             "policy": self.policy.state_dict(),
             "aggregator": self.aggregator.state_dict(),
             "selector": self.selector.state_dict(),
-            **({"limits": self.limits.state_dict()} if self.limits is not None else {}),
+            **({"limits": self.pricing.state_dict()} if self.pricing.on else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -659,5 +641,5 @@ class Simulation:
         self.policy.load_state_dict(state["policy"])
         self.aggregator.load_state_dict(state["aggregator"])
         self.selector.load_state_dict(state["selector"])
-        if self.limits is not None and "limits" in state:
-            self.limits.load_state_dict(state["limits"])
+        if self.pricing.on and "limits" in state:
+            self.pricing.load_state_dict(state["limits"])

@@ -23,6 +23,9 @@ fedyogi    Yogi on the server (Reddi et al. 2021;         as fedadam
            FedScale's benchmark configs use it)
 ========== ============================================== ==========================================
 
+The engines aggregate through :func:`checked_aggregate`, which holds what comes back to the
+contract (:func:`check_aggregate`: the global state's entries, shapes and dtypes, finite values).
+
 ``weighting: samples`` weights clients by their sample counts, ``uniform`` is the plain mean
 (FedScale's). The server optimisers act on floating-point parameters; buffers (BatchNorm
 running statistics) and integer entries take the weighted mean. Their second moment starts
@@ -33,17 +36,19 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
 
+from flamingo_sim.errors import PluginError
 from flamingo_sim.fl.strategy.aggregate import fedavg, server_adam_step, server_yogi_step
 from flamingo_sim.fl.strategy.base import AGGREGATOR, Aggregator
 from flamingo_sim.fl.strategy.parameters import FedProxParams, ServerOptimizerParams
-from flamingo_sim.plugins import Registry
+from flamingo_sim.plugins import Registry, plugin_label
 
-__all__ = ["Aggregator", "FedAvg", "FedProx", "FedAdam", "FedYogi", "AGGREGATORS", "make_aggregator"]
+__all__ = ["Aggregator", "FedAvg", "FedProx", "FedAdam", "FedYogi", "AGGREGATORS", "make_aggregator", "checked_aggregate",
+           "check_aggregate"]
 
 
 def _weights(weighting: str, n_samples: Tensor | Sequence[float]) -> Tensor:
@@ -155,3 +160,53 @@ def make_aggregator(cfg: Any, buffers: Sequence[str] = (), source: str = "", *, 
     aggregator: Aggregator = AGGREGATORS.build(cfg.name, cfg.parameters(), source=source, key="aggregation.name", params_key="aggregation",
                                                search=search, extra=extra)
     return aggregator
+
+
+def checked_aggregate(aggregator: Aggregator, global_state: dict[str, Tensor], stacked: dict[str, Tensor], n_samples: Tensor,
+                      round: int | None = None) -> dict[str, Tensor]:
+    """``aggregator.aggregate(global_state, stacked, n_samples)``, held to the contract (:func:`check_aggregate`)
+    before any engine makes it the global model; ``round`` only names the round in the error."""
+    return check_aggregate(aggregator, global_state, aggregator.aggregate(global_state, stacked, n_samples), round)
+
+
+def check_aggregate(aggregator: Any, global_state: Mapping[str, Tensor], result: Any, round: int | None = None) -> dict[str, Tensor]:
+    """``result`` as it came when it has ``global_state``'s entries, each a tensor of the same shape and
+    dtype, all values finite; else a :class:`~flamingo_sim.errors.PluginError` line naming the aggregator,
+    the contract and what came back. The values are read once, summed (non-finite where one is), with
+    one synchronisation per device and dtype; ``isfinite`` runs only when a sum is not finite."""
+    problem = _aggregate_problem(global_state, result)
+    if problem is None:
+        return result
+    at = f" at round {round}" if round is not None else ""
+    raise PluginError(f"aggregator {plugin_label(aggregator)!r} broke its contract{at}: aggregate must return the global state's "
+                      f"{len(global_state)} entries with their shapes and dtypes, all values finite, got {problem}")
+
+
+def _aggregate_problem(global_state: Mapping[str, Tensor], result: Any) -> str | None:
+    if not isinstance(result, Mapping):
+        return "None" if result is None else f"a {type(result).__name__}"
+    if result.keys() != global_state.keys():
+        missing = [k for k in global_state if k not in result]
+        extra = [k for k in result if k not in global_state]
+        said = [f"{len(missing)} missing (e.g. {', '.join(map(repr, missing[:3]))})"] if missing else []
+        said += [f"{len(extra)} unexpected (e.g. {', '.join(map(repr, extra[:3]))})"] if extra else []
+        return f"{len(result)} entries, " + ", ".join(said)
+    sums: dict[tuple[torch.device, torch.dtype], list[Tensor]] = {}
+    for name, want in global_state.items():
+        got = result[name]
+        if not isinstance(got, Tensor):
+            return f"{name!r} as a {type(got).__name__}"
+        if got.shape != want.shape:
+            return f"{name!r} of shape {tuple(got.shape)}, not {tuple(want.shape)}"
+        if got.dtype != want.dtype:
+            return f"{name!r} as {got.dtype}, not {want.dtype}"
+        if got.is_floating_point() or got.is_complex():  # a NaN or an infinity makes the sum non-finite
+            sums.setdefault((got.device, got.dtype), []).append(got.sum())
+    if all(bool(torch.stack(group).isfinite().all()) for group in sums.values()):
+        return None
+    for name, got in result.items():  # which (a sum of finite values may also overflow: then none is found)
+        if (got.is_floating_point() or got.is_complex()) and not bool(torch.isfinite(got).all()):
+            bad = got[~torch.isfinite(got)]
+            kinds = ", ".join(sorted({str(v) for v in bad.flatten()[:1000].tolist()}))
+            return f"{name!r} with {bad.numel()} non-finite values ({kinds})"
+    return None

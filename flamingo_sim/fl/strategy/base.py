@@ -87,7 +87,9 @@ class Selector(Protocol):
     """Picks the clients asked to train in a round; subclass it for the optional parts' defaults."""
 
     def select(self, online: np.ndarray, n: int, generator: np.random.Generator, view: CoordinatorView) -> np.ndarray:
-        """Return ``n`` distinct entries of ``online`` (sorted online client indices), sorted.
+        """Return at most ``n`` unique online integer client ids: distinct entries of ``online`` (the sorted online
+        client indices), an integer array of length ``m <= n``, sorted. Checked every round
+        (:func:`~flamingo_sim.fl.strategy.selection.check_selection`): anything else stops the run in one line.
 
         ``generator`` derives from (seed, "selection", round): a resumed run draws the same cohorts."""
         ...
@@ -113,7 +115,9 @@ class Aggregator(Protocol):
 
     def aggregate(self, global_state: dict[str, Tensor], stacked: dict[str, Tensor], n_samples: Tensor) -> dict[str, Tensor]:
         """The next global state from the current one and the clients' states (stacked along a first
-        dimension, one entry per client, with their sample counts ``n_samples``)."""
+        dimension, one entry per client, with their sample counts ``n_samples``): a dict with every entry of
+        ``global_state``, each a tensor of the same shape and dtype, all values finite. Checked every round
+        (:func:`~flamingo_sim.fl.strategy.aggregators.check_aggregate`): anything else stops the run in one line."""
         ...
 
     def state_dict(self) -> dict[str, Any]:

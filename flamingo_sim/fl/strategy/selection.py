@@ -43,9 +43,10 @@ from typing import Any, Mapping, Optional, Protocol, Sequence
 import numpy as np
 
 from flamingo_sim.config import check_ranges
+from flamingo_sim.errors import PluginError
 from flamingo_sim.fl.strategy.base import SELECTOR, CoordinatorView, Selector
 from flamingo_sim.numeric import power
-from flamingo_sim.plugins import Registry
+from flamingo_sim.plugins import Registry, plugin_label
 
 __all__ = [
     "CoordinatorView",
@@ -59,6 +60,7 @@ __all__ = [
     "battery_weights",
     "make_selector",
     "select_online",
+    "check_selection",
     "OnlineSet",
 ]
 
@@ -79,11 +81,89 @@ class OnlineSet(Protocol):
 
 def select_online(selector: Selector, online: OnlineSet, n: int, generator: np.random.Generator, view: CoordinatorView) -> np.ndarray:
     """``selector``'s pick of ``n`` of ``online``: its ``select_online`` where it has one, else
-    its ``select`` on the whole sorted array."""
+    its ``select`` on the whole sorted array; held to the contract (:func:`check_selection`)."""
     lazy = getattr(selector, "select_online", None)
     if lazy is not None:
-        return np.asarray(lazy(online, n, generator, view), dtype=np.int64)
-    return selector.select(online.members(), n, generator, view)
+        handed = _Handed(online)
+        got = lazy(handed, n, generator, view)
+        return np.asarray(check_selection(selector, "select_online", got, n, handed, view), dtype=np.int64)
+    members = online.members()
+    return check_selection(selector, "select", selector.select(members, n, generator, view), n, members, view)
+
+
+class _Handed:
+    """The online set as a lazy selector is handed it, remembering the clients it read: its pick must be among them."""
+
+    def __init__(self, online: OnlineSet) -> None:
+        self.online = online
+        self.read: list[np.ndarray] = []
+        self.whole: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.online)
+
+    def take(self, positions: Any) -> np.ndarray:
+        out = self.online.take(positions)
+        self.read.append(np.asarray(out))
+        return out
+
+    def members(self) -> np.ndarray:
+        self.whole = self.online.members()
+        return self.whole
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.members(), dtype=dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.online, name)
+
+
+def check_selection(selector: Any, method: str, got: Any, n: int, online: np.ndarray | _Handed, view: CoordinatorView | None) -> np.ndarray:
+    """``got``, what ``selector.<method>`` returned for ``n`` of ``online`` (the sorted online
+    clients, or the lazy set it read from), as it came (an array-like of ints as an array): at most
+    ``n`` unique online integer client ids; else a :class:`~flamingo_sim.errors.PluginError` line
+    naming the selector, the contract and what came back."""
+    ids = got if isinstance(got, np.ndarray) else np.asarray(got) if isinstance(got, (list, tuple)) else None
+    problem = _selection_problem(ids, got, n, online)
+    if problem is None:
+        assert ids is not None
+        return ids if ids.dtype.kind in "iu" else ids.astype(np.int64)  # none at all, as floats
+    at = f" at round {view.round}" if view is not None else ""
+    raise PluginError(f"selector {plugin_label(selector)!r} broke its contract{at}: {method} must return at most {n} unique online "
+                      f"integer client ids, got {problem}")
+
+
+def _selection_problem(ids: np.ndarray | None, got: Any, n: int, online: np.ndarray | _Handed) -> str | None:
+    if ids is None:
+        return "None" if got is None else _a(type(got).__name__)
+    if ids.ndim != 1:
+        return f"a {ids.ndim}-D array of shape {ids.shape}"  # one id per entry
+    if ids.dtype.kind not in "iu":
+        return None if ids.size == 0 and ids.dtype.kind == "f" else f"{len(ids)} {ids.dtype} ids"
+    unique = np.unique(ids)
+    away = unique[~_among(unique, online)]
+    if len(ids) <= n and len(unique) == len(ids) and not len(away):
+        return None
+    what = [f"{len(ids)} ids"]
+    if len(unique) < len(ids):
+        what.append(f"{len(ids) - len(unique)} duplicated")
+    if len(away):
+        what.append(f"{len(away)} not online (e.g. {', '.join(map(str, away[:3].tolist()))})")
+    return ", ".join(what)
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _among(ids: np.ndarray, online: np.ndarray | _Handed) -> np.ndarray:
+    """Whether each of ``ids`` (sorted, unique) is in ``online``: the sorted array, or what a lazy selector read of its set."""
+    if isinstance(online, _Handed):
+        if online.whole is None:
+            return np.isin(ids, np.concatenate(online.read)) if online.read else np.zeros(len(ids), dtype=bool)
+        online = online.whole
+    pos = np.minimum(np.searchsorted(online, ids), max(len(online) - 1, 0))
+    return online[pos] == ids if len(online) else np.zeros(len(ids), dtype=bool)
 
 
 class UniformSelector(Selector):

@@ -39,6 +39,7 @@ from flamingo_sim.errors import FlamingoError
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.simulation import Simulation
+from flamingo_sim.fl.strategy.aggregators import checked_aggregate
 from flamingo_sim.integrations.flower import load_flower
 from flamingo_sim.integrations.flower.client import EXPERIMENT_KEY, OVERRIDES_KEY, PROX_MU_KEY, experiment_client_app
 from flamingo_sim.integrations.flower.strategy import FlamingoStrategy
@@ -83,7 +84,7 @@ class ExperimentAggregation(Strategy):
         metrics: list[Any] = [m.content.metric_records["metrics"] for m in replies]
         stacked = {name: torch.stack([s[name] for s in states]).to(sim.device) for name in sim.params}
         n_samples = torch.tensor([float(m["num-examples"]) for m in metrics], dtype=torch.float64)
-        state = sim.aggregator.aggregate(sim.params, stacked, n_samples)
+        state = checked_aggregate(sim.aggregator, sim.params, stacked, n_samples, sim.round)
         losses = torch.tensor([float(m["train_loss"]) for m in metrics], dtype=torch.float32)
         mean = MetricRecord({"train_loss": float(losses.mean()), "num-examples": int(n_samples.sum())})
         return ArrayRecord({name: value.detach().cpu().contiguous() for name, value in state.items()}), mean

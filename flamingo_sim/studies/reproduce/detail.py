@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable
 from flamingo_sim.errors import FlamingoError
 
 if TYPE_CHECKING:  # importing this module (for HOOK) must not import torch: a study's arguments are checked first
+    from flamingo_sim.fl.config import ExperimentConfig
     from flamingo_sim.fl.runner.unit_files import Unit
 
 __all__ = ["HOOK", "FIGURES_DIR", "draw_when_complete", "draw_task", "ensure_task_figures", "figures_dir", "clear_claims"]
@@ -41,20 +42,21 @@ def _study_out(run_dir: Path) -> Path:
     return Path(run_dir).parent.parent  # OUT/runs/<task>
 
 
-def draw_task(run_dir: Path, experiment: str, overrides: tuple[str, ...], n_seeds: int | None, engine: str = "native") -> dict[str, list[Path]] | None:
-    """Draw the task of ``run_dir`` into ``OUT/figures/<task>/`` from its units' results; None if some unit has not finished."""
+def draw_task(run_dir: Path, experiment: str, overrides: tuple[str, ...], n_seeds: int | None, engine: str = "native",
+              cfg: ExperimentConfig | None = None) -> dict[str, list[Path]] | None:
+    """Draw the task of ``run_dir`` into ``OUT/figures/<task>/`` from its units' results; None if some unit has not finished.
+    ``cfg``: the run's config (default: the one its directory records, never the experiment file again)."""
     import torch
 
-    from flamingo_sim.fl.compose import resolve_config
     from flamingo_sim.fl.runner.results import run_summary
     from flamingo_sim.fl.runner.unit_files import gather
+    from flamingo_sim.fl.runner.units import recorded_config
     from flamingo_sim.io import as_written
     from flamingo_sim.report.data import Run
     from flamingo_sim.report.write import write_report
-    from flamingo_sim.resources import find_experiment
 
     run_dir = Path(run_dir)
-    cfg = resolve_config(find_experiment(experiment), overrides, n_seeds)
+    cfg = recorded_config(run_dir) if cfg is None else cfg
     try:
         metrics, results = gather(run_dir, cfg)
     except FlamingoError:
@@ -87,17 +89,16 @@ def clear_claims(study_out: Path) -> None:
 
 def draw_when_complete(unit: Unit, say: Callable[[str], None]) -> None:
     """The units' hook: draw the unit's task once all its units have finished (see the module docstring)."""
-    from flamingo_sim.fl.compose import resolve_config
     from flamingo_sim.fl.runner.unit_files import UNITS_DIR, unit_result
-    from flamingo_sim.resources import find_experiment
+    from flamingo_sim.fl.runner.units import unit_config
 
     run_dir = Path(unit.run_dir)
-    cfg = resolve_config(find_experiment(unit.experiment), unit.overrides, unit.n_seeds)
+    cfg = unit_config(unit)  # the run's record, which the unit carries
     if any(unit_result(run_dir / UNITS_DIR, p, s) is None for s in cfg.seeds for p in cfg.policies):
         return
     if not _claim(_study_out(run_dir), run_dir.name):
         return
-    if draw_task(run_dir, unit.experiment, unit.overrides, unit.n_seeds, unit.engine) is not None:
+    if draw_task(run_dir, unit.experiment, unit.overrides, unit.n_seeds, unit.engine, cfg=cfg) is not None:
         say(f"{run_dir.name}: figures drawn in {figures_dir(_study_out(run_dir), run_dir.name)}")
 
 

@@ -21,6 +21,7 @@ format a number read from the metrics the same way and find it in the report.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -38,7 +39,7 @@ from flamingo_sim.studies.reproduce.ux import (
 )
 
 __all__ = ["Table", "TaskResult", "num", "ci_text", "ratio_text", "agreement", "table1", "table2", "table3", "bases_table",
-           "PHONE_NAMES"]
+           "PHONE_NAMES", "CONSTRUCTION_NOTES", "construction_cell", "footnote_line", "largest_text", "current_table3"]
 
 PHONE_NAMES = {"galaxy_tab_s6": "Galaxy Tab S6", "oneplus_8": "OnePlus 8", "pixel_3": "Google Pixel 3", "galaxy_s10e": "Samsung S10e", "mi_10": "Xiaomi Mi 10"}
 MODELS = {"resnet34": "ResNet-34", "shufflenet_v2_x2": "ShuffleNetV2 x2", "mobilenet_v2": "MobileNetV2"}
@@ -52,6 +53,7 @@ class Table:
     note: str = ""
     reading: str = ""  # one line: how the rows compare with the paper's
     paper: dict[str, Any] = field(default_factory=dict)  # the paper's figures beside the rows (tables.json)
+    footnotes: str = ""  # one line: what the markers in the cells stand for (each said once, not on every row)
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ def table3(results: Sequence[TaskResult]) -> Table:
     rows = []
     pairs_i: list[tuple[float | None, float]] = []
     pairs_e: list[tuple[float | None, float]] = []
-    largest: dict[str, list[str]] = {"intensity": [], "exposure": []}
+    largest: dict[str, list[tuple[str, str]]] = {"intensity": [], "exposure": []}
     for r in results:
         base_e, flam_e = ux_impact_per_phone(r.metrics, r.baseline), ux_impact_per_phone(r.metrics, r.policy)
         base_i, flam_i = ux_intensity_per_phone(r.metrics, r.baseline), ux_intensity_per_phone(r.metrics, r.policy)
@@ -227,7 +229,7 @@ def table3(results: Sequence[TaskResult]) -> Table:
             if base:
                 top = max(base.values())
                 first = [PHONE_NAMES.get(p, p) for p, v in base.items() if v >= top - 0.05]  # ties at the printed precision
-                largest[what].append("all tied" if len(first) == len(base) > 1 else " = ".join(first))
+                largest[what].append((r.label, "all tied" if len(first) == len(base) > 1 else " = ".join(first)))
         built = r.extra.get("construction", {})
         for phone in base_e:
             gain_i, gain_e = _improvement(base_i[phone], flam_i[phone]), _improvement(base_e[phone], flam_e[phone])
@@ -253,30 +255,102 @@ def table3(results: Sequence[TaskResult]) -> Table:
     over = agreement_text(n, same, near, "(task, phone) rows", rows_missing if n == 0 else [], "direction agrees on", "within 2x on")
     reading = (f"Reading: improvement of Flamingo over the baseline (PyTorch's default as stock Android schedules it, the "
                f"paper's comparison with the Energy-Aware Scheduler), intensity: {over}; exposure: {short(n_e, same_e, near_e)}. "
-               f"Largest baseline impact per task: intensity {'; '.join(largest['intensity']) or '-'}; exposure "
-               f"{'; '.join(largest['exposure']) or '-'}; the paper's: {PHONE_NAMES[worst]} ({paper.TABLE3[worst].baseline_pct:.0f} %).")
+               f"Largest baseline impact per task: {largest_text(largest['intensity'], largest['exposure'])}; the paper's: "
+               f"{PHONE_NAMES[worst]} ({paper.TABLE3[worst].baseline_pct:.0f} %).")
     return Table("Table 3: user-experience impact per phone, baseline vs Flamingo", columns, rows,
                  f"Intensity: {INTENSITY_MEASURE}; exposure: {UX_MEASURE}. The paper measured the PCMark Work 3.0 score change "
                  "with training in the background on real phones: the intensity is the simulator's counterpart (not converted to "
                  "PCMark points, which would need a fitted parameter); the exposure also depends on how long training runs. The "
                  f"Mi 10 is not in the paper's table. {BUILT_IN}", reading=reading,
                  paper={p: {"baseline_pct": v.baseline_pct, "flamingo_pct": v.flamingo_pct, "improvement_pct": v.improvement_pct}
-                        for p, v in paper.TABLE3.items()})
+                        for p, v in paper.TABLE3.items()},
+                 footnotes=footnote_line(r[-1] for r in rows))
+
+
+#: What each marker of Table 3's "by construction" column stands for: said once under the table (:func:`footnote_line`), not
+#: on every row (issue 50: the same 250 characters on all 15 rows). In parentheses after a marker: the row's own figures.
+CONSTRUCTION_NOTES = {
+    "a": "baseline 0 by construction: PyTorch's threads yield the owner's cores (in parentheses: where training and the owner's "
+         "app run, and the training threads the kernel moved)",
+    "b": "the baseline slows the owner by construction: it shares the owner's cores (in parentheses: the share of the owner's "
+         "rate lost while shared, and where the apps run)",
+    "c": "Flamingo's choice leaves the owner's cores free: its intensity is a finding (exploration, charging on 4567, probes)",
+    "d": "Flamingo's choice shares the owner's cores (in parentheses: the share of the owner's rate lost): its control loop "
+         "moving off them is a finding",
+}
+
+
+def construction_cell(base_pct: float, base_place: str, label: str, flamingo_pct: float) -> str:
+    """One row's "by construction" cell: the owner's loss (%) under the baseline's placement ``base_place`` and under
+    Flamingo's choice ``label``, each with its marker of :data:`CONSTRUCTION_NOTES`."""
+    base = f"baseline 0 [a] ({base_place})" if base_pct == 0 else f"baseline {base_pct:.0f} % [b] ({base_place})"
+    flam = f"Flamingo's {label} [c]" if flamingo_pct == 0 else f"Flamingo's {label} [d] ({flamingo_pct:.0f} %)"
+    return f"{base}; {flam}"
 
 
 def construction_text(built: Mapping[str, Any] | None) -> str:
     """What a Table 3 row owes to the model: the owner's loss under the baseline's placement and under Flamingo's
-    chosen execution (``{"baseline": (loss, placement), "flamingo": (label, loss, placement)}``)."""
+    chosen execution (``{"baseline": (loss, placement), "flamingo": (label, loss, placement)}``), as
+    :func:`construction_cell` writes it."""
     if not built:
         return "-"
     b_loss, b_place = built["baseline"]
-    label, f_loss, f_place = built["flamingo"]
-    base = ("baseline 0 by construction: PyTorch's threads yield the owner's cores (" + b_place + ")" if b_loss == 0 else
-            f"baseline slows the owner by construction ({100 * b_loss:.0f} % of its rate while shared: {b_place})")
-    flam = (f"Flamingo's {label} leaves the owner's cores free: its intensity is a finding (exploration, charging on 4567, probes)"
-            if f_loss == 0 else f"Flamingo's {label} shares the owner's cores ({100 * f_loss:.0f} % of its rate): its control loop "
-            "moving off them is a finding")
-    return f"{base}; {flam}"
+    label, f_loss, _ = built["flamingo"]
+    return construction_cell(100 * b_loss, b_place, label, 100 * f_loss)
+
+
+def footnote_line(cells: Any) -> str:
+    """The notes of the markers ``cells`` (a column's cells) use, each once, in the order of :data:`CONSTRUCTION_NOTES`."""
+    used = {m for cell in cells for m in re.findall(r"\[([a-d])\]", cell)}
+    return "The 'by construction' column's markers: " + "; ".join(f"[{m}] {t}" for m, t in CONSTRUCTION_NOTES.items() if m in used) + "." if used else ""
+
+
+def largest_text(intensity: Sequence[tuple[str, str]], exposure: Sequence[tuple[str, str]]) -> str:
+    """The phones of largest baseline impact, per measure: ``(task, phones)`` each; said once where every task has the
+    same answer ("all phones tied on every task"), else task by task."""
+    def one(entries: Sequence[tuple[str, str]]) -> str:
+        if not entries:
+            return "-"
+        answers = {a for _, a in entries}
+        if len(answers) == 1:
+            (a,) = answers
+            return ("all phones tied on every task" if a == "all tied" else f"{a} on every task") if len(entries) > 1 else a
+        return "; ".join(f"{task} {a}" for task, a in entries)
+
+    return f"intensity: {one(intensity)}; exposure: {one(exposure)}"
+
+
+_LEGACY_CELL = re.compile(
+    r"(?:baseline 0 by construction: PyTorch's threads yield the owner's cores \((?P<place0>.*)\)"
+    r"|baseline slows the owner by construction \((?P<pct>\d+) % of its rate while shared: (?P<place>.*)\)); "
+    r"Flamingo's (?P<label>\S+) (?:leaves the owner's cores free: its intensity is a finding \(exploration, charging on 4567, probes\)"
+    r"|shares the owner's cores \((?P<fpct>\d+) % of its rate\): its control loop moving off them is a finding)")
+_LEGACY_LARGEST = re.compile(r"Largest baseline impact per task: intensity (?P<i>.*?); exposure (?P<e>.*); the paper's: ")
+
+
+def current_table3(t: Mapping[str, Any]) -> dict[str, Any]:
+    """Table 3 of a ``tables.json`` in today's form: one written before the column's notes were said once (every row
+    carrying its whole sentence, no ``footnotes``) has its cells and its reading's largest-impact clause rewritten to
+    :func:`construction_cell` and :func:`largest_text`; no figure changes. Today's passes through as it is."""
+    if "footnotes" in t:
+        return dict(t)
+    rows = []
+    for row in t["rows"]:
+        m = _LEGACY_CELL.fullmatch(row[-1])
+        if m is None:
+            rows.append(list(row))
+            continue
+        base_pct, place = (0.0, m["place0"]) if m["place0"] is not None else (float(m["pct"]), m["place"])
+        rows.append([*row[:-1], construction_cell(base_pct, place, m["label"], float(m["fpct"] or 0))])
+    reading = t["reading"]
+    tasks = list(dict.fromkeys(r[0] for r in t["rows"]))
+    m = _LEGACY_LARGEST.search(reading)
+    if m is not None:
+        found = [m["i"].split("; "), m["e"].split("; ")]
+        if all(len(f) == len(tasks) for f in found):
+            text = largest_text(list(zip(tasks, found[0])), list(zip(tasks, found[1])))
+            reading = reading[:m.start()] + f"Largest baseline impact per task: {text}; the paper's: " + reading[m.end():]
+    return {**t, "rows": rows, "reading": reading, "footnotes": footnote_line(r[-1] for r in rows)}
 
 
 #: What Table 3's agreement owes to the model rather than to the runs.

@@ -10,6 +10,7 @@ carries the ``gid`` ``"<task>|<quantity>|<step>"`` so a test can compare it with
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Callable, Sequence
 
@@ -21,7 +22,7 @@ from flamingo_sim.fl.readings import READINGS
 from flamingo_sim.report.plots import STYLE
 from flamingo_sim.studies.names import REFERENCE, point_name
 from flamingo_sim.studies.reproduce.attribution import StepResult, paper_headline, task_label
-from flamingo_sim.studies.reproduce.tables import Table, ratio_text
+from flamingo_sim.studies.reproduce.tables import Table, current_table3, ratio_text
 
 __all__ = ["attribution_table", "waterfall", "walks_from_json", "log_ticks", "LEGEND", "why_lines", "attribution_json", "WHY_CAPTION",
            "headline_md", "walk_md", "readings_md", "stragglers_md", "mechanisms_md", "fill_doc", "DOC_BLOCK", "DOC_VALUE", "doc_value",
@@ -310,11 +311,13 @@ def table2_md(tables: dict[str, Any]) -> list[str]:
 
 
 def table3_md(tables: dict[str, Any]) -> list[str]:
-    """Markdown: Table 3 of a report's ``tables.json``, the first task's rows, and its reading line."""
+    """Markdown: Table 3 of a report's ``tables.json`` (in today's form, :func:`~flamingo_sim.studies.reproduce.tables.current_table3`),
+    the first task's rows, the line that says once what the "by construction" column's markers stand for, and its reading line."""
     (title,) = [t for t in tables if t.startswith("Table 3")]
-    t = tables[title]
+    t = current_table3(tables[title])
     task = t["rows"][0][0]
-    return [f"{task}:", "", *_md_rows(t, range(1, len(t["columns"])), lambda r: r[0] == task), "", t["reading"]]
+    notes = ["", t["footnotes"]] if t["footnotes"] else []
+    return [f"{task}:", "", *_md_rows(t, range(1, len(t["columns"])), lambda r: r[0] == task), *notes, "", t["reading"]]
 
 
 def stragglers_md(tables: dict[str, Any]) -> list[str]:
@@ -336,6 +339,31 @@ def mechanisms_md(mechanisms: dict[str, Any]) -> list[str]:
         for s in steps:
             out.append(f"| {label} | {s['label']} | {x(s['speedup'], s['speedup_ci'])} | {x(s['speedup_factor'], s['speedup_factor_ci'])} "
                        f"| {x(s['energy_efficiency'], s['energy_efficiency_ci'])} | {x(s['energy_factor'], s['energy_factor_ci'])} |")
+    return out
+
+
+def range_md(summary: dict[str, Any], rows: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """Markdown: a ``sensitivity --unknowns`` grid's ``range.json`` (each ratio's seed interval beside its range over the
+    device model's unknowns and the paper's figure), then, from its ``sensitivity.csv`` (``rows``), each unknown's values."""
+    def x(value: Any) -> str:
+        return "-" if value is None or value == "" or (isinstance(value, float) and math.isnan(value)) else f"{float(value):.2f}x"
+
+    out = ["| ratio | reference | seed interval | range over the unknowns | paper | range holds the paper's |", "|---|---|---|---|---|---|"]
+    for ratio in ("speedup", "energy_efficiency"):
+        e = summary[ratio]
+        seeds = "-" if e["seed_interval"] is None else f"{e['seed_interval'][0]:.2f}-{e['seed_interval'][1]:.2f}x ({e['n_seeds']} seeds)"
+        span = "-" if e["model_range"] is None else f"{e['model_range'][0]:.2f}-{e['model_range'][1]:.2f}x ({e['n_points']} points)"
+        holds = ("yes" if e["range_holds_paper"] else "no") if "range_holds_paper" in e else "-"
+        out.append(f"| {ratio.replace('_', ' ')} | {x(e['reference'])} | {seeds} | {span} | "
+                   f"{'-' if 'paper' not in e else format(e['paper'], '.1f') + 'x'} | {holds} |")
+    if rows:
+        names = {u["key"]: u["name"] for u in summary["unknowns"]}
+        out += ["", "| unknown | value | speedup | energy efficiency |", "|---|---|---|---|"]
+        for r in rows:
+            if r["knob"] == "reference":
+                out.append(f"| reference (the run's own values) | | {x(r['speedup'])} | {x(r['energy_efficiency'])} |")
+            elif r["knob"] in names:
+                out.append(f"| {names[r['knob']]} (`{r['knob']}`) | {r['value']} | {x(r['speedup'])} | {x(r['energy_efficiency'])} |")
     return out
 
 
@@ -388,7 +416,8 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
     CSV's rows as dicts). KIND ``headline``, ``walk`` or ``readings`` (:func:`headline_md`, :func:`walk_md`,
     :func:`readings_md`) of an ``attribution.json``; ``readings`` takes a ``sensitivity.csv`` as FILE2 for the choices
     the paper does not make; ``table2``, ``table3``, ``stragglers`` (:func:`table2_md`, :func:`table3_md`, :func:`stragglers_md`) of a report's
-    ``tables.json``; ``mechanisms`` (:func:`mechanisms_md`) of a ``mechanisms.json``; ``points``
+    ``tables.json``; ``mechanisms`` (:func:`mechanisms_md`) of a ``mechanisms.json``; ``range`` (:func:`range_md`) of a
+    ``sensitivity --unknowns`` grid's ``range.json`` and its ``sensitivity.csv``; ``points``
     (:func:`points_md`) of a ``sensitivity.csv`` and its points' ``summary.json`` beside it. A page equal to its
     ``fill_doc`` quotes exactly what its files hold."""
     def one(m: re.Match) -> str:
@@ -407,12 +436,15 @@ def fill_doc(page: str, load: Callable[[str], Any]) -> str:
             lines = stragglers_md(data)
         elif kind == "mechanisms":
             lines = mechanisms_md(data)
+        elif kind == "range":  # FILE: a range.json, its sensitivity.csv beside it
+            folder = m.group(2).rpartition("/")[0]
+            lines = range_md(data, load(f"{folder}/sensitivity.csv"))
         elif kind == "points":  # FILE: a sensitivity.csv, each point's summary.json beside it
             folder = m.group(2).rpartition("/")[0]
             lines = points_md(data, lambda name: load(f"{folder}/{name}.summary.json"))
         else:
-            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings, points, table2, table3, "
-                             "stragglers or mechanisms)")
+            raise ValueError(f"unknown generated block kind {kind!r} (expected headline, walk, readings, points, range, table2, "
+                             "table3, stragglers or mechanisms)")
         return m.group(1) + "\n".join(lines) + "\n" + m.group(6)
 
     def value(m: re.Match) -> str:

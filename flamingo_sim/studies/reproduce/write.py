@@ -10,6 +10,7 @@ task's run finished.
 
 from __future__ import annotations
 
+import json
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -26,7 +27,7 @@ from flamingo_sim.studies.reproduce.mechanisms import mechanism_table, mechanism
 from flamingo_sim.studies.reproduce.tables import Table, TaskResult, bases_table, num, table1, table2, table3
 from flamingo_sim.studies.reproduce.why import WHY_CAPTION, attribution_json, attribution_table, waterfall, why_lines
 
-__all__ = ["load_results", "write_reproduction", "exploration_line", "fidelity_note"]
+__all__ = ["load_results", "write_reproduction", "exploration_line", "fidelity_note", "horizon_note", "trace_horizon_s"]
 
 DPI = 200
 #: Caption of the speedup-by-target figure set beside Table 2.
@@ -43,7 +44,7 @@ def load_results(run_dirs: Sequence[tuple[str, Path]], construction: Mapping[str
     out = []
     for task, run_dir in run_dirs:
         metrics, summary = load_run(run_dir)
-        extra: dict = {"construction": dict((construction or {}).get(task, {}))}
+        extra: dict = {"construction": dict((construction or {}).get(task, {})), "horizon_s": trace_horizon_s(Path(run_dir))}
         out.append(TaskResult(task, Path(run_dir), summary, metrics, baseline=summary.get("baseline", "baseline"), extra=extra))
     return out
 
@@ -69,6 +70,45 @@ def fidelity_note(results: Sequence[TaskResult]) -> str:
             "(`--set TASK:data.root=DIR`) to train the real DNNs.")
 
 
+def trace_horizon_s(run_dir: Path) -> float | None:
+    """The wrap-free horizon (s) of the trace set a run replayed (:attr:`~flamingo_sim.traces.store.ClientTraces.horizon_s`;
+    the run's ``inputs.json`` names its trace files); None where it names none or they are gone."""
+    from flamingo_sim.fl.runner.inputs import INPUTS_FILE
+    from flamingo_sim.traces.store import load_client_traces
+
+    path = run_dir / INPUTS_FILE
+    if not path.is_file():
+        return None
+    files = [Path(v["path"]) for k, v in json.loads(path.read_text()).items() if k.startswith("traces.path ") and isinstance(v, dict)]
+    if not files or not files[0].is_file():
+        return None
+    return float(load_client_traces(files[0].parent).horizon_s)
+
+
+def horizon_note(results: Sequence[TaskResult]) -> str:
+    """One line: which runs went past their trace set's wrap-free horizon (``extra["horizon_s"]``), from which round,
+    and for how many rounds, or that none did. Past it, clients replay their battery traces from the start (the run
+    says so once on its log; issue 50: the quick ShuffleNetV2 task's baseline reached 709.7 h on traces of 697.3 h)."""
+    past, horizons = [], set()
+    for r in results:
+        h = r.extra.get("horizon_s")
+        if h is None:
+            continue
+        horizons.add(h)
+        for (policy, seed), rows in r.metrics.groupby(["policy", "seed"], sort=True):
+            over = rows[rows["time_s"] > h].sort_values("round")
+            if len(over):
+                past.append(f"{r.label}, {policy} seed {seed}, from round {int(over['round'].iloc[0])} ({len(over)} of its rounds; "
+                            f"{float(rows['time_s'].max()) / 3600:.1f} h at its last against the traces' {h / 3600:.1f} h)")
+    if not horizons:
+        return "Trace horizon: not known (the runs' inputs.json name no trace set)."
+    if not past:
+        return f"Trace horizon: every run stayed within its trace set's wrap-free horizon ({', '.join(f'{h / 3600:.1f} h' for h in sorted(horizons))})."
+    return (f"Trace horizon: {len(past)} run{'s' if len(past) > 1 else ''} passed the trace set's wrap-free horizon, after which "
+            f"clients replay their battery traces from the start: {'; '.join(past)}. Fewer rounds (`fl.rounds`) or a longer trace "
+            "set keeps a run inside it.")
+
+
 def _save(fig: Figure, out: Path, stem: str) -> None:
     """``fig`` as ``out/stem.png`` and ``.svg``, each written atomically (:func:`~flamingo_sim.report.write.save_figure`)."""
     from flamingo_sim.report.write import save_figure
@@ -78,8 +118,8 @@ def _save(fig: Figure, out: Path, stem: str) -> None:
 
 
 def _table(t: Table) -> doc.Table:
-    """A reproduction table as a block of the report (its note and reading under it)."""
-    return doc.Table(t.title, t.columns, t.rows, (t.note, t.reading))
+    """A reproduction table as a block of the report (its note, its cells' footnotes and its reading under it)."""
+    return doc.Table(t.title, t.columns, t.rows, (t.note, t.footnotes, t.reading) if t.footnotes else (t.note, t.reading))
 
 
 def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, quick: bool, profiles: ProfileDirs,
@@ -122,7 +162,8 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
         labels = {r.task: r.label for r in results}
         mtables = [mechanism_table(labels.get(task, task), steps) for task, steps in mechanisms.items()]
         why += [doc.Heading(3, "Past the readings: the model's mechanisms"), *(_table(t) for t in mtables)]
-    write_json(out / "tables.json", {t.title: {"columns": t.columns, "rows": t.rows, "reading": t.reading, "paper": t.paper}
+    write_json(out / "tables.json", {t.title: {"columns": t.columns, "rows": t.rows, "reading": t.reading, "paper": t.paper,
+                                               **({"footnotes": t.footnotes} if t.footnotes else {})}
                                      for t in (t1, t2, *([t2_ets] if t2_ets else []), stragglers, t3, *per_task)})
 
     seeds = sorted({int(s) for r in results for s in r.metrics["seed"].unique()})
@@ -146,7 +187,7 @@ def write_reproduction(results: Sequence[TaskResult], out_dir: str | Path, *, qu
     curves = [(r.task, rel[r.task]["speedup_vs_target"][0]) for r in results if "speedup_vs_target" in rel.get(r.task, {})]
     blocks: list[doc.Block] = [
         doc.Heading(1, "Flamingo (DistributedML '23) reproduced with flamingo-sim"), doc.Lines(head),
-        _table(t1), _table(t2), *([_table(t2_ets)] if t2_ets else []), _table(stragglers), doc.Lines([fidelity]),
+        _table(t1), _table(t2), *([_table(t2_ets)] if t2_ets else []), _table(stragglers), doc.Lines([fidelity, horizon_note(results)]),
         doc.Images([(png, f"speedup by target, {task}") for task, png in curves], width=680), doc.Lines([CURVE_CAPTION]), _table(t3),
         doc.Heading(3, "Figure 6 analogue"), doc.Figure("figure6.png", "figure 6", fig_caption),
         *why,

@@ -157,11 +157,11 @@ def test_fedbuff_drops_a_task_that_does_not_fit_memory_with_its_own_reason():
 def test_fedbuff_trains_with_the_minibatch_that_fits():
     parts = _with_devices(scripted_parts(), thermal="none", memory="shrink_batch")
     sim = AsyncSimulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector())
-    fit = int(sim.limits.batch_fit[0])
+    fit = int(sim.pricing.memory.batch_fit[0])
     small = _with_devices(scripted_parts(), thermal="none", memory="shrink_batch",
-                          memory_limit_factor=0.999 * (sim.limits.fixed_bytes + 4 * sim.limits.per_sample_bytes) / sim.limits.limit_bytes[0])
+                          memory_limit_factor=0.999 * (sim.pricing.memory.fixed_bytes + 4 * sim.pricing.memory.per_sample_bytes) / sim.pricing.memory.limit_bytes[0])
     sim = AsyncSimulation(small, experiment_policy(small.cfg, None, "baseline"), "baseline", 0, UniformSelector())
-    assert int(sim.limits.batch_fit[0]) == 3 < fit
+    assert int(sim.pricing.memory.batch_fit[0]) == 3 < fit
     row = sim.step().to_row()
     # with a minibatch of 3 the tasks are shorter (123 s): the update comes at the first kept arrival;
     # the window's arrivals are that one and client 2's (battery exhausted at 95 s), both shrunk

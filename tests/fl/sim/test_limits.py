@@ -21,7 +21,7 @@ from flamingo_sim.devices.soc import load_phones
 from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.config import DevicesConfig, ExperimentConfig
 from flamingo_sim.fl.plugins import experiment_policy
-from flamingo_sim.fl.sim.limits import DeviceLimits, training_memory_bytes
+from flamingo_sim.fl.sim.limits import device_models, training_memory_bytes
 from flamingo_sim.fl.sim.simulation import Components, Simulation
 from flamingo_sim.fl.strategy.selection import UniformSelector
 from tests.fl.sim.test_simulation import COMM_S, LAT_S, POWER_W, ROOT, STEPS, scripted_parts
@@ -70,7 +70,7 @@ def test_monitoring_reads_the_modelled_temperature():
     # Round 1 heats client 0 (the only one left online after it); round 2 asks it again right away.
     hot = _sim({"thermal": "rc", "throttle_threshold_c": 33.0}, baseline_admission="monitored", max_temperature_c=33.0)
     hot.step()
-    excess = hot.limits.excess_c[0]
+    excess = hot.pricing.excess_c[0]
     assert excess == pytest.approx(3.0 + (0.5 * HEAT_W * R - 3.0) * (1 - math.exp(-((STEPS * LAT_S - TAU * math.log(
         HEAT_W * R / (HEAT_W * R - 3.0))) / 0.6) / TAU)), rel=1e-12)  # throttled, 0.93 W: the excess rises on towards 4.02 K
     assert excess > 3.0
@@ -83,13 +83,12 @@ def test_monitoring_reads_the_modelled_temperature():
 
 def test_excess_decays_between_requests():
     sim = _sim({"thermal": "rc"})
-    limits = sim.limits
-    assert limits is not None
+    limits = sim.pricing
     every = np.arange(len(limits.excess_c))
     limits.excess_c.set(every, 10.0)
     limits.at_s.set(every, 100.0)
-    t = limits.temperature_c(100.0 + TAU, np.array([0, 2]), np.array([25.0, 31.0]))
-    assert t == pytest.approx([25.0 + 10.0 / math.e, 31.0 + 10.0 / math.e], rel=1e-12)
+    excess = limits.excess_c_at(100.0 + TAU, np.array([0, 2]))
+    assert excess == pytest.approx([10.0 / math.e, 10.0 / math.e], rel=1e-12)
 
 
 LIMIT_B = (4 - 1.5) * 2**30 - 108 * 2**20  # by hand: the Pixel 3's 4 GiB less 1.5 GiB kept by the system less lmkd's 108 MiB
@@ -129,8 +128,8 @@ def test_thermal_state_round_trips_through_a_checkpoint():
     state = sim.state_dict()
     again = _sim({"thermal": "rc", "throttle_threshold_c": 35.0})
     again.load_state_dict(state)
-    assert again.limits is not None and sim.limits is not None
-    assert np.array_equal(again.limits.excess_c, sim.limits.excess_c) and np.array_equal(again.limits.at_s, sim.limits.at_s)
+    assert again.pricing.heat is not None and sim.pricing.heat is not None
+    assert np.array_equal(again.pricing.excess_c, sim.pricing.excess_c) and np.array_equal(again.pricing.at_s, sim.pricing.at_s)
     assert again.step().to_row() == sim.step().to_row()
 
 
@@ -138,9 +137,9 @@ def test_a_phone_without_heat_or_memory_entries_is_refused():
     parts = scripted_parts()
     bare = dataclasses.replace(parts.profiles.profiles[0].phone, body=None, memory=None)
     with pytest.raises(ConfigError, match="devices.thermal: phone 'pixel_3' has no body"):
-        DeviceLimits(DevicesConfig(thermal="rc", memory="none"), _with_phone(parts, bare), parts.population.phone_idx, 16, 3)
+        device_models(DevicesConfig(thermal="rc", memory="none"), _with_phone(parts, bare), 16, 3)
     with pytest.raises(ConfigError, match="devices.memory: phone 'pixel_3' has no memory entry"):
-        DeviceLimits(DevicesConfig(thermal="none", memory="drop"), _with_phone(parts, bare), parts.population.phone_idx, 16, 3)
+        device_models(DevicesConfig(thermal="none", memory="drop"), _with_phone(parts, bare), 16, 3)
 
 
 def _with_phone(parts: Components, phone):

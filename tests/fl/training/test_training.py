@@ -29,6 +29,41 @@ def test_minibatch_indices_cycle_through_shuffled_data():
     assert not torch.equal(idx, minibatch_indices(10, 5, 4, seed=1, round_idx=2, client_id=4))
 
 
+def test_cohort_indices_are_each_clients_permutations_one_after_another():
+    """Issue 52: a cohort's indices (streams seeded at once, a small client's permutations drawn in one ``permuted`` call)
+    are what one ``rng(seed, "local-shuffle", round, client).permutation(n)`` after another, concatenated and cut, gives."""
+    from flamingo_sim.fl.training.trainer import cohort_indices
+
+    def one_at_a_time(n: int, cid: int, total: int) -> np.ndarray:
+        gen, out = rng(4, "local-shuffle", 9, cid), []
+        while sum(map(len, out)) < total:
+            out.append(gen.permutation(n))
+        return np.concatenate(out)[:total]
+
+    sizes, ids = [1, 2, 15, 16, 17, 100, 319, 320, 321, 1000], [0, 7, 2**32, 5, 2**40 + 1, 11, 12, 13, 14, 2**63]
+    got = cohort_indices(sizes, ids, 20, 16, seed=4, round_idx=9)
+    assert got.shape == (10, 20, 16)
+    for row, n, cid in zip(got, sizes, ids):
+        assert np.array_equal(row.flatten().numpy(), one_at_a_time(n, cid, 320)), n
+
+
+def test_the_per_client_loop_trains_on_a_kept_copy_as_on_a_fresh_one():
+    """Issue 52: the sequential strategy keeps its training copy across rounds; a second cohort (another global state, the
+    first cohort's gradients and BatchNorm statistics left in the copy) trains to what a new trainer gives, bit for bit."""
+    from flamingo_sim.fl.training.trainer import CohortTrainer
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    datas = [(torch.randn(20, 4), torch.randint(0, 3, (20,))) for _ in range(3)]
+    task = lambda r: CohortTask(datas, [0, 1, 2], n_steps=4, batch_size=5, lr=0.1, seed=0, round_idx=r)  # noqa: E731
+    kept = CohortTrainer(model, strategy="sequential")
+    first = kept.train(model_state(model), task(1))
+    start = {k: v[0] for k, v in first.params.items()}
+    again, fresh = kept.train(start, task(2)), CohortTrainer(model, strategy="sequential").train(start, task(2))
+    assert again.mode == fresh.mode == "sequential"
+    assert all(torch.equal(again.params[k], fresh.params[k]) for k in fresh.params) and torch.equal(again.losses, fresh.losses)
+
+
 def test_one_sgd_step_by_hand_on_logreg():
     model = build_model("logreg", (2,), 2)
     state = {"1.weight": torch.tensor([[1.0, 0.0], [0.0, 1.0]]), "1.bias": torch.zeros(2)}

@@ -151,6 +151,16 @@ def test_table2_is_read_from_the_metrics(out):
 
 
 @pytest.mark.slow
+def test_the_report_says_the_trace_horizon_and_table3s_notes_once(out):
+    """Issue 50: whether a run passed its traces' wrap-free horizon is said in the report (not only once on a unit's log),
+    and Table 3's "by construction" notes once under it, each row carrying its markers."""
+    md = (out / "report.md").read_text()
+    assert len(re.findall(r"^Trace horizon: (?:every run stayed within|\d+ runs? passed)", md, re.M)) == 1
+    assert md.count("The 'by construction' column's markers: [a] baseline 0 by construction") == 1
+    assert md.count("PyTorch's threads yield the owner's cores") == 1
+
+
+@pytest.mark.slow
 def test_table3_is_read_from_the_metrics(out):
     rows = by_title(tables((out / "report.md").read_text()), "Table 3")
     assert len(rows) == 5 * len(TASKS)
