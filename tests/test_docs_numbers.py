@@ -121,3 +121,19 @@ def test_what_each_device_assumption_is_worth_in_prose_is_the_sensitivity_study(
             f"time to the target grows by {100 * grow:.0f} % ({hot['baseline']['time_to_target_s'] / 3600:.2f} h)") in text
     assert hot["flamingo"]["time_to_target_s"] == pytest.approx(ref["flamingo"]["time_to_target_s"], rel=1e-4)  # "Flamingo's does not move"
     assert f"so the speedup rises to {hot['flamingo']['speedup']:.2f}x" in text
+
+
+def test_the_energy_balance_sentence_is_its_results_file():
+    """modelling-notes' "One power per step, one timeline per task": the main job's energy charged and heat received per
+    policy, how close the integrated excess came to the booked one, and the tasks run part way at an uneven power."""
+    balance = json.loads((RESULTS / "energy_balance.json").read_text())["policies"]
+    text = page("modelling-notes.md")
+    for policy in ("baseline", "flamingo"):
+        b = balance[policy]
+        assert b["heat_j"] == pytest.approx(b["charged_j"], rel=1e-12) and b["max_excess_diff_k"] < 1e-12
+    base, flam = balance["baseline"], balance["flamingo"]
+    assert (f"the baseline's phones were charged {base['charged_j'] / 1e3:,.1f} kJ and received {base['heat_j'] / 1e3:,.1f} kJ of heat, "
+            f"Flamingo's {flam['charged_j'] / 1e3:,.1f} kJ and {flam['heat_j'] / 1e3:,.1f} kJ") in text
+    assert (f"{base['partial_uneven']} of the baseline's tasks ran part way at an uneven power" in text and flam["partial_uneven"] == 0)
+    assert (f"they drew {base['partial_uneven_charge_j']:,.1f} J, where the earlier rule (the same share of the task's energy as of its "
+            f"time) charged {base['partial_uneven_share_rule_j']:,.1f} J") in text

@@ -156,3 +156,17 @@ def test_the_pages_claim_about_the_public_set_holds_in_its_file():
     assert (f"Under `public` Flamingo is {f['speedup']:.2f}x faster to the target [{s[0]:.2f}, {s[1]:.2f}] at the same training energy "
             f"({f['energy_efficiency']:.2f}x [{e[0]:.2f}, {e[1]:.2f}])") in flat
     assert e[0] <= 1.0 <= e[1] and s[0] > 1.0  # "the same energy", and faster
+
+
+def test_the_pages_claims_about_the_range_hold_in_its_file():
+    """The sentence under the range block: the paper's speedup outside the range, its energy efficiency inside; the range
+    widest along the profile set and the training app's state (each unknown's spread of speedup, from its points)."""
+    summary = load("unknowns/default/range.json")
+    assert summary["speedup"]["range_holds_paper"] is False and summary["energy_efficiency"]["range_holds_paper"] is True
+    rows = load("unknowns/default/sensitivity.csv")
+    spread: dict[str, list[float]] = {}
+    for r in rows:
+        if r["knob"] != "reference":
+            spread.setdefault(r["knob"], []).append(float(r["speedup"]))
+    widest = sorted(spread, key=lambda k: max(spread[k]) - min(spread[k]), reverse=True)[:2]
+    assert widest == ["phones.profile_set", "policy.interference.app_state"], widest

@@ -1,6 +1,6 @@
 """The first estimate of a study's time counts a unit's start-up as if every round paid it (issue 50: ``reproduce --quick``
-said 13:16 and took 4:45). Kept as a strict expected failure until :mod:`flamingo_sim.fl.runner.executors.progress`
-separates a unit's start-up from its per-round time; then it passes and the marker comes off.
+said 13:16 and took 4:45). :mod:`flamingo_sim.fl.runner.executors.progress` now separates a unit's start-up (up to the first
+round it sees) from its per-round time (between two rounds it sees).
 
 Measured on this machine (2 cores, the quick MobileNetV2 task, both policies in one process): 2 rounds 9.8 s and 12
 rounds 21.4 s of wall time, so about 0.6 s a policy-round and several seconds of start-up (imports, traces, data,
@@ -45,8 +45,6 @@ def _first_estimate(tmp_path: Path, monkeypatch) -> float:
     return est[0]
 
 
-@pytest.mark.xfail(strict=True, reason="progress.py estimates a unit from (now - its start) / rounds done: its start-up counted "
-                                       "once a round (issue 50); owned by the runner, fl/runner/executors/progress.py")
 def test_the_first_estimate_separates_the_start_up_from_the_rounds(tmp_path, monkeypatch):
-    # today: (20 s of start-up + 2 rounds) / 2 rounds x 40 rounds = 440 s, for a unit that takes 20 + 40 = 60 s
+    # before the fix: (20 s of start-up + 2 rounds) / 2 rounds x 40 rounds = 440 s, for a unit that takes 20 + 40 = 60 s
     assert _first_estimate(tmp_path, monkeypatch) == pytest.approx(SETUP_S + ROUNDS * ROUND_S, rel=0.25)

@@ -113,6 +113,10 @@ class Progress:
         self.done_rates: dict[str, list[float]] = {}
         self.estimated: float | None = None
         self.said_runs = 0
+        #: running unit -> (when it was first seen past round 0, that round): its start-up apart from its rounds
+        self.first_round: dict[Unit, tuple[float, int]] = {}
+        #: running unit -> its seconds per round once two rounds were seen (what is left of it is that times its rounds left)
+        self.per_round_s: dict[Unit, float] = {}
 
     def _fraction(self, unit: Unit) -> float:
         status = read_status(unit)
@@ -127,14 +131,28 @@ class Progress:
         self.done_before = self.done
 
     def _measure(self) -> None:
-        """Each run's seconds per unit of work, from its running units that have done :data:`ESTIMATE_ROUNDS` rounds
-        (their wall time so far over their rounds done, times their rounds, over their cost)."""
+        """Each run's seconds per unit of work, from its running units that have done :data:`ESTIMATE_ROUNDS` rounds:
+        a unit's start-up (imports, traces, data, the round-0 evaluation: from its start to the first round seen, less
+        the rounds before it) plus its rounds at the pace seen since, over its cost. Until two rounds were seen apart,
+        its wall time so far over its rounds done, times its rounds (which counts the start-up once a round)."""
         now = time.monotonic()
         for unit, t0 in list(self.running.items()):  # a snapshot: a watcher thread may call this while units start and end
             status = read_status(unit)
-            if status is not None and status[1] and status[0] >= ESTIMATE_ROUNDS and unit.run_dir not in self.finished_rates:
-                rate = (now - t0) / status[0] * status[1] / self.costs.get(unit, max(unit.cost, 1e-9))
-                self.rates.setdefault(unit.run_dir, {})[unit] = rate
+            if status is None or not status[1]:
+                continue
+            done, rounds = status
+            first = self.first_round.get(unit)
+            if first is None and done >= 1:
+                self.first_round[unit] = first = (now, done)
+            if done >= ESTIMATE_ROUNDS and unit.run_dir not in self.finished_rates:
+                if first is not None and done > first[1]:
+                    per_round = (now - first[0]) / (done - first[1])
+                    setup = max(0.0, first[0] - t0 - first[1] * per_round)
+                    whole = setup + per_round * rounds
+                    self.per_round_s[unit] = per_round
+                else:
+                    whole = (now - t0) / done * rounds
+                self.rates.setdefault(unit.run_dir, {})[unit] = whole / self.costs.get(unit, max(unit.cost, 1e-9))
 
     def estimate_from_rounds(self) -> tuple[float, str] | None:
         """``(seconds the whole study takes, counted from its start, a line saying so)`` from what its units have done
@@ -154,6 +172,9 @@ class Progress:
             frac = 0.0
             if unit in running:
                 status = read_status(unit)
+                if status and status[1] and unit in self.per_round_s:  # its start-up is behind it: its rounds left
+                    work += self.per_round_s[unit] * max(0, status[1] - status[0])
+                    continue
                 frac = min(1.0, status[0] / status[1]) if status and status[1] else 0.0
             work += per_run.get(unit.run_dir, mean) * cost * (1.0 - frac)
         now = time.monotonic()
