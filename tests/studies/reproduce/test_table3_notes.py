@@ -78,9 +78,10 @@ def test_construction_cells_by_hand():
 
 
 def test_the_committed_table3_of_the_earlier_form_reads_in_todays():
-    """docs/results/reproduce_full_paper/tables.json was written with the sentence on every row: read in today's form,
-    each row keeps its placement and Flamingo's choice, the notes are said once, and no figure moves."""
-    tables = json.loads((ROOT / "docs/results/reproduce_full_paper/tables.json").read_text())
+    """A tables.json written with the sentence on every row (``data/table3_earlier_form.json``: Table 3 of
+    docs/results/reproduce_full_paper/tables.json as commit c15f139 held it): read in today's form, each row keeps its
+    placement and Flamingo's choice, the notes are said once, and no figure moves."""
+    tables = json.loads((Path(__file__).parent / "data" / "table3_earlier_form.json").read_text())
     (title,) = [k for k in tables if k.startswith("Table 3")]
     old = tables[title]
     assert "footnotes" not in old and all(OLD in r[-1] for r in old["rows"])  # the earlier form
