@@ -140,7 +140,7 @@ class Progress:
             status = read_status(unit)
             if status is None or not status[1]:
                 continue
-            done, rounds = status
+            done, rounds = status[0], int(status[1])
             first = self.first_round.get(unit)
             if first is None and done >= 1:
                 self.first_round[unit] = first = (now, done)
