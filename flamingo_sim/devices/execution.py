@@ -46,7 +46,8 @@ import numpy as np
 
 from flamingo_sim.config import FieldError, check_ranges
 
-__all__ = ["InterferenceModel", "LadderContention", "LadderResult", "run_ladder", "in_use_seconds", "DEFAULT_SLOWDOWN",
+__all__ = ["TABLE3_PCMARK_PCT", "OWNER_LOSS_PAPER_NOTE",
+           "InterferenceModel", "LadderContention", "LadderResult", "run_ladder", "in_use_seconds", "DEFAULT_SLOWDOWN",
            "DEFAULT_FOREGROUND_CORES", "APP_STATE_CPUSETS"]
 
 #: Slowdown of a training thread that shares a core with the foreground app under ``model: fair`` where neither the
@@ -56,6 +57,19 @@ DEFAULT_SLOWDOWN = 2.0
 DEFAULT_FOREGROUND_CORES = (6, 7)
 #: The training app's state -> the cpuset (``phones.<name>.android.cpusets``) it runs in.
 APP_STATE_CPUSETS = {"foreground_service": "foreground", "top_app": "top_app", "background": "background"}
+#: The paper's Table 3 (Flamingo, DistributedML '23): per phone, the change of the PCMark Work 3.0 score (%) while training
+#: ran in the background, (baseline, Flamingo). A measurement: input only under ``owner_loss: paper`` (never a fit);
+#: :mod:`flamingo_sim.studies.reproduce.paper` prints it beside the model's Table 3.
+TABLE3_PCMARK_PCT: dict[str, tuple[float, float]] = {
+    "galaxy_tab_s6": (-10.2, -5.8),
+    "oneplus_8": (-12.5, 0.0),
+    "pixel_3": (-27.0, -3.1),
+    "galaxy_s10e": (-11.2, 0.0),
+}
+#: What every report of a run with ``owner_loss: paper`` says.
+OWNER_LOSS_PAPER_NOTE = ("policy.interference.owner_loss=paper: the owner's loss while training runs is the paper's measured "
+                         "Table 3 taken as INPUT (the baseline's PCMark loss for PyTorch's default execution, Flamingo's for a "
+                         "pinned choice; phones not in the table keep the model's), so Table 3 here is not a finding")
 _EPS = 1e-9  # relative tolerance for "a step starts exactly on a slot boundary / deadline"
 
 
@@ -74,8 +88,19 @@ class InterferenceModel:
     foreground_threads: int = 2
     #: android, Android 11 and older (one cpu cgroup for apps): the training threads' nice value (0: THREAD_PRIORITY_DEFAULT).
     training_nice: int = 0
-    #: android, Android 11 and older: the owner's busy threads' nice value (0: THREAD_PRIORITY_DEFAULT).
-    foreground_nice: int = 0
+    #: android: the owner's busy threads' nice value: the top app's UI and render threads run at THREAD_PRIORITY_TOP_APP_BOOST,
+    #: -10 (android.os.Process; the activity manager sets it when an app becomes top). It weighs them against training
+    #: on a shared core before Android 12 (one cpu cgroup), and inside the top-app group's share from Android 12 on.
+    foreground_nice: int = -10
+    #: android: the kernel's scheduler: "walt" (the paper's phones' 4.9-4.19 kernels with Qualcomm's WALT, whose vendor
+    #: init turns on big-task rotation: threads stuck on little cores take turns on the big ones) or "mainline" (the same
+    #: placement and balancing without rotation, as mainline EAS).
+    scheduler: Literal["walt", "mainline"] = "walt"
+    #: The owner's loss while training runs (Table 3's intensity): "model" (from the scheduling model, the default) or
+    #: "paper" (the paper's measured Table 3 as input: each phone's PCMark loss under the baseline for PyTorch's default
+    #: execution and under Flamingo for a pinned choice; a phone not in the table keeps the model's). Every report of a
+    #: run with "paper" says so.
+    owner_loss: Literal["model", "paper"] = "model"
     #: How idle training threads wait at the barriers: "pthreadpool" (PyTorch's Android builds: spin 1e6 iterations, then
     #: sleep), "libomp" (LLVM OpenMP: spin KMP_BLOCKTIME, 200 ms) or "libgomp" (GNU OpenMP: 300,000 iterations).
     runtime: Literal["pthreadpool", "libomp", "libgomp"] = "pthreadpool"

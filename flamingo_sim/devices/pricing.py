@@ -33,6 +33,7 @@ from typing import Any, Callable, Generic, Protocol, TypeVar
 
 import numpy as np
 
+from flamingo_sim.devices.execution import OWNER_LOSS_PAPER_NOTE, TABLE3_PCMARK_PCT  # re-exported: the engines reach the device model here
 from flamingo_sim.devices.memory import GIB, largest_batch
 from flamingo_sim.devices.policies import Policy, TaskOutcome, TaskRequest, decline_reasons
 from flamingo_sim.devices.policies.base import check_outcome
@@ -41,7 +42,8 @@ from flamingo_sim.devices.sparse import SparseVector
 from flamingo_sim.devices.thermal import ThrottledTasks, decayed_c, excess_after, rc_excess_c, throttled_task
 from flamingo_sim.errors import ConfigError
 
-__all__ = ["OUT_OF_MEMORY", "transfer_s", "HeatModel", "MemoryFit", "Links", "PricedCohort", "DevicePricing", "PowerTimeline"]
+__all__ = ["OWNER_LOSS_PAPER_NOTE", "TABLE3_PCMARK_PCT",
+           "OUT_OF_MEMORY", "transfer_s", "HeatModel", "MemoryFit", "Links", "PricedCohort", "DevicePricing", "PowerTimeline"]
 
 #: The typed drop reason of a client whose training does not fit.
 OUT_OF_MEMORY = "out_of_memory"

@@ -15,28 +15,27 @@ of two models (``policy.interference.model``):
    A long-running computation in the background needs one since Android 8's background limits; a
    process holding only a WakeLock falls to the cached state (``background``), a JobScheduler
    job is bound ``BIND_NOT_FOREGROUND`` (``background`` too), an app on screen is ``top_app``.
-   *Pinned* threads (Flamingo's ``sched_setaffinity``) run on their choice's cores; a core
-   outside the cpuset is replaced by a free core of the same type inside it (cores of one type
-   are interchangeable, SPEC section 3; the kernel confines affinity to the cpuset), and threads
-   beyond the cpuset's cores of that type double up. *Unpinned* threads (PyTorch's default: one
-   thread per big core, no affinity) are placed by the kernel on the highest-capacity CPUs of the
-   cpuset (capacity = the device tree's ``capacity-dmips-mhz`` x its highest frequency). EAS's
-   energy-aware placement does not apply: it is disabled as soon as one CPU runs above 80 % of
-   its capacity (``Documentation/scheduler/sched-energy.rst``, "overutilized"), which training
-   threads always do, and the capacity-aware load balancer places them instead.
-2. *Where the owner's app runs.* Its ``foreground_threads`` busy threads (SPEC section 3:
-   foreground apps mostly use 1-2 threads; 2) run in the ``top_app`` cpuset. Android boosts
-   the top app (the Pixel 3's init: ``schedtune.boost 10`` and ``prefer_idle 1`` for top-app),
-   so its threads take the highest-capacity *idle* big or Prime core first, and only when none
-   is idle a core training holds (the highest-capacity one).
-3. *Who yields.* A core both want: an unpinned training thread is moved by the load balancer to
-   a free CPU of its cpuset, if one is free (highest capacity first), and runs there at that
-   core's speed (``core_types.<type>.speed``); a pinned thread cannot move. Where no CPU is free
-   or the thread is pinned, CFS splits the core: on Android 12 and later each app state has its
-   own cpu cgroup and AOSP sets no ``cpu.shares`` (each 1024), so the two groups split it by
-   those weights (equal); before 12 every app thread is in the root cgroup and CFS splits it by
-   the threads' nice weights (``training_nice``, ``foreground_nice``; the kernel's
-   ``sched_prio_to_weight``).
+   *Pinned* threads (Flamingo's ``sched_setaffinity``) may run only on their choice's cores; a core outside the
+   cpuset is replaced by a free core of the same type inside it (cores of one type are interchangeable, SPEC section
+   3; the kernel confines affinity to the cpuset). *Unpinned* threads (PyTorch's default: one thread per big core, no
+   affinity) may run anywhere in the cpuset.
+2. *The owner's app*: ``foreground_threads`` busy threads (SPEC section 3: foreground apps mostly use 1-2 threads; 2)
+   in the ``top_app`` cpuset and cpu cgroup, at the top app's boost (``foreground_nice``, -10:
+   ``THREAD_PRIORITY_TOP_APP_BOOST``). The owner starts using the phone while training runs, so training's threads
+   were placed first.
+3. *One scheduler for both apps* (:func:`schedule`; issue 48): the kernel has one set of rules, and it sees threads,
+   not roles. Each thread wakes on the highest-capacity idle CPU it may run on (the top app's ``prefer_idle`` takes an
+   idle CPU, little ones included; training threads always overutilise their CPU, which turns EAS's energy-aware
+   placement off: ``Documentation/scheduler/sched-energy.rst``, "overutilized"); the balancer moves a waiting thread
+   off a shared CPU to an idle one it may use, and a thread up to an idle CPU of higher capacity (misfit migration).
+   Under ``scheduler: walt`` (the default: the paper's phones ran 4.9-4.19 kernels with Qualcomm's WALT, and the
+   vendor init turns on ``sched_walt_rotate_big_tasks``, :data:`WALT_ROTATION_SOURCE`) a busy thread stuck on a little
+   CPU takes turns with the busy threads of big CPUs it may swap with; ``mainline`` has no rotation. A CPU several
+   threads hold is split by the cpu cgroups' weights as ``calc_group_shares`` spreads them by load (Android 12 on:
+   each app state its own group of 1024), and by nice weights inside a group or before Android 12.
+   So the unpinned baseline pushes the owner's threads to the little cores, where they rotate with training's; a
+   pinned choice cannot be swapped off its cores, so the owner stays on little cores; a one-core choice leaves the
+   owner the other big cores. The owner's loss is its threads' work rate against the rate they would have alone.
 
 **fair**: the earlier simple model: the foreground app holds each SoC's ``foreground_cores``, and
 a training thread on one of them runs ``shared_core_slowdown`` times slower, as does the
@@ -45,7 +44,8 @@ foreground thread there. Nothing moves.
 **The step's price.** A step of ``n`` threads ends when its slowest thread does (the threads
 meet at a barrier after every operator). Thread ``i`` needs ``t_i`` of the profiled step time on
 its core (1 on the slowest core of its placement without the owner, less on a faster core, more
-on a slower one it was moved to) and holds a share ``s_i`` of that core, so it ends after
+on a slower one it was moved to) and holds a share ``s_i`` of that core (over its rotation: the mean of its CPUs' speeds
+times the shares it holds), so it ends after
 ``t_i / s_i``; the step lasts ``D = max_i t_i / s_i`` (``latency_factor``). Energy
 (``energy``):
 
@@ -68,7 +68,9 @@ on a slower one it was moved to) and holds a share ``s_i`` of that core, so it e
   share of a shared core.
 
 ``foreground_loss``: the share of the owner's foreground work rate lost while the owner uses
-the phone, the mean over its threads of one minus the share of its core it keeps.
+the phone: the mean over its threads of one minus its work rate (its CPUs' speeds times the shares it holds, over its
+rotation) over the rate it would have without training. Under ``owner_loss: paper`` the paper's measured Table 3 is
+taken as input instead (:data:`~flamingo_sim.devices.execution.TABLE3_PCMARK_PCT`).
 """
 
 from __future__ import annotations
@@ -77,13 +79,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flamingo_sim.devices.execution import InterferenceModel, LadderContention
+from flamingo_sim.devices.execution import TABLE3_PCMARK_PCT, InterferenceModel, LadderContention
 from flamingo_sim.devices.power import core_power_w
 from flamingo_sim.devices.profiles import ProfileSet
 from flamingo_sim.devices.soc import Phone
 
-__all__ = ["Placement", "Contention", "ContentionTable", "contention", "contention_table", "place", "REGIONS_PER_STEP", "DEFAULT_REGIONS", "spin_s",
-           "RUNTIME_SPIN", "CFS_WEIGHTS", "GROUP_SHARES"]
+__all__ = ["App", "Threads", "Placement", "Contention", "ContentionTable", "schedule", "apps", "contention", "contention_table", "place",
+           "REGIONS_PER_STEP", "DEFAULT_REGIONS", "spin_s", "RUNTIME_SPIN", "CFS_WEIGHTS", "GROUP_SHARES", "TOP_APP_BOOST_NICE",
+           "WALT_ROTATION_SOURCE"]
 
 #: Linux CFS load weight by nice value -20..19 (the kernel's ``sched_prio_to_weight`` table, kernel/sched/core.c).
 CFS_WEIGHTS: dict[int, int] = dict(zip(range(-20, 20), (
@@ -115,19 +118,143 @@ def spin_s(runtime: str, freq_mhz: float) -> float:
     return float(iterations or 0.0) * cycles / (freq_mhz * 1e6)
 
 
-def _split(phone: Phone, model: InterferenceModel, k_train: int, k_owner: int) -> tuple[float, float]:
-    """How CFS splits one core between ``k_train`` training threads and ``k_owner`` of the owner's busy
-    threads (module docstring, step 3): each training thread's share of the core, and the share of
-    the core the owner's threads keep together (1 without training)."""
-    if k_train == 0 or k_owner == 0:
-        return (1.0 / k_train if k_train else 0.0), 1.0
+#: Where Qualcomm's vendor init turns on WALT's big-task rotation (``/proc/sys/kernel/sched_walt_rotate_big_tasks``) for the
+#: paper's SoCs: LineageOS/android_device_oneplus_sm8250-common init/init.qcom.post_boot.sh (commit a4113c8), the
+#: "sdm845" case (line 5103) at line 5156, "msmnile" (SD855, line 5260) at line 5413, "kona" (SD865, line 5700) at line
+#: 5737. The Pixel 3 boots Google's own init (crosshatch init.hardware.rc), not checked for it: its SD845 is given the
+#: vendor script's setting.
+WALT_ROTATION_SOURCE = "init.qcom.post_boot.sh lines 5156 (sdm845), 5413 (msmnile), 5737 (kona)"
+#: The top app's UI and render threads run at this nice value: android.os.Process ``THREAD_PRIORITY_TOP_APP_BOOST``
+#: (frameworks/base core/java/android/os/Process.java), set by the activity manager's OomAdjuster when an app becomes top.
+TOP_APP_BOOST_NICE = -10
+
+
+@dataclass(frozen=True)
+class App:
+    """One app's busy threads as the scheduler sees them. It has no role: the same rules place the training app and the
+    owner's app (issue 48), so exchanging two apps' roles exchanges their placements."""
+
+    threads: int
+    cpus: tuple[int, ...]  # where its threads may run: its cpuset, narrowed by its affinity mask
+    group: str  # its cpu cgroup (the app state's)
+    nice: int
+    pinned: bool  # its affinity was set (sched_setaffinity): the load balancer keeps it inside ``cpus``
+
+
+@dataclass(frozen=True)
+class Threads:
+    """Where one app's threads run: each thread's home CPU and share of it, and the CPUs it rotates over
+    (``slots``: (cpu, share of the time there, share of that CPU held)), whose work rate (in reference-core speeds)
+    and power the step and the owner's loss are priced from."""
+
+    home: tuple[int, ...]
+    share: tuple[float, ...]
+    slots: tuple[tuple[tuple[int, float, float], ...], ...]
+
+    def rate(self, phone: Phone) -> tuple[float, ...]:
+        """Each thread's work rate: the mean over its slots of the CPU's speed times the share held."""
+        types, lay = phone.soc.core_types, phone.layout
+        return tuple(sum(f * s * types[lay.core_type(c)].speed for c, f, s in sl) for sl in self.slots)
+
+    def held(self) -> tuple[float, ...]:
+        """Each thread's CPU time per second of wall time."""
+        return tuple(sum(f * s for _, f, s in sl) for sl in self.slots)
+
+    def power_w(self, phone: Phone) -> tuple[float, ...]:
+        """Each thread's core power per CPU-second (the mean over its slots, weighed by its CPU time there)."""
+        out = []
+        for sl in self.slots:
+            h = sum(f * s for _, f, s in sl)
+            out.append(sum(f * s * core_power_w(phone, c) for c, f, s in sl) / h if h > 0 else 0.0)
+        return tuple(out)
+
+
+def _capacity(phone: Phone, c: int) -> float:
+    return phone.soc.core_types[phone.layout.core_type(c)].capacity
+
+
+def schedule(phone: Phone, apps: tuple[App, ...], rotate: bool) -> tuple[Threads, ...]:
+    """Where the busy threads of ``apps`` (in the order they started) run at steady state, by one set of rules for every
+    app (module docstring, "One scheduler"):
+
+    1. *Wake-up.* Each thread takes the highest-capacity idle CPU it may run on (top-app ``prefer_idle`` and the
+       overutilised system's idle-sibling search both pick an idle CPU, little ones included); with none idle, the
+       allowed CPU with the fewest threads (highest capacity first).
+    2. *Balancing*, until nothing moves: a thread on a shared CPU moves to the highest-capacity idle CPU it may run on
+       (the thread that started earlier first: the later one woke and preempted it, so it is the one waiting); a thread
+       moves up to an idle CPU of higher capacity (misfit up-migration: a busy thread fits only the largest CPUs).
+    3. *Rotation* (``rotate``, WALT's ``sched_walt_rotate_big_tasks``): a busy thread stuck on a low-power CPU swaps
+       with the busy thread of a big CPU where each may run on the other's CPU; the threads linked by such swaps form
+       a pool, and each spends an equal share of time on every CPU of its pool (the steady state of repeated swaps).
+    4. *Shares* of a CPU held by several threads (:func:`_cpu_shares`).
+    """
+    lay = phone.layout
+    owner: list[int] = []
+    where: list[int] = []
+    for a, app in enumerate(apps):
+        order = _order(phone, app.cpus)
+        for _ in range(app.threads):
+            idle = [c for c in order if c not in where]
+            where.append(idle[0] if idle else min(order, key=where.count))
+            owner.append(a)
+    for _ in range(4 * len(where) + 1):
+        moved = False
+        for i, c in enumerate(where):
+            free = [x for x in _order(phone, apps[owner[i]].cpus) if x not in where]
+            if free and (where.count(c) > 1 or _capacity(phone, free[0]) > _capacity(phone, c)):
+                where[i] = free[0]
+                moved = True
+                break
+        if not moved:
+            break
+    share = _cpu_shares(phone, apps, owner, where)
+    slots: list[tuple[tuple[int, float, float], ...]] = [((c, 1.0, s),) for c, s in zip(where, share)]
+    if rotate:
+        sole = [i for i, c in enumerate(where) if where.count(c) == 1]
+        misfit = [i for i in sole if lay.core_type(where[i]) == "low_power"
+                  and any(lay.core_type(x) != "low_power" for x in apps[owner[i]].cpus)]
+        big = [i for i in sole if lay.core_type(where[i]) != "low_power"]
+        pool = {i: {i} for i in misfit + big}  # a misfit and a big thread swap where each may run on the other's CPU
+        for m in misfit:
+            for b in big:
+                if where[b] in apps[owner[m]].cpus and where[m] in apps[owner[b]].cpus and pool[m] is not pool[b]:
+                    merged = pool[m] | pool[b]
+                    for k in merged:
+                        pool[k] = merged
+        for members in {id(v): v for v in pool.values() if len(v) > 1}.values():
+            spread = tuple((where[i], 1.0 / len(members), 1.0) for i in sorted(members))
+            for i in members:
+                slots[i] = spread
+    out = []
+    for a in range(len(apps)):
+        idx = [i for i in range(len(where)) if owner[i] == a]
+        out.append(Threads(tuple(where[i] for i in idx), tuple(share[i] for i in idx), tuple(slots[i] for i in idx)))
+    return tuple(out)
+
+
+def _cpu_shares(phone: Phone, apps: tuple[App, ...], owner: list[int], where: list[int]) -> list[float]:
+    """Each thread's share of its CPU. From Android 12 every app state has its own cpu cgroup of ``GROUP_SHARES``
+    (module docstring, step 3); the kernel's ``calc_group_shares`` (kernel/sched/fair.c) gives a group's entity on each
+    CPU the group's weight times the group's load there over its load on all CPUs, so a group of four busy threads
+    weighs a quarter of 1024 on each of its CPUs and a group of two weighs half. Inside a group, and before Android 12
+    (every app thread in the root group), threads split by their nice weights (``CFS_WEIGHTS``)."""
     version = phone.android.version if phone.android is not None else 12
-    if version >= 12 and model.app_state != "top_app":  # two cpu cgroups, GROUP_SHARES each
-        train_group = GROUP_SHARES / (2.0 * GROUP_SHARES)
-        return train_group / k_train, 1.0 - train_group
-    w_t, w_f = CFS_WEIGHTS[model.training_nice], CFS_WEIGHTS[model.foreground_nice]  # one group: the threads' nice weights
-    total = k_train * w_t + k_owner * w_f
-    return w_t / total, k_owner * w_f / total
+    w = [CFS_WEIGHTS[apps[a].nice] for a in owner]
+    group = [apps[a].group for a in owner]
+    total = {g: sum(wi for wi, gi in zip(w, group) if gi == g) for g in set(group)}
+    out = []
+    for i, c in enumerate(where):
+        here = [j for j, x in enumerate(where) if x == c]
+        if len(here) == 1:
+            out.append(1.0)
+            continue
+        if version < 12 or len({group[j] for j in here}) == 1:
+            out.append(w[i] / sum(w[j] for j in here))
+            continue
+        load = {g: sum(w[j] for j in here if group[j] == g) for g in {group[j] for j in here}}
+        entity = {g: GROUP_SHARES * load[g] / total[g] for g in load}
+        out.append(entity[group[i]] / sum(entity.values()) * w[i] / load[group[i]])
+    return out
 
 
 @dataclass(frozen=True)
@@ -139,12 +266,15 @@ class Placement:
     train_share: tuple[float, ...]  # the share of its core each training thread holds then
     foreground: tuple[int, ...]  # each of the owner's busy threads' core
     foreground_share: tuple[float, ...]  # the share of its core each of them holds
+    rotation: tuple[int, ...] = ()  # the CPUs WALT rotates threads of both apps over (none: no rotation)
+    alone: tuple[int, ...] = ()  # each of the owner's busy threads' core without training
 
     def describe(self) -> str:
         moved = [f"{a}->{b}" for a, b in zip(self.idle, self.train) if a != b]
         shared = sorted({c for c in self.train if c in self.foreground})
         return (f"training on {_cores(self.idle)}; owner's app on {_cores(self.foreground)}"
-                + (f"; moved {', '.join(moved)}" if moved else "") + (f"; shared {_cores(tuple(shared))}" if shared else ""))
+                + (f"; moved {', '.join(moved)}" if moved else "") + (f"; shared {_cores(tuple(shared))}" if shared else "")
+                + (f"; rotating over {_cores(self.rotation)}" if self.rotation else ""))
 
 
 @dataclass(frozen=True)
@@ -153,7 +283,7 @@ class Contention:
 
     latency_factor: float  # the step takes this many times its profiled latency
     energy_factor: float  # and this many times its profiled energy
-    foreground_loss: float  # the share of the owner's foreground work rate lost, in [0, 1)
+    foreground_loss: float  # the share of the owner's foreground work rate lost, in [0, 1]
     placement: Placement
 
     @property
@@ -167,7 +297,7 @@ def _cores(cores: tuple[int, ...]) -> str:
 
 def _order(phone: Phone, cores) -> list[int]:
     """Cores by the kernel's capacity, highest first (ties: the higher id first)."""
-    caps = {c: phone.soc.core_types[phone.layout.core_type(c)].capacity for c in cores}
+    caps = {c: _capacity(phone, c) for c in cores}
     return sorted(caps, key=lambda c: (-caps[c], -c))
 
 
@@ -185,62 +315,66 @@ def _realise(phone: Phone, cores: tuple[int, ...], allowed: tuple[int, ...]) -> 
     return [int(c) for c in out if c is not None]
 
 
-def place(phone: Phone, cores: tuple[int, ...], pinned: bool, model: InterferenceModel) -> Placement:
-    """Where a choice's threads and the owner's busy threads run while the owner uses the phone (module docstring)."""
-    if model.model == "fair":
-        held = tuple(model.cores_for(phone.soc.foreground_cores))
-        s = 1.0 / model.slowdown_for(phone.soc.shared_core_slowdown)
-        return Placement(tuple(cores), tuple(cores), tuple(s if c in held else 1.0 for c in cores), held,
-                         tuple(s if c in cores else 1.0 for c in held))
+def apps(phone: Phone, cores: tuple[int, ...], pinned: bool, model: InterferenceModel) -> tuple[App, App]:
+    """The training app (a choice's threads, pinned or not) and the owner's foreground app, as :func:`schedule` takes them."""
     if phone.android is None:
         raise ValueError(f"phone {phone.name!r} has no android entry (cpusets) for policy.interference.model 'android'")
     sets = phone.android.cpusets
-    allowed = sets[model.cpuset]
-    n = len(cores)
-    if pinned:
-        idle = _realise(phone, cores, allowed)
-    else:
-        order = _order(phone, allowed)
-        idle = [order[i % len(order)] for i in range(n)]
-    lay = phone.layout
-    fitting = [c for c in _order(phone, sets["top_app"]) if lay.core_type(c) != "low_power"] or _order(phone, sets["top_app"])
-    train = list(idle)
-    fg: list[int] = []
-    for _ in range(model.foreground_threads):
-        idle_fit = [c for c in fitting if c not in train and c not in fg]
-        busy_fit = [c for c in fitting if c not in fg]
-        fg.append((idle_fit or busy_fit or fitting)[0])
-    if not pinned:  # the load balancer moves an unpinned thread off the owner's core to a free CPU of its cpuset
-        for i, c in enumerate(train):
-            if c in fg:
-                free = [a for a in _order(phone, allowed) if a not in train and a not in fg]
-                if free:
-                    train[i] = free[0]
-    t_share = [_split(phone, model, train.count(c), fg.count(c))[0] for c in train]
-    f_share = [_split(phone, model, train.count(c), fg.count(c))[1] for c in fg]
-    return Placement(tuple(idle), tuple(train), tuple(t_share), tuple(fg), tuple(f_share))
+    allowed = tuple(sets[model.cpuset])
+    mask = tuple(sorted(set(_realise(phone, cores, allowed)))) if pinned else allowed
+    training = App(len(cores), mask, model.cpuset, model.training_nice, pinned)
+    owner = App(model.foreground_threads, tuple(sets["top_app"]), "top_app", model.foreground_nice, False)
+    return training, owner
+
+
+def _fair(phone: Phone, cores: tuple[int, ...], model: InterferenceModel) -> tuple[Threads, Threads, Threads, Threads]:
+    held = tuple(model.cores_for(phone.soc.foreground_cores))
+    s = 1.0 / model.slowdown_for(phone.soc.shared_core_slowdown)
+    t_share = tuple(s if c in held else 1.0 for c in cores)
+    f_share = tuple(s if c in cores else 1.0 for c in held)
+
+    def th(cs, sh):
+        return Threads(tuple(cs), tuple(sh), tuple(((c, 1.0, x),) for c, x in zip(cs, sh)))
+
+    return th(cores, (1.0,) * len(cores)), th(held, (1.0,) * len(held)), th(cores, t_share), th(held, f_share)
+
+
+def _threads(phone: Phone, cores: tuple[int, ...], pinned: bool, model: InterferenceModel):
+    """Training alone, the owner alone, and both (training first): :func:`schedule` of :func:`apps` (or the fair model)."""
+    if model.model == "fair":
+        return _fair(phone, cores, model)
+    training, owner = apps(phone, cores, pinned, model)
+    rotate = model.scheduler == "walt"
+    (t_alone,) = schedule(phone, (training,), rotate)
+    (o_alone,) = schedule(phone, (owner,), rotate)
+    t_both, o_both = schedule(phone, (training, owner), rotate)
+    return t_alone, o_alone, t_both, o_both
+
+
+def place(phone: Phone, cores: tuple[int, ...], pinned: bool, model: InterferenceModel) -> Placement:
+    """Where a choice's threads and the owner's busy threads run while the owner uses the phone (module docstring)."""
+    t_alone, o_alone, t_both, o_both = _threads(phone, cores, pinned, model)
+    rot = tuple(sorted({c for sl in t_both.slots + o_both.slots if len(sl) > 1 for c, _, _ in sl}, reverse=True))
+    return Placement(t_alone.home, t_both.home, t_both.share, o_both.home, o_both.share, rot, o_alone.home)
 
 
 def contention(phone: Phone, cores: tuple[int, ...], pinned: bool, model: InterferenceModel, step_latency_s: float,
                dnn_model: str) -> Contention:
     """The price of one step of the choice ``cores`` while the owner uses the phone (module docstring)."""
-    pl = place(phone, cores, pinned, model)
+    t_alone, o_alone, t_both, o_both = _threads(phone, cores, pinned, model)
+    rot = tuple(sorted({c for sl in t_both.slots + o_both.slots if len(sl) > 1 for c, _, _ in sl}, reverse=True))
+    pl = Placement(t_alone.home, t_both.home, t_both.share, o_both.home, o_both.share, rot, o_alone.home)
     types = phone.soc.core_types
     lay = phone.layout
-
-    def speed(c: int) -> float:
-        return types[lay.core_type(c)].speed
-
-    # Without the owner: each thread's time, its core's own threads sharing it, the slowest sets the profiled step.
-    idle_share = [1.0 / pl.idle.count(c) for c in pl.idle]
-    idle_wall = [1.0 / speed(c) / s for c, s in zip(pl.idle, idle_share)]
-    unit = max(idle_wall)
-    t0 = [1.0 / speed(c) / unit for c in pl.idle]  # CPU time of each thread, in profiled steps
-    w0 = [t / s for t, s in zip(t0, idle_share)]
-    t1 = [1.0 / speed(c) / unit for c in pl.train]
-    w1 = [t / s for t, s in zip(t1, pl.train_share)]
+    # Each thread does an equal part of the step (the slowest sets its end); its wall time is its part over its work rate.
+    r0, r1 = t_alone.rate(phone), t_both.rate(phone)
+    unit = max(1.0 / r for r in r0)
+    w0 = [1.0 / r / unit for r in r0]  # wall time of each thread's part, in profiled steps
+    w1 = [1.0 / r / unit for r in r1]
     duration = max(w1)
-    loss = sum(1.0 - s for s in pl.foreground_share) / max(len(pl.foreground_share), 1)
+    alone, both = o_alone.rate(phone), o_both.rate(phone)
+    lost = [min(1.0, max(0.0, 1.0 - b / a)) for a, b in zip(alone, both)]
+    loss = sum(lost) / max(len(lost), 1)
     if model.energy == "full_power":
         return Contention(duration, duration, loss, pl)
     regions = REGIONS_PER_STEP.get(dnn_model, DEFAULT_REGIONS)
@@ -251,10 +385,11 @@ def contention(phone: Phone, cores: tuple[int, ...], pinned: bool, model: Interf
         spin = spin_s(model.runtime, types[lay.core_type(core)].max_freq_mhz or 2000.0)
         return min(wait, spin * regions / step_latency_s)  # wait and spin in profiled steps
 
-    def energy(threads, cpu, wall, total) -> float:
-        return sum(core_power_w(phone, c) * (t + spun(total - w, c)) for c, t, w in zip(threads, cpu, wall))
+    def energy(th: Threads, wall: list[float], total: float) -> float:
+        power, held = th.power_w(phone), th.held()
+        return sum(p * (w * h + spun(total - w, c)) for p, h, w, c in zip(power, held, wall, th.home))
 
-    ratio = energy(pl.train, t1, w1, duration) / energy(pl.idle, t0, w0, 1.0)
+    ratio = energy(t_both, w1, duration) / energy(t_alone, w0, 1.0)
     return Contention(duration, ratio, loss, pl)
 
 
@@ -287,6 +422,9 @@ def contention_table(profile_set: ProfileSet, model: InterferenceModel, pinned: 
             c = contention(prof.phone, profile_set.label_cores[label], pinned, model, float(profile_set.space_latency_s[p, j]),
                            profile_set.model)
             lat[p, label], en[p, label], loss[p, label] = c.latency_factor, c.energy_factor, c.foreground_loss
+        measured = TABLE3_PCMARK_PCT.get(prof.phone.name)
+        if model.owner_loss == "paper" and measured is not None:  # Table 3 as input: the baseline's or Flamingo's loss
+            loss[p, :] = -measured[1 if pinned else 0] / 100.0
     for a in (lat, en, loss):
         a.setflags(write=False)
     return ContentionTable(lat, en, loss)

@@ -10,8 +10,7 @@ with the randomness; the range says how much it moves with what the model had to
 
 Not varied here, and why: the uncore/DRAM power (0 on every shipped SoC: the ``paper`` set's powers are Table 1's
 whole-phone measurements above idle, which hold it already; only the physical sets would move, and those are varied
-as a whole through ``phones.profile_set``); the scheduler of the paper's phones' WALT-era kernels (not modelled yet:
-the ``android`` model follows mainline's placement; ``fair`` is the fixed-slowdown reading).
+as a whole through ``phones.profile_set``); the shared L3/DRAM bandwidth between the two apps (not modelled yet).
 """
 
 from __future__ import annotations
@@ -39,6 +38,13 @@ UNKNOWNS: tuple[Unknown, ...] = (
             "the paper's phones ran WALT-era vendor kernels (4.9-4.19) whose placement rules no public trace pins down: "
             "Android's cpusets and cgroups as the phones ship them, or the owner's app holding its cores and slowing a "
             "shared one by a fixed factor"),
+    Unknown("kernel scheduler", "policy.interference.scheduler", ("walt", "mainline"),
+            "the paper's phones ran 4.9-4.19 kernels with Qualcomm's WALT, whose vendor init turns big-task rotation on "
+            "(init.qcom.post_boot.sh, for sdm845, msmnile and kona); the Pixel 3's own init was not checked for it, "
+            "and mainline EAS has no rotation"),
+    Unknown("owner's boost", "policy.interference.foreground_nice", ("-10", "0"),
+            "the top app's UI and render threads run at nice -10 (THREAD_PRIORITY_TOP_APP_BOOST) while the app is on "
+            "top; an owner whose busy threads are other threads of the app runs at nice 0"),
     Unknown("app state", "policy.interference.app_state", ("foreground_service", "top_app", "background"),
             "the paper does not say how its training app ran beside the owner's; the state sets the cpuset, the cpu cgroup's "
             "share of a contended core and the memory limit (AOSP OomAdjuster, init.rc cpusets)"),

@@ -26,13 +26,10 @@ def phones(profiles_dir):
 
 
 def _per_core(pl: Placement) -> dict[int, float]:
-    """Each core's shares added up: its training threads' and, once, the owner's (every owner thread on a core carries
-    the share the owner's threads keep there together)."""
+    """Each core's shares added up over every thread on it, training's and the owner's."""
     total: dict[int, float] = defaultdict(float)
-    for core, share in zip(pl.train, pl.train_share):
+    for core, share in zip(pl.train + pl.foreground, pl.train_share + pl.foreground_share):
         total[core] += share
-    for core in set(pl.foreground):
-        total[core] += pl.foreground_share[pl.foreground.index(core)]
     return dict(total)
 
 
@@ -49,10 +46,11 @@ def _crowded(phone, version: int):
     # the same with training at nice 10: the groups' shares decide, not the nice values
     (12, dataclasses.replace(ANDROID, training_nice=10), 0.25, 0.5),
     # Android 12 but training as the top app: one cgroup with the owner's app, so the nice weights split the core:
-    # 110 per training thread (nice 10) against 1024 (nice 0): 110 / (2 x 110 + 1024) = 110 / 1244 each, the owner 1024 / 1244
-    (12, dataclasses.replace(ANDROID, app_state="top_app", training_nice=10), 110 / 1244, 1024 / 1244),
-    # Android 11: one cgroup; nice 0 everywhere: three equal weights of 1024
-    (11, ANDROID, 1 / 3, 1 / 3),
+    # 110 per training thread (nice 10) against 9548 (the top app's boost, nice -10): 110 / (2 x 110 + 9548) = 110 / 9768
+    # each, the owner 9548 / 9768
+    (12, dataclasses.replace(ANDROID, app_state="top_app", training_nice=10), 110 / 9768, 9548 / 9768),
+    # Android 11: one cgroup; nice 0 everywhere (the owner's boost off): three equal weights of 1024
+    (11, dataclasses.replace(ANDROID, foreground_nice=0), 1 / 3, 1 / 3),
     # Android 11, the owner's threads at nice -5 (weight 3121) and training at nice 0 (1024): 1024 / (2 x 1024 + 3121) each
     (11, dataclasses.replace(ANDROID, foreground_nice=-5), 1024 / 5169, 3121 / 5169),
 ], ids=["a12", "a12-nice10", "a12-top_app-nice10", "a11", "a11-owner-nice-5"])

@@ -60,6 +60,10 @@ def run_summary(cfg: ExperimentConfig, metrics: pd.DataFrame, results: list[dict
         summary["train_mode"] = next(iter(chosen.values()))
         if len({json.dumps(c, sort_keys=True) for c in chosen.values()}) > 1:
             summary["train_mode_per_unit"] = chosen
+    if cfg.policy.interference.owner_loss == "paper":  # Table 3 as input: every report says so
+        from flamingo_sim.devices.pricing import OWNER_LOSS_PAPER_NOTE
+
+        summary["owner_loss_input"] = OWNER_LOSS_PAPER_NOTE
     if plugins:
         summary["plugins"] = plugins
     return summary

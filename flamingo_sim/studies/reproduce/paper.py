@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from flamingo_sim.devices.calibrate import TABLE1
+from flamingo_sim.devices.pricing import TABLE3_PCMARK_PCT
 
 __all__ = ["TABLE1", "TASKS", "Table2Row", "Table3Row", "TABLE2", "TABLE3", "DATASETS", "SOURCE", "NOT_FITTED"]
 
@@ -50,10 +51,8 @@ TABLE2: dict[str, Table2Row] = {
 }
 #: Table 3, per phone (the Mi 10 is not in the table).
 TABLE3: dict[str, Table3Row] = {
-    "galaxy_tab_s6": Table3Row(-10.2, -5.8, 43.0),
-    "oneplus_8": Table3Row(-12.5, 0.0, 100.0),
-    "pixel_3": Table3Row(-27.0, -3.1, 88.0),
-    "galaxy_s10e": Table3Row(-11.2, 0.0, 100.0),
+    phone: Table3Row(base, flam, imp)
+    for (phone, (base, flam)), imp in zip(TABLE3_PCMARK_PCT.items(), (43.0, 100.0, 88.0, 100.0))
 }
 #: The paper's data sets: name -> (clients, samples).
 DATASETS: dict[str, tuple[int, int]] = {"OpenImage": (14_477, 1_672_231), "Google Speech": (2_618, 105_829)}

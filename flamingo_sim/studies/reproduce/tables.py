@@ -257,8 +257,11 @@ def table3(results: Sequence[TaskResult]) -> Table:
                f"paper's comparison with the Energy-Aware Scheduler), intensity: {over}; exposure: {short(n_e, same_e, near_e)}. "
                f"Largest baseline impact per task: {largest_text(largest['intensity'], largest['exposure'])}; the paper's: "
                f"{PHONE_NAMES[worst]} ({paper.TABLE3[worst].baseline_pct:.0f} %).")
+    given = [r.label for r in results if r.summary.get("owner_loss_input")]
+    note = next((str(r.summary["owner_loss_input"]) for r in results if r.summary.get("owner_loss_input")), "")
+    as_input = f"INPUT, NOT A FINDING for {', '.join(given)}: {note}. " if given else ""
     return Table("Table 3: user-experience impact per phone, baseline vs Flamingo", columns, rows,
-                 f"Intensity: {INTENSITY_MEASURE}; exposure: {UX_MEASURE}. The paper measured the PCMark Work 3.0 score change "
+                 f"{as_input}Intensity: {INTENSITY_MEASURE}; exposure: {UX_MEASURE}. The paper measured the PCMark Work 3.0 score change "
                  "with training in the background on real phones: the intensity is the simulator's counterpart (not converted to "
                  "PCMark points, which would need a fitted parameter); the exposure also depends on how long training runs. The "
                  f"Mi 10 is not in the paper's table. {BUILT_IN}", reading=reading,
