@@ -80,6 +80,7 @@ import yaml
 
 from flamingo_sim.devices.profiles import (
     MODELS,
+    PARALLEL_FRACTION,
     PROFILE_SETS,
     ChoiceProfile,
     Profile,
@@ -131,16 +132,16 @@ class DnnModel:
 # used for its 32x32 speech input, whose small maps, if anything, run less efficiently).
 DNN_MODELS: dict[str, DnnModel] = {
     "resnet34": DnnModel(
-        "resnet34", 0.1496, (3, 32, 32), 10.4, 0.9, 0.1, 1.0,
+        "resnet34", 0.1496, (3, 32, 32), 10.4, PARALLEL_FRACTION["resnet34"], 0.1, 1.0,
         "torchvision ResNet-34 (stride-2 stem) on 32x32 speech spectrograms: 0.1496 GFLOP fwd per sample "
         "(torch.utils.flop_counter) x3 x16 = 7.18 GFLOP per step; dense convolutions at g=10.4 GFLOP/s per A76 "
         "(Raspberry Pi 5: 11.0 s/step at 224 px on 4x A76), f=0.9"),
     "shufflenet_v2_x2": DnnModel(
-        "shufflenet_v2_x2", 1.1649, (3, 224, 224), 1.6, 0.8, 0.5, 0.3,
+        "shufflenet_v2_x2", 1.1649, (3, 224, 224), 1.6, PARALLEL_FRACTION["shufflenet_v2_x2"], 0.5, 0.3,
         "ShuffleNetV2 x2.0 at 224x224: 1.165 GFLOP fwd per sample (torch.utils.flop_counter) x3 x16 = 55.9 GFLOP "
         "per step; depthwise and memory-bound like MobileNetV2, so its g=1.6 GFLOP/s per A76, f=0.8"),
     "mobilenet_v2": DnnModel(
-        "mobilenet_v2", 0.6005, (3, 224, 224), 1.6, 0.8, 0.5, 0.3,
+        "mobilenet_v2", 0.6005, (3, 224, 224), 1.6, PARALLEL_FRACTION["mobilenet_v2"], 0.5, 0.3,
         "MobileNetV2 at 224x224: 0.6005 GFLOP fwd per sample (torch.utils.flop_counter) x3 x16 = 28.8 GFLOP per "
         "step; depthwise, memory-bound: g=1.6 GFLOP/s per A76 (Raspberry Pi 5: 7.2 s/step on 4x A76), f=0.8"),
 }

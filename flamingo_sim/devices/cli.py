@@ -290,7 +290,7 @@ def contention_report(profiles_dirs: Sequence[str | Path], profile_set: str = "p
     from flamingo_sim.devices.catalogue import ProfileDirs
     from flamingo_sim.devices.execution import InterferenceModel
     from flamingo_sim.devices.profiles import profile_path
-    from flamingo_sim.devices.scheduling import contention
+    from flamingo_sim.devices.scheduling import contention, stall_share
 
     search = ProfileDirs.of(profiles_dirs)
     phones = search.phones()
@@ -302,7 +302,7 @@ def contention_report(profiles_dirs: Sequence[str | Path], profile_set: str = "p
             for c in prof.all_choices:  # 4567 both ways: the baseline's unpinned, Flamingo's pinned (exploring, charging)
                 for pinned in ((False, True) if c.cores == prof.baseline.cores else (True,)):
                     for im in (InterferenceModel(), InterferenceModel(model="fair")):
-                        got = contention(prof.phone, c.cores, pinned, im, c.step_latency_s, model)
+                        got = contention(prof.phone, c.cores, pinned, im, c.step_latency_s, model, stall_share(prof, c.cores))
                         out.append({"phone": name, "model": model, "choice": c.label, "pinned": pinned, "interference": im.model,
                                     "latency_factor": got.latency_factor, "energy_factor": got.energy_factor,
                                     "foreground_loss": got.foreground_loss, "placement": got.placement.describe()})

@@ -96,6 +96,11 @@ class InterferenceModel:
     #: init turns on big-task rotation: threads stuck on little cores take turns on the big ones) or "mainline" (the same
     #: placement and balancing without rotation, as mainline EAS).
     scheduler: Literal["walt", "mainline"] = "walt"
+    #: The contended step: "amdahl" (the calibration's own model: a serial part on the calling thread, the parallel part
+    #: split as the runtime splits it, and a memory stall that does not speed up or slow down with the core) or
+    #: "slowest_thread" (the earlier rule: each thread does an equal part at its core's speed, the slowest sets the end;
+    #: always under model: fair).
+    step: Literal["amdahl", "slowest_thread"] = "amdahl"
     #: The owner's loss while training runs (Table 3's intensity): "model" (from the scheduling model, the default) or
     #: "paper" (the paper's measured Table 3 as input: each phone's PCMark loss under the baseline for PyTorch's default
     #: execution and under Flamingo for a pinned choice; a phone not in the table keeps the model's). Every report of a

@@ -74,6 +74,12 @@ PROFILE_SCHEMA = "flamingo-sim/profile/v1"
 BASELINE_LABEL = "4567"
 #: The DNN models the shipped profiles cover.
 MODELS = ("resnet34", "shufflenet_v2_x2", "mobilenet_v2")
+#: Amdahl's parallel fraction ``f`` of a training step per DNN (the calibration's, :mod:`~flamingo_sim.devices.calibrate`:
+#: dense convolutions 0.9, depthwise memory-bound nets 0.8), read also by the contended step's model
+#: (:func:`flamingo_sim.devices.scheduling.contention`).
+PARALLEL_FRACTION: dict[str, float] = {"resnet34": 0.9, "shufflenet_v2_x2": 0.8, "mobilenet_v2": 0.8}
+#: ``f`` of a DNN not in :data:`PARALLEL_FRACTION`: the depthwise nets' (the lower, more conservative value).
+DEFAULT_PARALLEL_FRACTION = 0.8
 #: Selectable profile sets (``phones.profile_set``): ``paper`` lives in ``<profiles_dir>/<phone>/``
 #: (with any measured profile), every other set in ``<profiles_dir>/<set>/<phone>/``; see
 #: :mod:`flamingo_sim.devices.calibrate` for how the shipped sets differ.

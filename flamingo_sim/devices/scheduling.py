@@ -81,11 +81,11 @@ import numpy as np
 
 from flamingo_sim.devices.execution import TABLE3_PCMARK_PCT, InterferenceModel, LadderContention
 from flamingo_sim.devices.power import core_power_w
-from flamingo_sim.devices.profiles import ProfileSet
+from flamingo_sim.devices.profiles import DEFAULT_PARALLEL_FRACTION, PARALLEL_FRACTION, Profile, ProfileSet
 from flamingo_sim.devices.soc import Phone
 
 __all__ = ["App", "Threads", "Placement", "Contention", "ContentionTable", "schedule", "apps", "contention", "contention_table", "place",
-           "REGIONS_PER_STEP", "DEFAULT_REGIONS", "spin_s", "RUNTIME_SPIN", "CFS_WEIGHTS", "GROUP_SHARES", "TOP_APP_BOOST_NICE",
+           "REGIONS_PER_STEP", "DEFAULT_REGIONS", "RUNTIME_SPLIT", "stall_share", "spin_s", "RUNTIME_SPIN", "CFS_WEIGHTS", "GROUP_SHARES", "TOP_APP_BOOST_NICE",
            "WALT_ROTATION_SOURCE"]
 
 #: Linux CFS load weight by nice value -20..19 (the kernel's ``sched_prio_to_weight`` table, kernel/sched/core.c).
@@ -358,20 +358,75 @@ def place(phone: Phone, cores: tuple[int, ...], pinned: bool, model: Interferenc
     return Placement(t_alone.home, t_both.home, t_both.share, o_both.home, o_both.share, rot, o_alone.home)
 
 
+#: How each runtime splits a parallel operator between its threads: PyTorch's pthreadpool (``pthreadpool_parallelize_1d``,
+#: src/portable-api.c: each thread runs its own range, then steals from the others') shares the work, so the threads end
+#: together; under OpenMP ATen's ``parallel_for`` (ATen/ParallelOpenMP.h ``invoke_parallel``: ``chunk_size = divup(range,
+#: num_threads)``, thread ``tid`` takes chunk ``tid``) splits it statically, so the slowest thread sets the end.
+RUNTIME_SPLIT: dict[str, str] = {"pthreadpool": "work_sharing", "libomp": "static", "libgomp": "static"}
+
+
+def stall_share(profile: Profile, cores: tuple[int, ...]) -> float:
+    """The share of a choice's profiled step its threads spend stalled on memory, as the calibration's model reads the
+    profile (:mod:`~flamingo_sim.devices.calibrate`): the lowest-numbered big core's one-thread step times its speed gives
+    the work ``X`` (one thread has no
+    stall), Amdahl's law with the DNN's parallel fraction gives the compute ``T0`` of the choice, and the rest of its
+    profiled step is stall: ``1 - T0 / L``. 0 for a choice not in the profile or a profile without a single big core."""
+    lay, types = profile.phone.layout, profile.phone.soc.core_types
+    f = PARALLEL_FRACTION.get(profile.model, DEFAULT_PARALLEL_FRACTION)
+    by = {c.cores: c.step_latency_s for c in profile.all_choices}
+    single = sorted(c for c in by if len(c) == 1 and lay.core_type(c[0]) != "low_power")  # the lowest-numbered big core
+    if not single or cores not in by:
+        return 0.0
+    work = by[single[0]] * types[lay.core_type(single[0][0])].speed
+    v = [types[lay.core_type(c)].speed for c in cores]
+    t0 = work * ((1.0 - f) / max(v) + f / (len(cores) * min(v)))
+    return min(max(0.0, 1.0 - t0 / by[cores]), 0.999)
+
+
+def _amdahl(phone: Phone, th: Threads, f: float, k: float, split: str) -> tuple[float, list[float]]:
+    """One step of unit work on ``th`` (``step: amdahl``): its wall time and each thread's busy time. A unit of work on a
+    CPU of speed ``v`` takes ``1/v + k`` (compute, then the memory stall ``k``, which no core speed changes), stretched
+    by the share of the CPU held; the serial part ``1 - f`` runs on the calling thread (the first), the parallel part
+    ``f`` as the runtime splits it (:data:`RUNTIME_SPLIT`)."""
+    types, lay = phone.soc.core_types, phone.layout
+    rho = [sum(fr * sh / (1.0 / types[lay.core_type(c)].speed + k) for c, fr, sh in sl) for sl in th.slots]
+    serial = (1.0 - f) / rho[0]
+    if split == "work_sharing":
+        par = f / sum(rho)
+        busy = [par] * len(rho)
+    else:
+        part = f / len(rho)
+        busy = [part / r for r in rho]
+        par = max(busy)
+    busy[0] += serial
+    return serial + par, busy
+
+
 def contention(phone: Phone, cores: tuple[int, ...], pinned: bool, model: InterferenceModel, step_latency_s: float,
-               dnn_model: str) -> Contention:
-    """The price of one step of the choice ``cores`` while the owner uses the phone (module docstring)."""
+               dnn_model: str, stall: float = 0.0) -> Contention:
+    """The price of one step of the choice ``cores`` while the owner uses the phone (module docstring); ``stall``: the
+    share of its profiled step spent stalled on memory (:func:`stall_share`; ``step: amdahl`` only)."""
     t_alone, o_alone, t_both, o_both = _threads(phone, cores, pinned, model)
     rot = tuple(sorted({c for sl in t_both.slots + o_both.slots if len(sl) > 1 for c, _, _ in sl}, reverse=True))
     pl = Placement(t_alone.home, t_both.home, t_both.share, o_both.home, o_both.share, rot, o_alone.home)
     types = phone.soc.core_types
     lay = phone.layout
-    # Each thread does an equal part of the step (the slowest sets its end); its wall time is its part over its work rate.
-    r0, r1 = t_alone.rate(phone), t_both.rate(phone)
-    unit = max(1.0 / r for r in r0)
-    w0 = [1.0 / r / unit for r in r0]  # wall time of each thread's part, in profiled steps
-    w1 = [1.0 / r / unit for r in r1]
-    duration = max(w1)
+    if model.step == "amdahl" and model.model != "fair":  # fair is the fixed-slowdown reading: its slowest thread ends the step
+        f = PARALLEL_FRACTION.get(dnn_model, DEFAULT_PARALLEL_FRACTION)
+        v = [types[lay.core_type(c)].speed for c in cores]
+        n = len(cores)
+        t0 = (1.0 - f) / max(v) + f / (n * min(v))  # the calibration's compute time of the choice, unit work
+        k = t0 * (1.0 / (1.0 - stall) - 1.0) / ((1.0 - f) + f / n)  # its stall per unit of work
+        split = RUNTIME_SPLIT[model.runtime]
+        unit, b0 = _amdahl(phone, t_alone, f, k, split)
+        total, b1 = _amdahl(phone, t_both, f, k, split)
+        w0, w1, duration = [b / unit for b in b0], [b / unit for b in b1], total / unit
+    else:  # each thread does an equal part at its work rate (the slowest sets the end)
+        r0, r1 = t_alone.rate(phone), t_both.rate(phone)
+        unit = max(1.0 / r for r in r0)
+        w0 = [1.0 / r / unit for r in r0]  # wall time of each thread's part, in profiled steps
+        w1 = [1.0 / r / unit for r in r1]
+        duration = max(w1)
     alone, both = o_alone.rate(phone), o_both.rate(phone)
     lost = [min(1.0, max(0.0, 1.0 - b / a)) for a, b in zip(alone, both)]
     loss = sum(lost) / max(len(lost), 1)
@@ -419,8 +474,9 @@ def contention_table(profile_set: ProfileSet, model: InterferenceModel, pinned: 
     for p, prof in enumerate(profile_set.profiles):
         for j in range(int(profile_set.n_space[p])):
             label = int(profile_set.space_label_idx[p, j])
-            c = contention(prof.phone, profile_set.label_cores[label], pinned, model, float(profile_set.space_latency_s[p, j]),
-                           profile_set.model)
+            cores = profile_set.label_cores[label]
+            c = contention(prof.phone, cores, pinned, model, float(profile_set.space_latency_s[p, j]), profile_set.model,
+                           stall_share(prof, cores))
             lat[p, label], en[p, label], loss[p, label] = c.latency_factor, c.energy_factor, c.foreground_loss
         measured = TABLE3_PCMARK_PCT.get(prof.phone.name)
         if model.owner_loss == "paper" and measured is not None:  # Table 3 as input: the baseline's or Flamingo's loss

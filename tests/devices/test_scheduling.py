@@ -19,12 +19,14 @@ from flamingo_sim.devices.scheduling import (
     place,
     schedule,
     spin_s,
+    stall_share,
 )
 from flamingo_sim.devices.soc import AndroidScheduling, load_phones, state_space
 
 ANDROID = InterferenceModel()
 FAIR = InterferenceModel(model="fair")
 MAINLINE = InterferenceModel(scheduler="mainline")
+SLOWEST = InterferenceModel(step="slowest_thread")
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def test_the_owners_loss_and_the_step_by_hand(phones, profiles_dir):
     lat = prof.baseline.step_latency_s
     # rotation over Prime 1.17, three A76 1.0 and two A55 0.29: each of the six threads runs at the mean, 4.75 / 6
     mean = (1.17 + 3 * 1.0 + 2 * 0.29) / 6
-    got = contention(prof.phone, (4, 5, 6, 7), False, ANDROID, lat, "mobilenet_v2")
+    got = contention(prof.phone, (4, 5, 6, 7), False, SLOWEST, lat, "mobilenet_v2")
     assert got.latency_factor == pytest.approx(1.0 / mean, rel=1e-12)  # alone the slowest thread ran at 1.0
     # alone the owner's threads would run on 7 (1.17) and 6 (1.0)
     assert got.foreground_loss == pytest.approx(((1 - mean / 1.17) + (1 - mean)) / 2, rel=1e-12)
@@ -66,9 +68,34 @@ def test_the_owners_loss_and_the_step_by_hand(phones, profiles_dir):
     one = contention(prof.phone, (7,), True, ANDROID, prof.best.step_latency_s, "mobilenet_v2")
     assert one.foreground_loss == pytest.approx((1 - 1.0 / 1.17) / 2, rel=1e-12) and one.latency_factor == 1.0
     # mainline: no rotation, the unpinned baseline costs the owner as much as the pinned one
-    main = contention(prof.phone, (4, 5, 6, 7), False, MAINLINE, lat, "mobilenet_v2")
+    main = contention(prof.phone, (4, 5, 6, 7), False, dataclasses.replace(SLOWEST, scheduler="mainline"), lat, "mobilenet_v2")
     assert main.foreground_loss == pytest.approx(pin.foreground_loss, rel=1e-12) and main.latency_factor == 1.0
     assert spin_s("pthreadpool", 2419.2) == pytest.approx(1.6534e-3, rel=1e-4) and spin_s("libomp", 1000.0) == 0.2
+
+
+def test_the_amdahl_step_by_hand(phones, profiles_dir):
+    """``step: amdahl``: 20 % of a MobileNetV2 step serial on the calling thread, 80 % parallel; the rotation's six
+    threads each at the mean speed m = 4.75 / 6 of 7-2. pthreadpool steals work (the parallel part over the sum of the
+    rates), OpenMP splits it statically (over the slowest rate); a memory stall ``k`` per unit of work that no core
+    speed changes shrinks what the little cores cost."""
+    prof = load_profile(profiles_dir, "galaxy_s10e", "mobilenet_v2")
+    lat, m = prof.baseline.step_latency_s, 4.75 / 6
+    got = contention(prof.phone, (4, 5, 6, 7), False, ANDROID, lat, "mobilenet_v2")
+    assert got.latency_factor == pytest.approx((0.2 / m + 0.8 / (4 * m)) / (0.2 / 1.17 + 0.8 / 4.17), rel=1e-12)
+    omp = contention(prof.phone, (4, 5, 6, 7), False, dataclasses.replace(ANDROID, runtime="libomp"), lat, "mobilenet_v2")
+    assert omp.latency_factor == pytest.approx((0.2 / m + 0.2 / m) / (0.2 / 1.17 + 0.2 / 1.0), rel=1e-12)
+    # with the profile's stall: 1 - T0 / L, T0 = X (0.2 / 1.17 + 0.8 / 4) and X one A76's step
+    x = next(c for c in prof.all_choices if c.label == "4").step_latency_s
+    stall = stall_share(prof, (4, 5, 6, 7))
+    assert stall == pytest.approx(1 - x * (0.2 / 1.17 + 0.2) / lat, rel=1e-12) and stall == pytest.approx(0.9863, abs=1e-4)
+    k = (0.2 / 1.17 + 0.2) * (1 / (1 - stall) - 1) / 0.4
+    alone = [1 / (1 / 1.17 + k)] + [1 / (1 + k)] * 3
+    pool = (1 / (1 / 1.17 + k) + 3 / (1 + k) + 2 / (1 / 0.29 + k)) / 6
+    real = contention(prof.phone, (4, 5, 6, 7), False, ANDROID, lat, "mobilenet_v2", stall)
+    assert real.latency_factor == pytest.approx((0.2 / pool + 0.2 / pool) / (0.2 / alone[0] + 0.8 / sum(alone)), rel=1e-12)
+    assert 1.0 < real.latency_factor < 1.02 < got.latency_factor  # 98.6 % stall: the little cores barely matter
+    # a one-thread choice has no stall and no serial/parallel split to change
+    assert stall_share(prof, (7,)) == pytest.approx(0.0, abs=1e-3)
 
 
 def test_the_energy_of_a_rotating_step_by_hand(phones, profiles_dir):
@@ -77,7 +104,7 @@ def test_the_energy_of_a_rotating_step_by_hand(phones, profiles_dir):
     # profiled step, and no thread waits (they all run at the same rate)
     prof = load_profile(profiles_dir, "galaxy_s10e", "mobilenet_v2")
     lat = prof.baseline.step_latency_s
-    got = contention(prof.phone, (4, 5, 6, 7), False, ANDROID, lat, "mobilenet_v2")
+    got = contention(prof.phone, (4, 5, 6, 7), False, SLOWEST, lat, "mobilenet_v2")
     mean = (1.17 + 3 * 1.0 + 2 * 0.29) / 6
     power = (1.08 + 3 * 0.84 + 2 * 0.15) / 6
     used = 4 * power / mean
@@ -188,7 +215,7 @@ def _every_case(phones, profiles_dir):
 
 @pytest.mark.parametrize("model", [ANDROID, FAIR, dataclasses.replace(ANDROID, app_state="background"),
                                    dataclasses.replace(ANDROID, app_state="top_app"), dataclasses.replace(ANDROID, runtime="libomp"),
-                                   dataclasses.replace(ANDROID, foreground_threads=4), MAINLINE], ids=str)
+                                   dataclasses.replace(ANDROID, foreground_threads=4), MAINLINE, SLOWEST], ids=str)
 def test_physics_over_every_phone_choice_and_set(phones, profiles_dir, model):
     """Every share in [0, 1]; a contended step never faster; its cpu_time energy at most the earlier full-power
     accounting's (the latency factor) and at least half of the cheapest core's energy per unit of work over the dearest's
@@ -234,7 +261,7 @@ def test_the_contention_table_is_its_results_file_and_the_model(profiles_dir):
     saved = json.loads((Path(__file__).resolve().parents[2] / "docs" / "results" / "contention" / "paper.json").read_text())
     assert saved["rows"] == json.loads(json.dumps(rows))
     s10e = {(r["choice"], r["pinned"], r["interference"]): r for r in rows if (r["phone"], r["model"]) == ("galaxy_s10e", "mobilenet_v2")}
-    assert s10e[("4567", False, "android")]["latency_factor"] == pytest.approx(6 / 4.75)
+    assert s10e[("4567", False, "android")]["latency_factor"] == pytest.approx(1.0127, abs=1e-4)
     assert s10e[("4567", True, "android")]["foreground_loss"] == pytest.approx((2 - 0.29 / 1.17 - 0.29) / 2)
     assert s10e[("7", True, "android")]["foreground_loss"] == pytest.approx((1 - 1 / 1.17) / 2)
 

@@ -152,7 +152,7 @@ def _packed_data(tasks: Sequence[str], overrides: Sequence[str], quick: bool, ou
 def _construction(cfg: Any, profiles: Any) -> dict[str, dict[str, Any]]:
     """Per phone of the task's fleet: the owner's loss while training runs the baseline's placement (unpinned) and
     Flamingo's chosen execution (pinned), with where the threads run (Table 3's "by construction" column)."""
-    from flamingo_sim.devices.scheduling import contention
+    from flamingo_sim.devices.scheduling import contention, stall_share
 
     catalogue = profiles.phones()
     model = cfg.policy.interference
@@ -160,8 +160,9 @@ def _construction(cfg: Any, profiles: Any) -> dict[str, dict[str, Any]]:
     mix = cfg.phones.mix
     for name in (mix if isinstance(mix, dict) else sorted(catalogue)):
         prof = profiles.load(name, cfg.model, phones=catalogue, profile_set=cfg.phones.profile_set)
-        base = contention(prof.phone, prof.baseline.cores, False, model, prof.baseline.step_latency_s, cfg.model)
-        best = contention(prof.phone, prof.best.cores, True, model, prof.best.step_latency_s, cfg.model)
+        base = contention(prof.phone, prof.baseline.cores, False, model, prof.baseline.step_latency_s, cfg.model,
+                          stall_share(prof, prof.baseline.cores))
+        best = contention(prof.phone, prof.best.cores, True, model, prof.best.step_latency_s, cfg.model, stall_share(prof, prof.best.cores))
         out[name] = {"baseline": (base.foreground_loss, base.placement.describe()),
                      "flamingo": (prof.best.label, best.foreground_loss, best.placement.describe())}
     return out
