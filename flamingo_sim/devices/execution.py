@@ -101,6 +101,11 @@ class InterferenceModel:
     #: "slowest_thread" (the earlier rule: each thread does an equal part at its core's speed, the slowest sets the end;
     #: always under model: fair).
     step: Literal["amdahl", "slowest_thread"] = "amdahl"
+    #: android: the share of the owner's foreground work that waits on DRAM: training's memory traffic slows that share
+    #: by the memory's queueing, u / (1 - u) at utilisation u (0 turns the term off). 0.34: Shingari, Arunkumar and Wu
+    #: (IISWC 2015) measured web browsing up to 34 % slower beside memory-heavy co-runners on a phone, read as the share
+    #: of its work that waits on memory when such co-runners double the memory's latency (u / (1 - u) = 1).
+    owner_memory_share: float = 0.34
     #: The owner's loss while training runs (Table 3's intensity): "model" (from the scheduling model, the default) or
     #: "paper" (the paper's measured Table 3 as input: each phone's PCMark loss under the baseline for PyTorch's default
     #: execution and under Flamingo for a pinned choice; a phone not in the table keeps the model's). Every report of a
@@ -124,7 +129,8 @@ class InterferenceModel:
 
     def __post_init__(self) -> None:
         check_ranges(self, foreground_cores=">= 0", shared_core_slowdown="[1, 100]", in_use_threshold="[0, 1)",
-                     training_nice="[-20, 19]", foreground_nice="[-20, 19]", foreground_threads="[0, 64]")
+                     training_nice="[-20, 19]", foreground_nice="[-20, 19]", foreground_threads="[0, 64]",
+                     owner_memory_share="[0, 1]")
         if self.foreground_cores is not None and len(set(self.foreground_cores)) != len(self.foreground_cores):
             raise FieldError("foreground_cores", "each core index once", list(self.foreground_cores))
         if self.share is not None:

@@ -67,6 +67,16 @@ times the shares it holds), so it ends after
   ``D`` (the other threads spin the whole time), which charges training the foreground app's
   share of a shared core.
 
+**Shared memory.** All cores share the L3 (DynamIQ DSU), the system cache and DRAM. Training's DRAM traffic
+(:data:`TRAFFIC_BYTES_PER_STEP` per step, over the profiled step) uses a share ``u`` of the SoC's bandwidth
+(:data:`DRAM_BANDWIDTH_GBPS`); the part of the owner's work that waits on memory (``owner_memory_share``) waits
+``u / (1 - u)`` longer (one queue). Measured co-runs bound it: Shingari et al. (IISWC 2015) saw web browsing slowed up
+to 34 % beside memory-heavy co-runners. Under the shipped ``paper`` profiles ``u`` stays below 1 % for the depthwise
+nets (a MobileNetV2 step moves about 4.8 GiB in 15-500 s against 30-44 GB/s) and reaches 6.1 % for ResNet-34 on the
+Pixel 3, so this term costs the owner at most about 2.2 %: it cannot explain a large loss where the two apps hold
+separate cores (the Pixel 3's row of Table 3). L3 capacity contention (training's lines evicting the owner's) has no
+public per-phone measurement and is not modelled.
+
 ``foreground_loss``: the share of the owner's foreground work rate lost while the owner uses
 the phone: the mean over its threads of one minus its work rate (its CPUs' speeds times the shares it holds, over its
 rotation) over the rate it would have without training. Under ``owner_loss: paper`` the paper's measured Table 3 is
@@ -85,7 +95,8 @@ from flamingo_sim.devices.profiles import DEFAULT_PARALLEL_FRACTION, PARALLEL_FR
 from flamingo_sim.devices.soc import Phone
 
 __all__ = ["App", "Threads", "Placement", "Contention", "ContentionTable", "schedule", "apps", "contention", "contention_table", "place",
-           "REGIONS_PER_STEP", "DEFAULT_REGIONS", "RUNTIME_SPLIT", "stall_share", "spin_s", "RUNTIME_SPIN", "CFS_WEIGHTS", "GROUP_SHARES", "TOP_APP_BOOST_NICE",
+           "REGIONS_PER_STEP", "DEFAULT_REGIONS", "RUNTIME_SPLIT", "TRAFFIC_BYTES_PER_STEP", "DRAM_BANDWIDTH_GBPS",
+           "dram_utilisation", "stall_share", "spin_s", "RUNTIME_SPIN", "CFS_WEIGHTS", "GROUP_SHARES", "TOP_APP_BOOST_NICE",
            "WALT_ROTATION_SOURCE"]
 
 #: Linux CFS load weight by nice value -20..19 (the kernel's ``sched_prio_to_weight`` table, kernel/sched/core.c).
@@ -100,6 +111,20 @@ GROUP_SHARES = 1024
 #: each network under a ``TorchDispatchMode`` that counts ATen operator calls (torchvision 0.29.1); an upper bound
 #: on the parallel regions, so the smallest wait per region and the largest spin share.
 REGIONS_PER_STEP: dict[str, int] = {"mobilenet_v2": 784, "shufflenet_v2_x2": 1057, "resnet34": 628}
+#: DRAM traffic of one training step at minibatch 16 (bytes): every tensor autograd saves for the backward pass is
+#: written in the forward and read in the backward, and its gradient written and read once (4x the saved bytes), and
+#: the parameters are read twice, their gradients written, and SGD reads both and writes the parameters (6x). Saved
+#: bytes counted with ``torch.autograd.graph.saved_tensors_hooks`` over one step (torch 2.14.1, torchvision 0.29.1;
+#: MobileNetV2 and ShuffleNetV2 x2 at 3x224x224 with 596 classes, ResNet-34 on 1x32x32 with 35): 1,205.0, 691.9 and
+#: 96.1 MiB saved; 11.4, 25.05 and 81.24 MiB of parameters. The L2 and L3 (at most a few MiB) hold none of it between
+#: the passes, so all of it reaches DRAM; an upper bound where saved tensors share storage.
+TRAFFIC_BYTES_PER_STEP: dict[str, float] = {m: (4 * saved + 6 * params) * 2**20 for m, (saved, params) in
+                                            {"mobilenet_v2": (1205.0, 11.4), "shufflenet_v2_x2": (691.9, 25.05),
+                                             "resnet34": (96.1, 81.24)}.items()}
+#: Peak DRAM bandwidth per SoC (GB/s): the memory's transfer rate x the 64-bit (4 x 16-bit) bus, from the SoCs'
+#: published memory (Qualcomm product briefs): SD845 LPDDR4X at 1866 MHz (3733 MT/s), SD855 LPDDR4X at 2133 MHz
+#: (4266 MT/s), SD865 LPDDR5 at 2750 MHz (5500 MT/s).
+DRAM_BANDWIDTH_GBPS: dict[str, float] = {"sd845": 3733e6 * 8 / 1e9, "sd855": 4266e6 * 8 / 1e9, "sd865": 5500e6 * 8 / 1e9}
 #: Regions per step of a model not in :data:`REGIONS_PER_STEP`.
 DEFAULT_REGIONS = 800
 #: How each runtime's idle workers wait: (spin iterations or None, seconds if given directly, cycles per iteration).
@@ -402,6 +427,22 @@ def _amdahl(phone: Phone, th: Threads, f: float, k: float, split: str) -> tuple[
     return serial + par, busy
 
 
+def dram_utilisation(phone: Phone, dnn_model: str, step_latency_s: float) -> float:
+    """The share of the SoC's peak DRAM bandwidth a step of ``step_latency_s`` uses (:data:`TRAFFIC_BYTES_PER_STEP` over
+    :data:`DRAM_BANDWIDTH_GBPS`; 0 where either is unknown), at most 0.99."""
+    bw = DRAM_BANDWIDTH_GBPS.get(phone.soc.name)
+    traffic = TRAFFIC_BYTES_PER_STEP.get(dnn_model)
+    if bw is None or traffic is None or step_latency_s <= 0:
+        return 0.0
+    return min(traffic / step_latency_s / (bw * 1e9), 0.99)
+
+
+def _queueing(phone: Phone, dnn_model: str, step_latency_s: float) -> float:
+    """How much longer a memory access waits beside training's traffic: ``u / (1 - u)`` (one queue, M/M/1)."""
+    u = dram_utilisation(phone, dnn_model, step_latency_s)
+    return u / (1.0 - u)
+
+
 def contention(phone: Phone, cores: tuple[int, ...], pinned: bool, model: InterferenceModel, step_latency_s: float,
                dnn_model: str, stall: float = 0.0) -> Contention:
     """The price of one step of the choice ``cores`` while the owner uses the phone (module docstring); ``stall``: the
@@ -428,7 +469,10 @@ def contention(phone: Phone, cores: tuple[int, ...], pinned: bool, model: Interf
         w1 = [1.0 / r / unit for r in r1]
         duration = max(w1)
     alone, both = o_alone.rate(phone), o_both.rate(phone)
-    lost = [min(1.0, max(0.0, 1.0 - b / a)) for a, b in zip(alone, both)]
+    memory = 1.0  # shared DRAM (android only: fair is the earlier fixed-slowdown reading, kept as it was)
+    if model.model == "android":
+        memory = 1.0 / (1.0 + model.owner_memory_share * _queueing(phone, dnn_model, step_latency_s))
+    lost = [min(1.0, max(0.0, 1.0 - b * memory / a)) for a, b in zip(alone, both)]
     loss = sum(lost) / max(len(lost), 1)
     if model.energy == "full_power":
         return Contention(duration, duration, loss, pl)

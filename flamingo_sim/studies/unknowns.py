@@ -10,7 +10,7 @@ with the randomness; the range says how much it moves with what the model had to
 
 Not varied here, and why: the uncore/DRAM power (0 on every shipped SoC: the ``paper`` set's powers are Table 1's
 whole-phone measurements above idle, which hold it already; only the physical sets would move, and those are varied
-as a whole through ``phones.profile_set``); the shared L3/DRAM bandwidth between the two apps (not modelled yet).
+as a whole through ``phones.profile_set``); L3 capacity contention between the two apps (no public per-phone measurement).
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ UNKNOWNS: tuple[Unknown, ...] = (
     Unknown("owner's boost", "policy.interference.foreground_nice", ("-10", "0"),
             "the top app's UI and render threads run at nice -10 (THREAD_PRIORITY_TOP_APP_BOOST) while the app is on "
             "top; an owner whose busy threads are other threads of the app runs at nice 0"),
+    Unknown("owner's memory share", "policy.interference.owner_memory_share", ("0", "0.17", "0.68"),
+            "the share of the owner's work that waits on DRAM beside training's traffic (default 0.34, web browsing's "
+            "measured co-run slowdown read at a doubled memory latency; Shingari et al., IISWC 2015): none, or the "
+            "slowdown read at a tripled or a 1.5x latency"),
     Unknown("app state", "policy.interference.app_state", ("foreground_service", "top_app", "background"),
             "the paper does not say how its training app ran beside the owner's; the state sets the cpuset, the cpu cgroup's "
             "share of a contended core and the memory limit (AOSP OomAdjuster, init.rc cpusets)"),

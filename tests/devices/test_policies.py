@@ -58,7 +58,11 @@ def test_baseline_always_4567(ps, profiles_dir):
     assert out.duration_s[1] == pytest.approx(10 * mi.step_latency_s * (0.2 / pool + 0.8 / (4 * pool)) / unit, rel=1e-9)
     assert out.duration_s[1] < 10 * mi.step_latency_s * 1.03  # memory-bound: the rotation's little core barely shows
     # the owner's threads would run on 7 and 6 alone: it keeps 0.29 / 1.35 on 3 and mean / 1.15 on 2
-    loss = ((1 - 0.29 / 1.35) + (1 - mean / 1.15)) / 2
+    # and its memory-bound share 0.34 waits u / (1 - u) longer beside training's DRAM traffic (4 x 1205.0 + 6 x 11.4 MiB a
+    # step over the profiled step, against LPDDR5 at 5500 MT/s x 8 bytes)
+    u = (4 * 1205.0 + 6 * 11.4) * 2**20 / mi.step_latency_s / (5500e6 * 8)
+    memory = 1 / (1 + 0.34 * u / (1 - u))
+    loss = ((1 - 0.29 * memory / 1.35) + (1 - mean * memory / 1.15)) / 2
     assert out.interference_s[1] > 0 and out.foreground_lost_s[1] == pytest.approx(loss * out.interference_s[1])
     # fair: the owner holds cores 6, 7, which 4567 shares: every step 2x slower, the owner's threads lose half of them
     fair = BaselinePolicy(PolicyConfig(interference=InterferenceModel(model="fair")))

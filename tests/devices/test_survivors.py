@@ -17,7 +17,7 @@ from flamingo_sim.devices.scheduling import Placement, contention, place
 from flamingo_sim.devices.soc import AndroidScheduling, load_phones, state_space
 from flamingo_sim.devices.thermal import excess_after, throttled_task
 
-ANDROID = InterferenceModel()
+ANDROID = InterferenceModel(owner_memory_share=0.0)  # the CPU's shares only (the shared memory has its own test)
 
 
 @pytest.fixture(scope="module")

@@ -148,8 +148,18 @@ def test_interference_is_recorded_per_phone():
     )
     # android (the default): the Pixel 3's foreground cpuset (0-3, 6-7) keeps cores 4 and 5 for the top app, where the
     # owner's two threads run, so the unpinned baseline on 7, 6, 3, 2 never meets them: nothing recorded
-    row = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
+    # owner, except through the shared DRAM: with that term off nothing is recorded
+    apart = dataclasses.replace(parts.cfg.policy, interference=InterferenceModel(owner_memory_share=0.0))
+    cfg0 = dataclasses.replace(parts.cfg, policy=apart)
+    row = Simulation(dataclasses.replace(parts, cfg=cfg0), experiment_policy(cfg0, None, "baseline"), "baseline", 0,
+                     UniformSelector()).step().to_row()
     assert row["interference_s"] == 0.0 and row["foreground_lost_s_pixel_3"] == 0.0
+    assert row["duration_s"] == pytest.approx(STEPS * LAT_S + COMM_S)
+    # with it (the default), the owner loses the memory-bound share's queueing for all the time training ran beside it
+    row = Simulation(parts, experiment_policy(parts.cfg, None, "baseline"), "baseline", 0, UniformSelector()).step().to_row()
+    u = (4 * 1205.0 + 6 * 11.4) * 2**20 / LAT_S / (3733e6 * 8)
+    assert row["interference_s"] > 0
+    assert row["foreground_lost_s_pixel_3"] == pytest.approx(row["interference_s"] * (1 - 1 / (1 + 0.34 * u / (1 - u))))
     assert row["duration_s"] == pytest.approx(STEPS * LAT_S + COMM_S)
     # fair with the earlier full-power accounting: the foreground app holds cores 6 and 7, every 4567 step runs 2x slower
     # and all of it is interference; the owner feels the kept client (0) and the one its trace took offline (3) in full,
