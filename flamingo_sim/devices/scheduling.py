@@ -294,6 +294,13 @@ class Placement:
     rotation: tuple[int, ...] = ()  # the CPUs WALT rotates threads of both apps over (none: no rotation)
     alone: tuple[int, ...] = ()  # each of the owner's busy threads' core without training
 
+    @property
+    def moves_owner(self) -> bool:
+        """Whether the owner's threads run elsewhere than they would without training (another CPU, a rotation, a
+        shared CPU)."""
+        return (self.foreground != self.alone or any(c in self.rotation for c in self.foreground)
+                or any(s < 1.0 for s in self.foreground_share))
+
     def describe(self) -> str:
         moved = [f"{a}->{b}" for a, b in zip(self.idle, self.train) if a != b]
         shared = sorted({c for c in self.train if c in self.foreground})

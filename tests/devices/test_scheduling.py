@@ -305,3 +305,22 @@ def test_shared_dram_slows_the_owner_by_the_queue_of_trainings_traffic(phones, p
     assert contention(prof.phone, (4, 5, 6, 7), False, dataclasses.replace(ANDROID, owner_memory_share=0.0), lat,
                       "resnet34").foreground_loss == 0.0
     assert dram_utilisation(prof.phone, "some_other_net", lat) == 0.0  # no traffic figure: no term
+
+
+def test_a_run_with_table3_as_input_says_so_in_its_summary_and_printed_block(tmp_path):
+    """``owner_loss: paper`` on a 2-round main job: summary.json carries the note and the printed block repeats it."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "flamingo_sim", "run", str(root / "experiments" / "openimage_mobilenet.yaml"), "--out",
+                           str(out), "--set", "fl.rounds=2", "--set", "fl.eval_every=1", "--set", "policy.interference.owner_loss=paper",
+                           "--allow-untrained"], capture_output=True, text=True, cwd=root, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    from flamingo_sim.devices.execution import OWNER_LOSS_PAPER_NOTE
+
+    assert json.loads((out / "summary.json").read_text())["owner_loss_input"] == OWNER_LOSS_PAPER_NOTE
+    assert f"note: {OWNER_LOSS_PAPER_NOTE}" in proc.stdout

@@ -272,6 +272,8 @@ def format_summary(summary: dict[str, Any]) -> str:
                          f"({fmt(net['radio_energy_share'], 0.01, 1, '%')} of the energy); transfers "
                          f"{fmt(net['transfer_time_share'], 0.01, 1, '%')} of the round time; per round "
                          f"{fmt(net['n_unreachable_per_round'], 1, 1)} unreachable, {fmt(net['n_cellular_per_round'], 1, 1)} selected on cellular")
+    if summary.get("owner_loss_input"):  # Table 3 as input: the printed block says so too
+        lines.append(f"note: {summary['owner_loss_input']}")
     for policy, seeds in summary.get("untrained", {}).items():
         lines.append(f"warning: {policy} trained no client in seed(s) {', '.join(map(str, seeds))}: every round kept 0 clients, "
                      "so its figures describe the untrained model (deadline, energy threshold or availability too strict?)")

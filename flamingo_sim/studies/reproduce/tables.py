@@ -39,7 +39,8 @@ from flamingo_sim.studies.reproduce.ux import (
 )
 
 __all__ = ["Table", "TaskResult", "num", "ci_text", "ratio_text", "agreement", "table1", "table2", "table3", "bases_table",
-           "PHONE_NAMES", "CONSTRUCTION_NOTES", "construction_cell", "footnote_line", "largest_text", "current_table3"]
+           "PHONE_NAMES", "CONSTRUCTION_NOTES", "LEGACY_CONSTRUCTION_NOTES", "construction_cell",
+           "legacy_construction_cell", "footnote_line", "largest_text", "current_table3"]
 
 PHONE_NAMES = {"galaxy_tab_s6": "Galaxy Tab S6", "oneplus_8": "OnePlus 8", "pixel_3": "Google Pixel 3", "galaxy_s10e": "Samsung S10e", "mi_10": "Xiaomi Mi 10"}
 MODELS = {"resnet34": "ResNet-34", "shufflenet_v2_x2": "ShuffleNetV2 x2", "mobilenet_v2": "MobileNetV2"}
@@ -273,6 +274,19 @@ def table3(results: Sequence[TaskResult]) -> Table:
 #: What each marker of Table 3's "by construction" column stands for: said once under the table (:func:`footnote_line`), not
 #: on every row (issue 50: the same 250 characters on all 15 rows). In parentheses after a marker: the row's own figures.
 CONSTRUCTION_NOTES = {
+    "a": "the baseline leaves the owner's threads where they would run alone: only the shared DRAM slows it, the model's "
+         "floor (in parentheses: where training and the owner's app run)",
+    "b": "the baseline moves the owner's threads (to little cores, into a rotation or onto a shared core): the loss follows "
+         "from the scheduler model (in parentheses: the owner's rate lost and where the apps run)",
+    "c": "Flamingo's choice leaves the owner's threads where they would run alone: only the shared DRAM slows it",
+    "d": "Flamingo's choice moves the owner's threads (in parentheses: the owner's rate lost); how often Flamingo holds it "
+         "(exploration, charging on 4567, probes) is a finding",
+    "e": "policy.interference.owner_loss=paper: the paper's measured Table 3 is the input for this phone, not a finding",
+}
+
+
+#: The markers of the model before one scheduler placed both apps (issue 48): a table written by it keeps its meaning.
+LEGACY_CONSTRUCTION_NOTES = {
     "a": "baseline 0 by construction: PyTorch's threads yield the owner's cores (in parentheses: where training and the owner's "
          "app run, and the training threads the kernel moved)",
     "b": "the baseline slows the owner by construction: it shares the owner's cores (in parentheses: the share of the owner's "
@@ -283,29 +297,43 @@ CONSTRUCTION_NOTES = {
 }
 
 
-def construction_cell(base_pct: float, base_place: str, label: str, flamingo_pct: float) -> str:
-    """One row's "by construction" cell: the owner's loss (%) under the baseline's placement ``base_place`` and under
-    Flamingo's choice ``label``, each with its marker of :data:`CONSTRUCTION_NOTES`."""
+def legacy_construction_cell(base_pct: float, base_place: str, label: str, flamingo_pct: float) -> str:
+    """A cell of a table written before issue 48, in the form its footnotes (:data:`LEGACY_CONSTRUCTION_NOTES`) read."""
     base = f"baseline 0 [a] ({base_place})" if base_pct == 0 else f"baseline {base_pct:.0f} % [b] ({base_place})"
     flam = f"Flamingo's {label} [c]" if flamingo_pct == 0 else f"Flamingo's {label} [d] ({flamingo_pct:.0f} %)"
     return f"{base}; {flam}"
 
 
+def construction_cell(base_pct: float, base_place: str, label: str, flamingo_pct: float, base_moved: bool | None = None,
+                      flamingo_moved: bool | None = None, given: bool = False) -> str:
+    """One row's "by construction" cell: the owner's loss (%) under the baseline's placement ``base_place`` and under
+    Flamingo's choice ``label``, each with its marker of :data:`CONSTRUCTION_NOTES` (``*_moved``: whether the owner's
+    threads run elsewhere than alone; ``None``, a row of an earlier model: moved where the loss is not 0)."""
+    b_moved = base_pct != 0 if base_moved is None else base_moved
+    f_moved = flamingo_pct != 0 if flamingo_moved is None else flamingo_moved
+    if given:
+        return f"baseline {base_pct:.1f} %, Flamingo's {label} {flamingo_pct:.1f} % [e]"
+    base = f"baseline {base_pct:.1f} % [b] ({base_place})" if b_moved else f"baseline {base_pct:.1f} % [a] ({base_place})"
+    flam = f"Flamingo's {label} [d] ({flamingo_pct:.1f} %)" if f_moved else f"Flamingo's {label} {flamingo_pct:.1f} % [c]"
+    return f"{base}; {flam}"
+
+
 def construction_text(built: Mapping[str, Any] | None) -> str:
     """What a Table 3 row owes to the model: the owner's loss under the baseline's placement and under Flamingo's
-    chosen execution (``{"baseline": (loss, placement), "flamingo": (label, loss, placement)}``), as
-    :func:`construction_cell` writes it."""
+    chosen execution (``{"baseline": (loss, placement[, moved]), "flamingo": (label, loss, placement[, moved])[, "given":
+    bool]}``), as :func:`construction_cell` writes it."""
     if not built:
         return "-"
-    b_loss, b_place = built["baseline"]
-    label, f_loss, _ = built["flamingo"]
-    return construction_cell(100 * b_loss, b_place, label, 100 * f_loss)
+    b_loss, b_place, *b_rest = built["baseline"]
+    label, f_loss, _, *f_rest = built["flamingo"]
+    return construction_cell(100 * b_loss, b_place, label, 100 * f_loss, b_rest[0] if b_rest else None, f_rest[0] if f_rest else None,
+                             bool(built.get("given", False)))
 
 
-def footnote_line(cells: Any) -> str:
-    """The notes of the markers ``cells`` (a column's cells) use, each once, in the order of :data:`CONSTRUCTION_NOTES`."""
-    used = {m for cell in cells for m in re.findall(r"\[([a-d])\]", cell)}
-    return "The 'by construction' column's markers: " + "; ".join(f"[{m}] {t}" for m, t in CONSTRUCTION_NOTES.items() if m in used) + "." if used else ""
+def footnote_line(cells: Any, notes: Mapping[str, str] = CONSTRUCTION_NOTES) -> str:
+    """The notes of the markers ``cells`` (a column's cells) use, each once, in the order of ``notes``."""
+    used = {m for cell in cells for m in re.findall(r"\[([a-e])\]", cell)}
+    return "The 'by construction' column's markers: " + "; ".join(f"[{m}] {t}" for m, t in notes.items() if m in used) + "." if used else ""
 
 
 def largest_text(intensity: Sequence[tuple[str, str]], exposure: Sequence[tuple[str, str]]) -> str:
@@ -344,7 +372,7 @@ def current_table3(t: Mapping[str, Any]) -> dict[str, Any]:
             rows.append(list(row))
             continue
         base_pct, place = (0.0, m["place0"]) if m["place0"] is not None else (float(m["pct"]), m["place"])
-        rows.append([*row[:-1], construction_cell(base_pct, place, m["label"], float(m["fpct"] or 0))])
+        rows.append([*row[:-1], legacy_construction_cell(base_pct, place, m["label"], float(m["fpct"] or 0))])
     reading = t["reading"]
     tasks = list(dict.fromkeys(r[0] for r in t["rows"]))
     m = _LEGACY_LARGEST.search(reading)
@@ -353,16 +381,18 @@ def current_table3(t: Mapping[str, Any]) -> dict[str, Any]:
         if all(len(f) == len(tasks) for f in found):
             text = largest_text(list(zip(tasks, found[0])), list(zip(tasks, found[1])))
             reading = reading[:m.start()] + f"Largest baseline impact per task: {text}; the paper's: " + reading[m.end():]
-    return {**t, "rows": rows, "reading": reading, "footnotes": footnote_line(r[-1] for r in rows)}
+    return {**t, "rows": rows, "reading": reading, "footnotes": footnote_line((r[-1] for r in rows), LEGACY_CONSTRUCTION_NOTES)}
 
 
 #: What Table 3's agreement owes to the model rather than to the runs.
-BUILT_IN = ("Built into the model (its 'by construction' column): under the android interference model the owner's busy "
-            "threads take the highest-capacity idle big cores; an unpinned thread (the baseline) is moved off a core they "
-            "need whenever a CPU of its cpuset is free, a pinned one (Flamingo) cannot move and shares the core by the "
-            "cgroups' weights. So where every phone's cpuset leaves a CPU free, the baseline never slows the owner, and "
-            "Flamingo's choice slows it only if it holds the cores the owner's threads need. Findings: how often Flamingo's "
-            "exploration, its charging runs on 4567 and its control loop's probes hold them.")
+BUILT_IN = ("Built into the model (its 'by construction' column): one scheduler places both apps (flamingo_sim.devices."
+            "scheduling): each thread wakes on the highest-capacity idle CPU it may use, the balancer moves waiting and "
+            "misfit threads, WALT rotates threads stuck on little cores with those of big cores they may swap with, and a "
+            "shared CPU is split by the cgroups' weights spread by load. So the unpinned baseline, started first on the big "
+            "cores, leaves the owner's threads the little ones and rotates with them; a pinned choice cannot rotate, so the "
+            "owner stays on little cores; a one-core choice leaves the owner other big cores. The shared DRAM adds the "
+            "queueing of training's traffic to the owner's memory-bound share everywhere. Findings: how often each policy's "
+            "tasks hold which cores while the owner uses the phone.")
 
 
 def _improvement(base: float | None, policy: float | None) -> float | None:

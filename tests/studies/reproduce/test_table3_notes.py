@@ -20,9 +20,12 @@ from flamingo_sim.studies.reproduce.tables import (
 from flamingo_sim.studies.reproduce.why import table3_md
 
 ROOT = Path(__file__).resolve().parents[3]
-#: the sentence every row carried before
-OLD = "PyTorch's threads yield the owner's cores"
-FREE = "its intensity is a finding (exploration, charging on 4567, probes)"
+#: a note's words, to count how often the table says them
+OLD = "only the shared DRAM slows it, the model's floor"
+FREE = "Flamingo's choice leaves the owner's threads where they would run alone"
+#: the sentence every row of the earlier model carried before issue 50
+LEGACY_OLD = "PyTorch's threads yield the owner's cores"
+LEGACY_FREE = "its intensity is a finding (exploration, charging on 4567, probes)"
 
 
 def _metrics(lost: dict[str, dict[str, float]]) -> pd.DataFrame:
@@ -52,7 +55,7 @@ def test_each_note_once_under_the_table_and_a_marker_per_row():
     t = table3(tasks)
     assert len(t.rows) == 6
     for row in t.rows:
-        assert row[-1] == "baseline 0 [a] (training on 7,6,5,4; owner's app on 7,6; moved 7->3, 6->2); Flamingo's 7 [c]"
+        assert row[-1] == "baseline 0.0 % [a] (training on 7,6,5,4; owner's app on 7,6; moved 7->3, 6->2); Flamingo's 7 0.0 % [c]"
     assert t.footnotes == f"The 'by construction' column's markers: [a] {CONSTRUCTION_NOTES['a']}; [c] {CONSTRUCTION_NOTES['c']}."
     text = "\n".join(" | ".join(r) for r in t.rows) + t.footnotes + t.reading
     assert text.count(OLD) == 1 and text.count(FREE) == 1
@@ -68,13 +71,20 @@ def test_a_task_with_a_phone_of_largest_impact_is_named_task_by_task():
     assert ("Largest baseline impact per task: intensity: OpenImage / MobileNetV2 Google Pixel 3; Google Speech / ResNet-34 all tied; "
             "exposure: OpenImage / MobileNetV2 Google Pixel 3; Google Speech / ResNet-34 all tied;") in t.reading
     pixel = next(r for r in t.rows if r[0] == "OpenImage / MobileNetV2" and r[1] == "Google Pixel 3")
-    assert pixel[-1].startswith("baseline 50 % [b] (training on") and "[b] " + CONSTRUCTION_NOTES["b"] in t.footnotes
+    assert pixel[-1].startswith("baseline 50.0 % [b] (training on") and "[b] " + CONSTRUCTION_NOTES["b"] in t.footnotes
     assert largest_text([("A", "X"), ("B", "X")], []) == "intensity: X on every task; exposure: -"
 
 
 def test_construction_cells_by_hand():
     assert construction_text(None) == "-"
-    assert construction_text({"baseline": (0.0, "p"), "flamingo": ("4", 0.25, "q")}) == "baseline 0 [a] (p); Flamingo's 4 [d] (25 %)"
+    # a row of the earlier model (no "moved" flags): moved where the loss is not 0
+    assert construction_text({"baseline": (0.0, "p"), "flamingo": ("4", 0.25, "q")}) == "baseline 0.0 % [a] (p); Flamingo's 4 [d] (25.0 %)"
+    # today's rows say whether the owner's threads moved: a small loss with the threads where they would be alone is [a]
+    assert (construction_text({"baseline": (0.266, "p", True), "flamingo": ("7", 0.004, "q", False)})
+            == "baseline 26.6 % [b] (p); Flamingo's 7 0.4 % [c]")
+    # Table 3 as input: the row says so, with the paper's figures
+    assert (construction_text({"baseline": (0.112, "p", True), "flamingo": ("7", 0.0, "q", False), "given": True})
+            == "baseline 11.2 %, Flamingo's 7 0.0 % [e]")
 
 
 def test_the_committed_table3_of_the_earlier_form_reads_in_todays():
@@ -84,17 +94,17 @@ def test_the_committed_table3_of_the_earlier_form_reads_in_todays():
     tables = json.loads((Path(__file__).parent / "data" / "table3_earlier_form.json").read_text())
     (title,) = [k for k in tables if k.startswith("Table 3")]
     old = tables[title]
-    assert "footnotes" not in old and all(OLD in r[-1] for r in old["rows"])  # the earlier form
+    assert "footnotes" not in old and all(LEGACY_OLD in r[-1] for r in old["rows"])  # the earlier form
     new = current_table3(old)
     assert len(new["rows"]) == len(old["rows"]) == 15
     for before, after in zip(old["rows"], new["rows"]):
         assert before[:-1] == after[:-1]  # every figure as it was
-        place = before[-1].split(f"{OLD} (")[1].split("); Flamingo's")[0]
+        place = before[-1].split(f"{LEGACY_OLD} (")[1].split("); Flamingo's")[0]
         label = before[-1].split("Flamingo's ")[1].split(" ")[0]
         assert after[-1] == f"baseline 0 [a] ({place}); Flamingo's {label} [c]"
     assert current_table3(new) == new  # today's form passes through
     md = "\n".join(table3_md(tables))
-    assert md.count(OLD) == 1 and md.count(FREE) == 1 and "all tied; all tied" not in md
+    assert md.count(LEGACY_OLD) == 1 and md.count(LEGACY_FREE) == 1 and "all tied; all tied" not in md
 
 
 def test_the_paper_page_says_it_once():
