@@ -294,13 +294,6 @@ class Placement:
     rotation: tuple[int, ...] = ()  # the CPUs WALT rotates threads of both apps over (none: no rotation)
     alone: tuple[int, ...] = ()  # each of the owner's busy threads' core without training
 
-    @property
-    def moves_owner(self) -> bool:
-        """Whether the owner's threads run elsewhere than they would without training (another CPU, a rotation, a
-        shared CPU)."""
-        return (self.foreground != self.alone or any(c in self.rotation for c in self.foreground)
-                or any(s < 1.0 for s in self.foreground_share))
-
     def describe(self) -> str:
         moved = [f"{a}->{b}" for a, b in zip(self.idle, self.train) if a != b]
         shared = sorted({c for c in self.train if c in self.foreground})
@@ -317,6 +310,7 @@ class Contention:
     energy_factor: float  # and this many times its profiled energy
     foreground_loss: float  # the share of the owner's foreground work rate lost, in [0, 1]
     placement: Placement
+    owner_cpu_loss: float = 0.0  # the part of it from where the owner's threads run (without the shared DRAM)
 
     @property
     def slows_owner(self) -> bool:
@@ -481,8 +475,9 @@ def contention(phone: Phone, cores: tuple[int, ...], pinned: bool, model: Interf
         memory = 1.0 / (1.0 + model.owner_memory_share * _queueing(phone, dnn_model, step_latency_s))
     lost = [min(1.0, max(0.0, 1.0 - b * memory / a)) for a, b in zip(alone, both)]
     loss = sum(lost) / max(len(lost), 1)
+    cpu = sum(min(1.0, max(0.0, 1.0 - b / a)) for a, b in zip(alone, both)) / max(len(lost), 1)
     if model.energy == "full_power":
-        return Contention(duration, duration, loss, pl)
+        return Contention(duration, duration, loss, pl, cpu)
     regions = REGIONS_PER_STEP.get(dnn_model, DEFAULT_REGIONS)
 
     def spun(wait: float, core: int) -> float:
@@ -496,7 +491,7 @@ def contention(phone: Phone, cores: tuple[int, ...], pinned: bool, model: Interf
         return sum(p * (w * h + spun(total - w, c)) for p, h, w, c in zip(power, held, wall, th.home))
 
     ratio = energy(t_both, w1, duration) / energy(t_alone, w0, 1.0)
-    return Contention(duration, ratio, loss, pl)
+    return Contention(duration, ratio, loss, pl, cpu)
 
 
 @dataclass(frozen=True)

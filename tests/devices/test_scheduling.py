@@ -324,3 +324,33 @@ def test_a_run_with_table3_as_input_says_so_in_its_summary_and_printed_block(tmp
 
     assert json.loads((out / "summary.json").read_text())["owner_loss_input"] == OWNER_LOSS_PAPER_NOTE
     assert f"note: {OWNER_LOSS_PAPER_NOTE}" in proc.stdout
+
+
+def test_the_modelling_notes_quote_the_contention_table():
+    """Every figure docs/modelling-notes.md's "One scheduler" paragraphs quote is the committed contention table's
+    (docs/results/contention/paper.json, MobileNetV2, android), rounded as printed."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    rows = json.loads((root / "docs" / "results" / "contention" / "paper.json").read_text())["rows"]
+    at = {(r["phone"], r["choice"], r["pinned"]): r for r in rows if r["model"] == "mobilenet_v2" and r["interference"] == "android"}
+    notes = (root / "docs" / "modelling-notes.md").read_text()
+
+    def pct(phone, choice, pinned):
+        return f"{100 * at[(phone, choice, pinned)]['foreground_loss']:.1f} %"
+
+    quoted = [
+        f"The owner loses {pct('galaxy_s10e', '4567', False)} of its rate on the S10e and Tab S6, {pct('oneplus_8', '4567', False)} on the",
+        f"OnePlus 8 and {pct('mi_10', '4567', False)} on the Mi 10",
+        f"shared DRAM slows the owner ({pct('pixel_3', '4567', False)})",
+        f"the owner stays on them: {pct('galaxy_s10e', '4567', True)}",
+        f"(SD855), {pct('oneplus_8', '4567', True)} (SD865)",
+        f"stretches {at[('galaxy_s10e', '4567', False)]['latency_factor']:.4f}x on the S10e",
+    ]
+    assert pct("galaxy_tab_s6", "4567", False) == pct("galaxy_s10e", "4567", False)
+    flat = " ".join(notes.split())
+    for q in quoted:
+        assert " ".join(q.split()) in flat, q
+    seven = sorted({pct(p, "7", True) for p in ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8", "mi_10")})
+    assert f"Prime's speed on one thread: {seven[0][:-2]}-{seven[-1]}" in flat

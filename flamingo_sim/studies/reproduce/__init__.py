@@ -167,6 +167,6 @@ def _construction(cfg: Any, profiles: Any) -> dict[str, dict[str, Any]]:
         given = model.owner_loss == "paper" and name in TABLE3_PCMARK_PCT  # Table 3 as input: the row says so
         b_loss = -TABLE3_PCMARK_PCT[name][0] / 100 if given else base.foreground_loss
         f_loss = -TABLE3_PCMARK_PCT[name][1] / 100 if given else best.foreground_loss
-        out[name] = {"baseline": (b_loss, base.placement.describe(), base.placement.moves_owner),
-                     "flamingo": (prof.best.label, f_loss, best.placement.describe(), best.placement.moves_owner), "given": given}
+        out[name] = {"baseline": (b_loss, base.placement.describe(), base.owner_cpu_loss > 0),
+                     "flamingo": (prof.best.label, f_loss, best.placement.describe(), best.owner_cpu_loss > 0), "given": given}
     return out

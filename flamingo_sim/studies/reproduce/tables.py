@@ -276,11 +276,11 @@ def table3(results: Sequence[TaskResult]) -> Table:
 CONSTRUCTION_NOTES = {
     "a": "the baseline leaves the owner's threads where they would run alone: only the shared DRAM slows it, the model's "
          "floor (in parentheses: where training and the owner's app run)",
-    "b": "the baseline moves the owner's threads (to little cores, into a rotation or onto a shared core): the loss follows "
-         "from the scheduler model (in parentheses: the owner's rate lost and where the apps run)",
+    "b": "the baseline slows the owner's threads by where they run (little cores, a rotation, a shared core): the loss "
+         "follows from the scheduler model (in parentheses: where the apps run)",
     "c": "Flamingo's choice leaves the owner's threads where they would run alone: only the shared DRAM slows it",
-    "d": "Flamingo's choice moves the owner's threads (in parentheses: the owner's rate lost); how often Flamingo holds it "
-         "(exploration, charging on 4567, probes) is a finding",
+    "d": "Flamingo's choice slows the owner's threads by where they run (in parentheses: the owner's rate lost); how often "
+         "Flamingo's tasks run it, and its other choices (exploration, charging on 4567, probes), is a finding",
     "e": "policy.interference.owner_loss=paper: the paper's measured Table 3 is the input for this phone, not a finding",
 }
 
@@ -308,7 +308,8 @@ def construction_cell(base_pct: float, base_place: str, label: str, flamingo_pct
                       flamingo_moved: bool | None = None, given: bool = False) -> str:
     """One row's "by construction" cell: the owner's loss (%) under the baseline's placement ``base_place`` and under
     Flamingo's choice ``label``, each with its marker of :data:`CONSTRUCTION_NOTES` (``*_moved``: whether the owner's
-    threads run elsewhere than alone; ``None``, a row of an earlier model: moved where the loss is not 0)."""
+    threads lose speed by where they run, the shared DRAM aside; ``None``, a row of an earlier model: where the loss is not
+    0)."""
     b_moved = base_pct != 0 if base_moved is None else base_moved
     f_moved = flamingo_pct != 0 if flamingo_moved is None else flamingo_moved
     if given:
