@@ -164,6 +164,18 @@ def _thermal(args: argparse.Namespace) -> int:
     from flamingo_sim.io import atomic_path
     from flamingo_sim.resources import shipped
 
+    if args.out is not None:  # every refusal of --out before the table is printed (issue 50: the table, then the error)
+        import os
+
+        from flamingo_sim.provenance import read
+
+        if args.out.is_dir():
+            raise ConfigError(f"--out {args.out}: a directory; expected the path of a JSON file to write")
+        existing = next(p for p in (args.out.parent, *args.out.parent.parents) if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK):
+            raise ConfigError(f"--out {args.out}: {existing} is not a writable directory")
+        args.out.parent.mkdir(parents=True, exist_ok=True)  # the folder the user asked for: a refusal here comes first too
+        read(args.out.parent)  # a provenance.json there that this tool did not write: one line, before anything is written
     dirs = ProfileDirs.of([shipped("profiles")])
     phones = dirs.phones()
     profiles = [dirs.load(p, m, phones, args.profile_set) for m in dirs.models() for p in sorted(phones)
@@ -171,9 +183,8 @@ def _thermal(args: argparse.Namespace) -> int:
     rows = sustained_rows(profiles, args.ambient_c)
     print(format_rows(rows, args.ambient_c))
     if args.out is not None:
-        from flamingo_sim.provenance import command_line, read, stamp
+        from flamingo_sim.provenance import command_line, stamp
 
-        read(args.out.parent)  # a provenance.json there that this tool did not write: one line, before anything is written
         with atomic_path(args.out) as tmp:
             tmp.write_text(json.dumps({"command": f"flamingo-sim thermal --ambient-c {args.ambient_c:g} --profile-set {args.profile_set}",
                                        "ambient_c": args.ambient_c, "rows": rows}, indent=2) + "\n")

@@ -52,3 +52,19 @@ def test_profiles_unknown_set_is_one_line(profiles_dir, capsys):
     assert main(["profiles", "--profiles-dir", str(profiles_dir), "--profile-set", "nope"]) == 2
     assert capsys.readouterr().err.strip() == (
         "flamingo-sim profiles: error: --profile-set: expected one of paper, anchored, public, got 'nope'")
+
+
+@pytest.mark.parametrize("target,expected", [
+    ("adir", "--out {d}/adir: a directory; expected the path of a JSON file to write"),
+    ("afile/t.json", "--out {d}/afile/t.json: {d}/afile is not a writable directory"),
+])
+def test_thermal_refuses_its_out_before_the_table(tmp_path, capsys, target, expected):
+    """Issue 50: ``thermal --out`` a directory or under a file printed the 33-line table, then the error; now the refusal
+    is the only line, and nothing is written."""
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["thermal", "--out", str(tmp_path / target)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"flamingo-sim thermal: error: {expected.format(d=tmp_path)}\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

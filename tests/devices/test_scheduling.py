@@ -352,5 +352,8 @@ def test_the_modelling_notes_quote_the_contention_table():
     flat = " ".join(notes.split())
     for q in quoted:
         assert " ".join(q.split()) in flat, q
+    base = [at[(p, "4567", False)] for p in ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8", "mi_10")]
+    lat, en = sorted(r["latency_factor"] for r in base), sorted(r["energy_factor"] for r in base)
+    assert f"{lat[0]:.2f}-{lat[-1]:.2f}x on MobileNetV2 at {en[0]:.2f}-{en[-1]:.2f}x the energy" in flat
     seven = sorted({pct(p, "7", True) for p in ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8", "mi_10")})
     assert f"Prime's speed on one thread: {seven[0][:-2]}-{seven[-1]}" in flat
