@@ -90,6 +90,7 @@ def run_study(
     again: str | None = None,
     plan: StudyPlan | None = None,
     after_unit: str = "",
+    header: str | None = None,
 ) -> list[RunResult]:
     """Run (or continue) every run of the study into ``out_dir/runs/<name>``; their results, in order.
 
@@ -99,7 +100,8 @@ def run_study(
     Raises :class:`StudyFailed` after every unit ended when some failed. ``again``: the command
     that continues the study (said when it is interrupted or a unit failed). ``plan``: the phases of a study
     that runs several of these one after another (its progress then counts and estimates them all). ``after_unit``: every
-    unit's :attr:`~flamingo_sim.fl.runner.units.Unit.after` (what the study does where a unit ends).
+    unit's :attr:`~flamingo_sim.fl.runner.units.Unit.after` (what the study does where a unit ends). ``header``: printed
+    once every check has passed, before anything is written (a refusal is the only line: issue 50).
     """
     say: Callable[[str], Any] = log or (lambda msg: print(msg, file=sys.stderr))
     out = Path(out_dir)
@@ -131,6 +133,8 @@ def run_study(
     except PoolLost as exc:
         raise FlamingoError(f"{exc}; nothing was written; " + (f"run it again with: {again}" if again else f"run the same {command} again")) from None
     how = f"finished units are kept; continue it with: {again}" if again else f"finished units are kept; run the same {command} again"
+    if header is not None:
+        print(header, flush=True)
     with run_lock(out), ExitStack() as held:
         held.callback(runner.close)  # what validation kept, if the units do not run
         check_study_out(out, command)  # again, under the lock: another writer may have been first

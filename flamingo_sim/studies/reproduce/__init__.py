@@ -88,9 +88,8 @@ def reproduce(
     from flamingo_sim.studies.reproduce.detail import HOOK
 
     ran = []
-    for i, (_title, folder, ov) in enumerate(phases):
-        print(plan.start(i), flush=True)
-        ran.append(run_tasks(folder, overrides=ov, after_unit=HOOK if i == 0 else "", **common))
+    for i, (_title, folder, ov) in enumerate(phases):  # each phase's header once its checks passed (a refusal: one line)
+        ran.append(run_tasks(folder, overrides=ov, after_unit=HOOK if i == 0 else "", header=plan.start(i), **common))
     done = ran[0]
     walks = mech = None
     if attribution:

@@ -108,10 +108,11 @@ def run_tasks(
     again: str | None = None,
     phases: StudyPlan | None = None,
     after_unit: str = "",
+    header: str | None = None,
 ) -> list[TaskRun]:
     """Run (or continue) every task into ``out_dir/runs/<task>`` as one study
-    (:func:`~flamingo_sim.studies.study.run_study`: ``execution``, ``again``, ``after_unit`` as there and ``phases`` as its
-    ``plan``); return where each went."""
+    (:func:`~flamingo_sim.studies.study.run_study`: ``execution``, ``again``, ``after_unit``, ``header`` as there and ``phases``
+    as its ``plan``); return where each went."""
     seeds = _seeds(tasks, n_seeds, quick)
     plan = [(t, task_overrides(t, overrides, quick)) for t in tasks]
     from flamingo_sim.fl.runner.forkserver import start_early_for
@@ -121,7 +122,8 @@ def run_tasks(
     from flamingo_sim.studies.study import StudyRun, run_study
 
     runs = [StudyRun(task, experiment_path(task), own, seeds) for task, own in plan]
-    results = run_study("reproduce", out_dir, runs, execution=execution, log=log, again=again, plan=phases, after_unit=after_unit)
+    results = run_study("reproduce", out_dir, runs, execution=execution, log=log, again=again, plan=phases, after_unit=after_unit,
+                        header=header)
     from flamingo_sim.fl.metrics.summary import format_summary
 
     for i, ((task, _own), res) in enumerate(zip(plan, results), start=1):  # each summary named by its task
