@@ -71,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-steps", type=count(0), default=2, help="untimed steps per choice before timing (default: 2)")
     p.add_argument("--batch", type=count(1), default=16, dest="batch_size", help="minibatch size (default: 16)")
     p.add_argument("--image-size", type=count(1), default=None, help="input images are 3 x S x S (default: 224, 32 for mlp/logreg)")
-    p.add_argument("--n-classes", type=count(2), default=10, help="output classes of the model (default: 10)")
+    p.add_argument("--n-classes", type=count(2, 1_000_000), default=10, help="output classes of the model (default: 10; at most 10^6)")
     p.add_argument("--idle-s", type=number(0.0, what="number of seconds"), default=5.0, help="seconds of idle power measurement before the run (default: 5)")
     p.add_argument("--seed", type=count(0), default=0, help="seed of the weights and the random batch (default: 0)")
     p.add_argument("--phone", default=None, help="name of this machine in the catalogue (default: local_<hostname>)")
@@ -131,6 +131,7 @@ def _profile(args: argparse.Namespace) -> int:
 
     req = ProfileRequest(args.model, steps=args.steps, warmup_steps=args.warmup_steps, batch_size=args.batch_size,
                          image_size=args.image_size, n_classes=args.n_classes, seed=args.seed, idle_s=args.idle_s)
+    _check_step_memory(args.batch_size, args.image_size or 224)
     from flamingo_sim.resources import user_profiles_dir
 
     register = args.out is None or args.profiles_dir is not None  # --out FILE alone: the profile only, nothing else written
@@ -152,6 +153,24 @@ def _profile(args: argparse.Namespace) -> int:
         pw = f"{c['power_w']:>8.4g}" if c["power_w"] is not None else f"{'-':>8}"
         print(f"  {c['label']:>6} {c['step_latency_s']:>10.4g} {pw} {c['n_steps']:>5}")
     return 0
+
+
+#: What one training step holds per byte of its input: MobileNetV2 at 224 px keeps 1,205 MiB of saved tensors for 16
+#: images of 0.574 MiB each (``flamingo_sim.devices.scheduling.TRAFFIC_BYTES_PER_STEP``'s count), 131x.
+STEP_BYTES_PER_INPUT_BYTE = 131
+
+
+def _check_step_memory(batch_size: int, image_size: int) -> None:
+    """Refuse, in one line and before anything is measured or printed, a step this machine's memory cannot hold (issue
+    50: ``--image-size 100000`` printed two lines, then a 30-line allocation traceback)."""
+    import os
+
+    need = batch_size * 3 * image_size**2 * 4 * STEP_BYTES_PER_INPUT_BYTE
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        raise ConfigError(f"--batch {batch_size} --image-size {image_size}: a training step needs about {need / 2**30:,.0f} GiB "
+                          f"({STEP_BYTES_PER_INPUT_BYTE}x its input, as MobileNetV2 at 224 px holds), more than this machine's "
+                          f"{have / 2**30:,.0f} GiB")
 
 
 def _num(x: float | None, width: int) -> str:

@@ -68,3 +68,17 @@ def test_thermal_refuses_its_out_before_the_table(tmp_path, capsys, target, expe
     out, err = capsys.readouterr()
     assert out == "" and err == f"flamingo-sim thermal: error: {expected.format(d=tmp_path)}\n"
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("flags", [["--image-size", "100000"], ["--batch", "100000000"]], ids=["image", "batch"])
+def test_profile_refuses_a_step_the_memory_cannot_hold_in_one_line(tmp_path, capsys, flags):
+    """Issue 50: ``profile --image-size 100000`` printed its ``cores:`` and ``energy:`` lines, then a 30-line allocation
+    traceback; now one line, before anything is measured or written: 16 x 3 x 10^10 x 4 bytes x 131 is 234,246 GiB."""
+    assert main(["profile", "--model", "mobilenet_v2", *flags, "--out", str(tmp_path / "p.yaml")]) == 2
+    out, err = capsys.readouterr()
+    size = 100000 if flags[0] == "--image-size" else 224
+    batch = 16 if flags[0] == "--image-size" else 100000000
+    need = batch * 3 * size**2 * 4 * 131 / 2**30
+    assert out == "" and err.startswith(f"flamingo-sim profile: error: --batch {batch} --image-size {size}: a training step needs "
+                                        f"about {need:,.0f} GiB") and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
