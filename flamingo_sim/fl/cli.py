@@ -163,12 +163,14 @@ def _run(args: argparse.Namespace) -> int:
     from flamingo_sim.fl.runner.options import RunOptions
     from flamingo_sim.fl.runner.run import run_experiment
 
+    log = PreambleLog(None if out is None else Path(out) / "config.yaml")
     # a plug-in that breaks its contract mid-run stops it with one line and how to continue it (run_guard adds that)
     result = run_experiment(args.experiment, RunOptions(
         out_dir=out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
         device=args.device, threads=args.threads, execution=execution(args), collective_timeout_s=args.collective_timeout_s,
-        again=None if out is None else continue_command(args, out), confirm=_confirm(args.yes), config=args.config,
-    ))
+        again=None if out is None else continue_command(args, out), confirm=_confirm(args.yes, log), config=args.config,
+    ), log=log)
+    log.release()
     untrained = result.summary.get("untrained") if result is not None else None
     if untrained and not args.allow_untrained:
         which = "; ".join(f"{p} seed(s) {', '.join(map(str, seeds))}" for p, seeds in untrained.items())
@@ -178,14 +180,41 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _confirm(yes: bool) -> Callable[[str], bool] | None:
-    """How a long run is confirmed: ``--yes``; else a question on a terminal; else not at all (refused)."""
+class PreambleLog:
+    """The run's log lines to stderr, held until the run has started (its run directory's ``config.yaml`` written; at
+    once where it was there before: a resumed run) so that a refusal made while the run is prepared (a setting
+    refused while its parts are built, a run estimated too long) is the only line printed: not after "data: ..."
+    and the proxy task's WARNING about a run that does not happen. :meth:`release` says the lines held (before a
+    question, and at the end); lines after it pass straight on. ``started`` None: nothing is held."""
+
+    def __init__(self, started: Path | None) -> None:
+        self._started = started
+        self._held: list[str] | None = [] if started is not None and not started.exists() else None
+
+    def __call__(self, message: str) -> None:
+        if self._held is not None and self._started is not None and self._started.exists():
+            self.release()
+        if self._held is None:
+            print(message, file=sys.stderr, flush=True)
+        else:
+            self._held.append(message)
+
+    def release(self) -> None:
+        held, self._held = self._held or [], None
+        for message in held:
+            print(message, file=sys.stderr, flush=True)
+
+
+def _confirm(yes: bool, log: PreambleLog) -> Callable[[str], bool] | None:
+    """How a long run is confirmed: ``--yes``; else a question on a terminal (after the lines ``log`` held);
+    else not at all (refused)."""
     if yes:
         return lambda _line: True
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         return None
 
     def ask(line: str) -> bool:
+        log.release()
         print(line, file=sys.stderr)
         try:
             return input("run it? [y/N] ").strip().lower() in ("y", "yes")
