@@ -51,20 +51,67 @@ def discharge_intervals(times_s: Any, level_pct: Any, voltage_v: Any, capacity_m
     return {"start_s": t[a], "end_s": t[b], "energy_j": energy, "power_w": energy / (t[b] - t[a])}
 
 
+def _deficit_step(capacity_j: np.ndarray, deficit_j: np.ndarray, prev: Any, now: Any, train: Any) -> np.ndarray:
+    """The deficit (J) after one trace step from level ``prev`` to ``now`` (percent) drawing ``train`` (J): charging repays,
+    training adds, the trace's energy caps it (see :class:`EnergyBudget`)."""
+    gain_j = np.maximum(now - prev, 0.0) / 100.0 * capacity_j
+    deficit = np.maximum(deficit_j - gain_j, 0.0)
+    deficit += train
+    return np.minimum(deficit, now / 100.0 * capacity_j, out=deficit)
+
+
+def _effective_pct(capacity_j: np.ndarray, deficit_j: np.ndarray, now: Any) -> np.ndarray:
+    """The effective level (percent) of a battery whose trace reads ``now`` and that owes ``deficit_j``."""
+    return 100.0 * np.clip(now / 100.0 * capacity_j - deficit_j, 0.0, capacity_j) / capacity_j
+
+
 def _step(
     capacity_j: np.ndarray, deficit_j: np.ndarray, online: np.ndarray, prev: Any, now: Any, train: Any, min_pct: float, reentry_pct: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """One trace step of :class:`EnergyBudget` on plain arrays: the new ``(deficit_j, online)``.
 
-    The single place the budget's arithmetic lives, so that :class:`PopulationBudget`'s subsets
-    compute bit for bit what a whole-population :class:`EnergyBudget` would.
+    With :func:`_steps`, the only place the budget's arithmetic lives (both built of :func:`_deficit_step` and
+    :func:`_effective_pct`), so that :class:`PopulationBudget`'s subsets compute bit for bit what a whole-population
+    :class:`EnergyBudget` would.
     """
-    gain_j = np.maximum(now - prev, 0.0) / 100.0 * capacity_j
-    deficit = np.maximum(deficit_j - gain_j, 0.0)
-    deficit += train
-    deficit = np.minimum(deficit, now / 100.0 * capacity_j, out=deficit)
-    lvl = 100.0 * np.clip(now / 100.0 * capacity_j - deficit, 0.0, capacity_j) / capacity_j
+    deficit = _deficit_step(capacity_j, deficit_j, prev, now, train)
+    lvl = _effective_pct(capacity_j, deficit, now)
     return deficit, np.where(online, lvl >= min_pct, lvl >= reentry_pct)
+
+
+def _steps(
+    capacity_j: np.ndarray, deficit_j: np.ndarray, online: np.ndarray, levels_pct: np.ndarray, min_pct: float, reentry_pct: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Several trace steps that draw nothing, on plain arrays: ``levels_pct`` (steps + 1, n) holds the level before the
+    first step in its row 0 and the level after step ``i`` in row ``i``; the new ``(deficit_j, online)``, bit for bit
+    what :func:`_step` gives called once per step.
+
+    Why: a round spans tens of trace ticks, and a step per call costs numpy's per-call overhead for every one of them.
+    Here the deficit, the only part that carries over from one step to the next, is stepped row by row (and only while
+    some client owes one: with none owed, none arises without a draw); the effective levels of every step are one
+    array operation, and the hysteresis is resolved at once: a step whose level is at least ``reentry_pct`` puts a
+    client online, one below ``min_pct`` takes it offline, one in between keeps its flag, so the flag after the last
+    step is the one set by the last step of the first two kinds (the flag before the first step where there is none).
+    """
+    n_steps = len(levels_pct) - 1
+    if n_steps < 1:
+        return deficit_j, online
+    now = levels_pct[1:]
+    if deficit_j.any():
+        deficits = np.empty_like(now, dtype=np.float64)
+        deficit = deficit_j
+        for i in range(n_steps):
+            deficit = _deficit_step(capacity_j, deficit, levels_pct[i], now[i], 0.0)
+            deficits[i] = deficit
+    else:  # nothing owed and nothing drawn: every step's deficit is the zero _deficit_step gives
+        deficit = _deficit_step(capacity_j, deficit_j, levels_pct[-2], now[-1], 0.0)
+        deficits = np.broadcast_to(deficit, now.shape)
+    lvl = _effective_pct(capacity_j, deficits, now)
+    decided = (lvl >= reentry_pct) | ~(lvl >= min_pct)  # a NaN level is below min_pct, as _step's comparisons have it
+    any_decided = decided.any(axis=0)
+    last = n_steps - 1 - np.argmax(decided[::-1], axis=0)  # each client's last deciding step
+    flag = lvl[last, np.arange(lvl.shape[1])] >= reentry_pct
+    return deficit, np.where(any_decided, flag, online)
 
 
 @dataclass
@@ -145,6 +192,19 @@ class EnergyBudget:
             prev, now, train = level_prev_pct, level_now_pct, training_energy_j
         self.deficit_j, self.online = _step(self.capacity_j, self.deficit_j, self.online, prev, now, train, self.min_pct, self.reentry_pct)
         self.trace_pct = now
+
+    def advance_steps(self, levels_pct: np.ndarray) -> None:
+        """Several trace steps that draw nothing: ``levels_pct`` (steps + 1, n), row 0 the level before the first step
+        and row ``i`` the level after step ``i``; the same state, bit for bit, as :meth:`advance` called once per step
+        with ``check=False`` (its inputs come from a validated trace set, as that call's do), at the cost of a few array
+        operations over all the steps instead of a dozen per step (:func:`_steps`)."""
+        levels_pct = np.asarray(levels_pct, dtype=np.float64)
+        if levels_pct.ndim != 2 or levels_pct.shape[1] != self.n:
+            raise ValueError(f"levels_pct must be (steps + 1, {self.n}), got {levels_pct.shape}")
+        if len(levels_pct) < 2:
+            return
+        self.deficit_j, self.online = _steps(self.capacity_j, self.deficit_j, self.online, levels_pct, self.min_pct, self.reentry_pct)
+        self.trace_pct = levels_pct[-1].copy()
 
     def available_j_at(self, idx: np.ndarray) -> np.ndarray:
         """:attr:`available_j` of clients ``idx`` only (same numbers, no whole-population arrays)."""
@@ -295,6 +355,22 @@ class PopulationBudget:
     def advance(self, pair_prev_pct: np.ndarray, pair_now_pct: np.ndarray) -> None:
         """One trace step from level ``pair_prev_pct`` to ``pair_now_pct`` (per pair), nothing drawn."""
         self._advance(pair_prev_pct, pair_now_pct, 0.0)
+
+    def advance_steps(self, pair_levels_pct: np.ndarray) -> None:
+        """Several trace steps that draw nothing: ``pair_levels_pct`` (steps + 1, pairs), row 0 the level before the
+        first step, row ``i`` the level after step ``i``; bit for bit :meth:`advance` once per step, in one pass over
+        the steps (:meth:`EnergyBudget.advance_steps`): the round loop steps its clock through tens of trace ticks a
+        round, and nothing reads the budget between them. The online index follows once, at the end."""
+        pair_levels_pct = np.asarray(pair_levels_pct, dtype=np.float64)
+        if pair_levels_pct.ndim != 2 or pair_levels_pct.shape[1] != self.twin.n:
+            raise ValueError(f"pair_levels_pct must be (steps + 1, {self.twin.n}), got {pair_levels_pct.shape}")
+        if len(pair_levels_pct) < 2:
+            return
+        if len(self.dev):
+            self.dev_deficit_j, self.dev_online = _steps(self._dev_capacity_j, self.dev_deficit_j, self.dev_online,
+                                                         pair_levels_pct[:, self._dev_pairs], self.min_pct, self.reentry_pct)
+        self.twin.advance_steps(pair_levels_pct)
+        self.index.update(self.twin.online)
 
     def _advance(self, pair_prev_pct: np.ndarray, pair_now_pct: np.ndarray, train: Any) -> None:
         if len(self.dev):

@@ -242,3 +242,70 @@ def test_energy_budget_refuses_a_2d_capacity_and_takes_a_floor_of_zero():
     assert budget.online.tolist() == [True, True]
     with pytest.raises(ValueError, match=r"^level_pct must be within \[0, 100\]$"):
         budget.reset([50.0, 101.0])
+
+
+def _tick_levels(gen, n: int, steps: int, start: np.ndarray) -> np.ndarray:
+    """(steps + 1, n) trace levels: a walk that crosses both thresholds, with flat stretches (steps that decide nothing)."""
+    rows = [start]
+    for _ in range(steps):
+        move = np.where(gen.random(n) < 0.4, 0.0, gen.normal(0.0, 7.0, n))
+        rows.append(np.clip(rows[-1] + move, 0.0, 100.0))
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_advance_steps_is_advance_once_per_step_bit_for_bit(seed):
+    """A round's trace ticks in one call (what the round loop does) leave every deficit, flag and level exactly as one
+    call per tick would: deficits being repaid, clients crossing min_pct and reentry_pct both ways, and no step at all."""
+    gen = np.random.default_rng(seed)
+    pair_cap = gen.uniform(20_000.0, 60_000.0, 40)
+    pair_of = gen.integers(0, 40, 300)
+    stepwise = PopulationBudget(pair_cap, pair_of, min_pct=10.0, reentry_pct=20.0)
+    batched = PopulationBudget(pair_cap, pair_of, min_pct=10.0, reentry_pct=20.0)
+    start = gen.uniform(5.0, 60.0, 40)
+    for b in (stepwise, batched):
+        b.reset(start)
+    level = start
+    for round_ in range(12):
+        levels = _tick_levels(gen, 40, int(gen.integers(0, 9)), level)
+        clients = np.sort(gen.choice(300, size=20, replace=False))
+        energy = np.where(gen.random(20) < 0.2, 0.0, gen.uniform(0.0, 9_000.0, 20))
+        for b in (stepwise, batched):
+            b.draw(levels[0], clients, energy)
+        for prev, now in zip(levels[:-1], levels[1:]):
+            stepwise.advance(prev, now)
+        batched.advance_steps(levels)
+        if round_ % 4 == 3:
+            gone = gen.choice(300, size=3, replace=False)
+            stepwise.take_offline(gone)
+            batched.take_offline(gone)
+        level = levels[-1]
+        assert np.array_equal(batched.dev, stepwise.dev)
+        assert np.array_equal(batched.deficit_j, stepwise.deficit_j)
+        assert np.array_equal(batched.online, stepwise.online)
+        assert np.array_equal(batched.twin.online, stepwise.twin.online)
+        assert np.array_equal(batched.twin.trace_pct, stepwise.twin.trace_pct)
+        assert batched.online_count() == stepwise.online_count()
+        assert np.array_equal(batched.lost(), stepwise.lost())
+    assert len(stepwise.dev) and stepwise.dev_deficit_j.any()  # the scenario left deficits to repay across ticks
+
+
+def test_advance_steps_of_a_whole_population_budget_with_deficits_and_a_nan_free_flat_walk():
+    """EnergyBudget.advance_steps with some clients owing energy: the deficit carried step by step, the flags resolved at once."""
+    gen = np.random.default_rng(7)
+    cap = gen.uniform(20_000.0, 60_000.0, 50)
+    a, b = EnergyBudget(cap, min_pct=15.0, reentry_pct=25.0), EnergyBudget(cap, min_pct=15.0, reentry_pct=25.0)
+    start = gen.uniform(10.0, 40.0, 50)
+    for x in (a, b):
+        x.reset(start)
+        x.advance(start, start, 0, np.where(gen.random(50) < 0.5, 3_000.0, 0.0) if x is a else 0.0)
+    b.deficit_j, b.online = a.deficit_j.copy(), a.online.copy()
+    levels = _tick_levels(gen, 50, 6, start)
+    for prev, now in zip(levels[:-1], levels[1:]):
+        a.advance(prev, now, 0, 0.0, check=False)
+    b.advance_steps(levels)
+    assert np.array_equal(a.deficit_j, b.deficit_j) and np.array_equal(a.online, b.online) and np.array_equal(a.trace_pct, b.trace_pct)
+    b.advance_steps(levels[-1:])  # no step: nothing moves
+    assert np.array_equal(a.online, b.online)
+    with pytest.raises(ValueError, match="steps"):
+        b.advance_steps(levels[:, :3])
