@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from flamingo_sim.errors import InputDataError
 from flamingo_sim.rng import rng
 from flamingo_sim.traces.clock import utc_to_lisbon_wall
 
@@ -374,10 +375,14 @@ def write_synthetic_dump(out_dir: str | Path, opts: SynthOptions | None = None) 
     from flamingo_sim.traces.synth_write import DUMP, LAYOUT_DIRS, write_layouts
 
     opts = opts or SynthOptions()
+    # every layout named is known before the first is written (a typo in the second left the first on disk)
+    unknown = [layout for layout in opts.layouts if layout not in LAYOUT_DIRS]
+    if unknown or not opts.layouts:
+        got = f"{unknown[0]!r} unknown" if unknown else "none given"
+        raise InputDataError(f"layouts: {got}; expected some of {', '.join(LAYOUT_DIRS)}")
     check_writable(out_dir)  # decided before any work, and no user's directory is replaced
     for layout in opts.layouts:
-        if layout in LAYOUT_DIRS:
-            check_out_dir(Path(out_dir) / LAYOUT_DIRS[layout], DUMP)
+        check_out_dir(Path(out_dir) / LAYOUT_DIRS[layout], DUMP)
     devices = [simulate_device(opts.first_device_id + i, kind_of(i), opts.seed) for i in range(opts.n_devices)]
     table = samples_table(devices, opts.seed)
     return write_layouts(out_dir, table, devices, opts)

@@ -99,6 +99,19 @@ def test_unknown_layout_is_an_error(tmp_path, capsys):
     assert "--layouts: 'xml' unknown" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("layouts, got", [("parquet,xml", "'xml' unknown"), (",", "none given"), ("", "none given")])
+def test_layouts_are_checked_before_the_first_is_written(tmp_path, capsys, layouts, got):
+    """Issue 50: ``--layouts parquet,xml`` wrote the parquet layout's folder before refusing xml; ``--layouts ,`` wrote
+    nothing, said nothing and exited 0."""
+    out = tmp_path / "out"
+    assert main(["synth-greenhub", "--out", str(out), "--devices", "1", "--layouts", layouts]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (f"flamingo-sim synth-greenhub: error: --layouts: {got}; expected some of parquet, csv-pages, csv-tables, "
+                           "csv-2019, csv-2018\n")
+    assert not out.exists()
+
+
 def test_synthetic_2018_dump_is_written_the_real_way(synth_dump):
     """INTO OUTFILE ... ENCLOSED BY '"': bare header, every value quoted, NULL a bare \\N (samples and battery_details)."""
     import re
