@@ -235,9 +235,14 @@ def _launch(args: argparse.Namespace, out: str | None) -> int:
     from flamingo_sim.errors import FlamingoError
     from flamingo_sim.fl.config import load_experiment
     from flamingo_sim.fl.distributed.launch import launch, proxy_notice
+    from flamingo_sim.fl.runner.plan import prepare_run
     from flamingo_sim.resources import find_experiment
 
     cfg = load_experiment(find_experiment(args.experiment), args.overrides)
+    # what rank 0 would refuse (a setting refused while the parts are built), refused here before the notice and the
+    # launch: one line, not the notice, rank 0's line and the launcher's after it
+    prepare_run(args.experiment, args.overrides, args.seeds, out, resume=args.resume, engine=args.engine, executors=args.executors,
+                say=lambda _m: None, writes=False, config=args.config)
     device = str(args.device or cfg.fl.device).lower()
     on_cpu = device == "cpu" or (device == "auto" and not _has_cuda())
     from flamingo_sim.fl.training.device import usable_cores

@@ -82,3 +82,21 @@ def test_preamble_log_release_says_what_it_held(tmp_path, capsys):
     log.release()
     log("two")
     assert capsys.readouterr().err == "one\ntwo\n"
+
+
+def test_nproc_refuses_what_rank_0_would_before_its_notice_and_the_launch(tmp_path, monkeypatch, capsys):
+    """Issue 50: ``run --nproc 2`` with a batch no client holds printed the proxy task's --nproc notice, then rank 0's
+    error line, then the launcher's "rank 0 stopped with the error above": three lines. Now: the one line, no process started."""
+    from flamingo_sim.fl.distributed import launch as launcher
+
+    def never(*_args, **_kw):
+        raise AssertionError("launched")
+
+    monkeypatch.setattr(launcher, "launch", never)
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(BASE)
+    assert main(["run", str(exp), "--out", str(tmp_path / "out"), "--nproc", "2", "--set", "fl.batch_size=100000"]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == f"flamingo-sim run: error: {exp}: {REFUSED[2][2]}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
