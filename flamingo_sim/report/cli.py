@@ -64,10 +64,11 @@ def _report(args: argparse.Namespace) -> int:
     from flamingo_sim.report.write import write_report
 
     runs = load_runs(args.run_dirs, args.labels)
+    result = write_report(runs, args.out, formats=args.formats)
+    # said once the report is written: a refused --out is the only line, not after these
     for run in runs:
         if run.summary.get("incomplete"):
             print(f"flamingo-sim report: {run.path}: incomplete run: {run.summary['incomplete']}", file=sys.stderr)
-    result = write_report(runs, args.out, formats=args.formats)
     print(f"report: {result.markdown}")
     print(f"        {result.html}")
     for paths in result.figures.values():
