@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from flamingo_sim.fl.config import THREADS_DEFAULT
+    from flamingo_sim.argtypes import number
+    from flamingo_sim.fl.config import COLLECTIVE_TIMEOUT_MAX_S, THREADS_DEFAULT
 
     p = sub.add_parser(
         "run",
@@ -46,8 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nproc", type=int, metavar="N",
                    help="train over N processes on this machine (torch.distributed, started like torchrun --nproc-per-node N; "
                         "one GPU each where there are GPUs); for several hosts run torchrun yourself (docs: scaling-out)")
-    p.add_argument("--collective-timeout-s", type=float, metavar="S",
-                   help="over several processes: a collective waiting longer than S seconds for the other ranks fails (default 300)")
+    p.add_argument("--collective-timeout-s", type=number(0.0, COLLECTIVE_TIMEOUT_MAX_S, low_open=True, what="number of seconds"), metavar="S",
+                   help="over several processes: a collective waiting longer than S seconds for the other ranks fails (default 300; "
+                        f"at most {COLLECTIVE_TIMEOUT_MAX_S:g}, a week)")
     p.set_defaults(func=_run, cli_flags={
         "n_seeds": "--seeds", "out_dir": "--out", "engine": "--engine", "executors": "--executors", "resume": "--resume", "override": "--set",
     })

@@ -212,6 +212,10 @@ class NetworkConfig:
 #: :func:`flamingo_sim.fl.training.device.default_threads`, and a test holds the two together).
 THREADS_DEFAULT = "OMP_NUM_THREADS if set, else 1 for the proxy task, else the usable cores"
 
+#: The longest ``--collective-timeout-s`` taken, in seconds: a week. A collective waiting longer is a hung run, and
+#: torch's timeout is a ``timedelta`` (``inf`` or 1e15 s overflowed it: a traceback in every rank).
+COLLECTIVE_TIMEOUT_MAX_S = 7 * 86400.0
+
 
 @dataclass(frozen=True)
 class FLConfig:

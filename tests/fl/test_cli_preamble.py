@@ -100,3 +100,28 @@ def test_nproc_refuses_what_rank_0_would_before_its_notice_and_the_launch(tmp_pa
     assert printed.out == ""
     assert printed.err == f"flamingo-sim run: error: {exp}: {REFUSED[2][2]}\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e15"])
+def test_collective_timeout_is_checked_before_any_process_starts(tmp_path, capsys, value):
+    """Issue 50: ``--nproc 2 --collective-timeout-s nan`` (or -1, 0) printed the --nproc notice, each rank's error and the
+    launcher's line (4 lines); ``inf`` gave a 52-line traceback (a timedelta overflow in every rank)."""
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(BASE)
+    with pytest.raises(SystemExit) as exc:
+        main(["run", str(exp), "--out", str(tmp_path / "out"), "--nproc", "2", "--collective-timeout-s", value])
+    assert exc.value.code == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == ("flamingo-sim run: error: argument --collective-timeout-s: expected a finite number of seconds in (0, 604800], "
+                           f"got {value!r}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
+
+
+def test_the_library_refuses_a_collective_timeout_it_cannot_hold():
+    from flamingo_sim.errors import ConfigError
+    from flamingo_sim.fl.distributed.world import World, start
+
+    for bad in (float("inf"), float("nan"), 0.0, 1e15):
+        with pytest.raises(ConfigError, match=r"^--collective-timeout-s: expected seconds in \(0, 604800\], got "):
+            start(World(0, 1, 0, 1), bad)
