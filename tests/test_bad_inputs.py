@@ -180,3 +180,27 @@ def test_run_steps_counts_units_rounds_clients_and_steps():
     assert estimate.run_steps(cfg) == (2 * 3 * 10 * 7 * 3, "10 rounds x 7 clients x 3 local steps x 6 runs (policies x seeds) = 1.26e+03 local steps",
                                        "fl.local_steps")
     assert estimate.run_steps(from_mapping(ExperimentConfig, {"name": "x", "fl": {"rounds": None, "horizon_h": 5}})) is None
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--seeds", "1000000000"], "--seeds: expected at most 100,000 (each seed a run of every policy), got 1,000,000,000"),
+    (["--executors", "100000", "--engine", "fedscale"], "--executors: expected at most fl.participants_per_round, 5 (each executor trains "
+                                                        "whole clients of a round; more would wait idle), got 100,000"),
+], ids=["seeds 1e9", "executors 1e5"])
+def test_run_counts_are_bounded_before_anything_is_built(tmp_path, capsys, flags, error):
+    """Issue 50: ``--seeds 1000000000`` built a list of a billion seeds (24 GB) and was killed; ``--executors 100000``
+    started processes until gRPC failed (tracebacks), then hung."""
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(BASE)
+    assert main(["run", str(exp), "--out", str(tmp_path / "out"), *flags]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == "" and printed.err == f"flamingo-sim run: error: {error}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
+
+
+def test_seeds_stay_below_the_largest_seed(tmp_path, capsys):
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(BASE + "seeds: [9223372036854775806]\n")
+    assert main(["run", str(exp), "--out", str(tmp_path / "out"), "--seeds", "5"]) == 2
+    assert capsys.readouterr().err == ("flamingo-sim run: error: --seeds: 5 seeds from seeds[0] 9223372036854775806 run past the largest "
+                                       "seed, 9223372036854775807\n")

@@ -134,6 +134,10 @@ def _preflight(args: argparse.Namespace) -> None:
         raise ConfigError("--nproc trains each (policy, seed) over all its processes, one after another: leave --jobs and --executor out")
     overrides = list(args.overrides) + [f"fl.{k}={v}" for k, v in (("device", args.device), ("threads", args.threads)) if v is not None]
     cfg = with_seeds(load_experiment(find_experiment(args.experiment), overrides), args.seeds)
+    k = cfg.fl.participants_per_round
+    if args.executors > k:  # each a process: --executors 100000 started processes until gRPC failed, in tracebacks, then hung
+        raise ConfigError(f"executors: expected at most fl.participants_per_round, {k:,} (each executor trains whole clients of a round; "
+                          f"more would wait idle), got {args.executors:,}")
     # under torchrun only rank 0 writes the directory (and may already have started): the others do not check it
     rank0 = os.environ.get("RANK", "0") == "0"
     if args.out is None and "RANK" not in os.environ:
