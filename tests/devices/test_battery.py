@@ -256,7 +256,7 @@ def _tick_levels(gen, n: int, steps: int, start: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_advance_steps_is_advance_once_per_step_bit_for_bit(seed):
     """A round's trace ticks in one call (what the round loop does) leave every deficit, flag and level exactly as one
-    call per tick would: deficits being repaid, clients crossing min_pct and reentry_pct both ways, and no step at all."""
+    call per tick would: deficits being repaid, clients crossing min_pct and reentry_pct both ways, one step, no step."""
     gen = np.random.default_rng(seed)
     pair_cap = gen.uniform(20_000.0, 60_000.0, 40)
     pair_of = gen.integers(0, 40, 300)
@@ -274,7 +274,7 @@ def test_advance_steps_is_advance_once_per_step_bit_for_bit(seed):
             b.draw(levels[0], clients, energy)
         for prev, now in zip(levels[:-1], levels[1:]):
             stepwise.advance(prev, now)
-        batched.advance_steps(levels)
+        batched.advance_steps(levels[1:])
         if round_ % 4 == 3:
             gone = gen.choice(300, size=3, replace=False)
             stepwise.take_offline(gone)
@@ -303,9 +303,51 @@ def test_advance_steps_of_a_whole_population_budget_with_deficits_and_a_nan_free
     levels = _tick_levels(gen, 50, 6, start)
     for prev, now in zip(levels[:-1], levels[1:]):
         a.advance(prev, now, 0, 0.0, check=False)
-    b.advance_steps(levels)
+    b.advance_steps(levels[1:])
     assert np.array_equal(a.deficit_j, b.deficit_j) and np.array_equal(a.online, b.online) and np.array_equal(a.trace_pct, b.trace_pct)
-    b.advance_steps(levels[-1:])  # no step: nothing moves
+    b.advance_steps(levels[:0])  # no step: nothing moves
     assert np.array_equal(a.online, b.online)
     with pytest.raises(ValueError, match="steps"):
         b.advance_steps(levels[:, :3])
+
+
+@pytest.mark.parametrize("pct", [0.0, 10.0, 20.0, 33.3, 99.99, 100.0])
+def test_level_thresholds_decide_exactly_as_the_effective_levels(pct):
+    """A trace level reaches pct with nothing owed exactly when it is at least the battery's threshold: at the threshold,
+    the float below it, the float32 levels around pct and random ones, for capacities whose roundings differ."""
+    from flamingo_sim.devices.battery import _effective_pct, _level_threshold
+
+    gen = np.random.default_rng(int(pct * 100))
+    cap = np.concatenate([gen.uniform(5_000.0, 80_000.0, 400), [36_000.0, 3.0 * 3.85 * 3600, 1e-3]])
+    at = _level_threshold(cap, pct)
+    if at is None:  # a level no trace level reaches on some battery (100 % may round below itself): computed instead
+        assert pct == 100.0 and not np.all(_effective_pct(cap, 0.0, np.full(len(cap), 100.0)) >= pct)
+        return
+    near = np.float32(pct) + np.arange(-4, 5, dtype=np.float32) * np.spacing(np.float32(max(pct, 1.0)))
+    xs = [at, np.nextafter(at, -np.inf), np.nextafter(at, np.inf), *[np.full(len(cap), float(v)) for v in near],
+          gen.uniform(0.0, 100.0, len(cap)), np.full(len(cap), np.nan), np.zeros(len(cap)), np.full(len(cap), 100.0)]
+    with np.errstate(over="ignore"):  # the float above -inf (pct 0's threshold) overflows to -inf on the way: still below
+        for x in xs:
+            assert np.array_equal(_effective_pct(cap, 0.0, x) >= pct, x >= at)
+    if pct > 0:
+        assert np.all(_effective_pct(cap, 0.0, at) >= pct) and not np.any(_effective_pct(cap, 0.0, np.nextafter(at, -np.inf)) >= pct)
+
+
+def test_advance_steps_on_levels_at_the_thresholds_is_advance_once_per_step():
+    """Trace levels that sit on min_pct and reentry_pct and on the float32 values around them (where an effective level
+    rounds either way, battery by battery): the batched twin decides as the step-by-step one."""
+    gen = np.random.default_rng(11)
+    cap = gen.uniform(20_000.0, 60_000.0, 300)
+    values = np.array([v for c in (10.0, 20.0) for v in np.float32(c) + np.arange(-3, 4, dtype=np.float32) * np.spacing(np.float32(c))]
+                      + [5.0, 15.0, 50.0], dtype=np.float32).astype(np.float64)
+    a, b = EnergyBudget(cap, min_pct=10.0, reentry_pct=20.0), EnergyBudget(cap, min_pct=10.0, reentry_pct=20.0)
+    start = gen.choice(values, 300)
+    a.reset(start)
+    b.reset(start)
+    for _ in range(20):
+        levels = gen.choice(values, (int(gen.integers(1, 6)), 300))
+        for now in levels:
+            a.advance(a.trace_pct, now, 0, 0.0, check=False)
+        b.advance_steps(levels)
+        assert np.array_equal(a.online, b.online) and np.array_equal(a.deficit_j, b.deficit_j)
+    assert b.level_thresholds() is not None

@@ -598,15 +598,10 @@ class Simulation:
         step = self.parts.traces.step_s
         first = math.floor(t0 / step) + 1
         last = math.floor(t1 / step)
-        times_s = np.array([t0, *(tick * step for tick in range(first, last + 1))], dtype=np.float64)
-        levels = self._pair_levels(times_s)  # row 0 at t0, then one row per tick: the round's ticks in one gather
-        self.budget.draw(levels[0], clients, drawn_j)
-        self.budget.advance_steps(levels)
-
-    def _pair_levels(self, times_s: np.ndarray) -> np.ndarray:
-        """float64 (len(times_s), pairs): the trace level of each budget pair's trace client at each time; row ``i`` is
-        ``_trace_levels(times_s[i])[_pair_trace]``, read only for the pairs' trace clients, every time in one gather."""
-        return self.parts.traces.levels_at(self._pair_trace[None, :], times_s[:, None])
+        traces = self.parts.traces
+        self.budget.draw(traces.levels_at(self._pair_trace, np.full(len(self._pair_trace), t0)), clients, drawn_j)
+        # every tick of the round in one read of each pair's trace (the same values as _trace_levels(tick * step)[_pair_trace])
+        self.budget.advance_steps(traces.levels_on_ticks(self._pair_trace, first, last - first + 1))
 
     def evaluate(self) -> tuple[float, float]:
         started = time.perf_counter()
