@@ -160,11 +160,11 @@ def test_the_energy_balance_sentence_is_its_results_file():
 # read_pages_is_tied_or_listed`` until it is tied or listed.
 
 MOST_READ = ("README.md", "docs/index.md", "docs/install.md", "docs/quickstart.md", "docs/benchmarks.md", "docs/fedscale.md",
-             "docs/population.md")
+             "docs/population.md", "docs/faults-and-resume.md", "docs/configuration.md")
 
 #: Not figures: numbers that name (Table 1, Figure 6, issue 50), versions of Python, spans of years, the participation
 #: table's axis ("kept 0, 1, 2, ... times") and the figures' axes ("start at 0").
-LABELS = (r"\bTables? \d+(?:-\d+)?", r"\bFigure \d+", r"\b[Ii]ssues? \d+(?: and \d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
+LABELS = (r"\b[\w-]+/[\w-]+#\d+", r"\bYAML 1\.1\b", r"\bTables? \d+(?:-\d+)?", r"\bFigure \d+", r"\b[Ii]ssues? \d+(?: and \d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
           r"\bon 3\.\d+ and later", r"\b(?:19|20)\d\d-(?:19|20)\d\d\b", r"kept 0, 1, 2, \.\.\. times", r"start at 0 \(full")
 
 _FIGURE = re.compile(r"(?<![\w.'^])(?<![A-Za-z]-)\d+(?:[.,]\d+)*(?:\^\d+)?x?(?!\w)")
@@ -445,9 +445,37 @@ def _tie_the_population_page(q: Quotes) -> None:
             f"{small:,}-client run)")
 
 
+def _tie_the_exit_codes_and_the_trace_checks(q: Quotes) -> None:
+    """docs/faults-and-resume.md: the command line's exit codes (an error, SIGTERM, Ctrl-C) and the trace store's checks."""
+    import signal
+
+    cli = (ROOT / "flamingo_sim/cli.py").read_text()
+    (code,) = set(re.findall(r"describe_os_error\(exc\)\}\", file=sys.stderr\)\n +return (\d+)", cli))
+    assert "return 128 + signum" in cli
+    page = "docs/faults-and-resume.md"
+    q(page, f"every OS error is one line, `error: PATH: reason (ERRNO_NAME)`, exit {code}.")
+    q(page, f"exit {128 + signal.SIGTERM} ({128 + signal.SIGINT} for Ctrl-C)")
+    store = (ROOT / "flamingo_sim/traces/store.py").read_text()
+    low, high = re.search(r"is not a level within \[(\d+), (\d+)\]", store).groups()  # type: ignore[union-attr]
+    states = re.search(r"np\.isin\(state, \((-?\d+), (-?\d+), (-?\d+)\)\)", store).groups()  # type: ignore[union-attr]
+    q(page, f"finite levels in [{low}, {high}], states {'/'.join(x if x.startswith('-') or x == '0' else '+' + x for x in states)}")
+
+
+def _tie_the_float32_range(q: Quotes) -> None:
+    """docs/configuration.md: float32's range (numpy's finfo) and an integer key's 1e2."""
+    import numpy as np
+
+    from flamingo_sim.fl.config import load_experiment
+
+    f32 = np.finfo(np.float32)
+    q("docs/configuration.md", f"between {float(f32.tiny):.1e} and {float(f32.max):.1e}, or 0")
+    rounds = load_experiment(ROOT / "experiments" / "openimage_mobilenet.yaml", ["fl.rounds=1e2"]).fl.rounds
+    q("docs/configuration.md", f"(`fl.rounds=1e2` is {rounds})")
+
+
 TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target_rule, _tie_the_quick_starts_other_figures,
                                               _tie_the_pins_and_floors, _tie_the_suite, _tie_the_benchmark_rows, _tie_fedscale_against_native,
-                                              _tie_the_population_page)
+                                              _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range)
 
 #: The figures of the most-read pages not tied yet, each with the word after it (a Counter: one entry per occurrence).
 #: Why each is here: install sizes measured by hand (no results file); the suite's slow half timed once by hand; the
@@ -473,6 +501,9 @@ UNTIED: dict[str, Counter[str]] = {
     "docs/fedscale.md": Counter({"2).": 1, "0 of": 1, "1..N": 1, "1 kbit/s": 1}),
     # the set-up's bytes a client (an estimate, no file); the sizes the sparse rewrite was checked at against the previous code
     "docs/population.md": Counter({"90 bytes": 1, "10^5 and": 1, "10^6 clients": 1}),
+    # what the slow fault tests do (tests/fl/runner/test_faults_run.py, tests/integrations/test_fedscale.py: another
+    # engineer's files; their counts are not read from here)
+    "docs/faults-and-resume.md": Counter({"10 random": 1, "5 s.": 1}),
 }
 
 
