@@ -160,11 +160,11 @@ def test_the_energy_balance_sentence_is_its_results_file():
 # read_pages_is_tied_or_listed`` until it is tied or listed.
 
 MOST_READ = ("README.md", "docs/index.md", "docs/install.md", "docs/quickstart.md", "docs/benchmarks.md", "docs/fedscale.md",
-             "docs/population.md", "docs/faults-and-resume.md", "docs/configuration.md")
+             "docs/population.md", "docs/faults-and-resume.md", "docs/configuration.md", "docs/plugins.md", "docs/byo-data.md")
 
 #: Not figures: numbers that name (Table 1, Figure 6, issue 50), versions of Python, spans of years, the participation
 #: table's axis ("kept 0, 1, 2, ... times") and the figures' axes ("start at 0").
-LABELS = (r"\b[\w-]+/[\w-]+#\d+", r"\bYAML 1\.1\b", r"\bTables? \d+(?:-\d+)?", r"\bFigure \d+", r"\b[Ii]ssues? \d+(?: and \d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
+LABELS = (r"(?m)^\d+\.(?= )", r"\b[\w-]+/[\w-]+#\d+", r"\bYAML 1\.1\b", r"\bTables? \d+(?:-\d+)?", r"\bFigure \d+", r"\b[Ii]ssues? \d+(?: and \d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
           r"\bon 3\.\d+ and later", r"\b(?:19|20)\d\d-(?:19|20)\d\d\b", r"kept 0, 1, 2, \.\.\. times", r"start at 0 \(full")
 
 _FIGURE = re.compile(r"(?<![\w.'^])(?<![A-Za-z]-)\d+(?:[.,]\d+)*(?:\^\d+)?x?(?!\w)")
@@ -473,9 +473,32 @@ def _tie_the_float32_range(q: Quotes) -> None:
     q("docs/configuration.md", f"(`fl.rounds=1e2` is {rounds})")
 
 
+def _tie_the_plug_in_and_data_pages(q: Quotes) -> None:
+    """docs/plugins.md: the examples' population and rounds (examples/*.yaml), the policies' temperature default, the
+    example selector's; docs/byo-data.md: LEAF's pixels, classes and alphabet as flamingo_sim/fl/data/byo.py has them."""
+    import yaml
+
+    from flamingo_sim.devices.policies.base import PolicyConfig
+    from flamingo_sim.fl.data.byo import FEMNIST_PIXELS, LEAF_LETTERS
+
+    sizes = {(d["data"]["proxy"]["n_clients"], d["fl"]["rounds"]) for d in (yaml.safe_load(f.read_text()) for f in (ROOT / "examples").glob("*.yaml"))}
+    ((clients, rounds),) = sizes
+    q("docs/plugins.md", f"a tiny proxy population ({clients} clients, {rounds} rounds)")
+    q("docs/plugins.md", f"`policy.max_temperature_c` ({PolicyConfig().max_temperature_c:g} °C by default)")
+    default = re.search(r"^    explore: float = ([\d.]+)$", (ROOT / "examples/fair_selector.py").read_text(), re.M)[1]  # type: ignore[index]
+    q("docs/plugins.md", f"(its `Params` default is {default})")
+    byo = (ROOT / "flamingo_sim/fl/data/byo.py").read_text()
+    femnist = re.search(r'"femnist": (\d+)', byo)[1]  # type: ignore[index]
+    side = int(FEMNIST_PIXELS ** 0.5)
+    assert side * side == FEMNIST_PIXELS
+    q("docs/byo-data.md", f"FEMNIST rows of {FEMNIST_PIXELS} pixels become 1x{side}x{side} images ({femnist} classes); Shakespeare strings "
+                          f"become indices into LEAF's {len(LEAF_LETTERS)}-letter alphabet")
+
+
 TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target_rule, _tie_the_quick_starts_other_figures,
                                               _tie_the_pins_and_floors, _tie_the_suite, _tie_the_benchmark_rows, _tie_fedscale_against_native,
-                                              _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range)
+                                              _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range,
+                                              _tie_the_plug_in_and_data_pages)
 
 #: The figures of the most-read pages not tied yet, each with the word after it (a Counter: one entry per occurrence).
 #: Why each is here: install sizes measured by hand (no results file); the suite's slow half timed once by hand; the
@@ -504,6 +527,10 @@ UNTIED: dict[str, Counter[str]] = {
     # what the slow fault tests do (tests/fl/runner/test_faults_run.py, tests/integrations/test_fedscale.py: another
     # engineer's files; their counts are not read from here)
     "docs/faults-and-resume.md": Counter({"10 random": 1, "5 s.": 1}),
+    # the contract's rules in the hand-written summary (the generated contract tables below it say them too), and the
+    # proximal term an aggregator receives; the fixtures' client counts
+    "docs/plugins.md": Counter({"0,": 2, "0),": 1}),
+    "docs/byo-data.md": Counter({"4-8": 1, "8 clients)": 1}),
 }
 
 
