@@ -55,12 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "the documentation's Traces page, docs/traces.md).",
     )
     s.add_argument("--out", required=True, help="output directory")
-    s.add_argument("--devices", type=count(1), default=160, help="number of devices (default 160)")
+    s.add_argument("--devices", type=count(1), default=160,
+                   help="number of devices (default 160; at most what this machine's memory holds, about 5 MB a device)")
     s.add_argument("--seed", type=count(0), default=0, help="random seed")
-    s.add_argument("--parts", type=count(1), default=4, help="parquet parts (samples/part-NNNN.parquet)")
+    s.add_argument("--parts", type=count(1), default=4, help="parquet parts (samples/part-NNNN.parquet; at most 10,000)")
     s.add_argument("--layouts", default="parquet,csv-pages",
                    help="comma list of parquet, csv-pages, csv-tables, csv-2019, csv-2018 (default parquet,csv-pages)")
-    s.set_defaults(func=_synth, cli_flags={"layouts": "--layouts", "out_dir": "--out"})
+    s.set_defaults(func=_synth, cli_flags={"layouts": "--layouts", "out_dir": "--out", "n_devices": "--devices", "n_parts": "--parts"})
 
 
 def _prep(args: argparse.Namespace) -> int:
