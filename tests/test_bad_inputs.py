@@ -204,3 +204,17 @@ def test_seeds_stay_below_the_largest_seed(tmp_path, capsys):
     assert main(["run", str(exp), "--out", str(tmp_path / "out"), "--seeds", "5"]) == 2
     assert capsys.readouterr().err == ("flamingo-sim run: error: --seeds: 5 seeds from seeds[0] 9223372036854775806 run past the largest "
                                        "seed, 9223372036854775807\n")
+
+
+@pytest.mark.parametrize("command", [["run", "{exp}"], ["reproduce"], ["sensitivity", "{exp}", "--vary", "fl.rounds=2,3"]])
+def test_a_ray_address_without_the_ray_executor_is_refused(tmp_path, capsys, command):
+    """Issue 50: ``--ray-address auto`` without ``--executor ray`` was ignored, and the units ran on this machine."""
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(BASE)
+    argv = [a.replace("{exp}", str(exp)) for a in command] + ["--out", str(tmp_path / "out"), "--ray-address", "auto"]
+    assert main(argv) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (f"flamingo-sim {command[0]}: error: --ray-address: names the Ray cluster of --executor ray, and the executor is "
+                           "'local', which would ignore it: add --executor ray, or leave --ray-address out\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]

@@ -92,9 +92,15 @@ def add_parallel_arguments(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def execution(args: argparse.Namespace) -> Execution:
-    """The :class:`~flamingo_sim.fl.runner.options.Execution` of :func:`add_parallel_arguments`' flags."""
+    """The :class:`~flamingo_sim.fl.runner.options.Execution` of :func:`add_parallel_arguments`' flags (``run``,
+    ``reproduce`` and ``sensitivity`` read them here, before any work): ``--ray-address`` without ``--executor ray``
+    is refused, where it was ignored and the units ran on this machine (issue 50)."""
+    from flamingo_sim.errors import ConfigError
     from flamingo_sim.fl.runner.options import Execution
 
+    if args.ray_address is not None and args.executor != "ray":
+        raise ConfigError(f"--ray-address: names the Ray cluster of --executor ray, and the executor is {args.executor!r}, which would "
+                          "ignore it: add --executor ray, or leave --ray-address out")
     return Execution(jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)
 
 
@@ -117,6 +123,7 @@ def _preflight(args: argparse.Namespace) -> None:
     from flamingo_sim.fl.runner.rundir import check_run_dir, default_out_dir
     from flamingo_sim.resources import find_experiment
 
+    execution(args)  # its flags checked together
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"n_seeds: expected a count >= 1, got {args.seeds}")
     if args.executors < 0:
