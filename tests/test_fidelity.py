@@ -96,3 +96,17 @@ def test_a_refused_headline_is_the_only_line_and_comes_before_the_table(tmp_path
     assert printed.out == ""
     assert printed.err.count("\n") == 1 and printed.err.startswith(f"flamingo-sim fidelity: error: {error.replace('{tmp}', str(tmp_path))}")
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("flag, args", [("--set", ["--set", "fl.rounds=3"]), ("--out", ["--out", "{tmp}/h"])])
+def test_headline_flags_without_a_headline_are_refused(tmp_path, capsys, flag, args):
+    """Issue 50: ``--set`` and ``--out`` without ``--headline`` were ignored (the table printed, exit 0)."""
+    from flamingo_sim.cli import main
+
+    measured = _measured(tmp_path / "m", 1.0, 1.0)
+    assert main(["fidelity", str(measured), *[a.replace("{tmp}", str(tmp_path)) for a in args]]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (f"flamingo-sim fidelity: error: {flag}: applies to the --headline runs, and no --headline EXPERIMENT was given: "
+                           f"add one, or drop {flag}\n")
+    assert not (tmp_path / "h").exists()

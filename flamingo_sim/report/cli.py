@@ -43,9 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _fidelity(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from flamingo_sim.errors import FlamingoError
     from flamingo_sim.report.fidelity import check_headline, compare_profiles, format_fidelity, format_headline, parse_as, run_headline
     from flamingo_sim.resources import shipped
 
+    if not args.headline and (args.overrides or args.out is not None):
+        flag = "--set" if args.overrides else "--out"
+        raise FlamingoError(f"{flag}: applies to the --headline runs, and no --headline EXPERIMENT was given: add one, or drop {flag}")
     as_phone = parse_as(args.as_phone)
     table = format_fidelity(compare_profiles(Path(args.measured_dir), shipped("profiles"), as_phone, args.profile_set, args.model))
     # the headline's experiment, --set and --out checked before the table is printed: a refusal is the only line
