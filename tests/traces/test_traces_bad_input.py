@@ -176,3 +176,13 @@ def test_a_dump_refused_after_its_passes_prints_no_progress_before_the_line(tmp_
     lines = capsys.readouterr().err.splitlines()
     assert lines[:2] == ["pass 1/2 (select): 1 chunk", "pass 2/2 (resample): 1 chunk"], lines
     assert lines[2].startswith("2 clients from 2 devices")
+
+
+def test_a_seed_without_a_random_selection_is_refused(tmp_path, capsys, good_table):
+    """Issue 50: ``--seed 3`` with ``--select first`` (the default) was ignored: the same devices, whatever the seed."""
+    pq.write_table(good_table, tmp_path / "g.parquet")
+    rc, err = _run(capsys, tmp_path / "g.parquet", "--out", tmp_path / "out", "--seed", "3")
+    assert rc == 2 and err == ("flamingo-sim prep-traces: error: --seed: seeds --select random, and --select is 'first', which draws "
+                               "nothing: add --select random, or drop --seed")
+    assert not (tmp_path / "out").exists()
+    assert main(["prep-traces", str(tmp_path / "g.parquet"), "--out", str(tmp_path / "out"), "--select", "random", "--seed", "3"]) == 0
