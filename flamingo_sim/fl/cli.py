@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from flamingo_sim.argtypes import number
-    from flamingo_sim.fl.config import COLLECTIVE_TIMEOUT_MAX_S, THREADS_DEFAULT
+    from flamingo_sim.fl.config import COLLECTIVE_TIMEOUT_MAX_S, MAX_SEEDS, THREADS_DEFAULT
 
     p = sub.add_parser(
         "run",
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key by its dotted path, e.g. --set fl.rounds=20 (repeatable)")
     add_readings_argument(p)
-    p.add_argument("--seeds", type=int, help="run N seeds, starting from the config's first seed")
+    p.add_argument("--seeds", type=int, help=f"run N seeds, starting from the config's first seed (at most {MAX_SEEDS:,})")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--yes", action="store_true",
                    help="run even when its estimated wall time is over a day (without it, such a run asks on a terminal and is refused elsewhere)")
@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="native (default), fedscale: FedScale's aggregator and executors (pip install 'flamingo-sim[fedscale]'), "
                         "or flower: Flower's simulation engine on Ray (pip install 'flamingo-sim[flower]')")
     p.add_argument("--executors", type=int, default=0, metavar="N",
-                   help="with --engine fedscale: N executor processes over gRPC on 127.0.0.1 (default 0: in-process)")
+                   help="with --engine fedscale: N executor processes over gRPC on 127.0.0.1 (default 0: in-process; at most "
+                        "fl.participants_per_round)")
     p.add_argument("--device", metavar="DEVICE",
                    help="where to train: auto (a GPU when one is visible), cpu, cuda or cuda:N (sets fl.device)")
     p.add_argument("--threads", type=int, metavar="N", help=f"torch CPU threads (sets fl.threads; default: {THREADS_DEFAULT})")
