@@ -62,7 +62,6 @@ KNOWN_STALE = {
     "benchmarks/results/mutation_core_recheck_2cores.json": ".ci/mutation.py",
     "benchmarks/results/population_2cores.json": "benchmarks/population.py, flamingo_sim/fl/sim/population.py, flamingo_sim/fl/sim/simulation.py",
     "benchmarks/results/round_overhead_2cores.log": "benchmarks/round_overhead.py, flamingo_sim/fl/sim/simulation.py",
-    "benchmarks/results/round_overhead.json": "flamingo_sim/fl/sim/simulation.py (issue 52's fixes, re-measured before it closes)",
     "benchmarks/results/studies_2cores.json": "benchmarks/studies.py, flamingo_sim/studies/study.py",
     "benchmarks/results/studies_full_2cores.json": "benchmarks/studies.py, flamingo_sim/studies/study.py",
     "benchmarks/results/suite_2cores.json": "benchmarks/suite.py",
