@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from flamingo_sim import __version__
 from flamingo_sim.errors import FlamingoError, in_cli_terms
@@ -29,10 +29,19 @@ COMMAND_MODULES = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line, ``PROG: error: MESSAGE`` with exit code 2, like every other
+    refusal: argparse prints the usage block (up to 16 lines for ``prep-traces``) before it, which buries the line that
+    says what was wrong. Subparsers are of the parent's class, so every command's flags get this."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="flamingo-sim",
         description="Trace-driven federated-learning simulator for real phones (battery, energy, CPU cores).",
     )

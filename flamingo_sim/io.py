@@ -193,6 +193,31 @@ def write_json(path: str | Path, obj: Any) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
+def json_item_text(item: Any) -> str:
+    """``item`` as :func:`write_json` writes it as an element of a list that is a value of the top-level object: its
+    own indented JSON, each line after the first shifted right by the two levels it sits at (JSON strings hold no raw
+    line breaks, so every newline is one of the layout's). A writer that rewrites a growing list keeps these, so that
+    each element is encoded once (:func:`write_json_with_items`)."""
+    return json.dumps(item, indent=2, sort_keys=False, default=_json_default).replace("\n", "\n    ")
+
+
+def write_json_with_items(path: str | Path, obj: dict[str, Any], key: str, item_texts: list[str]) -> None:
+    """``write_json(path, {**obj, key: items})``, byte for byte, with the list ``obj[key]`` given as its items'
+    :func:`json_item_text` (its place in ``obj`` keeps the key's order; its value there is not read); atomically.
+
+    Why: a unit's result file is rewritten whole every few rounds with every round so far, and the indented encoder
+    is pure Python: encoding only the new rounds' rows keeps that cost from growing with the run."""
+    slot = f"\x00{key}\x00"  # a string no value holds: its JSON text (with the NULs escaped) appears once
+    text = json.dumps({k: slot if k == key else v for k, v in obj.items()}, indent=2, sort_keys=False, default=_json_default)
+    marker = json.dumps(slot)
+    if key not in obj or text.count(marker) != 1:  # never with flamingo-sim's own values; still written right
+        write_json(path, {**obj, key: [json.loads(t) for t in item_texts]})
+        return
+    items = "[\n    " + ",\n    ".join(item_texts) + "\n  ]" if item_texts else "[]"
+    with atomic_path(path) as tmp:
+        tmp.write_text(text.replace(marker, items) + "\n")
+
+
 def as_written(obj: Any) -> Any:
     """``obj`` as :func:`write_json` writes it and ``json.load`` reads it back (numpy scalars as numbers, tuples as lists)."""
     return json.loads(json.dumps(obj, default=_json_default))

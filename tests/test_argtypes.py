@@ -46,6 +46,5 @@ def test_bad_flags_of_every_command_stop_with_one_line_before_writing(tmp_path, 
     args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     done = subprocess.run([sys.executable, "-m", "flamingo_sim", *args], capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.splitlines()[-1] == line
-    assert "Traceback" not in done.stderr
+    assert done.stderr == line + "\n"  # the one line: argparse's usage block (up to 16 lines) no longer before it (issue 50)
     assert not (tmp_path / "x").exists()

@@ -91,11 +91,12 @@ def test_a_bad_input_is_one_line_with_exit_code_2_before_anything_is_written(tmp
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
     assert main(["run", str(exp), "--out", str(out), *[a for s in sets for a in ("--set", s)]]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    errors = [line for line in err.splitlines() if line.startswith("flamingo-sim run: error: ")]
-    assert len(errors) == 1 and err.rstrip().endswith(errors[0])  # one line, the last
-    assert re.match(rf"flamingo-sim run: error: {re.escape(str(exp))}: {error}", errors[0]), errors[0]
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    # the one line, nothing before it: before issue 50 the proxy task's WARNING line came first wherever the
+    # refusal was made while the parts were built (the batch, the bandwidths, the proxy's sizes)
+    assert printed.err.count("\n") == 1 and printed.err.endswith("\n"), printed.err
+    assert re.match(rf"flamingo-sim run: error: {re.escape(str(exp))}: {error}", printed.err), printed.err
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
 
@@ -179,3 +180,41 @@ def test_run_steps_counts_units_rounds_clients_and_steps():
     assert estimate.run_steps(cfg) == (2 * 3 * 10 * 7 * 3, "10 rounds x 7 clients x 3 local steps x 6 runs (policies x seeds) = 1.26e+03 local steps",
                                        "fl.local_steps")
     assert estimate.run_steps(from_mapping(ExperimentConfig, {"name": "x", "fl": {"rounds": None, "horizon_h": 5}})) is None
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--seeds", "1000000000"], "--seeds: expected at most 100,000 (each seed a run of every policy), got 1,000,000,000"),
+    (["--executors", "100000", "--engine", "fedscale"], "--executors: expected at most fl.participants_per_round, 5 (each executor trains "
+                                                        "whole clients of a round; more would wait idle), got 100,000"),
+], ids=["seeds 1e9", "executors 1e5"])
+def test_run_counts_are_bounded_before_anything_is_built(tmp_path, capsys, flags, error):
+    """Issue 50: ``--seeds 1000000000`` built a list of a billion seeds (24 GB) and was killed; ``--executors 100000``
+    started processes until gRPC failed (tracebacks), then hung."""
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(BASE)
+    assert main(["run", str(exp), "--out", str(tmp_path / "out"), *flags]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == "" and printed.err == f"flamingo-sim run: error: {error}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
+
+
+def test_seeds_stay_below_the_largest_seed(tmp_path, capsys):
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(BASE + "seeds: [9223372036854775806]\n")
+    assert main(["run", str(exp), "--out", str(tmp_path / "out"), "--seeds", "5"]) == 2
+    assert capsys.readouterr().err == ("flamingo-sim run: error: --seeds: 5 seeds from seeds[0] 9223372036854775806 run past the largest "
+                                       "seed, 9223372036854775807\n")
+
+
+@pytest.mark.parametrize("command", [["run", "{exp}"], ["reproduce"], ["sensitivity", "{exp}", "--vary", "fl.rounds=2,3"]])
+def test_a_ray_address_without_the_ray_executor_is_refused(tmp_path, capsys, command):
+    """Issue 50: ``--ray-address auto`` without ``--executor ray`` was ignored, and the units ran on this machine."""
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(BASE)
+    argv = [a.replace("{exp}", str(exp)) for a in command] + ["--out", str(tmp_path / "out"), "--ray-address", "auto"]
+    assert main(argv) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (f"flamingo-sim {command[0]}: error: --ray-address: names the Ray cluster of --executor ray, and the executor is "
+                           "'local', which would ignore it: add --executor ray, or leave --ray-address out\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]

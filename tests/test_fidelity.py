@@ -69,3 +69,44 @@ def test_headline_with_the_measured_profile_in_place(tmp_path):
         a, b = shipped[shipped["policy"] == policy], slower[slower["policy"] == policy]
         assert b["energy_cum_j"].iloc[-1] > a["energy_cum_j"].iloc[-1]
         assert (b["time_s"].to_numpy() >= a["time_s"].to_numpy()).all()
+
+
+HEADLINE_REFUSED = [
+    ("unknown experiment", ["--headline", "nonexistent"], "nonexistent: no such experiment file, and no shipped experiment of that name"),
+    ("unknown key", ["--headline", "openimage_mobilenet", "--set", "fl.roundz=3"], "openimage_mobilenet: unknown key 'fl.roundz'"),
+    ("bad value", ["--headline", "openimage_mobilenet", "--set", "fl.rounds=-3"], "openimage_mobilenet: fl.rounds: expected an integer >= 1, got -3"),
+    ("refused as the parts are built", ["--headline", "openimage_mobilenet", "--set", "phones.mix={nophone: 1.0}"],
+     "openimage_mobilenet: phones.mix: unknown phone 'nophone'"),
+    ("out is a file", ["--headline", "openimage_mobilenet", "--out", "{tmp}/file"], "{tmp}/file: Not a directory (ENOTDIR)"),
+]
+
+
+@pytest.mark.parametrize("args, error", [c[1:] for c in HEADLINE_REFUSED], ids=[c[0] for c in HEADLINE_REFUSED])
+def test_a_refused_headline_is_the_only_line_and_comes_before_the_table(tmp_path, monkeypatch, capsys, args, error):
+    """Issue 50: the fidelity table (12 lines on stdout) was printed before the --headline's experiment, --set and --out
+    were read, so a typo in them came after it; now they are checked first, and nothing is written."""
+    from flamingo_sim.cli import main
+
+    measured = _measured(tmp_path / "m", 1.0, 1.0)
+    (tmp_path / "file").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["fidelity", str(measured), *[a.replace("{tmp}", str(tmp_path)) for a in args]]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err.count("\n") == 1 and printed.err.startswith(f"flamingo-sim fidelity: error: {error.replace('{tmp}', str(tmp_path))}")
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("flag, args", [("--set", ["--set", "fl.rounds=3"]), ("--out", ["--out", "{tmp}/h"])])
+def test_headline_flags_without_a_headline_are_refused(tmp_path, capsys, flag, args):
+    """Issue 50: ``--set`` and ``--out`` without ``--headline`` were ignored (the table printed, exit 0)."""
+    from flamingo_sim.cli import main
+
+    measured = _measured(tmp_path / "m", 1.0, 1.0)
+    assert main(["fidelity", str(measured), *[a.replace("{tmp}", str(tmp_path)) for a in args]]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (f"flamingo-sim fidelity: error: {flag}: applies to the --headline runs, and no --headline EXPERIMENT was given: "
+                           f"add one, or drop {flag}\n")
+    assert not (tmp_path / "h").exists()

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from flamingo_sim.io import MANIFEST, atomic_dir, atomic_path, write_json
+from flamingo_sim.io import MANIFEST, atomic_dir, atomic_path, json_item_text, write_json, write_json_with_items
 from flamingo_sim.rng import derive_seed, rng, rngs
 
 
@@ -40,6 +40,22 @@ def test_atomic_dir_replaces_whole_or_nothing(tmp_path):
 def test_write_json_handles_numpy(tmp_path):
     write_json(tmp_path / "x.json", {"n": np.int64(3), "v": np.arange(2)})
     assert json.loads((tmp_path / "x.json").read_text()) == {"n": 3, "v": [0, 1]}
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 3])
+def test_write_json_with_items_writes_write_json_bytes(tmp_path, n_rows):
+    """A list given as its items' kept texts is written byte for byte as write_json writes the whole object: nested
+    values, NaN and infinities, numpy scalars, strings with line breaks and quotes, the list's place among the keys."""
+    rows = [{"round": i, "accuracy": float("nan") if i % 2 else 0.5, "energy_j": np.float64(1e300) * 10 ** i, "n": np.int64(i),
+             "phone": 'pixel "3"\nline', "by_phone": {"a": [1.5, None], "b": {}}, "empty": []} for i in range(n_rows)]
+    body = {"format": 1, "done": False, "rows": rows, "histogram": None, "about": {"data": "x\ty", "sizes": [3, 4]}}
+    write_json(tmp_path / "whole.json", body)
+    write_json_with_items(tmp_path / "items.json", body, "rows", [json_item_text(r) for r in rows])
+    assert (tmp_path / "items.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+    body["about"]["data"] = "\x00rows\x00"  # a value that holds the slot's text: written right all the same
+    write_json(tmp_path / "whole.json", body)
+    write_json_with_items(tmp_path / "items.json", body, "rows", [json_item_text(r) for r in rows])
+    assert (tmp_path / "items.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
 
 
 def test_rng_streams_are_reproducible_and_purpose_specific():

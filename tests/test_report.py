@@ -239,6 +239,33 @@ def test_not_a_run_directory_is_one_clear_line(tmp_path, capsys):
         load_runs([tmp_path / "missing"])
 
 
+def test_a_refused_out_is_the_only_line_for_an_incomplete_run(run_dirs, tmp_path, capsys):
+    """Issue 50: "RUN: incomplete run: ..." was printed before the --out refusal; it is said once the report is written."""
+    import shutil
+
+    run = tmp_path / "incomplete"
+    shutil.copytree(run_dirs[1], run, ignore=shutil.ignore_patterns("checkpoints", "report", "summary.json"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("x")
+    assert main(["report", str(run), "--out", str(mine)]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (f"flamingo-sim report: error: --out {mine}: holds files flamingo-sim did not write (no .flamingo-sim.json); "
+                           "refusing to replace it - choose a new or empty directory\n")
+    assert main(["report", str(run), "--out", str(tmp_path / "report"), "--format", "png"]) == 0
+    assert capsys.readouterr().err.startswith(f"flamingo-sim report: {run}: incomplete run: ")
+
+
+def test_a_label_given_twice_is_refused(run_dirs, tmp_path, capsys):
+    """Issue 50: ``--labels a a`` drew two runs under one legend label, and exited 0."""
+    assert main(["report", str(run_dirs[0]), str(run_dirs[1]), "--labels", "a", "a", "--out", str(tmp_path / "r")]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == "flamingo-sim report: error: --labels: 'a' given twice; each run directory needs its own legend label\n"
+    assert not (tmp_path / "r").exists()
+
+
 # --- trace-set figures -------------------------------------------------------------------------
 
 

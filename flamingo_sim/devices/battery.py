@@ -51,20 +51,114 @@ def discharge_intervals(times_s: Any, level_pct: Any, voltage_v: Any, capacity_m
     return {"start_s": t[a], "end_s": t[b], "energy_j": energy, "power_w": energy / (t[b] - t[a])}
 
 
+def _deficit_step(capacity_j: np.ndarray, deficit_j: np.ndarray, prev: Any, now: Any, train: Any) -> np.ndarray:
+    """The deficit (J) after one trace step from level ``prev`` to ``now`` (percent) drawing ``train`` (J): charging repays,
+    training adds, the trace's energy caps it (see :class:`EnergyBudget`)."""
+    gain_j = np.maximum(now - prev, 0.0) / 100.0 * capacity_j
+    deficit = np.maximum(deficit_j - gain_j, 0.0)
+    deficit += train
+    return np.minimum(deficit, now / 100.0 * capacity_j, out=deficit)
+
+
+def _effective_pct(capacity_j: np.ndarray, deficit_j: Any, now: Any) -> np.ndarray:
+    """The effective level (percent) of a battery whose trace reads ``now`` and that owes ``deficit_j``:
+    ``100 * clip(now / 100 * capacity_j - deficit_j, 0, capacity_j) / capacity_j``, evaluated in that order in one
+    array (the same roundings as the expression's temporaries: a round's ticks make it tens of thousands of values)."""
+    lvl = now / 100.0 * capacity_j
+    lvl -= deficit_j
+    np.clip(lvl, 0.0, capacity_j, out=lvl)
+    lvl *= 100.0
+    lvl /= capacity_j
+    return lvl
+
+
 def _step(
     capacity_j: np.ndarray, deficit_j: np.ndarray, online: np.ndarray, prev: Any, now: Any, train: Any, min_pct: float, reentry_pct: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """One trace step of :class:`EnergyBudget` on plain arrays: the new ``(deficit_j, online)``.
 
-    The single place the budget's arithmetic lives, so that :class:`PopulationBudget`'s subsets
-    compute bit for bit what a whole-population :class:`EnergyBudget` would.
+    With :func:`_steps`, the only place the budget's arithmetic lives (both built of :func:`_deficit_step` and
+    :func:`_effective_pct`), so that :class:`PopulationBudget`'s subsets compute bit for bit what a whole-population
+    :class:`EnergyBudget` would.
     """
-    gain_j = np.maximum(now - prev, 0.0) / 100.0 * capacity_j
-    deficit = np.maximum(deficit_j - gain_j, 0.0)
-    deficit += train
-    deficit = np.minimum(deficit, now / 100.0 * capacity_j, out=deficit)
-    lvl = 100.0 * np.clip(now / 100.0 * capacity_j - deficit, 0.0, capacity_j) / capacity_j
+    deficit = _deficit_step(capacity_j, deficit_j, prev, now, train)
+    lvl = _effective_pct(capacity_j, deficit, now)
     return deficit, np.where(online, lvl >= min_pct, lvl >= reentry_pct)
+
+
+def _level_threshold(capacity_j: np.ndarray, pct: float) -> np.ndarray | None:
+    """For each battery, the least trace level ``x`` (float64) whose effective level with nothing owed reaches ``pct``:
+    ``_effective_pct(capacity_j, 0.0, x) >= pct`` exactly when ``x >= threshold``, for every float64 ``x`` (NaN: neither).
+
+    The effective level is a chain of correctly rounded operations each non-decreasing in ``x``, so it is itself
+    non-decreasing and the comparison flips once; it sits within a few units in the last place of ``pct``, found by
+    stepping from ``pct`` to the neighbouring floats. None where that does not settle (``pct`` beyond what a level
+    reaches): the caller then computes the levels themselves."""
+    n = len(capacity_j)
+    if pct <= 0.0:  # every level but NaN reaches it (the effective level is at least 0)
+        return np.full(n, -np.inf)
+    x = np.full(n, float(pct))
+    reaches = _effective_pct(capacity_j, 0.0, x) >= pct
+    for _ in range(64):  # down while the float below still reaches it
+        below = np.nextafter(x, -np.inf)
+        down = reaches & (_effective_pct(capacity_j, 0.0, below) >= pct)
+        if not down.any():
+            break
+        x = np.where(down, below, x)
+    else:
+        return None
+    for _ in range(64):  # up until it reaches it
+        up = ~(_effective_pct(capacity_j, 0.0, x) >= pct)
+        if not up.any():
+            return x
+        x = np.where(up, np.nextafter(x, np.inf), x)
+    return None
+
+
+def _steps(
+    capacity_j: np.ndarray, deficit_j: np.ndarray, online: np.ndarray, before: np.ndarray, levels_pct: np.ndarray, min_pct: float,
+    reentry_pct: float, thresholds: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Several trace steps that draw nothing, on plain arrays: the level goes from ``before`` (n,) to ``levels_pct[0]``,
+    then to ``levels_pct[1]``, ... (steps, n); the new ``(deficit_j, online)``, bit for bit what :func:`_step` gives
+    called once per step.
+
+    Why: a round spans tens of trace ticks, and a step per call costs numpy's per-call overhead for every one of them.
+    Here the deficit, the only part that carries over from one step to the next, is stepped row by row (and only while
+    some client owes one: with none owed, none arises without a draw); the effective levels of every step are one
+    array operation, and the hysteresis is resolved at once: a step whose level is at least ``reentry_pct`` puts a
+    client online, one below ``min_pct`` takes it offline, one in between keeps its flag, so the flag after the last
+    step is the one set by the last step of the first two kinds (the flag before the first step where there is none).
+    ``thresholds``: :func:`_level_threshold` of ``capacity_j`` at ``min_pct`` and ``reentry_pct``; with nothing owed, the
+    comparisons are then made on the trace levels themselves (the same answers, without the effective levels).
+    """
+    n_steps = len(levels_pct)
+    if n_steps < 1:
+        return deficit_j, online
+    if deficit_j.any():
+        deficits = np.empty_like(levels_pct, dtype=np.float64)
+        deficit, prev = deficit_j, before
+        for i in range(n_steps):
+            deficit = deficits[i] = _deficit_step(capacity_j, deficit, prev, levels_pct[i], 0.0)
+            prev = levels_pct[i]
+        lvl = _effective_pct(capacity_j, deficits, levels_pct)
+    else:  # nothing owed and nothing drawn: every step's deficit is the zero _deficit_step gives (x - 0.0 is x)
+        deficit = _deficit_step(capacity_j, deficit_j, levels_pct[-2] if n_steps > 1 else before, levels_pct[-1], 0.0)
+        if thresholds is not None:
+            at_min, at_reentry = thresholds
+            up = levels_pct >= at_reentry
+            decided = ~(levels_pct >= at_min)
+            decided |= up
+            last = n_steps - 1 - np.argmax(decided[::-1], axis=0)
+            cols = np.arange(levels_pct.shape[1])
+            return deficit, np.where(decided[last, cols], up[last, cols], online)
+        lvl = _effective_pct(capacity_j, 0.0, levels_pct)
+    up = lvl >= reentry_pct
+    decided = ~(lvl >= min_pct)  # a NaN level is below min_pct, as _step's comparisons have it
+    decided |= up
+    last = n_steps - 1 - np.argmax(decided[::-1], axis=0)  # each client's last deciding step (0 where none decides)
+    cols = np.arange(levels_pct.shape[1])
+    return deficit, np.where(decided[last, cols], up[last, cols], online)
 
 
 @dataclass
@@ -97,6 +191,8 @@ class EnergyBudget:
     trace_pct: np.ndarray = field(init=False, repr=False)
     deficit_j: np.ndarray = field(init=False, repr=False)
     online: np.ndarray = field(init=False, repr=False)
+    #: (capacity_j, min_pct, reentry_pct) -> :func:`_level_threshold` at both levels, or None (made on first use)
+    _thresholds: tuple[Any, tuple[np.ndarray, np.ndarray] | None] | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         cap = np.array(self.capacity_j, dtype=float, copy=True)
@@ -145,6 +241,30 @@ class EnergyBudget:
             prev, now, train = level_prev_pct, level_now_pct, training_energy_j
         self.deficit_j, self.online = _step(self.capacity_j, self.deficit_j, self.online, prev, now, train, self.min_pct, self.reentry_pct)
         self.trace_pct = now
+
+    def advance_steps(self, levels_pct: np.ndarray) -> None:
+        """Several trace steps that draw nothing: from the level now (:attr:`trace_pct`) to ``levels_pct[0]``, then to
+        ``levels_pct[1]``, ... (steps, n); the same state, bit for bit, as :meth:`advance` called once per step with
+        ``check=False`` (its inputs come from a validated trace set, as that call's do), at the cost of a few array
+        operations over all the steps instead of a dozen per step (:func:`_steps`)."""
+        levels_pct = np.asarray(levels_pct, dtype=np.float64)
+        if levels_pct.ndim != 2 or levels_pct.shape[1] != self.n:
+            raise ValueError(f"levels_pct must be (steps, {self.n}), got {levels_pct.shape}")
+        if not len(levels_pct):
+            return
+        self.deficit_j, self.online = _steps(self.capacity_j, self.deficit_j, self.online, self.trace_pct, levels_pct, self.min_pct,
+                                             self.reentry_pct, self.level_thresholds())
+        self.trace_pct = levels_pct[-1].copy()
+
+    def level_thresholds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each client's least trace level that reaches ``min_pct`` and ``reentry_pct`` with nothing owed
+        (:func:`_level_threshold`; None where one does not settle), made once for these capacities and levels: a twin
+        that only follows its trace then decides its online flags on the trace levels themselves."""
+        key = (self.capacity_j, self.min_pct, self.reentry_pct)
+        if self._thresholds is None or self._thresholds[0][0] is not self.capacity_j or self._thresholds[0][1:] != key[1:]:
+            at_min, at_reentry = _level_threshold(self.capacity_j, self.min_pct), _level_threshold(self.capacity_j, self.reentry_pct)
+            self._thresholds = (key, None if at_min is None or at_reentry is None else (at_min, at_reentry))
+        return self._thresholds[1]
 
     def available_j_at(self, idx: np.ndarray) -> np.ndarray:
         """:attr:`available_j` of clients ``idx`` only (same numbers, no whole-population arrays)."""
@@ -295,6 +415,25 @@ class PopulationBudget:
     def advance(self, pair_prev_pct: np.ndarray, pair_now_pct: np.ndarray) -> None:
         """One trace step from level ``pair_prev_pct`` to ``pair_now_pct`` (per pair), nothing drawn."""
         self._advance(pair_prev_pct, pair_now_pct, 0.0)
+
+    def advance_steps(self, pair_levels_pct: np.ndarray) -> None:
+        """Several trace steps that draw nothing: from the level now (the twin's :attr:`EnergyBudget.trace_pct`) to
+        ``pair_levels_pct[0]``, then ``pair_levels_pct[1]``, ... (steps, pairs); bit for bit :meth:`advance` once per
+        step, in one pass over the steps (:meth:`EnergyBudget.advance_steps`): the round loop steps its clock through
+        tens of trace ticks a round, and nothing reads the budget between them. The online index follows once, at the end."""
+        pair_levels_pct = np.asarray(pair_levels_pct, dtype=np.float64)
+        if pair_levels_pct.ndim != 2 or pair_levels_pct.shape[1] != self.twin.n:
+            raise ValueError(f"pair_levels_pct must be (steps, {self.twin.n}), got {pair_levels_pct.shape}")
+        if not len(pair_levels_pct):
+            return
+        if len(self.dev):
+            pairs = self._dev_pairs
+            twin = self.twin.level_thresholds()
+            self.dev_deficit_j, self.dev_online = _steps(self._dev_capacity_j, self.dev_deficit_j, self.dev_online, self.twin.trace_pct[pairs],
+                                                         pair_levels_pct[:, pairs], self.min_pct, self.reentry_pct,
+                                                         None if twin is None else (twin[0][pairs], twin[1][pairs]))
+        self.twin.advance_steps(pair_levels_pct)
+        self.index.update(self.twin.online)
 
     def _advance(self, pair_prev_pct: np.ndarray, pair_now_pct: np.ndarray, train: Any) -> None:
         if len(self.dev):

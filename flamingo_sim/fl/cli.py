@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from flamingo_sim.fl.config import THREADS_DEFAULT
+    from flamingo_sim.argtypes import number
+    from flamingo_sim.fl.config import COLLECTIVE_TIMEOUT_MAX_S, MAX_SEEDS, THREADS_DEFAULT
 
     p = sub.add_parser(
         "run",
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key by its dotted path, e.g. --set fl.rounds=20 (repeatable)")
     add_readings_argument(p)
-    p.add_argument("--seeds", type=int, help="run N seeds, starting from the config's first seed")
+    p.add_argument("--seeds", type=int, help=f"run N seeds, starting from the config's first seed (at most {MAX_SEEDS:,})")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--yes", action="store_true",
                    help="run even when its estimated wall time is over a day (without it, such a run asks on a terminal and is refused elsewhere)")
@@ -38,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="native (default), fedscale: FedScale's aggregator and executors (pip install 'flamingo-sim[fedscale]'), "
                         "or flower: Flower's simulation engine on Ray (pip install 'flamingo-sim[flower]')")
     p.add_argument("--executors", type=int, default=0, metavar="N",
-                   help="with --engine fedscale: N executor processes over gRPC on 127.0.0.1 (default 0: in-process)")
+                   help="with --engine fedscale: N executor processes over gRPC on 127.0.0.1 (default 0: in-process; at most "
+                        "fl.participants_per_round)")
     p.add_argument("--device", metavar="DEVICE",
                    help="where to train: auto (a GPU when one is visible), cpu, cuda or cuda:N (sets fl.device)")
     p.add_argument("--threads", type=int, metavar="N", help=f"torch CPU threads (sets fl.threads; default: {THREADS_DEFAULT})")
@@ -46,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nproc", type=int, metavar="N",
                    help="train over N processes on this machine (torch.distributed, started like torchrun --nproc-per-node N; "
                         "one GPU each where there are GPUs); for several hosts run torchrun yourself (docs: scaling-out)")
-    p.add_argument("--collective-timeout-s", type=float, metavar="S",
-                   help="over several processes: a collective waiting longer than S seconds for the other ranks fails (default 300)")
+    p.add_argument("--collective-timeout-s", type=number(0.0, COLLECTIVE_TIMEOUT_MAX_S, low_open=True, what="number of seconds"), metavar="S",
+                   help="over several processes: a collective waiting longer than S seconds for the other ranks fails (default 300; "
+                        f"at most {COLLECTIVE_TIMEOUT_MAX_S:g}, a week)")
     p.set_defaults(func=_run, cli_flags={
         "n_seeds": "--seeds", "out_dir": "--out", "engine": "--engine", "executors": "--executors", "resume": "--resume", "override": "--set",
     })
@@ -90,9 +93,15 @@ def add_parallel_arguments(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def execution(args: argparse.Namespace) -> Execution:
-    """The :class:`~flamingo_sim.fl.runner.options.Execution` of :func:`add_parallel_arguments`' flags."""
+    """The :class:`~flamingo_sim.fl.runner.options.Execution` of :func:`add_parallel_arguments`' flags (``run``,
+    ``reproduce`` and ``sensitivity`` read them here, before any work): ``--ray-address`` without ``--executor ray``
+    is refused, where it was ignored and the units ran on this machine (issue 50)."""
+    from flamingo_sim.errors import ConfigError
     from flamingo_sim.fl.runner.options import Execution
 
+    if args.ray_address is not None and args.executor != "ray":
+        raise ConfigError(f"--ray-address: names the Ray cluster of --executor ray, and the executor is {args.executor!r}, which would "
+                          "ignore it: add --executor ray, or leave --ray-address out")
     return Execution(jobs=args.jobs, executor=args.executor, ray_address=args.ray_address)
 
 
@@ -115,6 +124,7 @@ def _preflight(args: argparse.Namespace) -> None:
     from flamingo_sim.fl.runner.rundir import check_run_dir, default_out_dir
     from flamingo_sim.resources import find_experiment
 
+    execution(args)  # its flags checked together
     if args.seeds is not None and args.seeds < 1:
         raise ConfigError(f"n_seeds: expected a count >= 1, got {args.seeds}")
     if args.executors < 0:
@@ -132,6 +142,10 @@ def _preflight(args: argparse.Namespace) -> None:
         raise ConfigError("--nproc trains each (policy, seed) over all its processes, one after another: leave --jobs and --executor out")
     overrides = list(args.overrides) + [f"fl.{k}={v}" for k, v in (("device", args.device), ("threads", args.threads)) if v is not None]
     cfg = with_seeds(load_experiment(find_experiment(args.experiment), overrides), args.seeds)
+    k = cfg.fl.participants_per_round
+    if args.executors > k:  # each a process: --executors 100000 started processes until gRPC failed, in tracebacks, then hung
+        raise ConfigError(f"executors: expected at most fl.participants_per_round, {k:,} (each executor trains whole clients of a round; "
+                          f"more would wait idle), got {args.executors:,}")
     # under torchrun only rank 0 writes the directory (and may already have started): the others do not check it
     rank0 = os.environ.get("RANK", "0") == "0"
     if args.out is None and "RANK" not in os.environ:
@@ -163,12 +177,14 @@ def _run(args: argparse.Namespace) -> int:
     from flamingo_sim.fl.runner.options import RunOptions
     from flamingo_sim.fl.runner.run import run_experiment
 
+    log = PreambleLog(None if out is None else Path(out) / "config.yaml")
     # a plug-in that breaks its contract mid-run stops it with one line and how to continue it (run_guard adds that)
     result = run_experiment(args.experiment, RunOptions(
         out_dir=out, overrides=tuple(args.overrides), n_seeds=args.seeds, resume=args.resume, engine=args.engine, executors=args.executors,
         device=args.device, threads=args.threads, execution=execution(args), collective_timeout_s=args.collective_timeout_s,
-        again=None if out is None else continue_command(args, out), confirm=_confirm(args.yes), config=args.config,
-    ))
+        again=None if out is None else continue_command(args, out), confirm=_confirm(args.yes, log), config=args.config,
+    ), log=log)
+    log.release()
     untrained = result.summary.get("untrained") if result is not None else None
     if untrained and not args.allow_untrained:
         which = "; ".join(f"{p} seed(s) {', '.join(map(str, seeds))}" for p, seeds in untrained.items())
@@ -178,14 +194,41 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _confirm(yes: bool) -> Callable[[str], bool] | None:
-    """How a long run is confirmed: ``--yes``; else a question on a terminal; else not at all (refused)."""
+class PreambleLog:
+    """The run's log lines to stderr, held until the run has started (its run directory's ``config.yaml`` written; at
+    once where it was there before: a resumed run) so that a refusal made while the run is prepared (a setting
+    refused while its parts are built, a run estimated too long) is the only line printed: not after "data: ..."
+    and the proxy task's WARNING about a run that does not happen. :meth:`release` says the lines held (before a
+    question, and at the end); lines after it pass straight on. ``started`` None: nothing is held."""
+
+    def __init__(self, started: Path | None) -> None:
+        self._started = started
+        self._held: list[str] | None = [] if started is not None and not started.exists() else None
+
+    def __call__(self, message: str) -> None:
+        if self._held is not None and self._started is not None and self._started.exists():
+            self.release()
+        if self._held is None:
+            print(message, file=sys.stderr, flush=True)
+        else:
+            self._held.append(message)
+
+    def release(self) -> None:
+        held, self._held = self._held or [], None
+        for message in held:
+            print(message, file=sys.stderr, flush=True)
+
+
+def _confirm(yes: bool, log: PreambleLog) -> Callable[[str], bool] | None:
+    """How a long run is confirmed: ``--yes``; else a question on a terminal (after the lines ``log`` held);
+    else not at all (refused)."""
     if yes:
         return lambda _line: True
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         return None
 
     def ask(line: str) -> bool:
+        log.release()
         print(line, file=sys.stderr)
         try:
             return input("run it? [y/N] ").strip().lower() in ("y", "yes")
@@ -206,9 +249,14 @@ def _launch(args: argparse.Namespace, out: str | None) -> int:
     from flamingo_sim.errors import FlamingoError
     from flamingo_sim.fl.config import load_experiment
     from flamingo_sim.fl.distributed.launch import launch, proxy_notice
+    from flamingo_sim.fl.runner.plan import prepare_run
     from flamingo_sim.resources import find_experiment
 
     cfg = load_experiment(find_experiment(args.experiment), args.overrides)
+    # what rank 0 would refuse (a setting refused while the parts are built), refused here before the notice and the
+    # launch: one line, not the notice, rank 0's line and the launcher's after it
+    prepare_run(args.experiment, args.overrides, args.seeds, out, resume=args.resume, engine=args.engine, executors=args.executors,
+                say=lambda _m: None, writes=False, config=args.config)
     device = str(args.device or cfg.fl.device).lower()
     on_cpu = device == "cpu" or (device == "auto" and not _has_cuda())
     from flamingo_sim.fl.training.device import usable_cores

@@ -212,6 +212,10 @@ class NetworkConfig:
 #: :func:`flamingo_sim.fl.training.device.default_threads`, and a test holds the two together).
 THREADS_DEFAULT = "OMP_NUM_THREADS if set, else 1 for the proxy task, else the usable cores"
 
+#: The longest ``--collective-timeout-s`` taken, in seconds: a week. A collective waiting longer is a hung run, and
+#: torch's timeout is a ``timedelta`` (``inf`` or 1e15 s overflowed it: a traceback in every rank).
+COLLECTIVE_TIMEOUT_MAX_S = 7 * 86400.0
+
 
 @dataclass(frozen=True)
 class FLConfig:
@@ -485,7 +489,16 @@ def with_seeds(cfg: ExperimentConfig, n_seeds: int | None) -> ExperimentConfig:
         return cfg
     if n_seeds < 1:
         raise ConfigError(f"n_seeds: expected a count >= 1, got {n_seeds}")
+    if n_seeds > MAX_SEEDS:
+        raise ConfigError(f"n_seeds: expected at most {MAX_SEEDS:,} (each seed a run of every policy), got {n_seeds:,}")
+    if cfg.seeds[0] + n_seeds > SEED_LIMIT:
+        raise ConfigError(f"n_seeds: {n_seeds:,} seeds from seeds[0] {cfg.seeds[0]} run past the largest seed, {SEED_LIMIT - 1}")
     return replace(cfg, seeds=[cfg.seeds[0] + i for i in range(n_seeds)])
+
+
+#: The most seeds ``--seeds N`` takes: each is a run of every policy, a unit of work and an entry of the summary.
+#: ``--seeds 1000000000`` built its list of a billion seeds (24 GB) before any check, and the process was killed.
+MAX_SEEDS = 100_000
 
 
 def resolve_path(value: Path, experiment_path: str | Path | None) -> Path:

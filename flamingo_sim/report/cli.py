@@ -43,14 +43,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _fidelity(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from flamingo_sim.report.fidelity import compare_profiles, format_fidelity, format_headline, headline_change, parse_as
+    from flamingo_sim.errors import FlamingoError
+    from flamingo_sim.report.fidelity import check_headline, compare_profiles, format_fidelity, format_headline, parse_as, run_headline
     from flamingo_sim.resources import shipped
 
+    if not args.headline and (args.overrides or args.out is not None):
+        flag = "--set" if args.overrides else "--out"
+        raise FlamingoError(f"{flag}: applies to the --headline runs, and no --headline EXPERIMENT was given: add one, or drop {flag}")
     as_phone = parse_as(args.as_phone)
-    print(format_fidelity(compare_profiles(Path(args.measured_dir), shipped("profiles"), as_phone, args.profile_set, args.model)))
-    if args.headline:
-        change = headline_change(args.headline, Path(args.measured_dir), as_phone, overrides=args.overrides,
-                                 out_dir=None if args.out is None else Path(args.out), log=lambda m: print(m, file=sys.stderr))
+    table = format_fidelity(compare_profiles(Path(args.measured_dir), shipped("profiles"), as_phone, args.profile_set, args.model))
+    # the headline's experiment, --set and --out checked before the table is printed: a refusal is the only line
+    plan = None if not args.headline else check_headline(args.headline, Path(args.measured_dir), as_phone, overrides=args.overrides,
+                                                         out_dir=None if args.out is None else Path(args.out))
+    print(table, flush=True)
+    if plan is not None:
+        change = run_headline(plan, log=lambda m: print(m, file=sys.stderr))
         print()
         print(format_headline(change))
     return 0
@@ -61,10 +68,11 @@ def _report(args: argparse.Namespace) -> int:
     from flamingo_sim.report.write import write_report
 
     runs = load_runs(args.run_dirs, args.labels)
+    result = write_report(runs, args.out, formats=args.formats)
+    # said once the report is written: a refused --out is the only line, not after these
     for run in runs:
         if run.summary.get("incomplete"):
             print(f"flamingo-sim report: {run.path}: incomplete run: {run.summary['incomplete']}", file=sys.stderr)
-    result = write_report(runs, args.out, formats=args.formats)
     print(f"report: {result.markdown}")
     print(f"        {result.html}")
     for paths in result.figures.values():

@@ -97,6 +97,10 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     paths = [Path(p) for p in run_dirs]
     if labels is not None and len(labels) != len(paths):
         raise FlamingoError(f"labels: got {len(labels)} label(s) for {len(paths)} run directories")
+    given = list(labels or ())
+    twice = [label for i, label in enumerate(given) if label in given[:i]]
+    if twice:  # the legends and the summary's rows would not say which run is which
+        raise FlamingoError(f"labels: {twice[0]!r} given twice; each run directory needs its own legend label")
     if labels is None:
         labels = [p.resolve().name for p in paths]
         if len(set(labels)) < len(labels):  # same names in different folders: add the parent

@@ -27,7 +27,8 @@ from flamingo_sim.devices.catalogue import ProfileDirs
 from flamingo_sim.devices.profiles import PROFILE_SCHEMA, Profile, save_profile
 from flamingo_sim.errors import ConfigError
 
-__all__ = ["ChoiceFidelity", "ProfileFidelity", "find_measured", "compare_profiles", "format_fidelity", "headline_change", "parse_as"]
+__all__ = ["ChoiceFidelity", "ProfileFidelity", "find_measured", "compare_profiles", "format_fidelity", "check_headline", "headline_change", "run_headline",
+           "HeadlinePlan", "parse_as"]
 
 
 @dataclass(frozen=True)
@@ -163,41 +164,83 @@ def format_fidelity(results: Sequence[ProfileFidelity]) -> str:
     return "\n".join(lines).rstrip()
 
 
+@dataclass(frozen=True)
+class HeadlinePlan:
+    """``--headline``'s runs, checked (:func:`check_headline`) and not started: nothing written yet."""
+
+    experiment: Path
+    overrides: tuple[str, ...]
+    measured_dir: Path
+    as_phone: dict[str, str]
+    model: str
+    profile_set: str
+    out_dir: Path | None
+
+
+def check_headline(experiment: str | Path, measured_dir: Path, as_phone: dict[str, str], *, overrides: Sequence[str] = (),
+                   out_dir: Path | None = None) -> HeadlinePlan:
+    """Everything the ``--headline`` runs can refuse, checked before anything is printed or written: the experiment
+    and its ``overrides``, each measured phone's shipped counterpart, ``out_dir`` (a directory, its two runs' not
+    taken), and the run as :func:`~flamingo_sim.fl.runner.plan.prepare_run` checks it on the shipped profiles (its
+    first seed's parts built). The command prints the fidelity table only after this (issue 50: a typo in ``--set``
+    came after the whole table)."""
+    from flamingo_sim.faults import check_writable
+    from flamingo_sim.fl.config import load_experiment
+    from flamingo_sim.fl.runner.plan import prepare_run
+    from flamingo_sim.fl.runner.rundir import check_run_dir
+    from flamingo_sim.resources import find_experiment, shipped
+
+    path = find_experiment(experiment)
+    cfg = load_experiment(path, list(overrides))
+    shipped_phones = ProfileDirs.of([shipped("profiles")]).phones()
+    for found in find_measured(measured_dir, [cfg.model]):
+        phone = found.parent.name
+        if as_phone.get(phone, phone) not in shipped_phones:
+            raise ConfigError(f"{found}: phone {phone!r} has no shipped counterpart; name one with --as {phone}=SHIPPED")
+    if out_dir is not None:
+        check_writable(out_dir)
+        for name in ("run-shipped", "run-measured"):
+            check_run_dir(Path(out_dir) / name, cfg, resume=False)
+    # the shipped profiles searched alone, as the shipped run searches them (an empty directory first)
+    prepare_run(path, [*overrides, f"phones.profiles_dir={shipped('profiles')}"], None, None, resume=False, say=lambda _m: None, writes=False)
+    return HeadlinePlan(path, tuple(overrides), measured_dir, dict(as_phone), cfg.model, cfg.phones.profile_set, out_dir)
+
+
 def headline_change(experiment: str | Path, measured_dir: Path, as_phone: dict[str, str], *, overrides: Sequence[str] = (),
                     out_dir: Path | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run ``experiment`` on the shipped profiles and on the measured ones in their place; returns
     both runs' headline per policy and the run directories."""
-    from flamingo_sim.devices.soc import Phone
-    from flamingo_sim.fl.config import load_experiment
-    from flamingo_sim.fl.runner.run import run_experiment
-    from flamingo_sim.resources import find_experiment, shipped
+    return run_headline(check_headline(experiment, measured_dir, as_phone, overrides=overrides, out_dir=out_dir), log=log)
 
-    experiment = find_experiment(experiment)
-    cfg = load_experiment(experiment, list(overrides))
+
+def run_headline(plan: HeadlinePlan, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The two runs of a checked :class:`HeadlinePlan`: both runs' headline per policy and the run directories."""
+    from flamingo_sim.devices.soc import Phone
+    from flamingo_sim.fl.runner.run import run_experiment
+    from flamingo_sim.resources import shipped
+
     shipped_dir = shipped("profiles")
     shipped_phones = ProfileDirs.of([shipped_dir]).phones()
-    measured_phones = ProfileDirs.of([measured_dir, shipped_dir]).phones()
-    base = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="flamingo-fidelity-"))
+    measured_phones = ProfileDirs.of([plan.measured_dir, shipped_dir]).phones()
+    base = plan.out_dir if plan.out_dir is not None else Path(tempfile.mkdtemp(prefix="flamingo-fidelity-"))
     replaced_dir, empty_dir = base / "measured-profiles", base / "no-user-profiles"
     empty_dir.mkdir(parents=True, exist_ok=True)
     replaced = []
-    for path in find_measured(measured_dir, [cfg.model]):
+    for path in find_measured(plan.measured_dir, [plan.model]):
         phone = path.parent.name
-        target = as_phone.get(phone, phone)
-        if target not in shipped_phones:
-            raise ConfigError(f"{path}: phone {phone!r} has no shipped counterpart; name one with --as {phone}=SHIPPED")
-        meas = ProfileDirs.of([measured_dir]).load(phone, cfg.model, measured_phones)
+        target = plan.as_phone.get(phone, phone)
+        meas = ProfileDirs.of([plan.measured_dir]).load(phone, plan.model, measured_phones)
         twin: Phone = shipped_phones[target]
         try:
             renamed = replace(meas, phone=twin)
         except ValueError as exc:
             raise ConfigError(f"{path}: cannot stand in for {target}: {exc}") from None
-        save_profile(replaced_dir, renamed, cfg.phones.profile_set)
+        save_profile(replaced_dir, renamed, plan.profile_set)
         replaced.append(target)
     runs = {}
     for name, profiles_dir in (("shipped", empty_dir), ("measured", replaced_dir)):
-        result = run_experiment(experiment, out_dir=base / f"run-{name}", log=log,
-                                overrides=[*overrides, f"phones.profiles_dir={profiles_dir}"])
+        result = run_experiment(plan.experiment, out_dir=base / f"run-{name}", log=log,
+                                overrides=[*plan.overrides, f"phones.profiles_dir={profiles_dir}"])
         runs[name] = {"run_dir": str(result.out_dir), "policies": {
             p: {k: e.get(k) for k in ("time_to_target_s", "energy_to_target_j", "speedup", "energy_efficiency", "clients_lost")}
             for p, e in result.summary["policies"].items()}}

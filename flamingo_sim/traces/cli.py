@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="input layout (default: detected)")
     p.add_argument("--devices", type=int, default=100, help="number of devices to keep (default 100; the library checks it)")
     p.add_argument("--select", default="first", choices=["first", "random", "best"], help="which passing devices to keep")
-    p.add_argument("--seed", type=count(0), default=0, help="seed of --select random")
+    p.add_argument("--seed", type=count(0), default=None, help="seed of --select random (default 0; with another --select, refused)")
     p.add_argument("--shifts", type=count(1, 24), default=24, help="one-hour time-zone shifts per device (default 24)")
     p.add_argument("--min-days", type=number(0.0, what="number of days"), default=28.0, help="criterion 1: minimum sampled period, days")
     p.add_argument("--min-samples-per-day", type=number(0.0), default=100.0, help="criterion 2: minimum mean samples per day")
@@ -55,17 +55,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "the documentation's Traces page, docs/traces.md).",
     )
     s.add_argument("--out", required=True, help="output directory")
-    s.add_argument("--devices", type=count(1), default=160, help="number of devices (default 160)")
+    s.add_argument("--devices", type=count(1), default=160,
+                   help="number of devices (default 160; at most what this machine's memory holds, about 5 MB a device)")
     s.add_argument("--seed", type=count(0), default=0, help="random seed")
-    s.add_argument("--parts", type=count(1), default=4, help="parquet parts (samples/part-NNNN.parquet)")
+    s.add_argument("--parts", type=count(1), default=4, help="parquet parts (samples/part-NNNN.parquet; at most 10,000)")
     s.add_argument("--layouts", default="parquet,csv-pages",
                    help="comma list of parquet, csv-pages, csv-tables, csv-2019, csv-2018 (default parquet,csv-pages)")
-    s.set_defaults(func=_synth, cli_flags={"layouts": "--layouts", "out_dir": "--out"})
+    s.set_defaults(func=_synth, cli_flags={"layouts": "--layouts", "out_dir": "--out", "n_devices": "--devices", "n_parts": "--parts"})
 
 
 def _prep(args: argparse.Namespace) -> int:
+    from flamingo_sim.errors import InputDataError
     from flamingo_sim.traces.pipeline import PrepOptions, prep_traces
     from flamingo_sim.traces.select import Criteria
+
+    if args.seed is not None and args.select != "random":  # it was ignored: the same devices, whatever the seed
+        raise InputDataError(f"--seed: seeds --select random, and --select is {args.select!r}, which draws nothing: add --select random, "
+                             "or drop --seed")
 
     opts = PrepOptions(
         criteria=Criteria(
@@ -77,7 +83,7 @@ def _prep(args: argparse.Namespace) -> int:
         ),
         n_devices=args.devices,
         rule=args.select,
-        seed=args.seed,
+        seed=0 if args.seed is None else args.seed,
         n_shifts=args.shifts,
         min_date=args.min_date,
         max_date=args.max_date,

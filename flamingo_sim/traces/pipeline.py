@@ -17,19 +17,21 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator, TypeVar
 
 import numpy as np
 
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.faults import check_writable
-from flamingo_sim.io import check_out_dir, progress
+from flamingo_sim.io import ProgressBar, check_out_dir, progress
 from flamingo_sim.traces.clean import DROP_REASONS, MIN_DATE, Cleaner, clean_extras, parse_numeric
 from flamingo_sim.traces.network import HOLD_H, NETWORK_DETAIL_INPUTS, NETWORK_EXTRAS, NETWORK_INPUTS, clean_network, state_shares
 from flamingo_sim.traces.readers import OPTIONAL, REQUIRED, Source, quote_hint
 from flamingo_sim.traces.resample import resample_device
 from flamingo_sim.traces.select import Criteria, choose, device_stats, evaluate, pack_keys, sort_dedup
 from flamingo_sim.traces.store import STEP_S, TRACE_SET, DeviceSeries, write_trace_set
+
+T = TypeVar("T")
 
 __all__ = ["PrepOptions", "prep_traces", "default_out_dir"]
 
@@ -102,9 +104,19 @@ def prep_traces(
         raise InputDataError(f"max_date {max_date}: must be after min_date {opts.min_date}")
     cleaner = Cleaner(min_s=min_s, max_s=max_s, level_scale=opts.level_scale, server_clock=opts.server_clock)
 
+    bars = _Passes()
+    try:
+        return _select_and_write(src, out, opts, cleaner, min_s, max_date, input_label, bars)
+    except BaseException:
+        bars.drop()
+        raise
+
+
+def _select_and_write(src: Source, out: Path, opts: PrepOptions, cleaner: Cleaner, min_s: int, max_date: str, input_label: str | None,
+                      bars: _Passes) -> dict[str, Any]:
     # Pass 1: keys of all valid rows.
     parts: list[np.ndarray] = []
-    for f, table in progress(src.scan(REQUIRED), desc="pass 1/2 (select)", unit="chunk"):
+    for f, table in bars.counted(src.scan(REQUIRED), "pass 1/2 (select)"):
         c = cleaner.clean(table, f)
         parts.append(pack_keys(c["device_id"], c["ts_s"], min_s))
     # Reader counters of the samples in pass 1 (pass 2 re-reads the same rows).
@@ -130,7 +142,7 @@ def prep_traces(
         )
 
     # Pass 2: the selected devices' rows, with extras; then their phone models.
-    series, extras_present = _resample_selected(src, cleaner, selected, opts)
+    series, extras_present = _resample_selected(src, cleaner, selected, opts, bars)
     # A device whose trace is a single grid point gives a replay horizon of 0, which run refuses:
     # what prep-traces writes, run must accept, so such devices are dropped here and counted.
     single = sorted(int(s.device_id) for s in series if len(s) < 2)
@@ -196,8 +208,39 @@ def prep_traces(
     }
     if src.device_files and len(models) < selected.size:
         warnings.append(f"{selected.size - len(models)} selected devices have no row in the devices table")
+    bars.close()  # the passes' closing lines, once the input is known good
     write_trace_set(out, series, opts.n_shifts, report, models if src.device_files else None)
     return {**report, "output": str(out)}
+
+
+class _Passes:
+    """The progress of the two passes over the dump, updated by hand, their closing lines ("pass 1/2 (select): 3
+    chunks") said only once the input has passed every check: a dump refused after its passes (every device
+    filtered out) prints that one line, not progress lines before it. A long pass still shows its periodic lines
+    and, on a terminal, its bar, which :meth:`drop` clears on a refusal."""
+
+    def __init__(self) -> None:
+        self._bars: list[ProgressBar[Any]] = []
+
+    def counted(self, items: Iterable[T], desc: str) -> Iterator[T]:
+        bar: ProgressBar[Any] = progress(None, desc=desc, unit="chunk")
+        self._bars.append(bar)
+        for item in items:
+            yield item
+            bar.update(1)
+
+    def close(self) -> None:
+        for bar in self._bars:
+            bar.close()
+        self._bars = []
+
+    def drop(self) -> None:
+        for bar in self._bars:
+            leaves: Any = bar
+            if hasattr(leaves, "leave"):  # tqdm's bar on a terminal: closed without leaving its line
+                leaves.leave = False
+                bar.close()
+        self._bars = []
 
 
 _EXPECTED = {
@@ -246,12 +289,13 @@ def _network_report(series: list[DeviceSeries], src: Source, cleaner: Cleaner) -
     }
 
 
-def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts: PrepOptions) -> tuple[list[DeviceSeries], list[str]]:
+def _resample_selected(src: Source, cleaner: Cleaner, selected: np.ndarray, opts: PrepOptions,
+                       bars: _Passes) -> tuple[list[DeviceSeries], list[str]]:
     import pyarrow as pa
 
     want = list(REQUIRED) + list(OPTIONAL) + list(NETWORK_INPUTS) + (["id"] if src.detail_files or src.network_files else [])
     chunks: list[dict[str, np.ndarray]] = []
-    for f, table in progress(src.scan(want), desc="pass 2/2 (resample)", unit="chunk"):
+    for f, table in bars.counted(src.scan(want), "pass 2/2 (resample)"):
         dev, _ = parse_numeric(table.column("device_id"), "device_id", f)
         mask = np.isin(dev, selected)
         if not mask.any():

@@ -176,6 +176,31 @@ class ClientTraces:
         own simulation time ``times_s`` (same length; one fancy index)."""
         return self._of(self.level_pct, clients, times_s).astype(np.float64)
 
+    def levels_on_ticks(self, clients: np.ndarray, first_tick: int, n_ticks: int) -> np.ndarray:
+        """Battery level (percent, float64) of the clients at positions ``clients`` at the grid ticks ``first_tick``,
+        ..., ``first_tick + n_ticks - 1`` (time ``tick * step_s``): ``(n_ticks, len(clients))``, row ``k`` what
+        :meth:`levels_at` gives at tick ``first_tick + k``.
+
+        Why: a round's clock passes tens of ticks, and each client's ticks are consecutive samples of its device's
+        row; read as one run per client (a view of the grid's windows), not as one index computed per (tick, client).
+        A client whose run wraps past its device's last sample is read sample by sample."""
+        clients = np.asarray(clients, dtype=np.int64)
+        out = np.empty((len(clients), max(n_ticks, 0)), dtype=np.float32)
+        if n_ticks < 1 or not len(clients):
+            return out.T.astype(np.float64)
+        dev = self.client_device[clients]
+        length = self.device_length[dev]
+        start = (np.int64(first_tick) * self.step_s + self.shift_s[clients]) // self.step_s % length  # index_at of the first tick
+        run = start + n_ticks <= length
+        if n_ticks <= self.n_steps and run.any():
+            windows = np.lib.stride_tricks.sliding_window_view(self.level_pct, n_ticks, axis=1)
+            out[run] = windows[dev[run], start[run]]
+        wrap = ~run if n_ticks <= self.n_steps else np.ones(len(clients), dtype=bool)
+        if wrap.any():
+            steps = (start[wrap, None] + np.arange(n_ticks, dtype=np.int64)) % length[wrap, None]
+            out[wrap] = self.level_pct[dev[wrap, None], steps]
+        return np.ascontiguousarray(out.T, dtype=np.float64)
+
     def extra_of(self, name: str, clients: np.ndarray, times_s: float | np.ndarray) -> np.ndarray | None:
         """Extra ``name`` of the clients at positions ``clients`` (any shape), each at its own time
         ``times_s`` (broadcast against ``clients``): :meth:`extra_at` for a few clients at once.

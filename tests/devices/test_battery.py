@@ -242,3 +242,112 @@ def test_energy_budget_refuses_a_2d_capacity_and_takes_a_floor_of_zero():
     assert budget.online.tolist() == [True, True]
     with pytest.raises(ValueError, match=r"^level_pct must be within \[0, 100\]$"):
         budget.reset([50.0, 101.0])
+
+
+def _tick_levels(gen, n: int, steps: int, start: np.ndarray) -> np.ndarray:
+    """(steps + 1, n) trace levels: a walk that crosses both thresholds, with flat stretches (steps that decide nothing)."""
+    rows = [start]
+    for _ in range(steps):
+        move = np.where(gen.random(n) < 0.4, 0.0, gen.normal(0.0, 7.0, n))
+        rows.append(np.clip(rows[-1] + move, 0.0, 100.0))
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_advance_steps_is_advance_once_per_step_bit_for_bit(seed):
+    """A round's trace ticks in one call (what the round loop does) leave every deficit, flag and level exactly as one
+    call per tick would: deficits being repaid, clients crossing min_pct and reentry_pct both ways, one step, no step."""
+    gen = np.random.default_rng(seed)
+    pair_cap = gen.uniform(20_000.0, 60_000.0, 40)
+    pair_of = gen.integers(0, 40, 300)
+    stepwise = PopulationBudget(pair_cap, pair_of, min_pct=10.0, reentry_pct=20.0)
+    batched = PopulationBudget(pair_cap, pair_of, min_pct=10.0, reentry_pct=20.0)
+    start = gen.uniform(5.0, 60.0, 40)
+    for b in (stepwise, batched):
+        b.reset(start)
+    level = start
+    for round_ in range(12):
+        levels = _tick_levels(gen, 40, int(gen.integers(0, 9)), level)
+        clients = np.sort(gen.choice(300, size=20, replace=False))
+        energy = np.where(gen.random(20) < 0.2, 0.0, gen.uniform(0.0, 9_000.0, 20))
+        for b in (stepwise, batched):
+            b.draw(levels[0], clients, energy)
+        for prev, now in zip(levels[:-1], levels[1:]):
+            stepwise.advance(prev, now)
+        batched.advance_steps(levels[1:])
+        if round_ % 4 == 3:
+            gone = gen.choice(300, size=3, replace=False)
+            stepwise.take_offline(gone)
+            batched.take_offline(gone)
+        level = levels[-1]
+        assert np.array_equal(batched.dev, stepwise.dev)
+        assert np.array_equal(batched.deficit_j, stepwise.deficit_j)
+        assert np.array_equal(batched.online, stepwise.online)
+        assert np.array_equal(batched.twin.online, stepwise.twin.online)
+        assert np.array_equal(batched.twin.trace_pct, stepwise.twin.trace_pct)
+        assert batched.online_count() == stepwise.online_count()
+        assert np.array_equal(batched.lost(), stepwise.lost())
+    assert len(stepwise.dev) and stepwise.dev_deficit_j.any()  # the scenario left deficits to repay across ticks
+
+
+def test_advance_steps_of_a_whole_population_budget_with_deficits_and_a_nan_free_flat_walk():
+    """EnergyBudget.advance_steps with some clients owing energy: the deficit carried step by step, the flags resolved at once."""
+    gen = np.random.default_rng(7)
+    cap = gen.uniform(20_000.0, 60_000.0, 50)
+    a, b = EnergyBudget(cap, min_pct=15.0, reentry_pct=25.0), EnergyBudget(cap, min_pct=15.0, reentry_pct=25.0)
+    start = gen.uniform(10.0, 40.0, 50)
+    for x in (a, b):
+        x.reset(start)
+        x.advance(start, start, 0, np.where(gen.random(50) < 0.5, 3_000.0, 0.0) if x is a else 0.0)
+    b.deficit_j, b.online = a.deficit_j.copy(), a.online.copy()
+    levels = _tick_levels(gen, 50, 6, start)
+    for prev, now in zip(levels[:-1], levels[1:]):
+        a.advance(prev, now, 0, 0.0, check=False)
+    b.advance_steps(levels[1:])
+    assert np.array_equal(a.deficit_j, b.deficit_j) and np.array_equal(a.online, b.online) and np.array_equal(a.trace_pct, b.trace_pct)
+    b.advance_steps(levels[:0])  # no step: nothing moves
+    assert np.array_equal(a.online, b.online)
+    with pytest.raises(ValueError, match="steps"):
+        b.advance_steps(levels[:, :3])
+
+
+@pytest.mark.parametrize("pct", [0.0, 10.0, 20.0, 33.3, 99.99, 100.0])
+def test_level_thresholds_decide_exactly_as_the_effective_levels(pct):
+    """A trace level reaches pct with nothing owed exactly when it is at least the battery's threshold: at the threshold,
+    the float below it, the float32 levels around pct and random ones, for capacities whose roundings differ."""
+    from flamingo_sim.devices.battery import _effective_pct, _level_threshold
+
+    gen = np.random.default_rng(int(pct * 100))
+    cap = np.concatenate([gen.uniform(5_000.0, 80_000.0, 400), [36_000.0, 3.0 * 3.85 * 3600, 1e-3]])
+    at = _level_threshold(cap, pct)
+    if at is None:  # a level no trace level reaches on some battery (100 % may round below itself): computed instead
+        assert pct == 100.0 and not np.all(_effective_pct(cap, 0.0, np.full(len(cap), 100.0)) >= pct)
+        return
+    near = np.float32(pct) + np.arange(-4, 5, dtype=np.float32) * np.spacing(np.float32(max(pct, 1.0)))
+    xs = [at, np.nextafter(at, -np.inf), np.nextafter(at, np.inf), *[np.full(len(cap), float(v)) for v in near],
+          gen.uniform(0.0, 100.0, len(cap)), np.full(len(cap), np.nan), np.zeros(len(cap)), np.full(len(cap), 100.0)]
+    with np.errstate(over="ignore"):  # the float above -inf (pct 0's threshold) overflows to -inf on the way: still below
+        for x in xs:
+            assert np.array_equal(_effective_pct(cap, 0.0, x) >= pct, x >= at)
+    if pct > 0:
+        assert np.all(_effective_pct(cap, 0.0, at) >= pct) and not np.any(_effective_pct(cap, 0.0, np.nextafter(at, -np.inf)) >= pct)
+
+
+def test_advance_steps_on_levels_at_the_thresholds_is_advance_once_per_step():
+    """Trace levels that sit on min_pct and reentry_pct and on the float32 values around them (where an effective level
+    rounds either way, battery by battery): the batched twin decides as the step-by-step one."""
+    gen = np.random.default_rng(11)
+    cap = gen.uniform(20_000.0, 60_000.0, 300)
+    values = np.array([v for c in (10.0, 20.0) for v in np.float32(c) + np.arange(-3, 4, dtype=np.float32) * np.spacing(np.float32(c))]
+                      + [5.0, 15.0, 50.0], dtype=np.float32).astype(np.float64)
+    a, b = EnergyBudget(cap, min_pct=10.0, reentry_pct=20.0), EnergyBudget(cap, min_pct=10.0, reentry_pct=20.0)
+    start = gen.choice(values, 300)
+    a.reset(start)
+    b.reset(start)
+    for _ in range(20):
+        levels = gen.choice(values, (int(gen.integers(1, 6)), 300))
+        for now in levels:
+            a.advance(a.trace_pct, now, 0, 0.0, check=False)
+        b.advance_steps(levels)
+        assert np.array_equal(a.online, b.online) and np.array_equal(a.deficit_j, b.deficit_j)
+    assert b.level_thresholds() is not None

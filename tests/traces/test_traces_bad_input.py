@@ -160,3 +160,29 @@ def test_a_text_battery_level_column_is_named_with_an_example(tmp_path, capsys):
                            f"; malformed_level: column battery_level of {tmp_path / 'text.parquet'}, e.g. '100 %'; "
                            "expected a battery level within the scale")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_dump_refused_after_its_passes_prints_no_progress_before_the_line(tmp_path, capsys, monkeypatch, good_table):
+    """Issue 50: with progress on (not quiet), "pass 1/2 (select): 1 chunk" came before "every device filtered out";
+    the passes' closing lines are said once the input is known good, and then in order."""
+    monkeypatch.delenv("FLAMINGO_SIM_QUIET")
+    pq.write_table(good_table, tmp_path / "g.parquet")
+    rc, err = _run(capsys, tmp_path / "g.parquet", "--out", tmp_path / "out", "--min-days", "1000")
+    assert rc == 2
+    assert err == (f"flamingo-sim prep-traces: error: {tmp_path / 'g.parquet'}: every device filtered out: 0 of 2 devices pass all criteria "
+                   "(passing each: min_days 0, min_samples_per_day 2, max_gap 2, max_long_gaps 2); relax the thresholds (see --help)")
+    assert not (tmp_path / "out").exists()
+    assert main(["prep-traces", str(tmp_path / "g.parquet"), "--out", str(tmp_path / "out"), "--devices", "2", "--shifts", "1"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[:2] == ["pass 1/2 (select): 1 chunk", "pass 2/2 (resample): 1 chunk"], lines
+    assert lines[2].startswith("2 clients from 2 devices")
+
+
+def test_a_seed_without_a_random_selection_is_refused(tmp_path, capsys, good_table):
+    """Issue 50: ``--seed 3`` with ``--select first`` (the default) was ignored: the same devices, whatever the seed."""
+    pq.write_table(good_table, tmp_path / "g.parquet")
+    rc, err = _run(capsys, tmp_path / "g.parquet", "--out", tmp_path / "out", "--seed", "3")
+    assert rc == 2 and err == ("flamingo-sim prep-traces: error: --seed: seeds --select random, and --select is 'first', which draws "
+                               "nothing: add --select random, or drop --seed")
+    assert not (tmp_path / "out").exists()
+    assert main(["prep-traces", str(tmp_path / "g.parquet"), "--out", str(tmp_path / "out"), "--select", "random", "--seed", "3"]) == 0

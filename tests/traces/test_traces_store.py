@@ -69,6 +69,24 @@ def test_levels_at_gives_each_client_at_its_own_time(tmp_path):
     assert got.tolist() == [float(ct.level_at(t)[c]) for c, t in zip(clients, times)]
 
 
+def test_levels_on_ticks_are_level_at_each_tick_whatever_the_padding(tmp_path):
+    """A round's ticks read as one run per client: the values level_at gives at each tick, for runs that fit in a device's
+    samples, wrap past its last one, or are longer than the grid; a grid padded with values that are no sample (a
+    ClientTraces built by hand) is never read past a device's length."""
+    loaded = _two_devices(tmp_path)
+    level = np.array([[4, 3, 2, 1, -50, -60], [10, 20, 30, 40, 50, 60]], dtype=np.float32)  # device 0: 4 samples, then no sample
+    by_hand = ClientTraces(600, np.array([3, 7]), level, np.zeros((2, 6), np.int8), {}, np.arange(5), np.array([0, 0, 1, 1, 0]),
+                           np.array([0, 3600, 0, 3600, -600]), device_length=np.array([4, 6]))
+    for ct, clients in ((loaded, np.array([0, 1, 2, 3, 3, 1])), (by_hand, np.array([4, 0, 1, 2, 3]))):
+        for first in (0, 1, 3, 5, 11):
+            for n in (0, 1, 2, 4, 6, 9):
+                got = ct.levels_on_ticks(clients, first, n)
+                assert got.dtype == np.float64 and got.shape == (n, len(clients))
+                want = [ct.level_at(float((first + k) * 600))[clients].astype(np.float64) for k in range(n)]
+                assert np.array_equal(got, np.array(want).reshape(n, len(clients))), (first, n)
+    assert (by_hand.levels_on_ticks(np.array([0]), 2, 3) > 0).all()  # 2, 1, then 4 again: the padding never read
+
+
 def test_extra_of_gives_each_client_at_its_own_time_in_any_shape(tmp_path):
     ct = _two_devices(tmp_path)
     clients = np.array([[0], [3], [1]])

@@ -99,6 +99,19 @@ def test_unknown_layout_is_an_error(tmp_path, capsys):
     assert "--layouts: 'xml' unknown" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("layouts, got", [("parquet,xml", "'xml' unknown"), (",", "none given"), ("", "none given")])
+def test_layouts_are_checked_before_the_first_is_written(tmp_path, capsys, layouts, got):
+    """Issue 50: ``--layouts parquet,xml`` wrote the parquet layout's folder before refusing xml; ``--layouts ,`` wrote
+    nothing, said nothing and exited 0."""
+    out = tmp_path / "out"
+    assert main(["synth-greenhub", "--out", str(out), "--devices", "1", "--layouts", layouts]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (f"flamingo-sim synth-greenhub: error: --layouts: {got}; expected some of parquet, csv-pages, csv-tables, "
+                           "csv-2019, csv-2018\n")
+    assert not out.exists()
+
+
 def test_synthetic_2018_dump_is_written_the_real_way(synth_dump):
     """INTO OUTFILE ... ENCLOSED BY '"': bare header, every value quoted, NULL a bare \\N (samples and battery_details)."""
     import re
@@ -147,3 +160,19 @@ def test_the_network_does_not_move_the_battery_columns(monkeypatch):
     assert not np.array_equal(before.network, after.network)
     for name in ("ts_s", "level", "screen_on", "charging", "temperature_c", "voltage_v"):
         assert np.array_equal(getattr(before, name), getattr(after, name)), name
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--devices", "100000000"], r"--devices: 100,000,000 devices need at least 465,661 GiB while the dump is written \(about 5 MB a device\), "
+                                 r"more than the [\d.]+ GiB of memory of this machine; at most [\d,]+ here"),
+    (["--devices", "2", "--parts", "1000000"], r"--parts: expected at most 10,000 \(each part a file; GreenHub's Kaggle dump has 70\), got 1,000,000"),
+], ids=["devices beyond memory", "a million parts"])
+def test_a_dump_too_large_is_refused_before_any_work(tmp_path, capsys, args, error):
+    """Issue 50: ``--devices 100000000`` generated for minutes towards 500 GB (about 5 MB a device: 2,209 MB peak at 400
+    devices); ``--parts 1000000`` wrote a million files for minutes. One line now, nothing written."""
+    out = tmp_path / "out"
+    assert main(["synth-greenhub", "--out", str(out), *args]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == "" and printed.err.count("\n") == 1
+    assert re.fullmatch(rf"flamingo-sim synth-greenhub: error: {error}\n", printed.err), printed.err
+    assert not out.exists()

@@ -47,10 +47,16 @@ def profile_dirs(cfg: ExperimentConfig, experiment_path: str | Path | None) -> P
 
 
 def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, seed: int, log: Callable[[str], None]) -> Components:
-    """Load traces, profiles and data; assign traces, phones and bandwidths to clients."""
+    """Load traces, profiles and data; assign traces, phones and bandwidths to clients.
+
+    The lines for ``log`` (the proxy task's warning, the data, the model update, the network) are held until every
+    part is built: a setting refused part way (an unknown phone, a batch no client holds) is the only line its
+    command prints, never after a warning about a run that will not happen."""
     from flamingo_sim.rng import derive_seed
     from flamingo_sim.traces.store import load_client_traces
 
+    held = _HeldLog(log)
+    log = held
     src = str(experiment_path)
     traces_dir = require_path(cfg.traces.path, experiment_path, "traces.path", "trace set")
     try:
@@ -87,7 +93,7 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
     cfg = replace(cfg, network=replace(cfg.network, model_size_mb=size_mb))
     log(f"model update: {size_mb:.2f} MB each way ({size_source})")
     population = experiment_population(cfg, dataset.n_clients, traces.n_clients, mix, trace_phones, seed)
-    return Components(
+    parts = Components(
         cfg=cfg,
         traces=traces,
         population=population,
@@ -99,6 +105,28 @@ def build_components(cfg: ExperimentConfig, experiment_path: str | Path | None, 
         model_size_source=size_source,
         network=experiment_network(cfg, experiment_path, traces, traces_dir, population, seed, log),
     )
+    held.release()
+    return parts
+
+
+class _HeldLog:
+    """A ``log`` that holds its lines until :meth:`release` (then says them in order) and passes later ones straight
+    on (a decoding cache logs while the run trains)."""
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self._log = log
+        self._held: list[str] | None = []
+
+    def __call__(self, message: str) -> None:
+        if self._held is None:
+            self._log(message)
+        else:
+            self._held.append(message)
+
+    def release(self) -> None:
+        held, self._held = self._held or [], None
+        for message in held:
+            self._log(message)
 
 
 def experiment_network(cfg: ExperimentConfig, experiment_path: str | Path | None, traces: Any, traces_dir: Path, population: Population,

@@ -88,8 +88,10 @@ def world_from_env(env: dict[str, str] | None = None) -> World | None:
 def start(world: World, timeout_s: float) -> "Comm":
     """Join the process group with collectives timing out after ``timeout_s``: gloo for CPU
     tensors, and NCCL for CUDA ones where torch has CUDA (the process's GPU, ``torch.cuda.set_device``)."""
-    if not timeout_s > 0:
-        raise ConfigError(f"--collective-timeout-s: expected seconds > 0, got {timeout_s}")
+    from flamingo_sim.fl.config import COLLECTIVE_TIMEOUT_MAX_S
+
+    if not 0 < timeout_s <= COLLECTIVE_TIMEOUT_MAX_S:
+        raise ConfigError(f"--collective-timeout-s: expected seconds in (0, {COLLECTIVE_TIMEOUT_MAX_S:g}], got {timeout_s}")
     backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
     try:
         dist.init_process_group(backend, rank=world.rank, world_size=world.size, timeout=timedelta(seconds=timeout_s))

@@ -13,10 +13,13 @@ A checkpoint file is a two-line header and a ``torch.save`` payload::
 
 The payload holds tensors and plain data only (numpy arrays and scalars are stored as byte
 tensors with their dtype and shape) and is read with ``torch.load(weights_only=True)``, so a
-file can never run code. :func:`save_checkpoint` writes the new file beside the old one,
-re-reads and verifies it on disk, and only then moves the old one to ``NAME.prev`` and the new
-one into place; :func:`load_checkpoint` verifies the length and the checksum first and falls
-back to ``NAME.prev`` (saying so) when the newest is damaged.
+file can never run code. :func:`save_checkpoint` writes the new file beside the old one (its
+checksum taken from the bytes in memory, the very bytes written: nothing is read back), checks the
+old one's length and checksum on disk, and only then moves the old one to ``NAME.prev`` (a damaged
+one never becomes the fallback) and the new one into place; :func:`load_checkpoint` verifies the
+length and the checksum first, then unpickles tensors and plain data only, and falls back to
+``NAME.prev`` (saying so) when the newest is damaged. So every file is verified before it is
+trusted, at the moment it is trusted: a resume reads nothing that has not passed the checksum.
 """
 
 from __future__ import annotations
@@ -87,8 +90,9 @@ def _serialise(state: Any) -> bytes:
     return MAGIC + f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n".encode() + payload
 
 
-def _read(path: Path) -> Any:
-    """The verified content of ``path``; raises :class:`CheckpointError` naming the file."""
+def _verified_payload(path: Path) -> bytes:
+    """The payload of ``path`` once its header, length and checksum are checked (nothing unpickled); raises
+    :class:`CheckpointError` naming the file."""
     data = path.read_bytes()
     if not data.startswith(MAGIC):
         raise CheckpointError(f"{path}: not a flamingo-sim checkpoint (no checksum header)")
@@ -102,6 +106,13 @@ def _read(path: Path) -> Any:
         raise CheckpointError(f"{path}: truncated or extended checkpoint ({len(payload)} payload bytes, header says {n})")
     if hashlib.sha256(payload).hexdigest() != digest:
         raise CheckpointError(f"{path}: checkpoint checksum mismatch (the file was altered or damaged)")
+    return payload
+
+
+def _read(path: Path) -> Any:
+    """The verified content of ``path`` (:func:`_verified_payload`, then tensors and plain data only); raises
+    :class:`CheckpointError` naming the file."""
+    payload = _verified_payload(path)
     try:
         state = torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
     except (pickle.UnpicklingError, RuntimeError, ValueError, TypeError, EOFError) as exc:
@@ -111,7 +122,13 @@ def _read(path: Path) -> Any:
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Write ``state`` to ``path``; the previous checkpoint stays as ``NAME.prev`` until the new one is verified on disk."""
+    """Write ``state`` to ``path`` atomically; the previous checkpoint becomes ``NAME.prev`` if its checksum holds.
+
+    The new file's checksum is that of the bytes in memory, written whole and synced: it is not read back (a
+    resume, or the next save, checks it against its header). The old file is checked by its length and checksum
+    only: unpickling it (what a resume does) would cost more than the save itself once a run has many rounds,
+    and a file whose checksum holds is the one that was written.
+    """
     path = Path(path)
     data = _serialise(state)
     prev = prev_path(path)
@@ -120,11 +137,9 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if tmp.read_bytes() != data:
-            raise CheckpointError(f"{path}: the checkpoint read back differs from what was written")
         if path.exists():
             try:
-                _read(path)
+                _verified_payload(path)
             except CheckpointError:
                 pass  # a damaged newest file never becomes the fallback
             else:

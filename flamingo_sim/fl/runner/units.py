@@ -37,7 +37,7 @@ from flamingo_sim.fl.runner.unit_files import FORMAT, UNITS_DIR, RunResults, Uni
 from flamingo_sim.fl.sim.fairness import participation_histogram
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.simulation import Simulation
-from flamingo_sim.io import as_written, atomic_path, write_json
+from flamingo_sim.io import as_written, atomic_path, json_item_text, write_json_with_items
 from flamingo_sim.resources import find_experiment
 
 __all__ = ["RunPlan", "PartsCache", "Once", "InProcess", "UnitSaver", "run_unit", "unit_parts", "unit_config", "recorded_config", "log_rates",
@@ -271,6 +271,7 @@ class UnitSaver(Callback):
 
     def __init__(self, unit: Unit, every: int, parts: Any, checkpoint: Path | None, results: RunResults | None) -> None:
         self.unit, self.every, self.checkpoint, self.results = unit, every, checkpoint, results
+        self._encodings: dict[int, _EncodedRecord] = {}  # id(record) -> its encodings (the record kept there too)
         self.about = {
             "data": parts.dataset.description,
             "model_size_mb": parts.cfg.network.model_size_mb,
@@ -286,10 +287,10 @@ class UnitSaver(Callback):
     def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
         self.records.append(record)
         if sim.round % self.every == 0 or sim.is_done():
-            rows = self.write(self.records)
+            self.write(self.records)
             self._checkpoint(sim)
-            if self.results is not None and not sim.is_done():
-                self.results.write(running=(self.unit.policy, self.unit.seed, as_written(rows)))  # the rows as its file has them
+            if self.results is not None and not sim.is_done():  # the rows as its file has them
+                self.results.write(running=(self.unit.policy, self.unit.seed, [r.written for r in self._encoded(self.records)]))
         return False
 
     def on_run_end(self, sim: Any, records: Sequence[RoundRecord]) -> None:
@@ -298,19 +299,63 @@ class UnitSaver(Callback):
 
     def _checkpoint(self, sim: Any) -> None:
         if self.checkpoint is not None:
-            save_checkpoint(self.checkpoint, {"simulation": sim.state_dict(), "rows": [r.to_row() for r in self.records]})
+            save_checkpoint(self.checkpoint, {"simulation": sim.state_dict(), "rows": [r.row for r in self._encoded(self.records)]})
         self.saved_round = sim.round
+
+    def _encoded(self, records: Sequence[RoundRecord]) -> list[_EncodedRecord]:
+        """Each record's encodings, made once per record (a record is frozen): the result file, the checkpoint and the
+        running ``metrics.parquet`` are rewritten with every round so far, and re-encoding the old rounds each time
+        made the saves grow with the run."""
+        cache = self._encodings
+        out = []
+        for record in records:
+            known = cache.get(id(record))
+            if known is None or known.record is not record:
+                known = cache[id(record)] = _EncodedRecord(record)
+            out.append(known)
+        return out
 
     def write(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> list[dict[str, Any]]:
         """The result file, with ``records``; done once ``histogram`` is given. Its rows."""
-        rows = [r.to_row() for r in records]
+        encoded = self._encoded(records)
+        rows = [r.row for r in encoded]
         body = {"format": FORMAT, "policy": self.unit.policy, "seed": self.unit.seed, "done": histogram is not None,
                 "rows": rows, "participation_histogram": histogram, **self.about}
         choice = getattr(getattr(getattr(self, "sim", None), "trainer", None), "choice", None)
         if choice is not None:  # train_mode auto on a GPU: what it chose, why, and the bound it checked
             body["train_mode"] = choice.record()
-        write_json(self.unit.path(".json"), body)
+        write_json_with_items(self.unit.path(".json"), body, "rows", [r.text for r in encoded])  # write_json's bytes
         return rows
+
+
+class _EncodedRecord:
+    """A round's record as the unit's files hold it, each form made on first use and kept: :attr:`row` (the
+    checkpoint's and ``metrics.parquet``'s), :attr:`text` (its JSON in the result file, :func:`json_item_text`) and
+    :attr:`written` (the row as the result file gives it back, :func:`as_written`)."""
+
+    def __init__(self, record: RoundRecord) -> None:
+        self.record = record
+        self._row: dict[str, Any] | None = None
+        self._text: str | None = None
+        self._written: dict[str, Any] | None = None
+
+    @property
+    def row(self) -> dict[str, Any]:
+        if self._row is None:
+            self._row = self.record.to_row()
+        return self._row
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = json_item_text(self.row)
+        return self._text
+
+    @property
+    def written(self) -> dict[str, Any]:
+        if self._written is None:
+            self._written = as_written(self.row)
+        return self._written
 
 
 class _Status(Callback):

@@ -110,6 +110,9 @@ class RoundPlan:
     transfers: Transfers | None = None  # the cohort's model transfers (network and radio energy); None in plans made elsewhere
     priced: PricedCohort[Transfers] | None = None  # the cohort as the pricing stage priced it (what the device columns read); None in plans made elsewhere
     n_unreachable: int = 0  # online clients the network rule left out of the selection (network.model: traces, unmetered_only)
+    #: bool (len(chosen), USAGE_SLOTS): whether each owner uses the phone in each trace slot from ``t0_s``, read once for the
+    #: pricing and the owners' foreground time (:meth:`Simulation._in_use`); None in plans made elsewhere (read again then)
+    in_use: np.ndarray | None = None
 
 
 def network_columns(transfers: Transfers | None = None, radio_spent_j: np.ndarray | None = None, comm_s: np.ndarray | None = None,
@@ -232,16 +235,17 @@ class Simulation:
     def _trace_state(self, t_s: float, idx: np.ndarray) -> np.ndarray:
         return self.parts.traces.state_at(t_s)[self.parts.population.trace_client[idx]]
 
-    def _price_tasks(self, t_s: float, clients: np.ndarray, plugged: np.ndarray) -> PricedCohort[Transfers]:
+    def _price_tasks(self, t_s: float, clients: np.ndarray, plugged: np.ndarray, in_use: np.ndarray | None = None) -> PricedCohort[Transfers]:
         """``clients``' tasks starting at ``t_s``, priced by the pricing stage (memory, the policy, heat, the model's
-        transfers); one round's or one FedBuff dispatch's."""
+        transfers); one round's or one FedBuff dispatch's. ``in_use``: :meth:`_in_use` of them at ``t_s`` where the
+        caller has read it already (a copy: the policy is a plug-in and the caller reads it again)."""
         return self.pricing.price(
             t_s, clients,
             n_steps=self.rules.fl.local_steps,
             battery_pct=self.budget.level_pct_at(clients),
             charging=plugged,
             trace_temperature_c=self._extra("temperature_c", t_s, clients, DEFAULT_TEMPERATURE_C),
-            in_use=self._in_use(t_s, clients),
+            in_use=self._in_use(t_s, clients) if in_use is None else in_use,
             slot_s=float(self.parts.traces.step_s),
             transfers=lambda compute_s: self.network.transfers(t_s, clients, compute_s),
         )
@@ -277,9 +281,10 @@ class Simulation:
         threshold = self.rules.in_use_threshold
         return self._extra("screen_on_frac", times[None, :], np.asarray(idx)[:, None], 0.0) > threshold
 
-    def _foreground_s(self, t_s: float, idx: np.ndarray, span_s: np.ndarray) -> np.ndarray:
-        """Seconds each client's owner uses the phone within ``[t_s, t_s + span_s)`` (the in-use slots)."""
-        use = self._in_use(t_s, idx)
+    def _foreground_s(self, t_s: float, idx: np.ndarray, span_s: np.ndarray, use: np.ndarray | None = None) -> np.ndarray:
+        """Seconds each client's owner uses the phone within ``[t_s, t_s + span_s)`` (the in-use slots); ``use``: their
+        :meth:`_in_use` at ``t_s`` where the caller has it (a round reads it once for its pricing and both its spans)."""
+        use = self._in_use(t_s, idx) if use is None else use
         step = float(self.parts.traces.step_s)
         edges = np.arange(use.shape[1]) * step
         overlap = np.clip(span_s[:, None] - edges[None, :], 0.0, step)
@@ -313,7 +318,8 @@ class Simulation:
 
         # 3. price every selected client's task under its policy
         plugged = self._plugged(t0, chosen)
-        priced = self._price_tasks(t0, chosen, plugged)
+        in_use = self._in_use(t0, chosen)
+        priced = self._price_tasks(t0, chosen, plugged, in_use.copy())
         outcome, batch_size, duration_s = priced.outcome, priced.batch_size, priced.duration_s
 
         # 4. settle: who counts, how long the round lasts, what it cost
@@ -348,6 +354,7 @@ class Simulation:
             transfers=priced.transfers,
             n_unreachable=n_unreachable,
             priced=priced,
+            in_use=in_use,
         )
 
     def _reachable_online(self, t0: float, busy: np.ndarray | None = None) -> tuple[Any, int, int]:
@@ -468,9 +475,10 @@ class Simulation:
         interference_s = outcome.interference_s * settled.done_frac
         lost_s = outcome.foreground_lost_s * settled.done_frac
         span_s = np.maximum(settled.duration_s, outcome.duration_s * settled.done_frac)
-        foreground_s = self._foreground_s(t0, chosen, span_s)
+        use = plan.in_use if plan.in_use is not None else self._in_use(t0, chosen)
+        foreground_s = self._foreground_s(t0, chosen, span_s, use)
         # while training ran: over the whole task, scaled by the share that ran (as interference_s is)
-        training_fg_s = self._foreground_s(t0, chosen, outcome.duration_s) * settled.done_frac
+        training_fg_s = self._foreground_s(t0, chosen, outcome.duration_s, use) * settled.done_frac
 
         # 7. evaluate and record
         accuracy = loss = float("nan")
@@ -588,14 +596,12 @@ class Simulation:
         """Draw ``drawn_j`` from ``clients`` at ``t0``, then step the budget through every trace
         grid tick in (t0, t1]. Inputs come from the validated trace set (not re-validated)."""
         step = self.parts.traces.step_s
-        level = self._trace_levels(t0)[self._pair_trace]
-        self.budget.draw(level, clients, drawn_j)
         first = math.floor(t0 / step) + 1
         last = math.floor(t1 / step)
-        for tick in range(first, last + 1):
-            now = self._trace_levels(tick * step)[self._pair_trace]
-            self.budget.advance(level, now)
-            level = now
+        traces = self.parts.traces
+        self.budget.draw(traces.levels_at(self._pair_trace, np.full(len(self._pair_trace), t0)), clients, drawn_j)
+        # every tick of the round in one read of each pair's trace (the same values as _trace_levels(tick * step)[_pair_trace])
+        self.budget.advance_steps(traces.levels_on_ticks(self._pair_trace, first, last - first + 1))
 
     def evaluate(self) -> tuple[float, float]:
         started = time.perf_counter()

@@ -97,3 +97,16 @@ def test_a_bad_capacity_file_is_one_line_naming_the_key(tmp_path) -> None:
     cfg = load_experiment(EXP, [*SMALL, f"network.fedscale_capacity_file={tmp_path / 'absent'}"])
     with pytest.raises(ConfigError, match="network.fedscale_capacity_file: FedScale device-capacity file .* not found"):
         build_components(cfg, EXP, 0, log=lambda _m: None)
+
+
+def test_a_refusal_while_the_parts_are_built_logs_nothing() -> None:
+    """The parts' lines (the proxy task's WARNING, the data, the model update) are held until every part is built: a
+    setting refused part way is the only line a command prints (issue 50; before, the WARNING and the data line came
+    first)."""
+    logs: list[str] = []
+    for bad in ("fl.batch_size=100000", "phones.mix={nophone: 1.0}", "network.bandwidth_sigma=1000"):
+        with pytest.raises(ConfigError):
+            build_components(load_experiment(EXP, [*SMALL, bad]), EXP, 0, log=logs.append)
+    assert logs == []
+    build_components(load_experiment(EXP, SMALL), EXP, 0, log=logs.append)
+    assert [line.split(":")[0] for line in logs] == ["WARNING", "data", "model update"], logs

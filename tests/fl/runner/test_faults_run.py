@@ -140,6 +140,47 @@ def test_a_checkpoint_holding_code_is_refused_even_with_a_valid_checksum(tmp_pat
     assert not (tmp_path / "pwned").exists()
 
 
+def test_a_checkpoint_is_saved_without_reading_it_back_and_verified_when_resumed_from(tmp_path, monkeypatch):
+    """The save hashes the bytes in memory and never reads the new file back (nor unpickles the old one): a byte altered on
+    disk afterwards is found by the checksum when a resume reads it, and the resume refuses it."""
+    path = tmp_path / "c.pt"
+    reads: list[str] = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self.name) or real(self))
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("save_checkpoint unpickled a checkpoint"))
+    save_checkpoint(path, _state())
+    assert reads == []  # the new file: not read back
+    save_checkpoint(path, _state())
+    assert reads == ["c.pt"]  # the old one: its checksum checked before it becomes the fallback, nothing unpickled
+    monkeypatch.undo()
+    assert load_checkpoint(path, log=print)["simulation"]["round"] == 3
+    prev_path(path).unlink()
+    _damage(path, "flipped")
+    with pytest.raises(CheckpointError, match=r"checkpoint checksum mismatch \(the file was altered or damaged\); no good earlier checkpoint"):
+        load_checkpoint(path, log=print)
+
+
+def test_a_fallback_holding_code_with_a_valid_checksum_is_still_refused_at_resume(tmp_path, monkeypatch):
+    """The save checks the old file's checksum only, so a file that holds code under a valid checksum can become NAME.prev;
+    a resume that falls back to it still unpickles tensors and plain data only, and refuses it without running anything."""
+    import hashlib
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "c.pt"
+    buf = io.BytesIO()
+    torch.save({"simulation": {}, "rows": [], "extra": _Payload()}, buf)
+    payload = buf.getvalue()
+    path.write_bytes(MAGIC + f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n".encode() + payload)
+    save_checkpoint(path, _state())
+    assert prev_path(path).is_file() and not (tmp_path / "pwned").exists()
+    _damage(path, "truncated")
+    with pytest.raises(CheckpointError, match=r"c\.pt: truncated or extended checkpoint .*; no good earlier checkpoint"):
+        load_checkpoint(path, log=print)  # the damaged newest named, the fallback refused too
+    with pytest.raises(CheckpointError, match=r"c\.pt\.prev: holds more than tensors and plain data, refused"):
+        load_checkpoint(prev_path(path), log=print)
+    assert not (tmp_path / "pwned").exists()
+
+
 def test_resume_after_a_damaged_checkpoint_falls_back_and_equals_the_uninterrupted_run(whole, tmp_path, monkeypatch, capsys):
     cut = _cut(tmp_path, monkeypatch)
     _damage(cut / "checkpoints" / "flamingo-seed0.pt", "flipped")
