@@ -61,15 +61,15 @@ def _contention() -> dict[str, tuple[str, str]]:
 
 
 def test_the_baselines_displaced_step_is_the_contention_table():
-    """paper.md twice: MobileNetV2's unpinned 4567 while the owner uses the phone (docs/results/contention/paper.json)."""
+    """paper.md twice: MobileNetV2's unpinned 4567 while the owner uses the phone, rotating with the owner's threads on
+    the SD855/SD865 phones (docs/results/contention/paper.json, issue 48's one scheduler)."""
     c = _contention()
-    assert c["galaxy_s10e"] == c["galaxy_tab_s6"] and c["oneplus_8"] == c["mi_10"]  # the page quotes one figure per SoC
-    (sd855_lat, sd855_en), (sd865_lat, sd865_en) = c["galaxy_s10e"], c["oneplus_8"]
-    text = page("paper.md")
-    assert (f"MobileNetV2's `4567` step on the S10e and Tab S6 runs {sd855_lat} slower at {sd855_en} the energy, on the OnePlus 8 "
-            f"and Mi 10 {sd865_lat} at {sd865_en};") in text
-    assert f"{sd855_lat} slower at {sd855_en} the energy on the SD855 phones, {sd865_lat} at {sd865_en} on the SD865 phones" in text
-    assert c["pixel_3"] == ("1.00x", "1.00x")  # "the Pixel 3's cpusets keep its training off the owner's cores"
+    lat = sorted(c[p][0] for p in ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8", "mi_10"))
+    span = f"{lat[0][:-1]}-{lat[-1]}"
+    text = " ".join(page("paper.md").split())
+    assert f"stretches only {span}" in text
+    assert f"barely slows ({span} on MobileNetV2)" in text
+    assert c["pixel_3"] == ("1.00x", "1.00x")  # the Pixel 3's cpusets keep training off the owner's cores
 
 
 def test_the_reviewers_quick_run_figures_are_its_summary():
@@ -119,12 +119,14 @@ def test_what_each_device_assumption_is_worth_in_prose_is_the_sensitivity_study(
     lo, hi = ref["flamingo"]["speedup_ci"]
     text = page("modelling-notes.md")
     assert f"(the reference's speedup {lo:.2f}-{hi:.2f}x)" in text
-    assert f"{sum(ref['baseline']['device_limits']['throttled'].values()):.0f} baseline tasks throttle in 40 rounds" in text
-    grow = hot["baseline"]["time_to_target_s"] / ref["baseline"]["time_to_target_s"] - 1
-    assert (f"at 37 degC the baseline's tasks throttle {sum(hot['baseline']['device_limits']['throttled'].values()):.0f} times and its "
-            f"time to the target grows by {100 * grow:.0f} % ({hot['baseline']['time_to_target_s'] / 3600:.2f} h)") in text
-    assert hot["flamingo"]["time_to_target_s"] == pytest.approx(ref["flamingo"]["time_to_target_s"], rel=1e-4)  # "Flamingo's does not move"
-    assert f"so the speedup rises to {hot['flamingo']['speedup']:.2f}x" in text
+    assert f"{sum(ref['baseline']['device_limits']['throttled'].values()):.0f} baseline tasks throttle in 40 rounds" in " ".join(text.split())
+    grow = hot["flamingo"]["time_to_target_s"] / ref["flamingo"]["time_to_target_s"] - 1
+    n_base = sum(hot["baseline"]["device_limits"]["throttled"].values())
+    n_flam = sum(hot["flamingo"]["device_limits"]["throttled"].values())
+    assert (f"at 37 degC the baseline's tasks throttle {n_base:.0f} times and Flamingo's {n_flam:.0f}, and Flamingo's time to the "
+            f"target grows by {100 * grow:.0f} % ({hot['flamingo']['time_to_target_s'] / 3600:.2f} h)") in " ".join(text.split())
+    assert f"so the speedup falls to {hot['flamingo']['speedup']:.2f}x" in " ".join(text.split())
+    assert hot["flamingo"]["speedup"] < ref["flamingo"]["speedup"]  # "falls"
 
 
 def test_the_energy_balance_sentence_is_its_results_file():

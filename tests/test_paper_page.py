@@ -150,23 +150,32 @@ def test_table2_renders_each_exploration_reading_under_its_title_and_mechanisms_
 
 
 def test_the_pages_claim_about_the_public_set_holds_in_its_file():
+    """The earlier model's grid point, quoted as such (the grid is listed stale until it is run again)."""
     f = load("readings_main_job/public/reference.summary.json")["policies"]["flamingo"]
     flat = " ".join(PAGE.read_text().split())
     s, e = f["speedup_ci"], f["energy_efficiency_ci"]
-    assert (f"Under `public` Flamingo is {f['speedup']:.2f}x faster to the target [{s[0]:.2f}, {s[1]:.2f}] at the same training energy "
+    assert (f"there `public` gave Flamingo {f['speedup']:.2f}x [{s[0]:.2f}, {s[1]:.2f}] at the same training energy "
             f"({f['energy_efficiency']:.2f}x [{e[0]:.2f}, {e[1]:.2f}])") in flat
     assert e[0] <= 1.0 <= e[1] and s[0] > 1.0  # "the same energy", and faster
 
 
 def test_the_pages_claims_about_the_range_hold_in_its_file():
-    """The sentence under the range block: the paper's speedup outside the range, its energy efficiency inside; the range
-    widest along the profile set and the training app's state (each unknown's spread of speedup, from its points)."""
+    """The sentences under the range block: neither of the paper's ratios inside the range; the range widest along the
+    profile set and the interference model (each unknown's spread of speedup, from its points); the kernel scheduler, the
+    owner's boost and its memory share moving the speedup little or not at all; the public and fair points as quoted."""
     summary = load("unknowns/default/range.json")
-    assert summary["speedup"]["range_holds_paper"] is False and summary["energy_efficiency"]["range_holds_paper"] is True
+    assert summary["speedup"]["range_holds_paper"] is False and summary["energy_efficiency"]["range_holds_paper"] is False
     rows = load("unknowns/default/sensitivity.csv")
     spread: dict[str, list[float]] = {}
+    ref = next(float(r["speedup"]) for r in rows if r["knob"] == "reference")
     for r in rows:
         if r["knob"] != "reference":
             spread.setdefault(r["knob"], []).append(float(r["speedup"]))
-    widest = sorted(spread, key=lambda k: max(spread[k]) - min(spread[k]), reverse=True)[:2]
-    assert widest == ["phones.profile_set", "policy.interference.app_state"], widest
+    widest = sorted(spread, key=lambda k: max(spread[k] + [ref]) - min(spread[k] + [ref]), reverse=True)[:2]
+    assert widest == ["phones.profile_set", "policy.interference.model"], widest
+    for knob in ("policy.interference.scheduler", "policy.interference.foreground_nice", "policy.interference.owner_memory_share"):
+        assert all(abs(v / ref - 1) < 0.05 for v in spread[knob]), knob
+    point = {(r["knob"], r["value"]): float(r["speedup"]) for r in rows}
+    flat = " ".join(PAGE.read_text().split())
+    assert f"Flamingo nothing to gain, {point[('phones.profile_set', 'public')]:.2f}x" in flat
+    assert f"the fixed two-core reading, {point[('policy.interference.model', 'fair')]:.2f}x" in flat

@@ -56,8 +56,8 @@ def test_reproduce_names_each_phase_on_stdout_with_its_units(tmp_path, monkeypat
     class Stop(Exception):
         pass
 
-    def fake_run_tasks(out_dir, *, overrides, phases, **_kw):
-        calls.append((Path(out_dir), phases.index, list(phases.phases)))
+    def fake_run_tasks(out_dir, *, overrides, phases, header=None, **_kw):
+        calls.append((Path(out_dir), phases.index, list(phases.phases), header))
         raise Stop
 
     monkeypatch.setattr(run_module, "run_tasks", fake_run_tasks)
@@ -69,8 +69,10 @@ def test_reproduce_names_each_phase_on_stdout_with_its_units(tmp_path, monkeypat
     others = [n for n, c in run_configs().items() if c != run_configs()["paper"]]
     assert others
     n = 2 + len(others) + len(MECHANISMS) + 5  # the main runs, explore-then-share, the walk, the mechanisms, each phone left out
-    assert printed.getvalue().splitlines() == [f"== phase 1 of {n}: baseline and Flamingo, the paper's readings (12 units) =="]
-    (folder, index, phases), = calls
+    # the header goes to the phase's run, which prints it once its checks passed (a refusal is then the only line)
+    assert printed.getvalue() == ""
+    (folder, index, phases, header), = calls
+    assert header == f"== phase 1 of {n}: baseline and Flamingo, the paper's readings (12 units) =="
     assert (folder, index) == (tmp_path / "out", 0)
     # 3 tasks x 2 seeds x 2 policies in every phase
     assert phases[:2 + len(others)] == [("baseline and Flamingo, the paper's readings", 12),
