@@ -357,3 +357,24 @@ def test_the_modelling_notes_quote_the_contention_table():
     assert f"{lat[0]:.2f}-{lat[-1]:.2f}x on MobileNetV2 at {en[0]:.2f}-{en[-1]:.2f}x the energy" in flat
     seven = sorted({pct(p, "7", True) for p in ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8", "mi_10")})
     assert f"Prime's speed on one thread: {seven[0][:-2]}-{seven[-1]}" in flat
+
+
+def test_the_paper_pages_table3_prose_quotes_the_contention_table():
+    """docs/paper.md under Table 3: Flamingo's `7` costing the owner the Prime, and mainline's baseline leaving the owner
+    on little cores (the same loss as a pinned `4567` under WALT: ``test_the_owners_loss_and_the_step_by_hand``), each as
+    docs/results/contention/paper.json has it (MobileNetV2, the four SD855/SD865 phones)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    rows = json.loads((root / "docs" / "results" / "contention" / "paper.json").read_text())["rows"]
+    at = {(r["phone"], r["choice"], r["pinned"]): r["foreground_loss"] for r in rows
+          if r["model"] == "mobilenet_v2" and r["interference"] == "android"}
+    big = ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8", "mi_10")
+    seven = sorted(100 * at[(p, "7", True)] for p in big)
+    pinned = sorted(100 * at[(p, "4567", True)] for p in big)
+    flat = " ".join((root / "docs" / "paper.md").read_text().split())
+    assert f"loses its speed advantage ({seven[0]:.1f}-{seven[-1]:.1f} % of the rate)" in flat
+    assert f"little cores, about {pinned[0]:.0f}-{pinned[-1]:.0f} % of its rate lost" in flat
+    quarter = [100 * at[(p, "4567", False)] for p in ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8")]
+    assert all(24 < q < 30 for q in quarter) and "losing about a quarter of their rate" in flat
