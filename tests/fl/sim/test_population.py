@@ -96,8 +96,10 @@ def test_a_100k_client_run_matches_the_dense_engines_reference(tmp_path):
     population. The file was rewritten when Jain's index stopped using BLAS (``jain_energy`` moved
     by an ulp; every other column was compared equal to the dense engine's file then), and again by
     this engine when the device model changed (issues 38 and 39), when the decline reasons got their
-    columns (issue 42), and when Table 1's energy was kept, heat became the power charged and the
-    radio was bounded (issue 47); its ``provenance.json`` names the commit and the machine."""
+    columns (issue 42), when Table 1's energy was kept, heat became the power charged and the
+    radio was bounded (issue 47), and when one scheduler placed both apps (issue 48: the owner's
+    loss, the contended step and the shared DRAM moved the interference columns and, through
+    them, the clock); its ``provenance.json`` names the commit and the machine."""
     out = tmp_path / "run"
     sets = ["data.proxy.n_clients=100000", "fl.participants_per_round=10", "fl.local_steps=1", "fl.rounds=30", "traces.reentry_pct=20"]
     args = [sys.executable, "-m", "flamingo_sim", "run", str(shipped("experiments") / "openimage_mobilenet.yaml"), "--out", str(out)]
