@@ -127,6 +127,12 @@ def _main(argv: Sequence[str] | None) -> int:
         hint = getattr(exc, "hint", None)
         hint = _user_terms(hint, args) if hint else None
         name = signal.Signals(signum).name
+        import os
+
+        from flamingo_sim.fl.distributed.world import LAUNCHER_ENV
+
+        if signum == signal.SIGTERM and os.environ.get(LAUNCHER_ENV) == "1":  # a rank the launcher stopped: it says so, once
+            return 128 + signum
         print(f"flamingo-sim {args.command}: interrupted ({name})" + (f"; {hint}" if hint else ""), file=sys.stderr)
         return 128 + signum
 

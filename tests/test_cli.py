@@ -44,3 +44,26 @@ def test_help_still_shows_the_usage(capsys):
         main(["run", "--help"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.startswith("usage: flamingo-sim run [-h]")
+
+
+def test_a_rank_the_launcher_stopped_says_nothing_the_launcher_says_it(monkeypatch, capsys):
+    """A rank of ``run --nproc`` that the launcher stops with SIGTERM exits quietly (the launcher's one line names what
+    happened; under load the rank's own "interrupted (SIGTERM)" came first and made two). Anywhere else a SIGTERM is
+    still said in one line."""
+    import signal
+
+    from flamingo_sim import cli as top
+    from flamingo_sim.devices import cli as devices_cli
+    from flamingo_sim.faults import Interrupted
+    from flamingo_sim.fl.distributed.world import LAUNCHER_ENV
+
+    def stopped(_args):
+        raise Interrupted(int(signal.SIGTERM))
+
+    monkeypatch.setattr(devices_cli, "_thermal", stopped)
+    monkeypatch.setenv(LAUNCHER_ENV, "1")
+    assert top.main(["thermal"]) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == ""
+    monkeypatch.delenv(LAUNCHER_ENV)
+    assert top.main(["thermal"]) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == "flamingo-sim thermal: interrupted (SIGTERM)\n"

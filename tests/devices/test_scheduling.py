@@ -162,6 +162,7 @@ def test_one_scheduler_for_both_apps_every_share_in_range_and_roles_exchanged(ph
     the owner's app (the top app, the same cpuset, threads and nice, unpinned), ``place`` puts training where the first
     of two such apps goes and the owner where the second goes, so exchanging the roles exchanges the placements."""
     rng = np.random.default_rng(48)
+    exchanged = 0
     for k in range(400):
         phone = phones[("galaxy_s10e", "pixel_3", "mi_10")[k % 3]]
         version = (11, 12)[k % 2]
@@ -189,6 +190,8 @@ def test_one_scheduler_for_both_apps_every_share_in_range_and_roles_exchanged(ph
         one, two = schedule(top, (like, like), rotate)
         pl = place(top, cores, False, twin)
         assert (pl.train, pl.train_share, pl.foreground, pl.foreground_share) == (one.home, one.share, two.home, two.share), k
+        exchanged += 1
+    assert exchanged >= 200  # most pairs have a cpuset with cores for the owner's threads: the exchange was checked on them
 
 
 def test_exchanging_the_apps_roles_in_a_symmetric_setup_exchanges_their_placements(phones):
