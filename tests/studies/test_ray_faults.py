@@ -27,7 +27,7 @@ from tests.cli_runs import EXP
 from tests.mounts import needs_mounts
 from tests.studies.test_study import QUIET, _argv, _cli, _outputs
 
-ROUNDS = 40
+ROUNDS = 80
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'flamingo-sim[cluster]')")
 
 
@@ -63,7 +63,8 @@ def test_a_ray_address_that_is_no_address_is_one_line(tmp_path, capsys):
 @needs_ray
 @pytest.mark.slow
 def test_a_ray_worker_killed_mid_unit_is_reported_the_others_finish_and_the_same_command_finishes(tmp_path):
-    # 40 rounds, so that a unit outlasts a few of its status writes (every 0.5 s): 6 tiny rounds can end before the first
+    # 80 rounds: the unit writes its status after its first round, and the other 79 outlast the poll and the kill (with
+    # 40 rounds and no write after the first, CI under load saw the unit's first status past round 0 only when it was done)
     longer = ("--set", f"fl.rounds={ROUNDS}")
     reference = tmp_path / "sequential"
     done = _cli(_argv(reference, "--jobs", "1", *longer))

@@ -359,11 +359,13 @@ class _EncodedRecord:
 
 
 class _Status(Callback):
-    """The unit's progress (``{"round": r, "rounds": R, "pid": its process}``) in a small file, at most every
-    :data:`STATUS_EVERY_S`: what a study's progress lines show, wherever the unit runs."""
+    """The unit's progress (``{"round": r, "rounds": R, "pid": its process}``) in a small file: when the unit
+    begins, after its first round, after its last, and between them at most every :data:`STATUS_EVERY_S`: what a
+    study's progress lines show, wherever the unit runs. The first round's write says the unit trains, however
+    fast its rounds are (a unit of tiny rounds could otherwise go from round 0 to done between two writes)."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.last = path, 0.0
+        self.path, self.last, self.rounds_seen = path, 0.0, 0
 
     def _write(self, sim: Any) -> None:
         self.last = time.monotonic()
@@ -374,7 +376,8 @@ class _Status(Callback):
         self._write(sim)
 
     def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
-        if time.monotonic() - self.last >= STATUS_EVERY_S or sim.is_done():
+        self.rounds_seen += 1
+        if self.rounds_seen == 1 or time.monotonic() - self.last >= STATUS_EVERY_S or sim.is_done():
             self._write(sim)
         return False
 

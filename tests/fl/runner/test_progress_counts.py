@@ -49,3 +49,25 @@ def test_a_unit_with_rounds_written_says_it_resumes(tmp_path):
     progress.start(unit)
     progress.start(_units(tmp_path, 1)[1])
     assert lines == ["[1/2] baseline seed 0: resuming from round 4", "[2/2] flamingo seed 0: started"]
+
+
+def test_a_unit_of_fast_rounds_shows_its_first_round_and_its_last(tmp_path, monkeypatch):
+    """The status file after each round of a unit whose rounds take no time at all: round 0 when it begins, round 1
+    after its first round (a study's progress, and a fault test waiting to kill the unit, see that it trains), then
+    nothing new until the time between writes has passed or the unit is done."""
+    from types import SimpleNamespace
+
+    from flamingo_sim.fl.runner import units
+
+    monkeypatch.setattr(units.time, "monotonic", lambda: 100.0)  # every round in the same instant
+    path = tmp_path / "flamingo-seed0.status"
+    sim = SimpleNamespace(round=0, rules=SimpleNamespace(fl=SimpleNamespace(rounds=5)))
+    sim.is_done = lambda: sim.round >= 5
+    status = units._Status(path)
+    status.on_run_begin(sim, [])
+    seen = [json.loads(path.read_text())["round"]]
+    for r in range(1, 6):
+        sim.round = r
+        assert status.on_round_end(sim, None) is False  # type: ignore[arg-type]
+        seen.append(json.loads(path.read_text())["round"])
+    assert seen == [0, 1, 1, 1, 1, 5]
