@@ -64,6 +64,9 @@ KNOWN_STALE = {
     "benchmarks/results/mutation_core_recheck_2cores.json": ".ci/mutation.py",
     "benchmarks/results/population_2cores.json": "benchmarks/population.py, flamingo_sim/fl/sim/population.py, flamingo_sim/fl/sim/simulation.py",
     "benchmarks/results/round_overhead_2cores.log": "benchmarks/round_overhead.py, flamingo_sim/fl/sim/simulation.py",
+    # a unit's status file is written after its first round too (one more write of about 0.3 ms a unit; the Ray fault
+    # test waits on it); the paired ratios not re-measured for it
+    "benchmarks/results/round_overhead.json": "flamingo_sim/fl/runner/units.py",
     "benchmarks/results/studies_2cores.json": "benchmarks/studies.py, flamingo_sim/studies/study.py",
     "benchmarks/results/studies_full_2cores.json": "benchmarks/studies.py, flamingo_sim/studies/study.py",
     "benchmarks/results/suite_2cores.json": "benchmarks/suite.py",
