@@ -55,7 +55,7 @@ def test_the_pages_claims_about_the_walk_hold_in_its_file():
         ranked = sorted(factors, key=factors.get, reverse=True)
         assert ranked[:2] == ["exploration", "charge_state"], (task, factors)
     speech = [s["speedup_factor"] for s in walk["speech_resnet34"] if s["speedup_factor"]]
-    assert len(speech) == 5 and all(0.88 <= f <= 1.12 for f in speech), speech  # no reading moves Speech by more than 12 %
+    assert len(speech) == 5 and all(0.92 <= f <= 1.08 for f in speech), speech  # no reading moves Speech by more than 8 %
     for task, steps in walk.items():  # the paper's literal target has no ratio, as the page says
         assert steps[0]["speedup"] is None and steps[0]["missed"], task
 
