@@ -167,14 +167,14 @@ MOST_READ = ("README.md", "docs/index.md", "docs/install.md", "docs/quickstart.m
              "docs/flower.md")
 
 #: The pages that joined the count after the most-read ones (issue 50's extension), same rule.
-MORE_PAGES = ("docs/headline.md", "docs/paper.md", "docs/devices.md")
+MORE_PAGES = ("docs/headline.md", "docs/paper.md", "docs/devices.md", "docs/fl-engine.md")
 
 #: Not figures: numbers that name (Table 1, Figure 6, issue 50, x86-64, a product: Pixel 3, Snapdragon 855, PCMark Work
 #: 3.0; a section of the paper), versions of Python and PyTorch, spans of years, the participation table's axis ("kept 0,
 #: 1, 2, ... times") and the figures' axes ("start at 0").
 LABELS = (r"(?m)^\d+\.(?= )", r"\bx86-64\b",
           r"\b(?:OnePlus 8|Pixel 3|Mi 10|Raspberry Pi 5|Pi 4|PCMark Work 3\.0|Zen 5|Snapdragon 8-series|Snapdragon \d+|Exynos \d+|SD\d{3}/\d{3})\b",
-          r"\b(?:[Ss]ections?|appendix) \d+(?:\.\d+)*", r"\bPyTorch \d+\.\d+\.\d+", r"\bround 1(?!\d|[,.]\d)", r"\b[\w-]+/[\w-]+#\d+", r"\bYAML 1\.1\b", r"\bTables? \d+(?:-\d+)?(?: and \d+)?", r"\bFigures? \d+(?:-\d+)?", r"\b[Ii]ssues?\s+\d+(?:\s+and\s+\d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
+          r"\b(?:[Ss]ections?|appendix) \d+(?:\.\d+)*", r"\bPyTorch \d+\.\d+\.\d+", r"\bround [01](?!\d|[,.]\d)", r"\bt = 0\b", r"\bround's step \d\b", r"\bet al\., [A-Z]+ (?:19|20)\d\d\b", r"\b[\w-]+/[\w-]+#\d+", r"\bYAML 1\.1\b", r"\bTables? \d+(?:-\d+)?(?: and \d+)?", r"\bFigures? \d+(?:-\d+)?", r"\b[Ii]ssues?\s+\d+(?:\s+and\s+\d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
           r"\bon 3\.\d+ and later", r"\b(?:19|20)\d\d-(?:19|20)\d\d\b", r"kept 0, 1, 2, \.\.\. times", r"start at 0 \(full")
 
 _FIGURE = re.compile(r"(?<![\w.'^])(?<![A-Za-z]-)\d+(?:[.,]\d+)*(?:\^\d+)?x?(?!\w)")
@@ -992,11 +992,146 @@ def _tie_the_devices_page(q: Quotes) -> None:
                 share.append({c.label: c.power_w for c in p.all_choices}["4567"] / cat[ph].soc.core_types["prime"].power_w)
     q(page, f"their four big cores drew {min(share):.2f}-{max(share):.2f} of one Prime core")
 
+
+def _tie_the_fl_engine_page(q: Quotes) -> None:
+    """docs/fl-engine.md: the paper's FL defaults (FLConfig), the derived transfer size (the DNN's parameters x 4 bytes),
+    the shipped experiments' sizes, the phones the shipped traces map to (profiles/phone_models.yaml), the toolkit's
+    timings (benchmarks/results/toolkit_runs_2cores.json), the aggregators' and selectors' defaults and ranges, the
+    least-energy policy's margin and pick, the identity bounds (tests/identity.py), and the real-data readers' constants
+    (flamingo_sim/fl/data) and FedScale's benchmark settings (experiments/fedscale_*.yaml)."""
+    import ast
+    import inspect
+
+    import numpy as np
+
+    from flamingo_sim.devices.phone_models import FALLBACK_RULE, load_phone_models, map_trace_phones
+    from flamingo_sim.devices.policies.least_energy import CAPACITY_MARGIN, least_energy_choice
+    from flamingo_sim.devices.profiles import load_profile
+    from flamingo_sim.devices.soc import load_phones
+    from flamingo_sim.fl.config import DataConfig, FLConfig, load_experiment, require_path
+    from flamingo_sim.fl.data.openimage import FEDSCALE_MEAN, FEDSCALE_STD
+    from flamingo_sim.fl.data.speech import CLASSES, HOP_LENGTH, N_FFT, N_MELS, SAMPLE_RATE_HZ, TOP_DB, FedScaleSpeechDataset, mel_filterbank
+    from flamingo_sim.fl.strategy.base import Aggregator
+    from flamingo_sim.fl.strategy.parameters import FedProxParams, ServerOptimizerParams
+    from flamingo_sim.fl.strategy.selection import BatteryParams, OortParams
+    from flamingo_sim.io import LINE_EVERY_S
+    from flamingo_sim.models import build_model
+    from flamingo_sim.traces.store import load_client_traces, load_device_models
+
+    page = "docs/fl-engine.md"
+    fl, data = FLConfig(), DataConfig()
+    q(page, f"local steps, minibatch {fl.batch_size}, lr {fl.lr:g}, plain SGD, `fl.rounds`")
+    # the transfer's size when network.model_size_mb is unset: the DNN's parameters x 4 bytes (float32)
+    per = re.search(r"return n \* (\d) / 1e6, f\"derived:", (ROOT / "flamingo_sim/fl/compose/parts.py").read_text())
+    assert per and int(per[1]) == np.dtype(np.float32).itemsize
+    exp = ROOT / "experiments" / "openimage_mobilenet.yaml"
+    cfg = load_experiment(exp)
+    classes = cfg.data.proxy.n_classes
+    many = 1000  # the example's other class count: ImageNet's, torchvision's default head
+    n = {c: sum(p.numel() for p in build_model(cfg.model, (3, 32, 32), c).parameters()) for c in (classes, many)}
+    q(page, f"number of classes x {per[1]} bytes (float32), e.g. MobileNetV2 with {classes} classes {n[classes]:,} parameters = "
+            f"{n[classes] * int(per[1]) / 1e6:.2f} MB, with {many:,} classes {n[many] * int(per[1]) / 1e6:.2f} MB.")
+    size = {t: load_experiment(ROOT / "experiments" / f"{t}.yaml").network.model_size_mb
+            for t in ("openimage_mobilenet", "openimage_shufflenet", "speech_resnet34")}
+    q(page, f"(MobileNetV2 {size['openimage_mobilenet']:.1f} MB, ShuffleNetV2 x2 {size['openimage_shufflenet']:.1f} MB, ResNet-34 "
+            f"{size['speech_resnet34']:.1f} MB)")
+    traces_dir = require_path(cfg.traces.path, exp, "traces.path", "trace set")
+    traces = load_client_traces(traces_dir)
+    q(page, f"replays trace client `i mod {traces.n_clients}`")
+    # phones.mix: from_traces on the shipped traces and the main job's clients
+    clients = cfg.data.proxy.n_clients
+    table = load_phone_models(ROOT / "profiles" / "phone_models.yaml", load_phones(ROOT / "profiles"))
+    _, _, rep = map_trace_phones(table, traces.device_ids, load_device_models(traces_dir), traces.client_device, clients)
+    ph, fb = rep["phones"], rep["rules"][FALLBACK_RULE]
+    assert fb["phone"] == "pixel_3" and sum(ph.values()) == clients
+    q(page, f"On the shipped traces and the main job's {clients:,} clients: galaxy_s10e {ph['galaxy_s10e']:,} clients, pixel_3 "
+            f"{ph['pixel_3']:,} ({fb['clients']:,} of them by the fallback), oneplus_8 {ph['oneplus_8']:,}, mi_10 {ph['mi_10']:,}, "
+            f"galaxy_tab_s6 {ph['galaxy_tab_s6']:,}.")
+    q(page, f"(FedProx's term; default {Aggregator.proximal_mu:g})")
+    level = re.search(r"confidence_level=(0\.\d+)", (ROOT / "flamingo_sim/fl/metrics/compare.py").read_text())[1]  # type: ignore[index]
+    q(page, f"the {100 * float(level):.0f} % percentile bootstrap interval over seeds")
+    q(page, f"(each tenth of the rounds, or every {LINE_EVERY_S:g} s)")
+    bounds = ast.literal_eval(re.search(r"^TORCH_COLUMNS = (\{.*\})$", (ROOT / "tests/identity.py").read_text(), re.M)[1])  # type: ignore[index]
+    assert bounds["loss"] == bounds["train_loss"]
+    loss = f"{bounds['loss']:.1e}".replace("e-0", "e-")
+    q(page, f"accuracies within {bounds['accuracy']:g} and losses within {loss} (the differences measured before MKL's pin)")
+    # the research toolkit's examples, timed (benchmarks/results/toolkit_runs_2cores.json)
+    tk = json.loads((ROOT / "benchmarks/results/toolkit_runs_2cores.json").read_text())
+    q(page, f"in the main job's setting ({clients:,} proxy clients, {cfg.fl.rounds} rounds, baseline vs Flamingo;")
+    loads = [x for r in tk["runs"] for x in (r["load_before"], r["load_after"])]
+    walls = tk["main_job_walls_s"]
+    q(page, f"once, on this {tk['cores']}-core machine with nothing else running (load average {min(loads):.1f}-{max(loads):.1f}), beside "
+            f"the main job run before the first and after the last ({walls[0]:.1f} s and {walls[1]:.1f} s)")
+    for r in tk["runs"]:
+        if "vs_main_job" in r:
+            q(page, f"| `{r['experiment']}` | {r['policies'].replace(',', ', ')} | {r['wall_s']:.1f} | {r['vs_main_job']:.2f}x |")
+    assert sum("vs_main_job" in r for r in tk["runs"]) == 10
+    # the aggregators' and selectors' parameters
+    prox, opt = FedProxParams(), ServerOptimizerParams()
+    q(page, f"| `mu` ({prox.mu:g}) |")
+    q(page, f"| `server_lr` ({opt.server_lr:g}), `beta1` ({opt.beta1:g}), `beta2` ({opt.beta2:g}), `tau` ({opt.tau:g}) |")
+    ranges = re.search(r'check_ranges\(self, server_lr="> (\d), float32", beta1="(\[\d, \d\))", beta2="(\[\d, \d\))"',
+                       (ROOT / "flamingo_sim/fl/strategy/parameters.py").read_text())
+    assert ranges and ranges[2] == ranges[3]
+    q(page, f"(`beta2` in {ranges[3]}, `server_lr` > {ranges[1]}, ...)")
+    oort = OortParams()
+    q(page, f"| `floor` ({BatteryParams().floor:g}) |")
+    q(page, f"| `exploration` ({oort.exploration:g}), `straggler_penalty` ({oort.straggler_penalty:g}), `preferred_duration_s` (median) |")
+    k = re.search(r"settle_round\(k=(\d+),", (ROOT / "flamingo_sim/fl/sim/fedbuff.py").read_text())
+    assert k
+    q(page, f"by the synchronous rules (K = {k[1]}: declined")
+    # least_energy: Linux's capacity margin, and its pick on the Pixel 3
+    q(page, f"(throughput at least {100 * CAPACITY_MARGIN:.0f} % of the fastest choice: Linux's {1024 / CAPACITY_MARGIN:.0f}/1024 capacity "
+            "margin")
+    q(page, f"while training keeps a CPU above {100 * CAPACITY_MARGIN:.0f} % of its capacity")
+    choices = load_profile(ROOT / "profiles", "pixel_3", "mobilenet_v2").all_choices
+    pick = choices[least_energy_choice(np.array([c.step_latency_s for c in choices]), np.array([c.power_w for c in choices]))]
+    q(page, f"it picks `{pick.label}` ({pick.step_latency_s} s, {pick.step_energy_j:.1f} J a step, profile set `paper`)")
+    # FedScale's layouts as the readers take them (flamingo_sim/fl/data)
+    reader = (ROOT / "flamingo_sim/fl/data/openimage.py").read_text()
+    cid, sample = (re.search(rf"{v}\.append\(fields\[(\d)\]\)", reader)[1] for v in ("client", "sample"))  # type: ignore[index]
+    q(page, f"field {cid} the client id, field {sample} the sample file")
+    q(page, f"numbered by FedScale's list of the {len(CLASSES)} keywords")
+    fs_image = load_experiment(ROOT / "experiments" / "fedscale_openimage_mobilenet.yaml")
+    fs_speech = load_experiment(ROOT / "experiments" / "fedscale_speech_resnet34.yaml")
+    assert fs_image.data.filter_less == fs_speech.data.filter_less
+    assert data.filter_less == fl.batch_size  # "one minibatch of the paper's"
+    q(page, f"(default {data.filter_less}, one minibatch of the paper's; FedScale's benchmarks use {fs_image.data.filter_less})")
+    big = fs_image.data.image_size
+    q(page, f"(resize to `data.image_size`, {data.image_size} by default")
+    q(page, f"because {big} x {big} images cost {(big / data.image_size) ** 2:.0f}x more to train on a CPU")
+    q(page, f"(FedScale's mean ({', '.join(f'{x:.4f}' for x in FEDSCALE_MEAN)}) / std ({', '.join(f'{x:.4f}' for x in FEDSCALE_STD)})")
+    q(page, f"set `data.image_size: {big}` to match FedScale's resize")
+    bits = re.search(r'expected (\d+)-bit PCM', (ROOT / "flamingo_sim/fl/data/speech.py").read_text())
+    assert bits
+    q(page, f"{SAMPLE_RATE_HZ / 1000:.0f} kHz mono {bits[1]}-bit WAV clips")
+    defaults = {k: p.default for k, p in inspect.signature(FedScaleSpeechDataset.__init__).parameters.items()}
+    assert defaults["sample_rate_hz"] == SAMPLE_RATE_HZ and defaults["top_db"] == TOP_DB
+    frames = 1 + round(defaults["clip_s"] * SAMPLE_RATE_HZ) // HOP_LENGTH
+    mel = inspect.signature(mel_filterbank).parameters
+    assert mel["f_max_hz"].default is None  # None: up to the Nyquist frequency, half the sample rate
+    q(page, f"cropped or zero-padded to {defaults['clip_s']:g} s, and turned into a {N_MELS}-band log-mel spectrogram")
+    q(page, f"(Hann window n_fft {N_FFT}, hop {HOP_LENGTH}, so {frames} frames; HTK mel filters from "
+            f"{mel['f_min_hz'].default:g} to {SAMPLE_RATE_HZ / 2000:g} kHz; dB relative to the "
+            f"clip's peak, floored at -{TOP_DB:g} dB), resized to `data.image_size` ({fs_speech.data.image_size}, FedScale's size)")
+    q(page, f"repeated to {data.speech_channels} channels for torchvision's ResNet-34 (`data.speech_channels: {data.speech_channels}`")
+    q(page, f"FedScale's one-channel {fs_speech.data.speech_channels} x {fs_speech.data.image_size} x {fs_speech.data.image_size} input")
+    # FedScale's own benchmark settings beside the paper's
+    assert fs_image.fl.lr == fs_speech.fl.lr and fs_image.fl.batch_size == fs_speech.fl.batch_size
+    assert (fs_image.fl.participants_per_round, fs_image.fl.overcommit) == (fs_speech.fl.participants_per_round, fs_speech.fl.overcommit)
+    assert fs_image.data.image_size == big and fs_image.aggregation.name == "fedyogi"
+    q(page, f"(minibatch {fl.batch_size}, lr {fl.lr:g}, plain SGD, FedAvg): minibatch {fs_image.fl.batch_size}, lr {fs_image.fl.lr:g}, "
+            f"{fs_image.fl.local_steps} local steps (speech {fs_speech.fl.local_steps}), {fs_image.fl.participants_per_round} clients per "
+            f"round, over-commitment {fs_image.fl.overcommit:g}, `filter_less: {fs_image.data.filter_less}`, FedScale's image transform at "
+            f"{big} x {big}")
+
+
 TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target_rule, _tie_the_quick_starts_other_figures,
                                               _tie_the_pins_and_floors, _tie_the_suite, _tie_the_benchmark_rows, _tie_fedscale_against_native,
                                               _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range,
                                               _tie_the_plug_in_and_data_pages, _tie_the_flower_page, _tie_the_headline_page,
-                                              _tie_the_paper_page, _tie_the_devices_page)
+                                              _tie_the_paper_page, _tie_the_devices_page,
+                                              _tie_the_fl_engine_page)
 
 #: The figures of the most-read pages not tied yet, each with the word after it (a Counter: one entry per occurrence).
 #: Why each is here: install sizes measured by hand (no results file); the suite's slow half timed once by hand; the
@@ -1059,6 +1194,10 @@ UNTIED: dict[str, Counter[str]] = {
     # words (energy never below 0, a share in [0, 1], a full battery's ~100 %, a re-entry level and a shortened run as examples)
     "docs/devices.md": Counter({"4x A72": 1, "15.3 s,": 1, "20.4 s": 1, "0.": 1, "20)": 1, "100 %,": 1, "0,": 1, "1].": 1,
                                 "40 For": 1}),
+    # docs/fl-engine.md: an override's example (8 h of `fl.horizon_h=8`) and an example size (a million-entry array at
+    # 1,000,000 clients); rules in words (Adam's first moment from 0, a full battery's 100, Jain's index's bound of 1, the
+    # spectrogram scaled to [-1, 1]); FedScale's own SGD momentum, which flamingo-sim does not reproduce (no source here)
+    "docs/fl-engine.md": Counter({"8 h": 1, "1,000,000 clients": 1, "0,": 1, "100 -": 1, "1 =": 1, "1,": 1, "1]": 1, "0.9 /": 1}),
     "docs/flower.md": Counter({"10 rounds": 2, "0)": 1, "0.0);": 1, "2 float32": 1, "2.4e-7": 1, "8 min": 1, "12 s": 1, "44 s": 1,
                                "2 SuperNodes": 1, "20,": 1, "18 of": 1, "20 phones": 1, "20 SuperNodes": 1, "3 rounds.": 1}),
 }
@@ -1088,7 +1227,7 @@ def test_every_figure_of_the_most_read_pages_is_tied_or_listed():
 
 
 def test_every_figure_of_the_pages_beyond_the_most_read_is_tied_or_listed():
-    """The same for the next pages in reading order (issue 50's extension): the headline, the paper, the devices."""
+    """The same for the next pages in reading order (issue 50's extension): the headline, the paper, the devices, the FL engine."""
     q = Quotes()
     for tie in TIES:
         tie(q)
