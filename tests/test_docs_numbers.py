@@ -167,14 +167,14 @@ MOST_READ = ("README.md", "docs/index.md", "docs/install.md", "docs/quickstart.m
              "docs/flower.md")
 
 #: The pages that joined the count after the most-read ones (issue 50's extension), same rule.
-MORE_PAGES = ("docs/headline.md", "docs/paper.md", "docs/devices.md", "docs/fl-engine.md")
+MORE_PAGES = ("docs/headline.md", "docs/paper.md", "docs/devices.md", "docs/fl-engine.md", "docs/studies.md")
 
 #: Not figures: numbers that name (Table 1, Figure 6, issue 50, x86-64, a product: Pixel 3, Snapdragon 855, PCMark Work
 #: 3.0; a section of the paper), versions of Python and PyTorch, spans of years, the participation table's axis ("kept 0,
 #: 1, 2, ... times") and the figures' axes ("start at 0").
 LABELS = (r"(?m)^\d+\.(?= )", r"\bx86-64\b",
           r"\b(?:OnePlus 8|Pixel 3|Mi 10|Raspberry Pi 5|Pi 4|PCMark Work 3\.0|Zen 5|Snapdragon 8-series|Snapdragon \d+|Exynos \d+|SD\d{3}/\d{3})\b",
-          r"\b(?:[Ss]ections?|appendix) \d+(?:\.\d+)*", r"\bPyTorch \d+\.\d+\.\d+", r"\bround [01](?!\d|[,.]\d)", r"\bt = 0\b", r"\bround's step \d\b", r"\bet al\., [A-Z]+ (?:19|20)\d\d\b", r"\b[\w-]+/[\w-]+#\d+", r"\bYAML 1\.1\b", r"\bTables? \d+(?:-\d+)?(?: and \d+)?", r"\bFigures? \d+(?:-\d+)?", r"\b[Ii]ssues?\s+\d+(?:\s+and\s+\d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
+          r"\b(?:[Ss]ections?|appendix) \d+(?:\.\d+)*", r"\bPyTorch \d+\.\d+\.\d+", r"\bround [01](?!\d|[,.]\d)", r"\bt = 0\b", r"--(?:jobs|seeds|port)[ =]\d+\b", r"--vary [\w.]+=[\d.,]+", r"\bHEAD_IP:\d+", r"\bround's step \d\b", r"\bet al\., [A-Z]+ (?:19|20)\d\d\b", r"\b[\w-]+/[\w-]+#\d+", r"\bYAML 1\.1\b", r"\bTables? \d+(?:-\d+)?(?: and \d+)?", r"\bFigures? \d+(?:-\d+)?", r"\b[Ii]ssues?\s+\d+(?:\s+and\s+\d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
           r"\bon 3\.\d+ and later", r"\b(?:19|20)\d\d-(?:19|20)\d\d\b", r"kept 0, 1, 2, \.\.\. times", r"start at 0 \(full")
 
 _FIGURE = re.compile(r"(?<![\w.'^])(?<![A-Za-z]-)\d+(?:[.,]\d+)*(?:\^\d+)?x?(?!\w)")
@@ -1126,12 +1126,133 @@ def _tie_the_fl_engine_page(q: Quotes) -> None:
             f"{big} x {big}")
 
 
+
+def _tie_the_studies_page(q: Quotes) -> None:
+    """docs/studies.md: the studies' sizes (reproduce's tasks, rounds and seeds), the paper's Tables 2 and 3 as the report
+    sets them beside ours, today's `--quick` headline (docs/results/device_limits/reproduce_on: the page quoted the earlier
+    device model's as today's, issue 50), the pool's constants, and the measurements of benchmarks/results/studies_2cores.json
+    and studies_full_2cores.json (the full run's load at its start was not the 0.22 the page gave for both: issue 50)."""
+    import os
+    import statistics
+    from unittest import mock
+
+    from flamingo_sim.fl.config import TargetConfig, load_experiment
+    from flamingo_sim.fl.runner.execute import unit_threads
+    from flamingo_sim.fl.runner.executors.pool import STOP_GRACE_S
+    from flamingo_sim.fl.runner.executors.progress import ESTIMATE_ROUNDS, Progress
+    from flamingo_sim.studies.reproduce.paper import TABLE2, TABLE3, TASKS
+    from flamingo_sim.studies.reproduce.run import DEFAULT_SEEDS, QUICK_OVERRIDES, QUICK_SEEDS
+
+    page = "docs/studies.md"
+    cfgs = {t: load_experiment(ROOT / "experiments" / f"{t}.yaml") for t in TASKS}
+    ((full,), (policies,), (features,)) = ({c.fl.rounds for c in cfgs.values()}, {len(c.policies) for c in cfgs.values()},
+                                           {c.data.proxy.n_features for c in cfgs.values()})
+    quick = int(dict(o.split("=") for o in QUICK_OVERRIDES)["fl.rounds"])
+    q(page, f"runs/reproduce-quick # {quick} rounds, {QUICK_SEEDS} seeds per task")
+    q(page, f"runs/reproduce # the shipped {full} rounds, {DEFAULT_SEEDS} seeds")
+    level = re.search(r"confidence_level=(0\.\d+)", (ROOT / "flamingo_sim/fl/metrics/compare.py").read_text())[1]  # type: ignore[index]
+    q(page, f"mean over seeds with a {100 * float(level):.0f} % bootstrap interval")
+    (mob, shuf, speech) = (TABLE2[t] for t in TASKS)
+    q(page, f"OpenImage/MobileNetV2 {mob.speedup:.1f}x and {mob.energy_efficiency:.1f}x, OpenImage/ShuffleNetV2 {shuf.speedup:.1f}x and "
+            f"{shuf.energy_efficiency:.1f}x, Google Speech/ResNet-34 {speech.speedup:.1f}x and {speech.energy_efficiency:.1f}x, at target "
+            f"accuracies of {mob.target_accuracy_pct:.1f} %, {shuf.target_accuracy_pct:.1f} % and {speech.target_accuracy_pct:.1f} %)")
+    three = {3: "three"}[len(TASKS)]
+    q(page, f"(one {features}-feature task for all {three} DNNs")
+    gains = [r.improvement_pct for r in TABLE3.values()]
+    q(page, f"beside the paper's {min(gains):g}-{max(gains):g} %.")
+    q(page, f"The full run ({full} rounds x {DEFAULT_SEEDS} seeds x {len(TASKS)} tasks x {policies} policies = "
+            f"{full * DEFAULT_SEEDS * len(TASKS) * policies:,} policy-rounds)")
+    q(page, f"With `--quick` (seeds {' and '.join(str(s) for s in range(QUICK_SEEDS))}, proxy data) and the default target rule "
+            f"(smoothed curve, {TargetConfig().margin:g} below")
+    heads = {t: summary(f"device_limits/reproduce_on/{t}.summary.json") for t in TASKS}
+    assert all(s["seeds"] == list(range(QUICK_SEEDS)) and s["target_rule"]["margin"] == TargetConfig().margin for s in heads.values())
+    f = {t: s["policies"]["flamingo"] for t, s in heads.items()}
+    m, sh, sp = (f[t] for t in TASKS)
+    q(page, f"OpenImage/MobileNetV2 speedup {m['speedup']:.2f}x [{m['speedup_ci'][0]:.2f}, {m['speedup_ci'][1]:.2f}], energy efficiency "
+            f"{m['energy_efficiency']:.2f}x; OpenImage/ShuffleNetV2 {sh['speedup']:.2f}x and {sh['energy_efficiency']:.2f}x; Speech/ResNet-34 "
+            f"{sp['speedup']:.2f}x and {sp['energy_efficiency']:.2f}x (`docs/results/device_limits/reproduce_on`;")
+    q(page, f"The full run ({DEFAULT_SEEDS} seeds, {full} rounds) is on")
+    timing = json.loads((ROOT / "benchmarks/results/main_job_2cores.json").read_text())
+    q(page, f"Each point costs one main job: about {timing['median_wall_s']:.0f} s on an idle {timing['cores']}-core machine")
+    q(page, f"`reproduce --quick` is {len(TASKS)} tasks x {QUICK_SEEDS} seeds x {policies} policies = {len(TASKS) * QUICK_SEEDS * policies} "
+            f"units; a sensitivity grid is (1 + points) x seeds x {policies}.")
+    q(page, f"Once a unit has done its first {ESTIMATE_ROUNDS} rounds")
+    studies = json.loads((ROOT / "benchmarks/results/studies_2cores.json").read_text())
+    fulls = json.loads((ROOT / "benchmarks/results/studies_full_2cores.json").read_text())
+    cores = studies["cores"]
+    assert fulls["cores"] == cores
+    with mock.patch("flamingo_sim.fl.training.device.usable_cores", return_value=cores), mock.patch.dict(os.environ, {"OMP_NUM_THREADS": ""}):
+        proxy_jobs = cores // unit_threads(cfgs["openimage_mobilenet"], 1)
+    q(page, f"on {cores} cores with the proxy task, {proxy_jobs} jobs;")
+    q(page, f"then SIGKILL after {STOP_GRACE_S:g} s; a worker leads")
+    q(page, f"(SIGTERM to each, SIGKILL after {STOP_GRACE_S:g} s;")
+    gone = re.search(r"while _alive\(workers\) and time\.monotonic\(\) - t0 < (\d+):", (ROOT / "tests/studies/test_study.py").read_text())
+    assert gone
+    q(page, f"none is left after {gone[1]} s")
+    q(page, f"and the total every {Progress.every_s:g} s.")
+    code = re.search(r'_user_terms\(str\(exc\), args\)\}", file=sys\.stderr\)\n +return (\d+)', (ROOT / "flamingo_sim/cli.py").read_text())
+    assert code
+    q(page, f"and the command exits {code[1]} with one line naming the first failed unit")
+    # benchmarks/studies.py and what it measured
+    script = (ROOT / "benchmarks/studies.py").read_text()
+    grid = re.search(r'^GRID = \["--vary", "[\w.]+=([\d.,]+)", "--vary", "[\w.]+=([\d.,]+)"\]', script, re.M)
+    grid_rounds = re.search(r'\*GRID, \*_sets\(\["fl\.rounds=(\d+)"', script)
+    goal = re.search(r"the goal: >= ([\d.]+)x on an idle (\d)-core", script)
+    assert grid and grid_rounds and goal and int(goal[2]) == cores
+    points = len(grid[1].split(",")) + len(grid[2].split(","))
+    q(page, f"# reproduce --quick, a {points}-point grid, Ray")
+    q(page, f"**On an idle {cores}-core machine**")
+    q(page, f"load average {studies['load_at_start']:.2f} at the start, {fulls['load_at_start']:.1f} for the full `reproduce`;")
+
+    def walls(doc: dict, candidate: str) -> float:
+        return statistics.median(r["wall_s"] for r in doc["runs"] if r["candidate"] == candidate)
+
+    def row(doc: dict, what: str, other: str = "") -> str:
+        per = doc["speedup_per_repeat"]
+        spread = f" ({min(per):.2f}-{max(per):.2f}x)" if len(per) > 1 else ""
+        return (f"| {what}, `{doc['base']}` / {other or '`' + doc['other'] + '`'} | {len(per)} | {walls(doc, doc['base']):.1f} s / "
+                f"{walls(doc, doc['other']):.1f} s | **{doc['speedup_median']:.2f}x**{spread} | {doc['identical_files']} files identical |")
+
+    rq, rf, sg, sr = studies["reproduce_quick"], fulls["reproduce_full"], studies["sensitivity_grid"], studies["sensitivity_ray"]
+    seeds_units = (len(TASKS) * QUICK_SEEDS * policies, len(TASKS) * DEFAULT_SEEDS * policies, (1 + points) * 1 * policies)
+    q(page, row(rq, f"`reproduce --quick` ({quick} rounds, {QUICK_SEEDS} seeds: {seeds_units[0]} units)"))
+    q(page, row(rf, f"`reproduce` ({full} rounds, {DEFAULT_SEEDS} seeds: {seeds_units[1]} units)"))
+    q(page, row(sg, f"{points}-point grid ({grid_rounds[1]} rounds: {seeds_units[2]} units)"))
+    ray_cpus = re.fullmatch(r"ray (\d+) CPUs", sr["other"])
+    assert ray_cpus
+    q(page, row(sr, "the same grid", f"`--executor ray` (local, {ray_cpus[1]} CPUs)"))
+    head = studies["simulated"]["from_run"]
+    assert f"{head['wall_s']:.1f}" == f"{walls(rq, rq['other']):.1f}"  # the median --quick run
+    serial = head["head_s"] + head["tail_s"]
+    assert round(3 * serial / head["wall_s"]) == 1  # "about a third"
+    q(page, f"the first unit starts {head['head_s']:.1f} s into the command (importing, reading three configs, the workers' start-up of "
+            f"{head['start_up_s']:.1f} s, validation on the workers) and the last unit ends {head['tail_s']:.1f} s before the end")
+    q(page, f"Those {serial:.1f} s run on one core whatever `--jobs` is, and are about a third of `--quick`'s {rq['other'].split()[-1]}-job "
+            f"time: the goal of {goal[1]}x for `reproduce --quick --jobs 2` is **not met** ({rq['speedup_median']:.2f}x); the full "
+            f"`reproduce` ({rf['speedup_median']:.2f}x, one repeat) and the {grid_rounds[1]}-round grid ({sg['speedup_median']:.2f}x) come "
+            f"near {cores}x")
+    sim = {k: v for k, v in studies["simulated"].items() if isinstance(v, dict) and "jobs" in v}
+    q(page, f"(the replay of `--jobs 2` gives {sim['reproduce --quick']['jobs']['2']['speedup']:.2f}x where "
+            f"{studies['simulated']['measured_jobs2_speedup']:.2f}x was measured)")
+    js = list(sim["reproduce --quick"]["jobs"])
+    q(page, "| study | units | " + " | ".join(js) + " |")
+    names = {"reproduce --quick": "`reproduce --quick`", f"reproduce (full: {full} rounds, {DEFAULT_SEEDS} seeds)":
+             f"`reproduce` ({full} rounds, {DEFAULT_SEEDS} seeds)"}
+    for key, v in sim.items():
+        name = names.get(key) or f"`reproduce`, {key.removeprefix('reproduce, ')}"
+        q(page, f"| {name} | {v['units']} | " + " | ".join(f"{v['jobs'][j]['speedup']:.2f}x" for j in js) + " |")
+    many = sim[f"reproduce (full: {full} rounds, {DEFAULT_SEEDS} seeds)"]
+    q(page, f"the full `reproduce` has {many['units']} units for {js[-1]} workers, so its longest worker runs two and the others wait; "
+            f"near {js[-1]}x needs")
+    q(page, f"pending a quiet {cores}-core machine")
+
+
 TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target_rule, _tie_the_quick_starts_other_figures,
                                               _tie_the_pins_and_floors, _tie_the_suite, _tie_the_benchmark_rows, _tie_fedscale_against_native,
                                               _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range,
                                               _tie_the_plug_in_and_data_pages, _tie_the_flower_page, _tie_the_headline_page,
                                               _tie_the_paper_page, _tie_the_devices_page,
-                                              _tie_the_fl_engine_page)
+                                              _tie_the_fl_engine_page, _tie_the_studies_page)
 
 #: The figures of the most-read pages not tied yet, each with the word after it (a Counter: one entry per occurrence).
 #: Why each is here: install sizes measured by hand (no results file); the suite's slow half timed once by hand; the
@@ -1198,6 +1319,16 @@ UNTIED: dict[str, Counter[str]] = {
     # 1,000,000 clients); rules in words (Adam's first moment from 0, a full battery's 100, Jain's index's bound of 1, the
     # spectrogram scaled to [-1, 1]); FedScale's own SGD momentum, which flamingo-sim does not reproduce (no source here)
     "docs/fl-engine.md": Counter({"8 h": 1, "1,000,000 clients": 1, "0,": 1, "100 -": 1, "1 =": 1, "1,": 1, "1]": 1, "0.9 /": 1}),
+    # docs/studies.md: `--quick` timed by hand on a loaded machine and the full run projected from it (no file kept); the
+    # earlier device model's `--quick` headline, under the default and the earlier raw rule (no results file kept: fd3aef9,
+    # as docs/headline.md); the relative change's examples; the sample lines' seed, pid and counts; an example's 2 CPUs
+    "docs/studies.md": Counter({
+        "2-core": 1, "6-9,": 1, "9,": 1, "6 min": 1, "52 s": 1, "97 s": 1, "2 minutes": 1, "6 minutes": 1,
+        "2.18x [1.68,": 1, "1.68,": 1, "2.93]": 1, "5.88x,": 1, "2.40x /": 1, "4.11x and": 1, "0.69x /": 1, "1.94x,": 1, "2.30x /": 1,
+        "6.01x,": 1, "2.49x /": 1, "4.26x,": 1, "1.08x /": 1, "3.13x).": 1,
+        "1 (0.25:": 1, "0.25:": 1, "25 %": 1, "0.1:": 1, "10 %": 1,
+        "0:": 2, "4242,": 1, "1 of": 1, "4 units": 1, "4242)": 1, "2 CPUs": 1,
+    }),
     "docs/flower.md": Counter({"10 rounds": 2, "0)": 1, "0.0);": 1, "2 float32": 1, "2.4e-7": 1, "8 min": 1, "12 s": 1, "44 s": 1,
                                "2 SuperNodes": 1, "20,": 1, "18 of": 1, "20 phones": 1, "20 SuperNodes": 1, "3 rounds.": 1}),
 }
@@ -1227,7 +1358,8 @@ def test_every_figure_of_the_most_read_pages_is_tied_or_listed():
 
 
 def test_every_figure_of_the_pages_beyond_the_most_read_is_tied_or_listed():
-    """The same for the next pages in reading order (issue 50's extension): the headline, the paper, the devices, the FL engine."""
+    """The same for the next pages in reading order (issue 50's extension): the headline, the paper, the devices, the FL engine, the
+    studies."""
     q = Quotes()
     for tie in TIES:
         tie(q)
