@@ -167,14 +167,15 @@ MOST_READ = ("README.md", "docs/index.md", "docs/install.md", "docs/quickstart.m
              "docs/flower.md")
 
 #: The pages that joined the count after the most-read ones (issue 50's extension), same rule.
-MORE_PAGES = ("docs/headline.md", "docs/paper.md", "docs/devices.md", "docs/fl-engine.md", "docs/studies.md")
+MORE_PAGES = ("docs/headline.md", "docs/paper.md", "docs/devices.md", "docs/fl-engine.md", "docs/studies.md", "docs/traces.md")
 
 #: Not figures: numbers that name (Table 1, Figure 6, issue 50, x86-64, a product: Pixel 3, Snapdragon 855, PCMark Work
 #: 3.0; a section of the paper), versions of Python and PyTorch, spans of years, the participation table's axis ("kept 0,
 #: 1, 2, ... times") and the figures' axes ("start at 0").
 LABELS = (r"(?m)^\d+\.(?= )", r"\bx86-64\b",
           r"\b(?:OnePlus 8|Pixel 3|Mi 10|Raspberry Pi 5|Pi 4|PCMark Work 3\.0|Zen 5|Snapdragon 8-series|Snapdragon \d+|Exynos \d+|SD\d{3}/\d{3})\b",
-          r"\b(?:[Ss]ections?|appendix) \d+(?:\.\d+)*", r"\bPyTorch \d+\.\d+\.\d+", r"\bround [01](?!\d|[,.]\d)", r"\bt = 0\b", r"--(?:jobs|seeds|port)[ =]\d+\b", r"--vary [\w.]+=[\d.,]+", r"\bHEAD_IP:\d+", r"\bround's step \d\b", r"\bet al\., [A-Z]+ (?:19|20)\d\d\b", r"\b[\w-]+/[\w-]+#\d+", r"\bYAML 1\.1\b", r"\bTables? \d+(?:-\d+)?(?: and \d+)?", r"\bFigures? \d+(?:-\d+)?", r"\b[Ii]ssues?\s+\d+(?:\s+and\s+\d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
+          r"\b(?:[Ss]ections?|appendix) \d+(?:\.\d+)*", r"\bPyTorch \d+\.\d+\.\d+", r"\bround [01](?!\d|[,.]\d)", r"\bt = 0\b", r"--(?:jobs|seeds|port)[ =]\d+\b", r"--vary [\w.]+=[\d.,]+", r"\bHEAD_IP:\d+", r"\bpass [12]\b", r"\bquirk \d+\b", r"\b1970 (?:clocks|timestamps)\b", r"\b(?:19|20)\d\d\s+(?:comma CSVs|dumps)\b",
+          r"\b0/1(?:/NaN)?\b", r"\b1/0\b", r"\bround's step \d\b", r"\bet al\., [A-Z]+ (?:19|20)\d\d\b", r"\b[\w-]+/[\w-]+#\d+", r"\bYAML 1\.1\b", r"\bTables? \d+(?:-\d+)?(?: and \d+)?", r"\bFigures? \d+(?:-\d+)?", r"\b[Ii]ssues?\s+\d+(?:\s+and\s+\d+)?", r"\bPython 3\.\d+(?: and 3\.\d+)?",
           r"\bon 3\.\d+ and later", r"\b(?:19|20)\d\d-(?:19|20)\d\d\b", r"kept 0, 1, 2, \.\.\. times", r"start at 0 \(full")
 
 _FIGURE = re.compile(r"(?<![\w.'^])(?<![A-Za-z]-)\d+(?:[.,]\d+)*(?:\^\d+)?x?(?!\w)")
@@ -1247,12 +1248,117 @@ def _tie_the_studies_page(q: Quotes) -> None:
     q(page, f"pending a quiet {cores}-core machine")
 
 
+def _tie_the_traces_page(q: Quotes) -> None:
+    """docs/traces.md: prep-traces' defaults (PrepOptions, the selection's Criteria, the network's hold), the cleaner's and
+    the resampler's rules (flamingo_sim/traces), the trace store's grid and states, the shipped set's size and network
+    shares (traces/synthetic/report.json), the synthetic generator's shares and models, and the quirks the synthetic dump
+    copies from GreenHub's (flamingo_sim/traces/synth.py)."""
+    import math
+
+    from flamingo_sim.traces import network as net
+    from flamingo_sim.traces.pipeline import PrepOptions
+    from flamingo_sim.traces.store import STEP_S
+    from flamingo_sim.traces.synth_write import SYNTH_PHONES
+
+    page = "docs/traces.md"
+    opts, crit = PrepOptions(), PrepOptions().criteria
+    q(page, f"too-early (< {opts.min_date}, e.g. 1970 clocks)")
+    q(page, f"keeps timestamps from {opts.min_date} on")
+    clean = (ROOT / "flamingo_sim/traces/clean.py").read_text()
+    scale = re.search(r'return (\d+)\.0 if self\.level_scale == "pct" else (\d+)\.0', clean)
+    assert scale
+    pct, frac = scale.groups()
+    q(page, f"the scale, 0-{pct} or 0-{frac}, is detected per input")
+    q(page, f"the app sends a 0-{frac} fraction")
+    q(page, f"exports multiply by {pct} in their query")
+    q(page, f"fatal above `--max-shifted-frac`, default {100 * opts.max_shifted_frac:g} %)")
+    # the selection (the paper's thresholds) and the paper's slip in its sampling rate
+    day_s = 24 * 3600
+    per_day = crit.min_samples_per_day
+    hz = f"5/{5 * day_s / per_day:.0f} Hz"
+    slip_per_day = 10 * per_day  # the paper's "5/432 Hz": a tenth of the period, ten times the rate
+    slip = f"5/{5 * day_s / slip_per_day:.0f} Hz"
+    step = re.search(r"1 for the usual (\d) % steps", (ROOT / "flamingo_sim/devices/battery.py").read_text())
+    assert step
+    q(page, f"sampled period >= {crit.min_days:.0f} days, >= {per_day:.0f} samples/day (the paper's \"{slip}\" is a slip for {hz} = "
+            f"{per_day:.0f} a day; {slip_per_day:.0f} a day is impossible with one sample per {step[1]} % step;")
+    q(page, f"no gap > {crit.max_gap_h:.0f} h, <= {crit.max_long_gaps} gaps > {crit.long_gap_h:.0f} h.")
+    q(page, f'The paper writes the minimum sampling rate as "{slip}, equivalent to {per_day:.0f} samples a day". {slip} is '
+            f"{slip_per_day:.0f} a day; {per_day:.0f} a day is {hz}. `prep-traces` uses {per_day:.0f} samples a day")
+    q(page, f"since {slip_per_day:.0f} a day is impossible with one sample per {step[1]} % step.")
+    q(page, f"so about one row per {step[1]} % step")
+    # resampling, the extras and the network's codes
+    q(page, f"Resampling onto a {STEP_S // 60}-minute UTC grid")
+    clip = re.search(r"def pchip_level\(.*max_pct: float = (\d+)\.0\)", (ROOT / "flamingo_sim/traces/resample.py").read_text())
+    assert clip and clip[1] == pct
+    store = (ROOT / "flamingo_sim/traces/store.py").read_text()
+    states = sorted((int(s) for s in re.search(r"np\.isin\(state, \((-?\d+), (-?\d+), (-?\d+)\)\)", store).groups()), reverse=True)  # type: ignore[union-attr]
+    q(page, f"clipped to 0-{clip[1]}; `battery_state` = sign of the forward difference "
+            f"({'/'.join(f'{s:+d}' if s else '0' for s in states)}; |diff| <= {opts.state_eps:.0e}".replace("e-0", "e-")
+            + f" counts as {states[1]}).")
+    mv = re.search(r"v = np\.where\(v > (\d+), v / (\d+)\.0, v\)", clean)
+    assert mv and mv[1] == mv[2]
+    q(page, f"voltages > {mv[1]} read as mV")
+    q(page, f"(above {mv[1]} means mV)")
+    plugged = re.search(r'np\.where\(plugged, (\d)\.0, np\.where\(s == "unplugged", (\d)\.0', clean)
+    assert plugged
+    # quirk 3: the server clock's switch, and the window in which any switch date converts the same (Lisbon on UTC in winter)
+    import datetime as dt
+
+    from flamingo_sim.traces.clock import SWITCH_S, _last_sunday
+
+    switch = dt.datetime.fromtimestamp(SWITCH_S, dt.timezone.utc)
+    spring = dt.date(switch.year + 1, 3, _last_sunday(switch.year + 1, 3))
+    q(page, f"(Europe/Lisbon wall time from late {switch.year},")
+    q(page, f"UTC until late {switch.year}, Europe/Lisbon wall time after")
+    q(page, f"any switch date between {switch.date().isoformat()} and {spring.isoformat()} converts identically")
+    q(page, f"`charging` ({plugged[1]} if ac/usb/wireless, {plugged[2]} if unplugged")
+    q(page, f"`--shifts {opts.n_shifts}` clients shifted by 0..{opts.n_shifts - 1} h.")
+    gens = set(net._GENERATION.values())
+    q(page, f"`network_state` ({net.NONE:.0f} no network, {net.WIFI:.0f} WiFi, {net.CELLULAR:.0f} cellular), `mobile_generation` "
+            f"({min(gens):.0f}-{max(gens):.0f})")
+    assert opts.network_hold_h == crit.long_gap_h  # "the selection's long gap"
+    q(page, f"(default {opts.network_hold_h:g}, the selection's \"long gap\"")
+    # the shipped trace set (traces/synthetic/report.json) and the generator behind it
+    shipped = ROOT / "traces" / "synthetic"
+    report = json.loads((shipped / "report.json").read_text())
+    p = report["parameters"]
+    n_dev = report["devices"]["selected"]
+    days = min(report["grid_steps_per_device"].values()) * p["step_s"] / day_s
+    mb = sum(f.stat().st_size for f in shipped.iterdir()) / 1e6
+    assert n_dev * report["n_shifts"] == report["n_clients"]
+    q(page, f"`traces/synthetic/` ({n_dev} devices x {report['n_shifts']} shifts = {report['n_clients']:,} clients, >= {math.floor(days)} "
+            f"days each, {mb:.0f} MB)")
+    synth = (ROOT / "flamingo_sim/traces/synth.py").read_text()
+    wifi = re.search(r"home_wifi, work_wifi = r\.random\(\) < ([\d.]+), r\.random\(\) < ([\d.]+)", synth)
+    assert wifi
+    q(page, f"(home WiFi for {100 * float(wifi[1]):.0f} % of the owners, workplace WiFi for {100 * float(wifi[2]):.0f} %,")
+    share = report["network"]["slot_shares"]
+    q(page, f"{100 * share['wifi']:.1f} % of its grid points are WiFi, {100 * share['cellular']:.1f} % cellular and {100 * share['none']:.1f} % "
+            "without network (`report.json`)")
+    q(page, f"({len(SYNTH_PHONES)} models cycling over the devices")
+    # the samples table's columns, as the page lists them (the charger's values in brackets are not columns)
+    text = (ROOT / page).read_text()
+    para = text[text.index("38 columns: `id`"):text.index("Every column may be null")]
+    columns = re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", para))
+    assert len(set(columns)) == len(columns)
+    q(page, f"typed parquet, {len(columns)} columns (below)")
+    q(page, f"{len(columns)} columns: `id` int64")
+    # the quirks the synthetic dump writes as GreenHub's has them
+    joined = re.search(r"joined_null = r\.random\(m\) < ([\d.]+)", synth)
+    garbage = re.search(r"temp\[r\.random\(m\) < [\d.]+\] = r\.choice\(\[(-?\d+)\.0, (-?\d+)\.0\]\)", synth)
+    assert joined and garbage
+    q(page, f"(about {100 * float(joined[1]):.1f} % of rows lack the joined columns)")
+    q(page, f"`temperature` holds garbage from {garbage[1]} to {garbage[2]} degC")
+
+
 TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target_rule, _tie_the_quick_starts_other_figures,
                                               _tie_the_pins_and_floors, _tie_the_suite, _tie_the_benchmark_rows, _tie_fedscale_against_native,
                                               _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range,
                                               _tie_the_plug_in_and_data_pages, _tie_the_flower_page, _tie_the_headline_page,
                                               _tie_the_paper_page, _tie_the_devices_page,
-                                              _tie_the_fl_engine_page, _tie_the_studies_page)
+                                              _tie_the_fl_engine_page, _tie_the_studies_page,
+                                              _tie_the_traces_page)
 
 #: The figures of the most-read pages not tied yet, each with the word after it (a Counter: one entry per occurrence).
 #: Why each is here: install sizes measured by hand (no results file); the suite's slow half timed once by hand; the
@@ -1329,6 +1435,15 @@ UNTIED: dict[str, Counter[str]] = {
         "1 (0.25:": 1, "0.25:": 1, "25 %": 1, "0.1:": 1, "10 %": 1,
         "0:": 2, "4242,": 1, "1 of": 1, "4 units": 1, "4242)": 1, "2 CPUs": 1,
     }),
+    # docs/traces.md: GreenHub's own dumps and app as its sources describe them (the Kaggle parts' count, rows and sizes, the
+    # devices table's rows, the Aug-2020 pages, the dumps' change dates and the server's commit date, the app's -1 codes and
+    # screen brightness, the voltage and usage values seen), and OpenSignal's year
+    "docs/traces.md": Counter({
+        "70 files,": 1, "49,296,315 rows,": 1, "25-32": 1, "32 MB": 1, "2.15 M": 1, "165 Aug-2020": 1,
+        "2019-08-22": 1, "08-22": 1, "22 the": 1, "2019-08-23": 1, "08-23": 1, "23 the": 1, "2018-12-20;": 1, "12-20;": 1, "20;": 1,
+        "1 means": 1, "1 =": 2, "0-255,": 1, "255,": 1, "0.0 occurs;": 1, "0-1": 1, "1 fraction": 1, "21 to": 1, "2 occur):": 1,
+        "2017.": 1,
+    }),
     "docs/flower.md": Counter({"10 rounds": 2, "0)": 1, "0.0);": 1, "2 float32": 1, "2.4e-7": 1, "8 min": 1, "12 s": 1, "44 s": 1,
                                "2 SuperNodes": 1, "20,": 1, "18 of": 1, "20 phones": 1, "20 SuperNodes": 1, "3 rounds.": 1}),
 }
@@ -1359,7 +1474,7 @@ def test_every_figure_of_the_most_read_pages_is_tied_or_listed():
 
 def test_every_figure_of_the_pages_beyond_the_most_read_is_tied_or_listed():
     """The same for the next pages in reading order (issue 50's extension): the headline, the paper, the devices, the FL engine, the
-    studies."""
+    studies, the traces."""
     q = Quotes()
     for tie in TIES:
         tie(q)
