@@ -171,7 +171,9 @@ MORE_PAGES = ("docs/headline.md", "docs/paper.md", "docs/devices.md", "docs/fl-e
 
 #: Not figures: numbers that name (Table 1, Figure 6, issue 50, x86-64, a product: Pixel 3, Snapdragon 855, PCMark Work
 #: 3.0; a section of the paper), versions of Python and PyTorch, spans of years, the participation table's axis ("kept 0,
-#: 1, 2, ... times") and the figures' axes ("start at 0").
+#: 1, 2, ... times") and the figures' axes ("start at 0"); round 0 and t = 0 (the initial evaluation), a list's step, a
+#: citation's year, a command example's --jobs/--seeds/--port/--vary values and Ray's HEAD_IP:port, prep-traces' passes and
+#: quirks, 1970 clocks, years naming GreenHub's dumps, a flag's 0/1 values, rank numbers, 127.0.0.1 and round r+1.
 LABELS = (r"(?m)^\d+\.(?= )", r"\bx86-64\b",
           r"\b(?:OnePlus 8|Pixel 3|Mi 10|Raspberry Pi 5|Pi 4|PCMark Work 3\.0|Zen 5|Snapdragon 8-series|Snapdragon \d+|Exynos \d+|SD\d{3}/\d{3})\b",
           r"\b(?:[Ss]ections?|appendix) \d+(?:\.\d+)*", r"\bPyTorch \d+\.\d+\.\d+", r"\bround [01](?!\d|[,.]\d)", r"\bt = 0\b", r"--(?:jobs|seeds|port)[ =]\d+\b", r"--vary [\w.]+=[\d.,]+", r"\bHEAD_IP:\d+", r"\b127\.0\.0\.1\b", r"\b[Rr]ank \d\b", r"\br\+1\b", r"\bpass [12]\b", r"\bquirk \d+\b", r"\b1970 (?:clocks|timestamps)\b", r"\b(?:19|20)\d\d\s+(?:comma CSVs|dumps)\b",
