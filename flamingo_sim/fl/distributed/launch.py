@@ -65,7 +65,7 @@ def _quiet_agent() -> None:
 PROXY_ROUND_S = {1: 0.403, 2: 0.489}
 
 
-#: Seconds a round of MobileNetV2 at 32 px (6 clients a round, ``threads``) took with 2 processes of one thread
+#: Seconds a round of MobileNetV2 at 32 px (8 clients a round, ``threads``) took with 2 processes of one thread
 #: and with one process of 2 threads, on 2 cores (``benchmarks/distributed.py --sections speed``, medians, in
 #: benchmarks/results/distributed_speed_2cores.json).
 CNN_ROUND_S = {"processes": 1.700, "threads": 1.388}
@@ -81,7 +81,7 @@ def proxy_notice(nproc: int, real_data: bool, on_cpu: bool, cores: int | None = 
         if cores is None or cores >= 2 * nproc:
             return None
         return (f"--nproc {nproc}: on {cores} CPU cores one process with {cores} threads is likely faster (measured on 2 cores, "
-                f"MobileNetV2 at 32 px, 6 clients a round: {CNN_ROUND_S['threads']:.2f} s a round in one process of 2 threads, "
+                f"MobileNetV2 at 32 px, 8 clients a round: {CNN_ROUND_S['threads']:.2f} s a round in one process of 2 threads, "
                 f"{CNN_ROUND_S['processes']:.2f} s in two processes of one); processes pay with cores to spare for each rank, "
                 f"or GPUs; starting {nproc} processes as asked")
     one, two = PROXY_ROUND_S[1], PROXY_ROUND_S[2]

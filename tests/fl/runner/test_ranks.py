@@ -141,7 +141,7 @@ def test_nproc_on_the_proxy_says_first_that_one_process_is_faster(tmp_path, caps
     assert launcher.proxy_notice(2, real_data=True, on_cpu=True, cores=4) is None  # a CNN with 2 cores a rank: the processes can pay
     assert launcher.proxy_notice(2, real_data=True, on_cpu=False, cores=2) is None  # on GPUs
     assert launcher.proxy_notice(2, real_data=True, on_cpu=True, cores=2) == (
-        "--nproc 2: on 2 CPU cores one process with 2 threads is likely faster (measured on 2 cores, MobileNetV2 at 32 px, 6 clients a "
+        "--nproc 2: on 2 CPU cores one process with 2 threads is likely faster (measured on 2 cores, MobileNetV2 at 32 px, 8 clients a "
         "round: 1.39 s a round in one process of 2 threads, 1.70 s in two processes of one); processes pay with cores to spare for each "
         "rank, or GPUs; starting 2 processes as asked")
     assert launcher.proxy_notice(2, real_data=False, on_cpu=False) is None and launcher.proxy_notice(1, False, True) is None
