@@ -1698,6 +1698,163 @@ def _tie_the_gpu_page(q: Quotes) -> None:
     q(page, f"(the MobileNetV2 paper round in {goal_s} s or less on one H100;")
 
 
+def _ranges(cores: list[int], sep: str = ", ") -> str:
+    """A cpuset as Linux writes it: runs of consecutive cpus as ``a-b`` (``0-3, 6-7``)."""
+    runs: list[list[int]] = []
+    for c in sorted(cores):
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return sep.join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+
+
+def _tie_training_beside_the_owners_app(q: Quotes) -> None:
+    """modelling-notes' "Training beside the owner's app": the fair model's cores and slowdown (phones.yaml), the app
+    state's adj (memory.py), each phone's cpusets and the init files' lines phones.yaml cites, the scheduler's constants
+    (flamingo_sim/devices/scheduling.py: WALT's source, the groups' shares, the top app's nice, the runtimes' spins, the
+    operators per step, the DRAM traffic and bandwidth), the property test's pairs, the owner's losses, placements, stall
+    share and stretch (docs/results/contention/paper.json), the parallel fractions, the owner's memory share and the
+    utilisation of DRAM under the shipped profiles."""
+    import yaml
+
+    from flamingo_sim.devices.calibrate import DNN_MODELS
+    from flamingo_sim.devices.execution import TABLE3_PCMARK_PCT, InterferenceModel
+    from flamingo_sim.devices.memory import APP_STATE_ADJ
+    from flamingo_sim.devices.profiles import load_profile
+    from flamingo_sim.devices.scheduling import (
+        DRAM_BANDWIDTH_GBPS,
+        GROUP_SHARES,
+        REGIONS_PER_STEP,
+        RUNTIME_SPIN,
+        TOP_APP_BOOST_NICE,
+        TRAFFIC_BYTES_PER_STEP,
+        WALT_ROTATION_SOURCE,
+        dram_utilisation,
+        spin_s,
+    )
+    from flamingo_sim.devices.soc import load_phones
+    from flamingo_sim.fl.config import FLConfig
+
+    page = "docs/modelling-notes.md"
+    raw = (ROOT / "profiles/phones.yaml").read_text()
+    phones = yaml.safe_load(raw)
+    notes = " ".join(re.sub(r"(?m)^#", "", raw).split())  # the catalogue's comments, one line
+    (held,) = {tuple(soc["foreground_cores"]) for soc in phones["socs"].values()}
+    (slow,) = {soc["shared_core_slowdown"] for soc in phones["socs"].values()}
+    q(page, f"(the owner's app holds cores {held[0]} and {held[1]}, a shared core slows both threads {slow:g}x)")
+    q(page, f"`PERCEPTIBLE_APP_ADJ` ({APP_STATE_ADJ['foreground_service']}) and `SCHED_GROUP_DEFAULT`")
+    # the cpusets table: each phone's sets, and the lines of the init files phones.yaml cites
+    sets = {p: {k: _ranges(v) for k, v in d["android"]["cpusets"].items()} for p, d in phones["phones"].items()}
+    pixel = re.search(r"lineage-19\.1 \(Android 12\) lines (\d+-\d+) \(the same on ([\d.]+-[\d.]+)\)", notes)
+    op8 = re.search(r'oneplus_8: .*? "kona" case lines (\d+-\d+): background', notes)
+    mi10 = re.search(r'mi_10: .*? "kona" case lines (\d+-\d+) \(Qualcomm\'s own script\)', notes)
+    mi10_lineage = re.search(r"init\.qcom\.power\.rc lines \d+-\d+ writes foreground ([\d,-]+) and background ([\d-]+)", notes)
+    msmnile = re.search(r"init/init\.qcom\.post_boot\.sh lines (\d+-\d+)\), top-app and foreground the AOSP default", notes)
+    assert pixel and op8 and mi10 and mi10_lineage and msmnile
+
+    def row(p: str) -> str:
+        return f"{sets[p]['top_app']} | {sets[p]['foreground']} | {sets[p]['background']} |"
+
+    q(page, f"| Pixel 3 | {row('pixel_3')} crosshatch `init.hardware.rc` (lineage-19.1 lines {pixel[1]}; the same on {pixel[2]}) |")
+    q(page, f"| OnePlus 8 | {row('oneplus_8')} sm8250-common `init.qcom.post_boot.sh` lines {op8[1]} (the rest: AOSP's default, all cpus) |")
+    q(page, f"| Mi 10 | {row('mi_10')} sm8250-common `init.qcom.post_boot.sh` lines {mi10[1]}, Qualcomm's script (the tree's LineageOS "
+            f"`init.qcom.power.rc` writes {mi10_lineage[1]} and {mi10_lineage[2]} at the same stage) |")
+    assert row("galaxy_s10e") == row("galaxy_tab_s6")
+    q(page, f"| Galaxy S10e, Tab S6 | {row('galaxy_s10e')} no public Samsung init writes them: Qualcomm's msmnile post_boot for "
+            f"background (lines {msmnile[1]}), AOSP's default elsewhere |")
+    # the scheduler
+    tests = (ROOT / "tests/devices/test_scheduling.py").read_text()
+    pairs = re.search(r'"""(\d+) random pairs of apps .*?\n    for k in range\((\d+)\):', tests, re.S)
+    assert pairs and pairs[1] == pairs[2]
+    q(page, f"a property test exchanges their roles ({pairs[1]} random pairs of")
+    kernels = re.search(r"the paper's phones ran ([\d.]+-[\d.]+) kernels with Qualcomm's WALT", (ROOT / "flamingo_sim/devices/scheduling.py").read_text())
+    assert kernels
+    q(page, f"the paper's phones ran {kernels[1]} kernels with")
+    walt = re.fullmatch(r"init\.qcom\.post_boot\.sh lines (\d+) \(sdm845\), (\d+) \(msmnile\), (\d+) \(kona\)", WALT_ROTATION_SOURCE)
+    assert walt
+    q(page, f"line {walt[1]} for sdm845, {walt[2]} for msmnile (SD855), {walt[3]} for kona (SD865)")
+    version = re.search(r"if version < (\d+) or len\(\{group\[j\]", (ROOT / "flamingo_sim/devices/scheduling.py").read_text())
+    assert version
+    model = InterferenceModel()
+    four = len("4567")  # the baseline's four busy threads
+    q(page, f"from Android {version[1]} each app state has its own group of {GROUP_SHARES}, so a group of four busy threads weighs "
+            f"{GROUP_SHARES // four} on each of its CPUs and the owner's two weigh {GROUP_SHARES // model.foreground_threads} each; inside "
+            f"a group, and before Android {version[1]}, by nice weights.")
+    assert model.foreground_threads == 2 and model.foreground_nice == TOP_APP_BOOST_NICE  # "the owner's two", at the boost
+    q(page, f"at the top app's boost, nice {TOP_APP_BOOST_NICE}")
+    # what follows (docs/results/contention/paper.json, MobileNetV2, foreground_service)
+    rows = json.loads((RESULTS / "contention" / "paper.json").read_text())["rows"]
+    r = {(x["phone"], x["choice"], x["pinned"]): x for x in rows if x["model"] == "mobilenet_v2" and x["interference"] == "android"}
+
+    def placed(phone: str, choice: str, pinned: bool) -> tuple[list[str], list[str]]:
+        m = re.match(r"training on ([\d,]+); owner's app on ([\d,]+)", r[(phone, choice, pinned)]["placement"])
+        assert m
+        return m[1].split(","), m[2].split(",")
+
+    big = ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8", "mi_10")
+    (train,), (owner,) = {tuple(placed(p, "4567", False)[0]) for p in big}, {tuple(placed(p, "4567", False)[1]) for p in big}
+    q(page, f"PyTorch's default holds {train[0]}-{train[-1]} on the SD855/SD865 phones, so the owner's threads wake on the idle little "
+            f"cores {owner[0]} and {owner[1]};")
+    loss = {k: f"{100 * v['foreground_loss']:.1f}" for k, v in r.items()}
+    assert loss[("galaxy_s10e", "4567", False)] == loss[("galaxy_tab_s6", "4567", False)]
+    cat = phones["phones"]
+    (lacks,) = set(cat["mi_10"]["android"]["cpusets"]["top_app"]) - set(cat["mi_10"]["android"]["cpusets"]["foreground"])
+    q(page, f"The owner loses {loss[('galaxy_s10e', '4567', False)]} % of its rate on the S10e and Tab S6, {loss[('oneplus_8', '4567', False)]} % "
+            f"on the OnePlus 8 and {loss[('mi_10', '4567', False)]} % on the Mi 10 (whose foreground cpuset lacks CPU {lacks}, so one owner "
+            "thread cannot rotate)")
+    kept = sorted(set(cat["pixel_3"]["android"]["cpusets"]["top_app"]) - set(cat["pixel_3"]["android"]["cpusets"]["foreground"]))
+    q(page, f"On the Pixel 3 the foreground cpuset keeps {kept[0]} and {kept[1]} for the top app: only the shared DRAM slows the owner "
+            f"({loss[('pixel_3', '4567', False)]} %).")
+    by_soc = {}
+    for p in big:
+        by_soc.setdefault(cat[p]["soc"], set()).add(loss[(p, "4567", True)])
+    (sd855,), (sd865,) = by_soc["sd855"], by_soc["sd865"]
+    q(page, f"so the owner stays on them: {sd855} % (SD855), {sd865} % (SD865).")
+    (left,) = {tuple(placed(p, "7", True)[1]) for p in big}
+    seven = sorted(100 * r[(p, "7", True)]["foreground_loss"] for p in big)
+    one = sorted(100 * r[(p, "4", True)]["foreground_loss"] for p in (*big, "pixel_3"))  # every phone has a `4`
+    q(page, f"Its one-core choice `7` leaves the owner {left[0]} and {left[1]}, which costs it the Prime's speed on one thread: "
+            f"{seven[0]:.1f}-{seven[-1]:.1f} %; `4` costs it only the DRAM ({one[0]:.1f}-{one[-1]:.1f} %).")
+    # the contended step
+    f = {m: d.parallel_fraction for m, d in DNN_MODELS.items()}
+    assert f["mobilenet_v2"] == f["shufflenet_v2_x2"]
+    q(page, f"part `f` ({f['mobilenet_v2']} for the depthwise nets, {f['resnet34']} for ResNet-34)")
+    s10e = r[("galaxy_s10e", "4567", False)]
+    q(page, f"({100 * s10e['stall_share']:.1f} % of the S10e's MobileNetV2 `4567`")
+    sd855_types = phones["socs"]["sd855"]["core_types"]
+    ratio = sd855_types["big"]["speed"] / sd855_types["low_power"]["speed"]  # the earlier rule: a little core's speed against a big one's
+    q(page, f"the baseline's MobileNetV2 step stretches {s10e['latency_factor']:.4f}x on the S10e (the earlier fixed ratio of speeds gave "
+            f"{ratio:.2f}x)")
+    # shared memory
+    b = FLConfig().batch_size
+    mts = {soc: f"{bw * 1e9 / 8 / 1e6:.0f}" for soc, bw in DRAM_BANDWIDTH_GBPS.items()}
+    bus = re.search(r"the memory's transfer rate x the (\d+)-bit", (ROOT / "flamingo_sim/devices/scheduling.py").read_text())
+    assert bus and int(bus[1]) == 8 * 8  # 8 bytes a transfer, as DRAM_BANDWIDTH_GBPS counts them
+    q(page, f"{TRAFFIC_BYTES_PER_STEP['mobilenet_v2'] / 2**30:.1f} GiB for MobileNetV2 at minibatch {b}, counted")
+    q(page, f"(LPDDR4X at {mts['sd845']} and {mts['sd855']} MT/s, LPDDR5 at {mts['sd865']} MT/s, a {bus[1]}-bit bus)")
+    q(page, f"(`owner_memory_share`, {model.owner_memory_share:g}: web browsing was slowed up to {100 * model.owner_memory_share:.0f} %")
+    cat_phones = load_phones(ROOT / "profiles")
+    u = {(ph, m): max(dram_utilisation(p, m, c.step_latency_s) for c in load_profile(ROOT / "profiles", ph, m).all_choices)
+         for ph, p in cat_phones.items() for m in ("mobilenet_v2", "shufflenet_v2_x2", "resnet34")}
+    depthwise = max(v for (ph, m), v in u.items() if m != "resnet34")
+    assert depthwise < 0.01 and max(v for (ph, m), v in u.items() if m == "resnet34") == u[("pixel_3", "resnet34")]
+    paper = -TABLE3_PCMARK_PCT["pixel_3"][0]
+    q(page, f"Under the shipped profiles `u` stays below 1 % for the depthwise nets and reaches {100 * u[('pixel_3', 'resnet34')]:.1f} % for "
+            f"ResNet-34 on the Pixel 3: shared bandwidth cannot produce the paper's {paper:.0f} % on the Pixel 3")
+    # the energy of a contended step: the runtimes' spins, the operators per step
+    ghz = cat_phones["galaxy_s10e"].soc.core_types["big"].max_freq_mhz
+    iterations, _, cycles = RUNTIME_SPIN["pthreadpool"]
+    spin_ms = 1e3 * spin_s("pthreadpool", ghz)
+    q(page, f"whose idle workers spin {iterations:,.0f} iterations of a `yield` loop (`PTHREADPOOL_SPIN_WAIT_ITERATIONS`; about "
+            f"{spin_ms:.1f} ms at {ghz / 1000:.2f} GHz at an estimated {cycles:.0f} cycles an iteration)")
+    ops = sorted(REGIONS_PER_STEP.values())
+    q(page, f"A training step runs {ops[0]}-{ops[-1]:,}")
+    q(page, f"so a waiting thread spins at most {spin_ms:.1f} ms of each operator's wait")
+    q(page, f"`runtime: libomp` (LLVM OpenMP's {1e3 * RUNTIME_SPIN['libomp'][1]:.0f} ms `KMP_BLOCKTIME`)")
+    q(page, f"`libgomp` (GNU OpenMP's {RUNTIME_SPIN['libgomp'][0]:,.0f} iterations)")
+
+
 TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target_rule, _tie_the_quick_starts_other_figures,
                                               _tie_the_pins_and_floors, _tie_the_suite, _tie_the_benchmark_rows, _tie_fedscale_against_native,
                                               _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range,
@@ -1705,7 +1862,8 @@ TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target
                                               _tie_the_paper_page, _tie_the_devices_page,
                                               _tie_the_fl_engine_page, _tie_the_studies_page,
                                               _tie_the_traces_page, _tie_the_scaling_out_page,
-                                              _tie_the_gpu_page, _tie_the_memory_section)
+                                              _tie_the_gpu_page, _tie_the_memory_section,
+                                              _tie_training_beside_the_owners_app)
 
 #: The figures of the most-read pages not tied yet, each with the word after it (a Counter: one entry per occurrence).
 #: Why each is here: install sizes measured by hand (no results file); the suite's slow half timed once by hand; the
@@ -1855,12 +2013,14 @@ def test_every_figure_of_the_pages_beyond_the_most_read_is_tied_or_listed():
 # A section joins the list when all its figures are accounted for; the page joins MORE_PAGES when all its sections have.
 
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "docs/modelling-notes.md": ("### Memory: the training that fits, or not",),
+    "docs/modelling-notes.md": ("## Training beside the owner's app (`policy.interference`)", "### Memory: the training that fits, or not"),
 }
 
 #: The figures of the listed sections not tied, each with the word after it, keyed by (page, heading).
 UNTIED_SECTIONS: dict[tuple[str, str], Counter[str]] = {
     # a version (Android 12's lmkd), not a figure
+    # Android's versions (since Android 8, Android 12's task profiles) and a citation's year (IISWC 2015), not figures
+    ("docs/modelling-notes.md", "## Training beside the owner's app (`policy.interference`)"): Counter({"8 a": 1, "12:": 1, "2015,": 1}),
     ("docs/modelling-notes.md", "### Memory: the training that fits, or not"): Counter({"12's": 1}),
 }
 
