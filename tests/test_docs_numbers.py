@@ -1855,6 +1855,102 @@ def _tie_training_beside_the_owners_app(q: Quotes) -> None:
     q(page, f"`libgomp` (GNU OpenMP's {RUNTIME_SPIN['libgomp'][0]:,.0f} iterations)")
 
 
+def _tie_the_power_section(q: Quotes) -> None:
+    """modelling-notes' power section: Table 1's cells (calibrate.py's TABLE1), the CoreMark powers and the OPPs
+    (phones.yaml), the implied voltages (power.py), the waiting cores' shares (the paper set's profiles against the physical
+    model), the stall share (contention/paper.json), the calibration's sigma (the S10e's profile notes), the uncore's 0
+    (phones.yaml, SocSpec), the public set's sources (calibrate.py's PUBLIC_SCALING) and the main job under it
+    (docs/results/unknowns/default/sensitivity.csv)."""
+    import csv
+
+    import yaml
+
+    from flamingo_sim.devices.calibrate import TABLE1
+    from flamingo_sim.devices.power import implied_voltage_v, lowest_opp_share, physical_power_w
+    from flamingo_sim.devices.profiles import load_profile
+    from flamingo_sim.devices.soc import SocSpec, load_phones
+
+    page = "docs/modelling-notes.md"
+    q(page, f"reproduces all {2 * len(TABLE1)} cells of the paper's Table 1")
+    raw = (ROOT / "profiles/phones.yaml").read_text()
+    socs = yaml.safe_load(raw)["socs"]
+
+    def w(soc: str, kind: str) -> str:
+        return f"{socs[soc]['core_types'][kind]['power_w']:.2f} W"
+
+    q(page, f"(SPEC.md section 3: SD855 A55 {w('sd855', 'low_power')}, A76 {w('sd855', 'big')}, Prime {w('sd855', 'prime')}; SD845 A55 "
+            f"{w('sd845', 'low_power')}, A75 {w('sd845', 'big')}; SD865 A55 {w('sd865', 'low_power')}, A77 {w('sd865', 'big')}, Prime "
+            f"{w('sd865', 'prime')})")
+    cat = load_phones(ROOT / "profiles")
+    volts = [v for p in cat.values() for t in p.soc.core_types if (v := implied_voltage_v(p, t)) is not None]
+    linux = re.search(r"\(Linux ([\d.]+) mainline dtsi", raw)
+    assert linux and len(volts) == sum(len(p.soc.core_types) for p in cat.values())
+    q(page, f"gives these powers at {min(volts):.2f}-{max(volts):.2f} V, a real core's range (sdm845.dtsi, sm8150.dtsi, sm8250.dtsi, "
+            f"Linux {linux[1]};")
+    # the waiting cores: Table 1's depthwise rows on the SD855/SD865 phones against the physical model
+    prime_phones = [ph for ph, p in cat.items() if p.layout.prime is not None]
+    s, e = TABLE1[("galaxy_s10e", "mobilenet_v2")]
+    share = sorted(TABLE1[(ph, "mobilenet_v2")][1] / TABLE1[(ph, "mobilenet_v2")][0] for ph in prime_phones)
+    q(page, f"(the S10e's MobileNetV2: {s}x faster, {e}x more efficient): the baseline's four big cores drew {e} / {s} = {e / s:.2f} of the "
+            f"one Prime core Flamingo picks ({share[0]:.2f}-{share[-1]:.2f} on the four phones)")
+    busy = []
+    for ph in prime_phones:
+        four = {c.label: c for c in load_profile(ROOT / "profiles", ph, "mobilenet_v2").all_choices}["4567"]
+        busy.append(four.power_w / physical_power_w(cat[ph], four.cores))
+    q(page, f"{min(busy):.2f}-{max(busy):.2f} of their busy power")
+    rows = json.loads((RESULTS / "contention" / "paper.json").read_text())["rows"]
+    (stall,) = [r["stall_share"] for r in rows if (r["phone"], r["model"], r["choice"], r["pinned"], r["interference"])
+                == ("galaxy_s10e", "mobilenet_v2", "4567", False, "android")]
+    q(page, f"the calibration puts {100 * stall:.1f} % of the S10e's `4567` step in memory stalls")
+    # the operating points: each cluster's lowest OPP, and the most a core draws there
+    fmin = {soc: " / ".join(f"{socs[soc]['core_types'][k]['min_freq_mhz']:g}" for k in ("low_power", "big", "prime")
+                            if k in socs[soc]["core_types"]) for soc in socs}
+    q(page, f"(sdm845.dtsi {fmin['sd845']} MHz, sm8150.dtsi {fmin['sd855']} MHz, sm8250.dtsi {fmin['sd865']} MHz for the little / big / "
+          "Prime clusters, each table's first entry)")
+
+    def opp(soc: str, kind: str) -> float:
+        p = next(p for p in cat.values() if p.soc.name == soc)
+        (core,) = [c for c in range(8) if p.layout.core_type(c) == kind][:1]
+        share = lowest_opp_share(p, [core])
+        assert share is not None
+        return share
+
+    fast = sorted(opp(soc, k) for soc in ("sd855", "sd865") for k in ("big", "prime"))
+    little = {f"{opp(soc, 'low_power'):.2f}" for soc in socs}
+    (little_share,) = little
+    q(page, f"`f_min / f_max` of its top power ({fast[0]:.2f}-{fast[-1]:.2f} for the SD855's and SD865's big and Prime cores, "
+            f"{opp('sd845', 'big'):.2f} for the SD845's big cores, {little_share} for every little cluster)")
+    notes = yaml.safe_load((ROOT / "profiles/galaxy_s10e/mobilenet_v2.yaml").read_text())["notes"]
+    sigma = re.search(r"sigma=([\d.]+)", notes)
+    assert sigma
+    q(page, f"fitted to Table 1's energy efficiency ({float(sigma[1]):.2f} on the S10e's MobileNetV2)")
+    check = re.search(r"def _check\(search.*?return \d if lines else (\d)\n", (ROOT / "flamingo_sim/devices/cli.py").read_text(), re.S)
+    assert check
+    q(page, f"The shipped sets pass; the command exits {check[1]} and lists the waiting-core mechanisms")
+    q(page, f"against the paper's {e}x) holds only for cores")
+    uncore = {soc["uncore_power_w"] for soc in socs.values()}
+    assert uncore == {SocSpec.__dataclass_fields__["uncore_power_w"].default} == {0.0}
+    q(page, f"the shipped SoCs set {uncore.pop():g} and a user's SoC defaults to "
+            f"{SocSpec.__dataclass_fields__['uncore_power_w'].default:g}.")
+    # the public set's sources (calibrate.py)
+    src = " ".join(((ROOT / "flamingo_sim/devices/calibrate.py").read_text()).split())
+    vs = re.search(r"figure measures training at (\d) vs (\d) threads on these SoCs", src)
+    paddle = re.search(r"armv8 fp32, (\d)/(\d)/(\d) threads, midpoint of its (\w+) versions", src)
+    mi9 = re.search(r"MobileNetV2 on a Xiaomi Mi (\d) \(SD855\)", src)
+    mi8 = re.search(r"MobileNetV2 on a Xiaomi Mi (\d) \(SD845\)", src)
+    assert vs and paddle and mi9 and mi8
+    q(page, f"(no public measurement of *training* at {vs[1]} vs {vs[2]} threads exists for them): Paddle-Lite's MobileNetV2 and "
+            f"ShuffleNetV2 on a Xiaomi Mi {mi9[1]} (SD855) and Mi {mi8[1]} (SD845) at {paddle[1]}, {paddle[2]} and {paddle[3]} threads "
+            f"(the midpoint of {paddle[4]} doc versions)")
+    fields = re.search(r"``speedup_(\d)``: \d threads over 1 .*?``speedup_(\d)``: \d threads over 1, the check", src)
+    assert fields
+    q(page, f"Each sets Amdahl's parallel fraction from the {fields[1]}-thread speed-up; the {fields[2]}-thread speed-up, which the fit "
+            "does not use")
+    with (RESULTS / "unknowns/default/sensitivity.csv").open() as f:
+        point = {(r["knob"], r["value"]): float(r["speedup"]) for r in csv.DictReader(f)}
+    q(page, f"and the main job reads about {point[('phones.profile_set', 'public')]:.0f}x:")
+
+
 TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target_rule, _tie_the_quick_starts_other_figures,
                                               _tie_the_pins_and_floors, _tie_the_suite, _tie_the_benchmark_rows, _tie_fedscale_against_native,
                                               _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range,
@@ -1863,7 +1959,7 @@ TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target
                                               _tie_the_fl_engine_page, _tie_the_studies_page,
                                               _tie_the_traces_page, _tie_the_scaling_out_page,
                                               _tie_the_gpu_page, _tie_the_memory_section,
-                                              _tie_training_beside_the_owners_app)
+                                              _tie_training_beside_the_owners_app, _tie_the_power_section)
 
 #: The figures of the most-read pages not tied yet, each with the word after it (a Counter: one entry per occurrence).
 #: Why each is here: install sizes measured by hand (no results file); the suite's slow half timed once by hand; the
@@ -2013,7 +2109,9 @@ def test_every_figure_of_the_pages_beyond_the_most_read_is_tied_or_listed():
 # A section joins the list when all its figures are accounted for; the page joins MORE_PAGES when all its sections have.
 
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "docs/modelling-notes.md": ("## Training beside the owner's app (`policy.interference`)", "### Memory: the training that fits, or not"),
+    "docs/modelling-notes.md": ("## Training beside the owner's app (`policy.interference`)",
+                                "## Power: Table 1's measurements, the waiting cores they need, and the checks",
+                                "### Memory: the training that fits, or not"),
 }
 
 #: The figures of the listed sections not tied, each with the word after it, keyed by (page, heading).
@@ -2021,6 +2119,9 @@ UNTIED_SECTIONS: dict[tuple[str, str], Counter[str]] = {
     # a version (Android 12's lmkd), not a figure
     # Android's versions (since Android 8, Android 12's task profiles) and a citation's year (IISWC 2015), not figures
     ("docs/modelling-notes.md", "## Training beside the owner's app (`policy.interference`)"): Counter({"8 a": 1, "12:": 1, "2015,": 1}),
+    # the earlier device model's records (no file kept): the monotone floor's S10e MobileNetV2 efficiency, the uncore term
+    ("docs/modelling-notes.md", "## Power: Table 1's measurements, the waiting cores they need, and the checks"):
+        Counter({"58.4x against": 1, "0.6 W,": 1, "0.5 W": 1}),
     ("docs/modelling-notes.md", "### Memory: the training that fits, or not"): Counter({"12's": 1}),
 }
 
