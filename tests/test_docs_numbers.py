@@ -157,22 +157,6 @@ def test_what_each_device_assumption_is_worth_in_prose_is_the_sensitivity_study(
     assert hot["flamingo"]["speedup"] < ref["flamingo"]["speedup"]  # "falls"
 
 
-def test_the_energy_balance_sentence_is_its_results_file():
-    """modelling-notes' "One power per step, one timeline per task": the main job's energy charged and heat received per
-    policy, how close the integrated excess came to the booked one, and the tasks run part way at an uneven power."""
-    balance = json.loads((RESULTS / "energy_balance.json").read_text())["policies"]
-    text = page("modelling-notes.md")
-    for policy in ("baseline", "flamingo"):
-        b = balance[policy]
-        assert b["heat_j"] == pytest.approx(b["charged_j"], rel=1e-12) and b["max_excess_diff_k"] < 1e-12
-    base, flam = balance["baseline"], balance["flamingo"]
-    assert (f"the baseline's phones were charged {base['charged_j'] / 1e3:,.1f} kJ and received {base['heat_j'] / 1e3:,.1f} kJ of heat, "
-            f"Flamingo's {flam['charged_j'] / 1e3:,.1f} kJ and {flam['heat_j'] / 1e3:,.1f} kJ") in text
-    assert (f"{base['partial_uneven']} of the baseline's tasks ran part way at an uneven power" in text and flam["partial_uneven"] == 0)
-    assert (f"they drew {base['partial_uneven_charge_j']:,.1f} J, where the earlier rule (the same share of the task's energy as of its "
-            f"time) charged {base['partial_uneven_share_rule_j']:,.1f} J") in text
-
-
 # --- the most-read pages: every figure of their running text counted, and each tied or listed ---------------------------
 #
 # The counting rule (:func:`prose_figures`): a figure is a number written in a page's running text, a run of digits with
@@ -1951,6 +1935,104 @@ def _tie_the_power_section(q: Quotes) -> None:
     q(page, f"and the main job reads about {point[('phones.profile_set', 'public')]:.0f}x:")
 
 
+def _tie_the_heat_section(q: Quotes) -> None:
+    """modelling-notes' heat section: the engine's stand-in temperature (simulation.py), the energy balance
+    (docs/results/energy_balance.json: the main job's energy charged and heat received per policy, how close the integrated
+    excess came to the booked one, the tasks run part way at an uneven power), the bodies and the throttling rules
+    (phones.yaml), the coefficients and the ranges they were chosen in (thermal.py), the derived constants (ThermalBody),
+    the sustained-training table and the sentences under it (docs/results/thermal_sustained.json), the physical model's busy
+    power (power.py), Table 1's Pixel 3 ResNet-34 cell and the policy's temperature limit."""
+    import yaml
+
+    from flamingo_sim.devices.calibrate import TABLE1
+    from flamingo_sim.devices.policies.base import PolicyConfig
+    from flamingo_sim.devices.power import physical_power_w
+    from flamingo_sim.devices.soc import load_phones
+    from flamingo_sim.devices.thermal import SPECIFIC_HEAT_J_PER_GK, SURFACE_H_W_PER_M2K
+    from flamingo_sim.fl.sim.simulation import DEFAULT_TEMPERATURE_C
+
+    page = "docs/modelling-notes.md"
+    q(page, f"where a trace set has no temperature column, the engine's {DEFAULT_TEMPERATURE_C:.0f} degC stands in")
+    # the energy balance
+    balance = json.loads((RESULTS / "energy_balance.json").read_text())["policies"]
+    for policy in ("baseline", "flamingo"):
+        b = balance[policy]
+        assert b["heat_j"] == pytest.approx(b["charged_j"], rel=1e-12) and b["max_excess_diff_k"] < 1e-12
+    base, flam = balance["baseline"], balance["flamingo"]
+    q(page, f"the baseline's phones were charged {base['charged_j'] / 1e3:,.1f} kJ and received {base['heat_j'] / 1e3:,.1f} kJ of heat, "
+            f"Flamingo's {flam['charged_j'] / 1e3:,.1f} kJ and {flam['heat_j'] / 1e3:,.1f} kJ")
+    assert flam["partial_uneven"] == 0
+    q(page, f"{base['partial_uneven']} of the baseline's tasks ran part way at an uneven power")
+    q(page, f"they drew {base['partial_uneven_charge_j']:,.1f} J, where the earlier rule (the same share of the task's energy as of its "
+            f"time) charged {base['partial_uneven_share_rule_j']:,.1f} J")
+    # the parameters: the bodies, the coefficients, the throttling rules
+    cat = yaml.safe_load((ROOT / "profiles/phones.yaml").read_text())
+    names = {"pixel_3": "Pixel 3", "galaxy_s10e": "Galaxy S10e", "galaxy_tab_s6": "Galaxy Tab S6", "oneplus_8": "OnePlus 8", "mi_10": "Mi 10"}
+
+    def body(p: str) -> str:
+        b = cat["phones"][p]["body"]
+        return f"{names[p]} {b['mass_g']} g, {b['length_mm']} x {b['width_mm']} x {b['thickness_mm']} mm"
+
+    q(page, "| mass, dimensions (`phones.<phone>.body`) | " + "; ".join(body(p) for p in names) + " | the vendors' published specifications |")
+    thermal = " ".join((ROOT / "flamingo_sim/devices/thermal.py").read_text().split())
+    parts = re.search(r"\(glass ~([\d.]+), aluminium ~([\d.]+), a Li-ion cell ~([\d.]+-[\d.]+)\)", thermal)
+    conv = re.search(r"natural convection #: \((\d+-\d+) in textbooks, ~(\d+) for a small vertical plate (\d+) K above the air\) plus "
+                     r"radiation #: \(~(\d+) at emissivity ([\d.]+) near (\d+) K\)", thermal)
+    assert parts and conv
+    q(page, f"| effective specific heat | {SPECIFIC_HEAT_J_PER_GK:g} J/g/K | assumption inside the range of a phone's parts (glass "
+            f"~{parts[1]}, aluminium ~{parts[2]}, a Li-ion cell ~{parts[3]} J/g/K) |")
+    q(page, f"| surface heat transfer coefficient | {SURFACE_H_W_PER_M2K:g} W/m^2/K | assumption: natural convection of a small plate "
+            f"~{conv[3]} K above still air (~{conv[2]}; textbook range {conv[1]}) plus radiation at emissivity {conv[5]} near {conv[6]} K "
+            f"(~{conv[4]}) |")
+    (_same_on_every_soc,) = {yaml.safe_dump(s["throttle"]["big"]) + yaml.safe_dump(s["throttle"]["low_power"]) for s in cat["socs"].values()}
+    big, little = cat["socs"]["sd855"]["throttle"]["big"], cat["socs"]["sd855"]["throttle"]["low_power"]
+    assert all(s["throttle"].get("prime", big) == big for s in cat["socs"].values())  # "big and Prime cores" alike
+    q(page, f"| throttling threshold | big and Prime cores {big['threshold_c']:.0f} degC, low-power cores {little['threshold_c']:.0f} degC |")
+    q(page, f"| throttled speed and power | big and Prime {100 * big['speed_frac']:.0f} % speed at {100 * big['power_frac']:.0f} % power; "
+            f"low-power {100 * little['speed_frac']:.0f} % at {100 * little['power_frac']:.0f} % |")
+    q(page, f"`R = 1 / (h x surface)`, `C = mass x {SPECIFIC_HEAT_J_PER_GK:g}`:")
+    phones = load_phones(ROOT / "profiles")
+    taus = []
+    for p, name in names.items():
+        t = phones[p].body
+        assert t is not None
+        taus.append(t.time_constant_s)
+        q(page, f"| {name} | {t.area_m2:.4f} | {t.heat_capacity_j_per_k:.0f} | {t.resistance_k_per_w:.2f} | {t.time_constant_s:.0f} |")
+    q(page, f"the time constants of about {round(mean(taus) / 60, -1):.0f} minutes agree")
+    # the sustained-training table (docs/results/thermal_sustained.json) and what the page reads from it
+    sustained = json.loads((RESULTS / "thermal_sustained.json").read_text())
+    q(page, f"sustained training under the model at a {sustained['ambient_c']:.0f} degC trace temperature")
+    rows = sustained["rows"]
+    for r in rows:
+        onset = "never" if r["onset_s"] is None else f"{r['onset_s'] / 60:.1f} min"
+        q(page, f"| {r['phone']} | {r['model']} | {r['policy']} | {r['choice']} | {r['power_w']:.2f} | {r['heat_w']:.2f} | "
+                f"{r['steady_c']:.1f} degC | {onset} | {r['step_latency_s']:.2f} | {r['throttled_step_latency_s']:.2f} | "
+                f"{r['throttled_steady_c']:.1f} degC |")
+    s10e = phones["galaxy_s10e"]
+    q(page, f"while charging the profile's, {physical_power_w(s10e, (4, 5, 6, 7)):.2f} W against")
+    hot = [r for r in rows if r["onset_s"] is not None]
+    assert {(r["phone"], r["model"], r["choice"]) for r in hot} == {("pixel_3", "resnet34", "4567")}
+    h = hot[0]
+    speed, eff = TABLE1[("pixel_3", "resnet34")]
+    q(page, f"Pixel 3's ResNet-34 on `4567` ({h['power_w']:.1f} W: Table 1's {eff / speed:.0f}x keeps all four cores busy) passes a "
+            f"{h['threshold_c']:.0f} degC threshold at a {sustained['ambient_c']:.0f} degC trace temperature: after {h['onset_s'] / 60:.1f} "
+            f"minutes, then {h['throttled_step_latency_s'] / h['step_latency_s']:.2f}x slower.")
+    cool = [r["steady_c"] for r in rows if r["onset_s"] is None]
+    q(page, f"stays below it ({min(cool):.1f}-{max(cool):.1f} degC)")
+    prime = [p for p, ph in phones.items() if ph.layout.prime is not None]
+    depth = [r for r in rows if r["phone"] in prime and r["model"] != "resnet34"]
+    waiting = sorted(r["power_w"] for r in depth if r["policy"] == "baseline" and (r["phone"], r["model"]) != ("galaxy_s10e", "shufflenet_v2_x2"))
+    (s10e_shuffle,) = [r["power_w"] for r in depth if r["policy"] == "baseline" and (r["phone"], r["model"]) == ("galaxy_s10e", "shufflenet_v2_x2")]
+    one = sorted(r["power_w"] for r in depth if r["policy"] == "flamingo")
+    assert max(waiting) < min(one)  # "less than Flamingo's one busy core"
+    steady = {(r["phone"], r["model"], r["policy"]): r["steady_c"] for r in depth}
+    warmer = max(steady[(p, m, "flamingo")] - steady[(p, m, "baseline")] for p, m, _ in steady)
+    q(page, f"SD855/SD865 baselines' waiting cores draw {waiting[0]:.2f}-{waiting[-1]:.2f} W ({s10e_shuffle:.2f} W for the S10e's "
+            f"ShuffleNetV2), less than Flamingo's one busy core ({one[0]:.2f}-{one[-1]:.2f} W), so on those phones Flamingo runs the warmer, "
+            f"by up to {warmer:.1f} K.")
+    q(page, f"Flamingo's own monitoring declines above {PolicyConfig().max_temperature_c:.0f} degC")
+
+
 TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target_rule, _tie_the_quick_starts_other_figures,
                                               _tie_the_pins_and_floors, _tie_the_suite, _tie_the_benchmark_rows, _tie_fedscale_against_native,
                                               _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range,
@@ -1959,7 +2041,8 @@ TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target
                                               _tie_the_fl_engine_page, _tie_the_studies_page,
                                               _tie_the_traces_page, _tie_the_scaling_out_page,
                                               _tie_the_gpu_page, _tie_the_memory_section,
-                                              _tie_training_beside_the_owners_app, _tie_the_power_section)
+                                              _tie_training_beside_the_owners_app, _tie_the_power_section,
+                                              _tie_the_heat_section)
 
 #: The figures of the most-read pages not tied yet, each with the word after it (a Counter: one entry per occurrence).
 #: Why each is here: install sizes measured by hand (no results file); the suite's slow half timed once by hand; the
@@ -2111,6 +2194,7 @@ def test_every_figure_of_the_pages_beyond_the_most_read_is_tied_or_listed():
 SECTIONS: dict[str, tuple[str, ...]] = {
     "docs/modelling-notes.md": ("## Training beside the owner's app (`policy.interference`)",
                                 "## Power: Table 1's measurements, the waiting cores they need, and the checks",
+                                "### Heat: a first-order thermal circuit and per-cluster throttling",
                                 "### Memory: the training that fits, or not"),
 }
 
@@ -2122,6 +2206,9 @@ UNTIED_SECTIONS: dict[tuple[str, str], Counter[str]] = {
     # the earlier device model's records (no file kept): the monotone floor's S10e MobileNetV2 efficiency, the uncore term
     ("docs/modelling-notes.md", "## Power: Table 1's measurements, the waiting cores they need, and the checks"):
         Counter({"58.4x against": 1, "0.6 W,": 1, "0.5 W": 1}),
+    # the earlier device model's power for the S10e's `4567` (its profile then, no file kept); an arXiv identifier
+    ("docs/modelling-notes.md", "### Heat: a first-order thermal circuit and per-cluster throttling"):
+        Counter({"1.98 W": 1, "2206.10849).": 1}),
     ("docs/modelling-notes.md", "### Memory: the training that fits, or not"): Counter({"12's": 1}),
 }
 
