@@ -2033,6 +2033,120 @@ def _tie_the_heat_section(q: Quotes) -> None:
     q(page, f"Flamingo's own monitoring declines above {PolicyConfig().max_temperature_c:.0f} degC")
 
 
+def _tie_the_network_section(q: Quotes) -> None:
+    """modelling-notes' network section: the network's defaults and their sources (NetworkConfig, prep-traces' hold), Huang
+    et al.'s radio (flamingo_sim/devices/radio.py: LTE, WIFI, the power-profile bounds, the DRX wake-ups and the sources'
+    lines), the synthetic generator's share of older phones, the trace slot, and the measured network's readings
+    (docs/results/network/network.json, the transfer sizes of the shipped experiments)."""
+    from flamingo_sim.devices.radio import LTE, POWER_PROFILE_CAPS, WIFI
+    from flamingo_sim.fl.config import NetworkConfig, load_experiment
+    from flamingo_sim.studies.reproduce.paper import TABLE2
+    from flamingo_sim.traces.pipeline import PrepOptions
+    from flamingo_sim.traces.store import STEP_S
+
+    page = "docs/modelling-notes.md"
+    net = NetworkConfig()
+    q(page, f"log-normal around `bandwidth_mbps` ({net.bandwidth_mbps:g} Mbit/s, log-sd {net.bandwidth_sigma:g}, neither from a source)")
+    config = " ".join(re.sub(r"#:", "", (ROOT / "flamingo_sim/fl/config.py").read_text()).split())
+    year = re.search(r"Ookla Speedtest Global Index, November (\d{4}), global mean fixed-broadband download", config)
+    wifi_share = re.search(r"OpenSignal, US smartphone users on WiFi roughly half the time in Q1 (\d{4}) \((\d+-\d+) % by operator\)", config)
+    assert year and wifi_share
+    q(page, f"| bandwidth on WiFi, down / up | {net.wifi_down_mbps:.2f} / {net.wifi_up_mbps:.2f} Mbit/s (means) | Ookla Speedtest Global "
+            f"Index, November {year[1]}:")
+    q(page, f"| bandwidth on cellular, down / up | {net.cellular_down_mbps:.2f} / {net.cellular_up_mbps:.2f} Mbit/s (means) |")
+    spread = re.search(r"the means x a log-normal factor of mean (\d) and this log standard deviation", config)
+    assert spread
+    q(page, f"one log-normal factor per client and network, mean {spread[1]}, log-sd `spread_sigma` {net.spread_sigma:g} |")
+    q(page, f"WiFi for `unknown_wifi_share` {net.unknown_wifi_share:g} of the clients")
+    q(page, f"US smartphone users on WiFi about half of the time in Q1 {wifi_share[1]}, {wifi_share[2]} % by operator |")
+    q(page, f"| how long a network reading holds | {PrepOptions().network_hold_h:g} h (`prep-traces --network-hold-h`) |")
+
+    def mw(x: float) -> str:
+        return f"{1e3 * x:.2f}"
+
+    q(page, f"LTE {mw(LTE.alpha_up_w_per_mbps)}, {mw(LTE.alpha_down_w_per_mbps)} mW/Mbps, {mw(LTE.beta_w)} mW; WiFi "
+            f"{mw(WIFI.alpha_up_w_per_mbps)}, {mw(WIFI.alpha_down_w_per_mbps)} mW/Mbps, {mw(WIFI.beta_w)} mW |")
+    (wifi_tx, wifi_rx), (lte_tx, lte_rx) = POWER_PROFILE_CAPS["wifi"], POWER_PROFILE_CAPS["lte"]
+    q(page, f"transmitting WiFi {wifi_tx:.3f} W, LTE {lte_tx:.3f} W; receiving WiFi {wifi_rx:.3f} W, LTE {lte_rx:.3f} W")
+    radio = " ".join((ROOT / "flamingo_sim/devices/radio.py").read_text().split())
+    fitted = re.search(r"Huang et al\. fitted the linear model on a (\d{4}) phone up to a few Mbit/s", radio)
+    pixel = re.search(r"power_profile\.xml`` lines (\d+-\d+) \(modem rx .*? and (\d+-\d+) \(WiFi rx \d+ mA, tx (\d+) mA, (\d+) mV\)", radio)
+    op8 = re.search(r"lines (\d+-\d+) \(modem rx ([\d.]+) mA, tx [\d.]+-([\d.]+) mA; its ``modem\.controller\.voltage`` reads (\d+) mV, "
+                    r"no supply voltage, so the cell's nominal ([\d.]+) V is used\) and (\d+-\d+) \(WiFi rx (\d+) mA, tx \d+ mA, (\d+) mV\)", radio)
+    mi10 = re.search(r"\(from MIUI [\w.]+\) lines (\d+-\d+) \(WiFi rx", radio)
+    assert fitted and pixel and op8 and mi10
+    # the linear model at the traces' mean bandwidths, unbounded (it said "at the traces' 20-40 Mbit/s it gives 5.1-5.8 W",
+    # which left out LTE's download: 2.3 W at 20.28 Mbit/s; issue 50)
+    means = {(WIFI, True): net.wifi_up_mbps, (WIFI, False): net.wifi_down_mbps, (LTE, True): net.cellular_up_mbps,
+             (LTE, False): net.cellular_down_mbps}
+    linear = {(r, up): (r.alpha_up_w_per_mbps if up else r.alpha_down_w_per_mbps) * v + r.beta_w for (r, up), v in means.items()}
+    assert all(w > (r.max_up_w if up else r.max_down_w) for (r, up), w in linear.items())  # "above each bound"
+    q(page, f"Huang et al. fitted the linear model on a {fitted[1]} phone up to a few Mbit/s; at the traces' mean bandwidths "
+            f"({min(means.values()):.2f}-{max(means.values()):.2f} Mbit/s) it gives {min(linear.values()):.1f}-{max(linear.values()):.1f} W, "
+            "above each bound")
+    q(page, f"lines {pixel[1]} and {pixel[2]} (WiFi tx {pixel[3]} mA at {int(pixel[4]) / 1000:g} V)")
+    q(page, f"lines {op8[1]} and {op8[6]} (modem tx {op8[3]} mA, rx {op8[2]} mA, at the cell's {op8[5]} V: the file's modem voltage reads "
+            f"{op8[4]} mV; WiFi rx {op8[7]} mA at {int(op8[8]) / 1000:g} V)")
+    q(page, f"`overlay/FrameworksResUmi/res/xml/power_profile.xml` lines {mi10[1]}.")
+    q(page, f"| promotion | LTE {1e3 * LTE.promotion_w:.1f} mW for {1e3 * LTE.promotion_s:.1f} ms, bounded by the receive bound "
+            f"({1e3 * lte_rx:.1f} mW); WiFi {1e3 * WIFI.promotion_w:.1f} mW for {1e3 * WIFI.promotion_s:.1f} ms |")
+    q(page, f"| tail | LTE {1e3 * LTE.tail_w:.1f} mW for {1e3 * LTE.tail_s:,.0f} ms, bounded by the receive bound ({1e3 * lte_rx:.1f} mW); "
+            f"WiFi {1e3 * WIFI.tail_w:.1f} mW for {1e3 * WIFI.tail_s:.1f} ms |")
+    drx = re.search(r"The tail's DRX wake-ups \(([\d.]+) ms at (\d+) mW every (\d+) ms, Table 3\) are left out: they add ([\d.]+) %", radio)
+    era = re.search(r"the cellular technology of a (\d{4}-\d{4}) phone", radio)
+    assert drx and era
+    q(page, f"(the DRX wake-ups during LTE's tail, {float(drx[1]):g} ms at {drx[2]} mW every {drx[3]} ms, are left out: +{drx[4]} %)")
+    lte_share = re.search(r'mobile = "lte" if r\.random\(\) < ([\d.]+) else', (ROOT / "flamingo_sim/traces/synth.py").read_text())
+    assert lte_share
+    q(page, f"| cellular technology | every cellular transfer priced as LTE | the technology of a {era[1]} phone;")
+    q(page, f"(the synthetic generator gives {100 * (1 - float(lte_share[1])):.0f} % of its phones HSPA/UMTS)")
+    q(page, f"The network is constant within a trace slot ({STEP_S // 60} minutes)")
+    q(page, f"(LTE's {LTE.tail_s:.1f} s tail is shorter than any shipped task's training")
+    # the measured network (docs/results/network/network.json)
+    studies = json.loads((RESULTS / "network" / "network.json").read_text())["studies"]
+    size = {t: load_experiment(ROOT / "experiments" / f"{t}.yaml").network.model_size_mb
+            for t in ("openimage_mobilenet", "openimage_shufflenet", "speech_resnet34")}
+    images = ("openimage_mobilenet", "openimage_shufflenet")
+    transfer = max(studies[s]["tasks"][t]["policies"][p]["network"]["transfer_time_share"]
+                   for s in ("lognormal", "traces") for t in images for p in ("baseline", "flamingo"))
+    radio_share = sorted(studies["traces"]["tasks"][t]["policies"][p]["network"]["radio_energy_share"] for t in images for p in ("baseline", "flamingo"))
+    # it said "A 14 MB MobileNetV2 or ShuffleNetV2": ShuffleNetV2 x2 moves 29.6 MB (issue 50)
+    q(page, f"A {size['openimage_mobilenet']:.0f} MB MobileNetV2 or a {size['openimage_shufflenet']:.1f} MB ShuffleNetV2 x2 moves in")
+    q(page, f"the transfers are at most {100 * transfer:.1f} % of the round time under either model, and the radio draws "
+            f"{100 * radio_share[0]:.1f}-{100 * radio_share[-1]:.1f} % of the energy")
+    q(page, f"Its {size['speech_resnet34']:.1f} MB go each way")
+    q(page, f"(cellular uploads at {net.cellular_up_mbps:.2f} Mbit/s mean)")
+    speech = studies["traces"]["tasks"]["speech_resnet34"]["policies"]["flamingo"]
+    lo, hi = speech["speedup_ci"]
+    assert lo < 1 < hi  # "an interval that holds 1"
+    was = studies["lognormal"]["tasks"]["speech_resnet34"]["policies"]["flamingo"]["energy_efficiency"]
+    assert 1 < speech["energy_efficiency"] < TABLE2["speech_resnet34"].energy_efficiency < was  # "falls towards 1, past the paper's"
+    q(page, "the energy efficiency falls towards 1, past the paper's figure")
+    q(page, f"The speedup falls to {speech['speedup']:.2f}x, an interval ([{lo:.2f}, {hi:.2f}]) that holds 1:")
+
+    def task(study: str) -> dict:
+        return studies[study]["tasks"]["openimage_mobilenet"]
+
+    def hours(study: str, policy: str = "flamingo") -> str:
+        return f"{task(study)['policies'][policy]['time_to_target_s'] / 3600:.1f} h"
+
+    q(page, f"Flamingo reaches the target in {hours('lognormal_unmetered')} instead of {hours('lognormal')}")
+    grows = {p: task("traces_unmetered")["mean_round_s"][p] / task("traces")["mean_round_s"][p] for p in ("baseline", "flamingo")}
+    q(page, f"so Flamingo's mean round grows {grows['flamingo']:.1f}x (the baseline's {grows['baseline']:.1f}x) and both reach the target "
+            f"later (Flamingo {hours('traces_unmetered')} instead of {hours('traces')})")
+    head = {s: {t: studies[s]["tasks"][t]["policies"]["flamingo"] for t in images} for s in ("lognormal", "traces")}
+    q(page, f"moves the headline inside its interval ({head['lognormal']['openimage_mobilenet']['speedup']:.2f}x to "
+            f"{head['traces']['openimage_mobilenet']['speedup']:.2f}x), and on ShuffleNetV2 x2 from "
+            f"{head['lognormal']['openimage_shufflenet']['speedup']:.2f}x")
+    shuffle = {s: head[s]["openimage_shufflenet"] for s in head}
+    assert shuffle["traces"]["speedup"] < shuffle["lognormal"]["speedup_ci"][0]  # "just outside the log-normal run's interval"
+    lo_t, hi_t = shuffle["traces"]["speedup_ci"]
+    assert lo_t <= shuffle["lognormal"]["speedup"] <= hi_t  # "lies inside the traces' run's"
+    q(page, f"to {shuffle['traces']['speedup']:.2f}x, which lies just outside the log-normal run's interval while "
+            f"{shuffle['lognormal']['speedup']:.2f}x lies inside the traces'")
+    q(page, f"and Speedtest's global means of {year[1]} stand for every client's network")
+
+
 TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target_rule, _tie_the_quick_starts_other_figures,
                                               _tie_the_pins_and_floors, _tie_the_suite, _tie_the_benchmark_rows, _tie_fedscale_against_native,
                                               _tie_the_population_page, _tie_the_exit_codes_and_the_trace_checks, _tie_the_float32_range,
@@ -2042,7 +2156,7 @@ TIES: tuple[Callable[[Quotes], None], ...] = (_tie_the_main_job, _tie_the_target
                                               _tie_the_traces_page, _tie_the_scaling_out_page,
                                               _tie_the_gpu_page, _tie_the_memory_section,
                                               _tie_training_beside_the_owners_app, _tie_the_power_section,
-                                              _tie_the_heat_section)
+                                              _tie_the_heat_section, _tie_the_network_section)
 
 #: The figures of the most-read pages not tied yet, each with the word after it (a Counter: one entry per occurrence).
 #: Why each is here: install sizes measured by hand (no results file); the suite's slow half timed once by hand; the
@@ -2195,7 +2309,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "docs/modelling-notes.md": ("## Training beside the owner's app (`policy.interference`)",
                                 "## Power: Table 1's measurements, the waiting cores they need, and the checks",
                                 "### Heat: a first-order thermal circuit and per-cluster throttling",
-                                "### Memory: the training that fits, or not"),
+                                "### Memory: the training that fits, or not",
+                                "## Network"),
 }
 
 #: The figures of the listed sections not tied, each with the word after it, keyed by (page, heading).
@@ -2210,6 +2325,11 @@ UNTIED_SECTIONS: dict[tuple[str, str], Counter[str]] = {
     ("docs/modelling-notes.md", "### Heat: a first-order thermal circuit and per-cluster throttling"):
         Counter({"1.98 W": 1, "2206.10849).": 1}),
     ("docs/modelling-notes.md", "### Memory: the training that fits, or not"): Counter({"12's": 1}),
+    # the sources' dates and years (a citation's, an index's report date, OpenSignal's post); the index's December 2020
+    # means, quoted for a user who would price the traces' later end (the code's defaults are November 2017's)
+    ("docs/modelling-notes.md", "## Network"): Counter({
+        "2020;": 1, "2020 mobile": 1, "47.20 /": 1, "12.67 Mbit/s": 1, "2021-01-20):": 1, "01-20):": 1, "20):": 1, "2017-04-18):": 1,
+        "04-18):": 1, "18):": 1, "2012,": 1, "2019);": 1}),
 }
 
 
