@@ -568,8 +568,8 @@ def _tie_the_headline_page(q: Quotes) -> None:
     speech = tasks["speech_resnet34"]
     reached = [p["speedup"]["flamingo"] for p in speech["target_curve"]["points"] if p["speedup"]["flamingo"] is not None]
     q(page, f"In the speech task Flamingo's exploration takes {speech['policies']['flamingo']['exploration']['rounds']:.1f} of the "
-            f"{quick_rounds} rounds (the mean of the two seeds), and over the targets both policies reach the speedup swings between "
-            f"{min(reached):.2f}x and {max(reached):.2f}x, below 1 at {sum(r < 1 for r in reached)} of those {len(reached)}")
+            f"{quick_rounds} rounds (the mean of the two seeds), and over the {len(reached)} targets both policies reach the speedup "
+            f"lies between {min(reached):.2f}x and {max(reached):.2f}x, below 1 at {sum(r < 1 for r in reached)} of them")
     q(page, f"and over {rounds} rounds of training")
     q(page, f"openimage_mobilenet.yaml` ({rounds} rounds) under each setting")
     short = re.search(r'SHORT = \["fl\.rounds=(\d+)"', (ROOT / "tests/fl/runner/test_cpu_kernels.py").read_text())
@@ -2116,8 +2116,11 @@ def _tie_what_a_reviewer_will_ask(q: Quotes) -> None:
     x = s["policies"]["flamingo"]["exploration"]
     q(page, f"rounds 1-{x['rounds']:.0f}, {x['time_s'] / 3600:.1f} h and {x['energy_j'] / 1e3:,.0f} kJ, against "
             f"{x['baseline_time_s'] / 3600:.1f} h and {x['baseline_energy_j'] / 1e3:,.0f} kJ for the baseline's same rounds")
-    # "the exploring rounds still took less time and energy than the baseline's same rounds"
-    assert x["time_s"] < x["baseline_time_s"] and x["energy_j"] < x["baseline_energy_j"]
+    # "the exploring rounds took longer than the baseline's same rounds but used N % of their energy"
+    assert x["time_s"] > x["baseline_time_s"]
+    q(page, f"the exploring rounds took longer than the baseline's same rounds but used {100 * x['energy_j'] / x['baseline_energy_j']:.0f} % of "
+            "their energy")
+    assert s["policies"]["flamingo"]["speedup"] > 1  # "where that cost is paid back"
     small = dict(o.split("=") for o in SMALL_RUN_OVERRIDES)
     q(page, f"(the notebook's {small['fl.rounds']}-round run can)")
     slow = {p: mean(v["dropped"]["too_slow"] for v in s["policies"][p]["per_seed"].values()) for p in ("baseline", "flamingo")}
@@ -2276,8 +2279,7 @@ def _tie_the_measured_effect(q: Quotes) -> None:
                     f"{per(d, 'throttled_s', 3600, 1)} | {on[policy]['declined']['too_hot']:.0f} |")
         too_hot.append(on["flamingo"]["declined"]["too_hot"])
     openimage = [too_hot[0], too_hot[1]]
-    assert {f"{round(v, -1):.0f}" for v in openimage} == {"90"}  # "some 90 requests per task" (the OpenImage tasks')
-    q(page, f"Flamingo declines `too_hot` some {round(openimage[0], -1):.0f} requests per task.")
+    q(page, f"Flamingo declines `too_hot` {openimage[0]:.0f} and {openimage[1]:.0f} requests on the two OpenImage tasks.")
     # Table 3's exposure, off and on (each setting's tables.json)
     t3 = {}
     for on in ("off", "on"):
