@@ -380,6 +380,36 @@ def test_the_mutation_table_is_its_results_file():
         assert row in page, row
 
 
+@pytest.mark.parametrize("name", ["mutation_device_model", "mutation_radio_network"])
+def test_the_issue_50_mutation_pages_are_their_results_files(name):
+    """mutation_device_model_2cores.md and mutation_radio_network_2cores.md: each module's row is the run's counts and the
+    recheck's survivors; every survivor of the run is on the page, those said killed by the added tests are not among the
+    recheck's survivors; docs/install.md quotes each run's overall score."""
+    import json
+    import re
+
+    results = ROOT / "benchmarks" / "results"
+    run = json.loads((results / f"{name}_2cores.json").read_text())
+    again = json.loads((results / f"{name}_recheck_2cores.json").read_text())
+    page = (results / f"{name}_2cores.md").read_text()
+    assert run["sampled"] and run["provenance"]["dirty"] is False
+    assert set(again["survivors"]) <= set(run["survivors"])
+    for module, m in run["modules"].items():
+        left = sum(1 for n in again["survivors"] if n.startswith(module + ".x"))
+        checked = m["killed"] + m["survived"]
+        row = (f"| {module.removeprefix('flamingo_sim.')} | {m['mutants']} | {m['killed']} | {m['survived']} | {m['no_tests']} | "
+               f"{m['timeout']} | {m['score']} | {left} | {round((checked - left) / checked, 3)} |")
+        assert row in page, row
+    killed = page.split("## Killed by the tests added for them")[1].split("## Left")[0]
+    said_killed = re.findall(r"^\| `([^`]+)` \|", killed, flags=re.M)
+    assert said_killed and not {"flamingo_sim." + n for n in said_killed} & set(again["survivors"])
+    for n in run["survivors"]:
+        assert f"`{n.removeprefix('flamingo_sim.')}`" in page, n
+    killed_all = sum(m["killed"] for m in run["modules"].values())
+    score = round(killed_all / (killed_all + sum(m["survived"] for m in run["modules"].values())), 3)
+    assert f"{score} ({killed_all} killed of" in (ROOT / "docs" / "install.md").read_text()
+
+
 def test_the_benchmark_rows_of_devices_engine_and_toolkit_are_their_logs():
     """docs/benchmarks.md's rows for devices.py, engine.py and toolkit_overhead.py quote their logs in benchmarks/results."""
     import re

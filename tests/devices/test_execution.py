@@ -113,3 +113,29 @@ def test_the_removed_nice_weight_split_is_refused_with_its_reason():
         InterferenceModel(share="cfs_nice")
     with pytest.raises(Exception, match="training_nice"):
         InterferenceModel(training_nice=25)
+
+
+# -- the survivors of .ci/mutation.py over the device model (benchmarks/results/mutation_device_model_2cores.json) ---------
+
+@pytest.mark.parametrize("threshold", [1.0, 1.5, -0.01])
+def test_an_in_use_threshold_outside_0_to_1_is_refused(threshold):
+    # a slot is in use when its screen-on share exceeds the threshold: a share never exceeds 1, so a threshold of 1 or
+    # more would never see the owner (the range is [0, 1), 1 excluded)
+    from flamingo_sim.config import FieldError
+
+    with pytest.raises(FieldError, match="in_use_threshold"):
+        InterferenceModel(in_use_threshold=threshold)
+
+
+@pytest.mark.parametrize("share", [1.5, -0.1])
+def test_an_owner_memory_share_outside_0_to_1_is_refused(share):
+    from flamingo_sim.config import FieldError
+
+    with pytest.raises(FieldError, match="owner_memory_share"):
+        InterferenceModel(owner_memory_share=share)
+
+
+def test_an_in_use_threshold_just_below_1_and_of_0_is_accepted():
+    assert InterferenceModel(in_use_threshold=0.999).in_use_threshold == 0.999
+    assert InterferenceModel(in_use_threshold=0.0).in_use_threshold == 0.0
+    assert InterferenceModel(owner_memory_share=1.0).owner_memory_share == 1.0

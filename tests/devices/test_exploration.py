@@ -155,3 +155,38 @@ def test_exploration_none_every_client_profiled_from_the_first_request(ps, share
     req = TaskRequest(np.array([0]), np.array([0]), 4, 0.0, np.full(1, 80.0), np.zeros(1, bool), np.full(1, 30.0),
                       np.ones((1, 1), bool), 600.0)
     assert pol.run_tasks(req).decline_reason[0] == ""
+
+
+# -- the survivors of .ci/mutation.py over the device model (benchmarks/results/mutation_device_model_2cores.json) ---------
+
+def test_collective_exploration_resumes_from_its_state(ps):
+    """The coordinator's table of explored choices is saved and restored: after the round of
+    test_collective_option_books_only_finished_choices (4567 and 45 explored, 456 cut) a policy resumed from the state
+    hands out 456 again, and a settle of the old round after the resume books nothing (no task is pending)."""
+    pol = FlamingoPolicy(PolicyConfig(exploration="collective"))
+    pol.init(3, np.array([0, 0, 0]), ps)
+    out = pol.run_tasks(idle([0, 1, 2], [0, 0, 0], 2))
+    pol.settle(out, np.array([1.0, 0.4, 1.0]))
+    state = pol.state_dict()
+    again = FlamingoPolicy(PolicyConfig(exploration="collective"))
+    again.init(3, np.array([0, 0, 0]), ps)
+    again.load_state_dict(state)
+    assert list(np.flatnonzero(again.model_done[0])) == [0, 2]
+    assert again.model_done.shape == pol.model_done.shape and again.model_done.dtype == bool
+    again.settle(out, np.ones(3))  # nothing pending after a resume: the 456 explorer is not booked
+    assert list(np.flatnonzero(again.model_done[0])) == [0, 2]
+    nxt = again.run_tasks(idle([1], [0], 2))
+    assert {lab for lab, n in zip(nxt.labels, nxt.steps_by_choice[0]) if n} == {"456"}
+
+
+def test_a_choice_that_ends_half_a_second_after_the_cut_is_not_explored(ps):
+    """The 456 explorer's 2 steps end at its duration D; cut at D - 0.5 s it has not finished, so 456 stays unexplored
+    (the comparison allows 1e-9 relative and 1e-9 s of rounding, not half a second); cut at D it is explored."""
+    for lost_s, done in ((0.5, [0, 2]), (0.0, [0, 1, 2])):
+        pol = FlamingoPolicy(PolicyConfig(exploration="collective"))
+        pol.init(3, np.array([0, 0, 0]), ps)
+        out = pol.run_tasks(idle([0, 1, 2], [0, 0, 0], 2))
+        d = float(out.duration_s[1])
+        assert d > 1.0
+        pol.settle(out, np.array([1.0, (d - lost_s) / d, 1.0]))
+        assert list(np.flatnonzero(pol.model_done[0])) == done, lost_s

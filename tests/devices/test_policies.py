@@ -261,3 +261,56 @@ def test_baseline_admission_monitored_declines_as_flamingo_monitors(ps, profiles
         assert all(out.energy_j[i] == 0 and out.duration_s[i] == 0 for i in declined)
         assert out.duration_s[3] == pytest.approx(10 * base.step_latency_s)  # idle: no interference
         assert out.choice_mix() == {"4567": 10 * (k - len(declined))}
+
+
+# -- the survivors of .ci/mutation.py over the device model (benchmarks/results/mutation_device_model_2cores.json) ---------
+
+def test_a_state_saved_whole_by_an_older_version_is_read(ps):
+    """An older version saved the clients' phones whole (``client_phone``) instead of their checksum: read back as int64,
+    it replaces what init gave, and the checksum follows it (that of a policy given those phones at init)."""
+    b = BaselinePolicy()
+    b.init(3, np.array([0, 0, 1]), ps)
+    b.load_state_dict({"name": "baseline", "n_clients": 3, "client_phone": [1, 0, 0]})
+    assert b.client_phone.dtype == np.int64 and b.client_phone.tolist() == [1, 0, 0]
+    fresh = BaselinePolicy()
+    fresh.init(3, np.array([1, 0, 0]), ps)
+    assert b.state_dict() == fresh.state_dict()
+
+
+def test_a_state_of_another_policy_or_other_phones_is_refused_naming_both(ps):
+    b = BaselinePolicy()
+    b.init(3, np.array([0, 0, 1]), ps)
+    with pytest.raises(ValueError, match=r"^state is for policy 'flamingo', not 'baseline'$"):
+        b.load_state_dict({"name": "flamingo"})
+    other = BaselinePolicy()
+    other.init(4, np.array([1, 1, 0, 0]), ps)
+    with pytest.raises(ValueError, match=r"^state is for 4 clients with other phones than this policy's 3$"):
+        b.load_state_dict(other.state_dict())
+
+
+def test_an_unprofiled_client_on_the_charger_runs_4567_at_its_profiled_power_and_a_hot_one_is_declined(ps):
+    """Flamingo explores only unplugged: an unprofiled Pixel 3 on the charger runs the default, 4567 (profiles/pixel_3/
+    mobilenet_v2.yaml: 49.7 s and 1.869 W a step), 10 steps = 497 s and 497 x 1.869 = 928.893 J; a phone at 40 degC (above
+    the 35 degC limit) is declined, its mode ``declined``."""
+    pol = FlamingoPolicy()
+    pol.init(2, np.array([0, 0]), ps)
+    request = TaskRequest(np.array([0, 1]), np.array([0, 0]), 10, 0.0, np.full(2, 80.0), np.full(2, True), np.array([30.0, 40.0]),
+                          np.zeros((2, 1), bool), 60.0)
+    out = pol.run_tasks(request)
+    assert list(out.mode) == ["default", "declined"] and list(out.decline_reason) == ["", "too_hot"]
+    assert out.duration_s[0] == pytest.approx(497.0, rel=1e-12)
+    assert out.energy_j[0] == pytest.approx(928.893, rel=1e-12)
+    assert out.choice_mix() == {"4567": 10}
+
+
+def test_a_request_of_0_steps_is_a_task_of_no_time_and_a_negative_one_is_refused(ps):
+    """0 local steps is a valid request (a round with nothing to train): each task is accepted and takes 0 s and 0 J;
+    -1 steps, or slots of 0 s, are refused with one message."""
+    pol = BaselinePolicy()
+    pol.init(2, np.array([0, 1]), ps)
+    out = pol.run_tasks(req([0, 1], [0, 1], n_steps=0))
+    assert out.accepted.tolist() == [True, True]
+    assert out.duration_s.tolist() == [0.0, 0.0] and out.energy_j.tolist() == [0.0, 0.0]
+    for n_steps, slot_s in ((-1, 60.0), (10, 0.0)):
+        with pytest.raises(ValueError, match=r"^TaskRequest needs n_steps >= 0 and slot_s > 0$"):
+            req([0], [0], n_steps=n_steps, slot_s=slot_s)

@@ -111,3 +111,26 @@ def test_profiles_check_command_exits_1_on_a_violation(tmp_path):
                          capture_output=True, text=True, env={"FLAMINGO_SIM_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 1, out.stdout + out.stderr
     assert "paper/pixel_3/mobilenet_v2 above 4: 9.9 W is 7.62x its cores' busy power 1.3 W (at most 2x)" in out.stdout.splitlines()
+
+
+# -- the survivors of .ci/mutation.py over the device model (benchmarks/results/mutation_device_model_2cores.json) ---------
+
+def test_a_share_at_the_lowest_operating_point_within_rounding_needs_only_the_operating_point(phones):
+    """The Galaxy S10e's Prime core (7) is busy at 1.08 W, and its lowest OPP draws at most 825.6 / 2841.6 = 0.29054 of
+    it. A profile's 4 digits put 0.3138 W at 0.3138 / 1.08 = 0.29056 (at the floor within the 5e-4 rounding: operating
+    point, and still so 3e-4 below it, 0.3137 W = 0.29046); 0.3130 W = 0.28981 is below it by more than the rounding
+    (idle states)."""
+    s10e = phones["galaxy_s10e"]
+    for watts, mechanism in ((0.3138, OPERATING_POINT), (0.3137, OPERATING_POINT), (0.3130, IDLE_STATES)):
+        (w,) = waiting_mechanisms(_profile(s10e, {"4567": 3.6, "7": watts}))  # 4567 at its busy power: not waiting
+        assert w.share == pytest.approx(watts / 1.08, rel=1e-12) and w.mechanism == mechanism, watts
+
+
+def test_the_lines_without_a_profile_set_and_for_the_operating_point(phones):
+    s10e, pixel = phones["galaxy_s10e"], phones["pixel_3"]
+    found = {w.choice: w for w in waiting_mechanisms(_profile(s10e, {"4567": 0.55, "45": 0.6, "7": 1.08}))}
+    # 45: 0.6 / 1.68 = 0.357 of its busy power, above the lowest OPP's 710.4 / 2419.2 = 0.29: no set named, no prefix
+    assert found["45"].line() == ("galaxy_s10e/mobilenet_v2 45: 0.36 of its cores' busy power (lowest OPP 0.29): "
+                                  "waiting cores at a lower operating point (schedutil/WALT)")
+    (v,) = check_profile(_profile(pixel, {"4567": 1.0, "45": 5.3, "4": 1.3}))
+    assert v.line() == "pixel_3/mobilenet_v2 above 45: 5.3 W is 2.04x its cores' busy power 2.6 W (at most 2x)"

@@ -381,3 +381,43 @@ def test_the_paper_pages_table3_prose_quotes_the_contention_table():
     assert f"little cores, about {pinned[0]:.0f}-{pinned[-1]:.0f} % of its rate lost" in flat
     quarter = [100 * at[(p, "4567", False)] for p in ("galaxy_s10e", "galaxy_tab_s6", "oneplus_8")]
     assert all(24 < q < 30 for q in quarter) and "losing about a quarter of their rate" in flat
+
+
+# -- the survivors of .ci/mutation.py over the device model (benchmarks/results/mutation_device_model_2cores.json) ---------
+
+def test_the_stall_share_reads_the_parallel_fraction_of_the_profiles_dnn(profiles_dir):
+    """The Galaxy S10e's MobileNetV2 profile read as another DNN: ResNet-34's parallel fraction 0.9 gives
+    T0 = X (0.1 / 1.17 + 0.9 / 4) for 4567 (X one A76's step, 1.17 the Prime's speed over an A76's); a DNN the table does
+    not name takes the default 0.8, MobileNetV2's: T0 = X (0.2 / 1.17 + 0.8 / 4); the stall is 1 - T0 / L."""
+    prof = load_profile(profiles_dir, "galaxy_s10e", "mobilenet_v2")
+    lat = prof.baseline.step_latency_s
+    x = next(c for c in prof.all_choices if c.label == "4").step_latency_s
+    as_resnet = stall_share(dataclasses.replace(prof, model="resnet34"), (4, 5, 6, 7))
+    assert as_resnet == pytest.approx(1 - x * (0.1 / 1.17 + 0.9 / 4) / lat, rel=1e-12)
+    unnamed = stall_share(dataclasses.replace(prof, model="my_net"), (4, 5, 6, 7))
+    assert unnamed == pytest.approx(1 - x * (0.2 / 1.17 + 0.8 / 4) / lat, rel=1e-12)
+
+
+def test_contention_reads_the_parallel_fraction_of_its_dnn_and_keeps_the_owners_cores_alone(phones, profiles_dir):
+    """A DNN the table does not name takes the default parallel fraction 0.8, MobileNetV2's: the same step as
+    test_the_amdahl_step_by_hand's, (0.2 / m + 0.8 / (4 m)) / (0.2 / 1.17 + 0.8 / 4.17) with m = 4.75 / 6; ResNet-34's
+    0.9 gives (0.1 / m + 0.9 / (4 m)) / (0.1 / 1.17 + 0.9 / 4.17). The placement it reports keeps where the owner's two
+    busy threads run without training (7 and 6 on the S10e, as ``place`` puts them)."""
+    prof = load_profile(profiles_dir, "galaxy_s10e", "mobilenet_v2")
+    lat, m = prof.baseline.step_latency_s, 4.75 / 6
+    unnamed = contention(prof.phone, (4, 5, 6, 7), False, ANDROID, lat, "my_net")
+    assert unnamed.latency_factor == pytest.approx((0.2 / m + 0.8 / (4 * m)) / (0.2 / 1.17 + 0.8 / 4.17), rel=1e-12)
+    resnet = contention(prof.phone, (4, 5, 6, 7), False, ANDROID, lat, "resnet34")
+    assert resnet.latency_factor == pytest.approx((0.1 / m + 0.9 / (4 * m)) / (0.1 / 1.17 + 0.9 / 4.17), rel=1e-12)
+    assert unnamed.placement.alone == place(prof.phone, (4, 5, 6, 7), False, ANDROID).alone == (7, 6)
+
+
+def test_schedule_on_a_phone_without_an_android_entry_takes_android_12s_groups(phones):
+    """``schedule`` itself (``apps`` refuses such a phone for the ``android`` model) reads a phone with no android entry
+    as Android 12: a foreground-service training thread and the top app's thread on the one core 7 split it by their
+    groups, 1/2 each, whatever their nice values (Android 11 would split 110 : 9548 at nice 10 against -10)."""
+    bare = dataclasses.replace(phones["galaxy_s10e"], android=None)
+    both = (App(1, (7,), "foreground", 10, True), App(1, (7,), "top_app", -10, False))
+    train, owner = schedule(bare, both, False)
+    assert train.home == owner.home == (7,)
+    assert train.share == pytest.approx((0.5,), rel=1e-12) and owner.share == pytest.approx((0.5,), rel=1e-12)

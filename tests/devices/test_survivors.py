@@ -297,3 +297,23 @@ def test_the_radio_at_a_low_rate_by_hand():
     assert transfer_energy_j(WIFI, 1.0, 0.5, up=False) == pytest.approx(0.1244 * 0.0791 + (0.13701 * 0.5 + 0.13286) * 2.0 + 0.1193 * 0.2381,
                                                                         rel=1e-12)
     assert transfer_energy_j(LTE, 1.0, 0.5, up=False) == pytest.approx(0.77308 * (0.2601 + 2.0 + 11.576), rel=1e-12)
+
+
+# -- the survivors of .ci/mutation.py over the device model (benchmarks/results/mutation_device_model_2cores.json) ---------
+
+def test_the_owners_cpu_loss_of_one_thread_on_a_shared_prime_core(phones):
+    """The Galaxy S10e crowded onto 6 and 7 (``_crowded``), Android 12, the owner with one busy thread: it runs on the Prime
+    core 7 with or without training and holds 2/3 of it beside two training threads (1/6 each), so its CPU loss is
+    1 - 2/3 = 1/3 (its rate with training over alone, both at the Prime's speed 1.17). The shared memory adds to the owner's
+    loss, not to the CPU part: with ``owner_memory_share`` 0.5 the loss grows and the CPU loss stays 1/3."""
+    s10e = _crowded(phones["galaxy_s10e"], 12)
+    for memory_share in (0.0, 0.5):
+        got = contention(s10e, (4, 5, 6, 7), False, dataclasses.replace(ANDROID, foreground_threads=1, owner_memory_share=memory_share),
+                         10.0, "mobilenet_v2")
+        assert got.placement.foreground == got.placement.alone == (7,)
+        assert got.placement.foreground_share == pytest.approx((2 / 3,), rel=1e-12)
+        assert got.owner_cpu_loss == pytest.approx(1 / 3, rel=1e-12)
+        if memory_share == 0:
+            assert got.foreground_loss == pytest.approx(1 / 3, rel=1e-12)
+        else:
+            assert got.foreground_loss > 1 / 3 + 1e-3

@@ -16,11 +16,12 @@ from flamingo_sim.fl.metrics.target import RAW, accuracy_curve, best_on_curve, f
 from flamingo_sim.fl.sim.network import Network
 from flamingo_sim.fl.sim.population import build_population
 from flamingo_sim.fl.strategy.aggregate import fedavg
+from flamingo_sim.rng import rng
 from flamingo_sim.traces.store import ClientTraces
 
 # -- the network: download on WiFi, upload on cellular (fl/sim/network.py, devices/radio.py) --------------------------
 
-def _network(states: list[float], link: list[float] | None = None) -> Network:
+def _network(states: list[float], link: list[float] | None = None, model_size_mb: float = 10.0) -> Network:
     st = np.array([states], dtype=np.float32)
     extras = {"network_state": st}
     if link is not None:
@@ -29,7 +30,7 @@ def _network(states: list[float], link: list[float] | None = None) -> Network:
                           extras=extras, client_ids=np.arange(1), client_device=np.arange(1), shift_s=np.zeros(1, np.int64))
     cfg = from_mapping(NetworkConfig, {"model": "traces", "wifi_down_mbps": 40.0, "wifi_up_mbps": 20.0, "cellular_down_mbps": 10.0,
                                        "cellular_up_mbps": 4.0, "spread_sigma": 0.0})
-    return Network(cfg, traces, build_population(1, 1, {"pixel_3": 1.0}, 20.0, 0.5, seed=0), 0, 10.0)
+    return Network(cfg, traces, build_population(1, 1, {"pixel_3": 1.0}, 20.0, 0.5, seed=0), 0, model_size_mb)
 
 
 def test_a_download_on_wifi_and_the_upload_on_cellular_by_hand():
@@ -110,3 +111,60 @@ def test_a_link_of_0_in_a_trace_is_no_reading_not_a_stalled_transfer():
     assert out.comm_s[0] == pytest.approx(2 * 0.0791 + 80.0 / 40.0 + 80.0 / 20.0, rel=1e-12)
     capped = _network([1.0] * 4, link=[8.0] * 4).transfers(0.0, np.array([0]), np.array([100.0]))
     assert capped.comm_s[0] == pytest.approx(2 * 0.0791 + 80.0 / 8.0 + 80.0 / 8.0, rel=1e-12)
+
+
+# -- the survivors of .ci/mutation.py over the radio and the network (benchmarks/results/mutation_radio_network_2cores.json)
+
+def test_a_model_under_one_megabit_is_transferred_by_hand():
+    """A 0.1 MB model (0.8 Mbit) on WiFi both ways, 700 s of training between. Download: WiFi's promotion 0.0791 s at
+    0.1244 W, 0.8 / 40 = 0.02 s at 0.5841 W (the receive bound 0.177 A x 3.3 V). Upload 700 s later, long after WiFi's
+    0.2381 s tail: the whole tail (0.2381 s at 0.1193 W), a new promotion, 0.8 / 20 = 0.04 s at min(0.28317 x 20 +
+    0.13286, 0.350 A x 3.7 V) = 1.295 W, and the tail again."""
+    out = _network([1.0] * 4, model_size_mb=0.1).transfers(0.0, np.array([0]), np.array([700.0]))
+    assert out.download_s[0] == pytest.approx(0.0791 + 0.02, rel=1e-12)
+    assert out.comm_s[0] == pytest.approx(2 * 0.0791 + 0.02 + 0.04, rel=1e-12)
+    by_hand = 2 * (0.1244 * 0.0791 + 0.1193 * 0.2381) + 0.177 * 3.3 * 0.02 + 0.350 * 3.7 * 0.04
+    assert out.radio_energy_j[0] == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_each_networks_bandwidth_factors_come_from_its_own_named_stream():
+    """The factors are part of a run's reproducible numbers: client i's WiFi factor is exp(sigma z_i - sigma^2 / 2) with z
+    the stream (seed, "network", "wifi"), its cellular one from (seed, "network", "cellular"); sigma 0.5, seed 7."""
+    st = np.ones((1, 4), dtype=np.float32)
+    traces = ClientTraces(step_s=600, device_ids=np.arange(1), level_pct=np.full(st.shape, 80.0, np.float32), state=np.zeros(st.shape, np.int8),
+                          extras={"network_state": st}, client_ids=np.arange(1), client_device=np.arange(1), shift_s=np.zeros(1, np.int64))
+    cfg = from_mapping(NetworkConfig, {"model": "traces", "spread_sigma": 0.5})
+    net = Network(cfg, traces, build_population(3, 1, {"pixel_3": 1.0}, 20.0, 0.5, seed=0), 7, 10.0)
+    for state, name in ((1, "wifi"), (2, "cellular")):
+        z = rng(7, "network", name).standard_normal(3)
+        assert net.factor(state) == pytest.approx(np.exp(0.5 * z - 0.125), rel=1e-12), name
+    assert not np.allclose(net.factor(1), net.factor(2))
+
+
+def _lognormal(capacity_kbps: np.ndarray | None = None) -> Network:
+    st = np.array([[0.0, 0.0]], dtype=np.float32)  # the trace says no network: not read under this model
+    traces = ClientTraces(step_s=600, device_ids=np.arange(1), level_pct=np.full(st.shape, 80.0, np.float32), state=np.zeros(st.shape, np.int8),
+                          extras={"network_state": st}, client_ids=np.arange(1), client_device=np.arange(1), shift_s=np.zeros(1, np.int64))
+    return Network(from_mapping(NetworkConfig, {"model": "lognormal"}), traces, build_population(3, 1, {"pixel_3": 1.0}, 20.0, 0.5, seed=0), 0,
+                   10.0, capacity_kbps)
+
+
+def test_under_the_lognormal_model_everyone_is_reachable_as_a_bool_mask():
+    """The plain ``lognormal`` model (no network columns reported) reaches every client: a bool mask, so that ``~`` of it
+    is the empty set of the unreachable."""
+    net = _lognormal()
+    got = net.reachable(0.0, np.arange(3))
+    assert got.dtype == bool and got.tolist() == [True, True, True]
+    assert np.flatnonzero(~got).tolist() == []
+
+
+def test_the_lognormal_models_transfers_by_hand():
+    """FedScale capacities of 8,000, 4,000 and 2,000 kbit/s and a 10 MB model (80 Mbit): each way 10, 20 and 40 s, so the
+    transfers take 20, 40 and 80 s, half of it the download; no radio energy, nothing abandoned (bool masks), and no network
+    state reported (-1, int8)."""
+    out = _lognormal(np.array([8000.0, 4000.0, 2000.0])).transfers(0.0, np.arange(3), np.full(3, 100.0))
+    assert out.comm_s.tolist() == [20.0, 40.0, 80.0] and out.download_s.tolist() == [10.0, 20.0, 40.0]
+    assert out.radio_energy_j.tolist() == [0.0, 0.0, 0.0]
+    for mask in (out.abandoned, out.download_abandoned):
+        assert mask.dtype == bool and not mask.any()
+    assert out.start_state.dtype == np.int8 and out.start_state.tolist() == [-1, -1, -1]

@@ -193,3 +193,52 @@ def test_shrink_batch_is_refused_on_engines_that_train_every_client_alike():
                                           r"and fl\.batch_size 64 does not fit every phone; use 'drop' with --engine flower"):
         check_composition(big, "x.yaml", engine="flower")
     check_composition(dataclasses.replace(big, devices=DevicesConfig(memory="drop")), "x.yaml", engine="flower")  # drop is fine
+
+
+# -- the survivors of .ci/mutation.py over the device model (benchmarks/results/mutation_device_model_2cores.json) ---------
+
+def test_the_uncalibrated_memory_estimate_by_hand():
+    """MobileNetV2 for 10 classes: 2,236,682 parameters (torchvision's 3,504,872 for 1000 classes less 1,280 x 990 weights
+    and 990 biases) and 52 batch norms over 17,056 channels, each with a running mean and variance (float32) and a step
+    count (int64): a state of 4 x (2,236,682 + 2 x 17,056) + 8 x 52 = 9,083,592 bytes, held four times over (weights,
+    gradients, the optimiser's two moments) = 36,334,368 bytes, unscaled when not calibrated; calibrated, both terms
+    times the measured 0.6618 (benchmarks/results/memory_peaks_2cores.json)."""
+    fixed, per_sample = training_memory_bytes("mobilenet_v2", 224, 10, calibrated=False)
+    assert fixed == 36_334_368.0
+    fixed_c, per_sample_c = training_memory_bytes("mobilenet_v2", 224, 10, calibrated=True)
+    assert fixed_c == pytest.approx(36_334_368.0 * 0.6618, rel=1e-12)
+    assert per_sample_c == pytest.approx(per_sample * 0.6618, rel=1e-12)
+
+
+def test_the_largest_batch_when_a_sample_costs_nothing():
+    """With no memory per sample, a limit at or above the fixed need fits the whole batch (16) and one below it none:
+    limits of 99, 100 and 101 bytes against 100 fixed give 0, 16, 16 (int64)."""
+    from flamingo_sim.devices.memory import largest_batch
+
+    got = largest_batch(np.array([99.0, 100.0, 101.0]), 100.0, 0.0, 16)
+    assert got.dtype == np.int64 and got.tolist() == [0, 16, 16]
+    # with 10 bytes per sample: floor((limit - fixed) / 10), clipped to [0, 16]
+    assert largest_batch(np.array([99.0, 100.0, 135.0, 1000.0]), 100.0, 10.0, 16).tolist() == [0, 0, 3, 16]
+
+
+def test_device_models_off_is_none_and_on_is_the_phones_limit_by_hand():
+    """``memory: none`` builds no memory model (and ``thermal: none`` no heat model); ``memory: drop`` one whose limit is
+    the Pixel 3's 4 GiB less the system's 1.5 GiB less the killer's 110,592 KiB for a foreground service:
+    2.5 x 2^30 - 110,592 x 1,024 = 2,571,108,352 bytes, dropping (not shrinking) the clients whose batch does not fit."""
+    parts = scripted_parts()
+    assert device_models(DevicesConfig(thermal="none", memory="none"), parts.profiles, 16, 3) == (None, None)
+    heat, memory = device_models(DevicesConfig(thermal="none", memory="drop"), parts.profiles, 16, 3)
+    assert heat is None and memory is not None and memory.drop and memory.batch_size == 16
+    assert memory.limit_bytes.tolist() == [2_571_108_352.0]
+
+
+def test_a_phone_whose_ram_leaves_the_app_nothing_is_refused():
+    """1.6 GiB of RAM less the system's 1.5 GiB leaves 107,374,182 bytes, below the killer's 110,592 KiB = 113,246,208 bytes
+    for a foreground service: refused; 1.7 GiB leaves 214,748,365 - 113,246,208 = 101,502,157 bytes: accepted. A measured
+    app limit is taken as given."""
+    from flamingo_sim.devices.memory import PhoneMemory
+
+    with pytest.raises(ValueError, match=r"ram_gb \(1.6\) must exceed system_gib \(1.5\) and the killer's level"):
+        PhoneMemory(ram_gb=1.6)
+    assert PhoneMemory(ram_gb=1.7).limit_bytes() == pytest.approx(0.2 * 2**30 - 113_246_208, rel=1e-9)
+    assert PhoneMemory(ram_gb=1.6, app_limit_gib=0.5).limit_bytes() == 0.5 * 2**30
