@@ -234,20 +234,19 @@ def test_modelling_notes_quote_the_device_limit_runs_from_their_results_files():
         assert row in page, row
 
 
-def test_modelling_notes_quote_the_device_limit_sensitivity_from_its_results_files():
-    """The sensitivity table of the heat and memory knobs is the study's sensitivity.csv and its points' summary.json."""
+def device_limit_sensitivity_rows() -> list[tuple[dict[str, str], str]]:
+    """Each point of the heat-and-memory sensitivity study (docs/results/device_limits/sensitivity: its sensitivity.csv
+    and each point's summary.json) with its row of modelling-notes' table, as the page writes it."""
     import csv
     import json
 
     folder = DEVICE_LIMITS / "sensitivity"
-    page = (ROOT / "docs/modelling-notes.md").read_text()
 
     def fmt(x: str, digits: int, unit: str = "") -> str:
         return "-" if x == "" else f"{float(x):.{digits}f}{unit}"
 
-    rows = list(csv.DictReader((folder / "sensitivity.csv").open()))
-    assert len(rows) == 10
-    for r in rows:
+    out = []
+    for r in csv.DictReader((folder / "sensitivity.csv").open()):
         name = "reference" if r["knob"] == "reference" else f"{r['knob']}={r['value']}"
         s = json.loads((folder / f"{name}.summary.json").read_text())["policies"]
         cells = []
@@ -258,10 +257,19 @@ def test_modelling_notes_quote_the_device_limit_sensitivity_from_its_results_fil
                 per_policy.append("-" if keys[0] not in d else " / ".join(f"{sum(d[k].values()):.0f}" for k in keys))
             cells.append("; ".join(per_policy))
         hot = s["flamingo"].get("declined", {}).get("too_hot")
-        row = (f"| {r['knob']} | {r['value']} | {fmt(r['speedup'], 2, 'x')} | {fmt(str(100 * float(r['speedup_rel_change'])), 0, ' %')} | "
-               f"{fmt(r['energy_efficiency'], 2, 'x')} | {fmt(str(100 * float(r['energy_efficiency_rel_change'])), 0, ' %')} | "
-               f"{fmt(r['baseline_time_to_target_h'], 2, ' h')} | {fmt(r['flamingo_time_to_target_h'], 2, ' h')} | {cells[0]} | {cells[1]} | "
-               f"{'-' if hot is None else f'{hot:.0f}'} |")
+        out.append((r, f"| {r['knob']} | {r['value']} | {fmt(r['speedup'], 2, 'x')} | {fmt(str(100 * float(r['speedup_rel_change'])), 0, ' %')} | "
+                       f"{fmt(r['energy_efficiency'], 2, 'x')} | {fmt(str(100 * float(r['energy_efficiency_rel_change'])), 0, ' %')} | "
+                       f"{fmt(r['baseline_time_to_target_h'], 2, ' h')} | {fmt(r['flamingo_time_to_target_h'], 2, ' h')} | {cells[0]} | "
+                       f"{cells[1]} | {'-' if hot is None else f'{hot:.0f}'} |"))
+    return out
+
+
+def test_modelling_notes_quote_the_device_limit_sensitivity_from_its_results_files():
+    """The sensitivity table of the heat and memory knobs is the study's sensitivity.csv and its points' summary.json."""
+    page = (ROOT / "docs/modelling-notes.md").read_text()
+    rows = device_limit_sensitivity_rows()
+    assert len(rows) == 10
+    for _, row in rows:
         assert row in page, row
 
 

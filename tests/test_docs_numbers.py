@@ -2330,8 +2330,6 @@ def _tie_what_each_device_assumption_is_worth(q: Quotes) -> None:
     (docs/results/device_limits/sensitivity: sensitivity.csv and each point's summary.json, as tests/test_docs.py reads
     them) and the sentences under it: the reference's interval and throttled tasks, the thermal=none point and the 37 degC
     point."""
-    import csv
-
     page = "docs/modelling-notes.md"
     folder = RESULTS / "device_limits" / "sensitivity"
     (command,) = {e["command"] for e in json.loads((folder / "provenance.json").read_text())["files"].values()}
@@ -2339,25 +2337,12 @@ def _tie_what_each_device_assumption_is_worth(q: Quotes) -> None:
     assert rounds
     q(page, f"The device columns are totals over the {rounds[1]} rounds, means over the two seeds, all phones:")
 
-    def fmt(x: str, digits: int, unit: str = "") -> str:
-        return "-" if x == "" else f"{float(x):.{digits}f}{unit}"
+    from tests.test_docs import device_limit_sensitivity_rows
 
-    rows = list(csv.DictReader((folder / "sensitivity.csv").open()))
-    for r in rows:
-        name = "reference" if r["knob"] == "reference" else f"{r['knob']}={r['value']}"
-        s = summary(f"device_limits/sensitivity/{name}.summary.json")["policies"]
-        cells = []
-        for keys in (("batch_shrunk", "out_of_memory"), ("throttled",)):
-            per_policy = []
-            for policy in ("baseline", "flamingo"):
-                d = s[policy].get("device_limits", {})
-                per_policy.append("-" if keys[0] not in d else " / ".join(f"{sum(d[k].values()):.0f}" for k in keys))
-            cells.append("; ".join(per_policy))
-        hot = s["flamingo"].get("declined", {}).get("too_hot")
-        q(page, f"| {r['knob']} | {r['value']} | {fmt(r['speedup'], 2, 'x')} | {fmt(str(100 * float(r['speedup_rel_change'])), 0, ' %')} | "
-                f"{fmt(r['energy_efficiency'], 2, 'x')} | {fmt(str(100 * float(r['energy_efficiency_rel_change'])), 0, ' %')} | "
-                f"{fmt(r['baseline_time_to_target_h'], 2, ' h')} | {fmt(r['flamingo_time_to_target_h'], 2, ' h')} | {cells[0]} | {cells[1]} | "
-                f"{'-' if hot is None else f'{hot:.0f}'} |")
+    points = device_limit_sensitivity_rows()
+    for _, row in points:
+        q(page, row)
+    rows = [r for r, _ in points]
     ref = summary("device_limits/sensitivity/reference.summary.json")["policies"]
     cold = summary("device_limits/sensitivity/devices.thermal=none.summary.json")["policies"]
     low = min(float(r["value"]) for r in rows if r["knob"] == "devices.throttle_threshold_c")  # the lower threshold tried
