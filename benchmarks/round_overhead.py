@@ -15,7 +15,8 @@ whole round against a bare loop over the same data and the same cohorts:
   the run gave it), their data gathered and their minibatch indices drawn beforehand, then per
   round only the SGD steps the trainer runs for the model on this CPU (``torch.func.vmap`` over the
   cohort for the MLP; one client after another for MobileNetV2, the trainer's choice for
-  convolutions on a CPU with one thread) and a FedAvg weighted by samples; in a process of its own,
+  convolutions on a CPU with one thread) and the FedAvg the round runs (:func:`~flamingo_sim.fl.strategy.aggregate.fedavg`:
+  weighted by samples, summed in float64); in a process of its own,
   with the run's CPU kernels (checked). **ratio** = whole / bare, the issue's figure;
 - **paired**: the same bare loop timed right after each of the long run's last rounds, in the run's
   process, against that round's own time (its start to the next round's, callbacks included, the
@@ -42,7 +43,7 @@ written with the rows to a results file stamped with its provenance.
     PYTHONPATH=. python benchmarks/round_overhead.py                       # the issue's workload: MLP, 100 clients a round
     # the results file docs/benchmarks.md quotes:
     PYTHONPATH=. python benchmarks/round_overhead.py --shapes mlp:100,mlp:1000,mobilenet:100 --other-variants "all on,all off" --out FILE
-    PYTHONPATH=. python benchmarks/round_overhead.py --profile prof.out    # cProfile of one long run (mlp:100, all on)
+    PYTHONPATH=. python benchmarks/round_overhead.py --profile prof.out    # cProfile of one long run (mlp:100, the first variant: all on)
     PYTHONPATH=. python benchmarks/round_overhead.py --smoke               # seconds: 200 clients, tiny rounds
 """
 
@@ -88,7 +89,9 @@ CPU = "@cpu"
 # -- the worker side: one whole run, or one bare loop ---------------------------------------------------------------
 class Bare:
     """The bare loop's round: the trainer's SGD steps on a cohort (vmapped for the MLP, the per-client loop where the trainer
-    picks it: convolutions on a CPU with one thread), then FedAvg weighted by samples; :meth:`ready` gathers a job's data and
+    picks it: convolutions on a CPU with one thread), then the round's FedAvg (:func:`~flamingo_sim.fl.strategy.aggregate.fedavg`, weighted
+    by samples, summed in float64; until issue 52's fifth session a float32 ``tensordot``, about 1 ms a round cheaper under the
+    run's portable kernels); :meth:`ready` gathers a job's data and
     draws its minibatch indices beforehand, off the clock."""
 
     def __init__(self, model: Any, dataset: Any, fl: Any, seed: int) -> None:
@@ -119,6 +122,7 @@ class Bare:
     def round(self, prepared: list[tuple[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
         import torch
 
+        from flamingo_sim.fl.strategy.aggregate import fedavg
         from flamingo_sim.fl.training.batched import train_one_client, train_vmap
 
         stacked, sizes = [], []
@@ -131,13 +135,10 @@ class Bare:
                 outs = [train_one_client(self.work, params, x, y, i, self.fl.lr, self.device) for (x, y), i in zip(datas, idx)]
                 stacked.append({k: torch.stack([o[0][k] for o in outs]) for k in params})
             sizes.append(n)
-        n_all = torch.cat(sizes).double()
-        w = n_all / n_all.sum()
-
-        def clients(k: str) -> Any:  # one job's stacked entry as it is; several jobs' joined
-            return stacked[0][k] if len(stacked) == 1 else torch.cat([s[k] for s in stacked])
-
-        return {k: (torch.tensordot(w.to(v.dtype), clients(k), dims=1) if v.is_floating_point() else v) for k, v in params.items()}
+        keys = [k for k in params if k in stacked[0]]  # what the jobs trained (the vmapped step may leave integer buffers out)
+        joined = stacked[0] if len(stacked) == 1 else {k: torch.cat([s[k] for s in stacked]) for k in keys}
+        mean = fedavg({k: joined[k] for k in keys}, torch.cat(sizes))  # the round's own FedAvg: float64 sums, weighted by samples
+        return {k: mean.get(k, v) for k, v in params.items()}
 
 
 class Probe:
@@ -539,7 +540,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mobilenet-test", type=int, default=200, help="test images")
     parser.add_argument("--rotations", type=int, default=4)
     parser.add_argument("--out", help="write the rows and the summary to this JSON file (stamped with its provenance)")
-    parser.add_argument("--profile", help="instead: one long run (the first shape, every model on) under cProfile, its stats to this file")
+    parser.add_argument("--profile", help="instead: one long run (the first shape, its first variant) under cProfile, its stats to this file")
     parser.add_argument("--smoke", action="store_true", help=f"tiny, seconds ({SMOKE})")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -553,7 +554,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         if args.profile:
-            sets = [*shape_sets(shapes[0], args, tmp), *[f"{k}={v}" for k, v in ALL_ON.items()], f"fl.rounds={rounds_of(shapes[0], args)[0]}"]
+            first = variants_of[shapes[0]][0]
+            sets = [*shape_sets(shapes[0], args, tmp), *[f"{k}={v}" for k, v in {**ALL_ON, **VARIANTS[first]}.items()],
+                    f"fl.rounds={rounds_of(shapes[0], args)[0]}"]
             spec = {"experiment": str(EXPERIMENT), "out": str(tmp / "run"), "sets": sets, "profile": str(Path(args.profile).resolve())}
             subprocess_json("whole", spec, tmp)
             import pstats

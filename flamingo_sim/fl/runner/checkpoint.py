@@ -13,7 +13,8 @@ A checkpoint file is a two-line header and a ``torch.save`` payload::
 
 The payload holds tensors and plain data only (numpy arrays and scalars are stored as byte
 tensors with their dtype and shape) and is read with ``torch.load(weights_only=True)``, so a
-file can never run code. :func:`save_checkpoint` writes the new file beside the old one (its
+file can never run code. A run's checkpoint holds the simulation's state and the rounds so far, each row as
+its JSON text (:data:`ROW_TEXTS`). :func:`save_checkpoint` writes the new file beside the old one (its
 checksum taken from the bytes in memory, the very bytes written: nothing is read back), checks the
 old one's length and checksum on disk, and only then moves the old one to ``NAME.prev`` (a damaged
 one never becomes the fallback) and the new one into place; :func:`load_checkpoint` verifies the
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import pickle
 from collections.abc import Callable
@@ -42,10 +44,15 @@ from flamingo_sim.io import atomic_path
 if TYPE_CHECKING:
     from flamingo_sim.fl.sim.simulation import Simulation
 
-__all__ = ["CheckpointError", "load_checkpoint", "resume_simulation", "save_checkpoint"]
+__all__ = ["CheckpointError", "ROW_TEXTS", "load_checkpoint", "resume_simulation", "save_checkpoint"]
 
 MAGIC = b"FLAMINGO-SIM-CHECKPOINT 1\n"
 _ARRAY = "__ndarray__"
+#: A run checkpoint's rounds so far, each row as its JSON text (:func:`flamingo_sim.io.json_item_text`, the text the unit's
+#: result file holds): the saver encodes a row once, and pickling a list of strings costs a small part of pickling the
+#: rows' dicts, which grew every save with the run. :func:`load_checkpoint` gives them back as ``"rows"`` (dicts, as the
+#: result file reads back); a checkpoint that holds ``"rows"`` itself (dicts, as earlier versions wrote) loads as it is.
+ROW_TEXTS = "row_texts"
 
 
 class CheckpointError(FlamingoError):
@@ -171,15 +178,31 @@ def load_checkpoint(path: str | Path, log: Callable[[str], None]) -> dict[str, A
         except CheckpointError as exc:
             errors.append(exc)
             continue
-        if not (isinstance(state, dict) and {"simulation", "rows"} <= state.keys()):
+        if not (isinstance(state, dict) and "simulation" in state and ("rows" in state or ROW_TEXTS in state)):
             errors.append(CheckpointError(f"{candidate}: not a run checkpoint (no simulation state and rows)"))
             continue
+        if ROW_TEXTS in state:
+            try:
+                state = {**{k: v for k, v in state.items() if k != ROW_TEXTS}, "rows": _rows_of(state[ROW_TEXTS])}
+            except (TypeError, ValueError) as exc:
+                errors.append(CheckpointError(f"{candidate}: its rows are not JSON objects ({str(exc)[:160]})"))
+                continue
         if errors:
             log(f"WARNING: {errors[0]}; resuming from the previous checkpoint {candidate}")
         return state
     if errors:
         raise CheckpointError(f"{errors[0]}; no good earlier checkpoint - start the run again with another out_dir")
     return None
+
+
+def _rows_of(texts: Any) -> list[dict[str, Any]]:
+    """The rows of a checkpoint's :data:`ROW_TEXTS` (each a JSON object)."""
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise TypeError(f"{ROW_TEXTS} must be a list of strings, got {type(texts).__name__}")
+    rows = [json.loads(t) for t in texts]
+    if not all(isinstance(r, dict) for r in rows):
+        raise ValueError("a row is not a JSON object")
+    return rows
 
 
 def resume_simulation(sim: "Simulation", ckpt: Path, say: Callable[[str], None]) -> list[RoundRecord]:

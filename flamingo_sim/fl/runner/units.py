@@ -29,7 +29,7 @@ from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.compose import Prebuilt, build_components, compose, config_from_record
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
-from flamingo_sim.fl.runner.checkpoint import resume_simulation, save_checkpoint
+from flamingo_sim.fl.runner.checkpoint import ROW_TEXTS, resume_simulation, save_checkpoint
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.kernels import pin_run_kernels
 from flamingo_sim.fl.runner.tracking import TrackingCallback
@@ -299,7 +299,7 @@ class UnitSaver(Callback):
 
     def _checkpoint(self, sim: Any) -> None:
         if self.checkpoint is not None:
-            save_checkpoint(self.checkpoint, {"simulation": sim.state_dict(), "rows": [r.row for r in self._encoded(self.records)]})
+            save_checkpoint(self.checkpoint, {"simulation": sim.state_dict(), ROW_TEXTS: [r.text for r in self._encoded(self.records)]})
         self.saved_round = sim.round
 
     def _encoded(self, records: Sequence[RoundRecord]) -> list[_EncodedRecord]:
@@ -329,8 +329,8 @@ class UnitSaver(Callback):
 
 
 class _EncodedRecord:
-    """A round's record as the unit's files hold it, each form made on first use and kept: :attr:`row` (the
-    checkpoint's and ``metrics.parquet``'s), :attr:`text` (its JSON in the result file, :func:`json_item_text`) and
+    """A round's record as the unit's files hold it, each form made on first use and kept: :attr:`row` (its columns),
+    :attr:`text` (its JSON in the result file and in the checkpoint, :func:`json_item_text`) and
     :attr:`written` (the row as the result file gives it back, :func:`as_written`)."""
 
     def __init__(self, record: RoundRecord) -> None:

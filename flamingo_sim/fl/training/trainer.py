@@ -168,7 +168,8 @@ def cohort_indices(n_samples: Sequence[int], client_ids: Sequence[int], n_steps:
             continue
         # fresh permutations of the client's samples, concatenated and cut: ``permuted`` shuffles the rows one after
         # another with the same draws as one ``permutation(n)`` each (one call instead of one per permutation)
-        rows = np.broadcast_to(np.arange(n, dtype=np.int64), (-(-total // n), n)).copy()
+        rows = np.empty((-(-total // n), n), dtype=np.int64)
+        rows[:] = np.arange(n, dtype=np.int64)  # each row 0..n-1 (filled in place: a third less than copying a broadcast view)
         out[i] = gen.permuted(rows, axis=1, out=rows).reshape(-1)[:total]
     return torch.from_numpy(out).view(len(client_ids), n_steps, batch_size)
 
@@ -285,9 +286,9 @@ class CohortTrainer:
         seed, round_idx, prox_mu = task.seed, task.round_idx, float(task.prox_mu)
         state = self.start_state(global_params)
         cohort = cohort_indices([int(x.shape[0]) for x, _ in client_datas], client_ids, n_steps, batch_size, seed, round_idx)
-        indices: list[Tensor] = list(cohort.unbind(0))
         strategy, chunk = self.plan(tuple(client_datas[0][0].shape[1:]), batch_size, len(client_ids))
         devices = [self.device] if self.device.type == "cuda" else []
+        indices: list[Tensor] = list(cohort.unbind(0)) if strategy != "vmap" else []  # the per-client strategies' views
         with torch.random.fork_rng(devices=devices), precision_context(self.precision, self.device):
             dropout_seed = derive_seed(seed, "dropout", round_idx)
             if devices:

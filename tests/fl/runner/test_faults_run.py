@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import re
@@ -23,6 +24,7 @@ from flamingo_sim.cli import main
 from flamingo_sim.errors import ConfigError, FlamingoError
 from flamingo_sim.fl.runner.checkpoint import (
     MAGIC,
+    ROW_TEXTS,
     CheckpointError,
     load_checkpoint,
     prev_path,
@@ -82,6 +84,24 @@ def test_checkpoint_round_trip_keeps_tensors_arrays_and_numpy_scalars_exactly(tm
     assert type(got["rows"][0]["accuracy"]) is np.float32 and got["rows"][0]["accuracy"] == np.float32(0.25)
     assert np.isnan(got["rows"][0]["loss"])
     assert load_checkpoint(tmp_path / "none.pt", log=print) is None
+
+
+def test_a_run_checkpoint_holds_each_row_as_the_result_files_json_text_and_gives_back_its_rows(tmp_path):
+    """The saver stores the rounds as the JSON texts the unit's result file holds (pickled as strings, not as dicts);
+    loading gives the rows back as that file reads them, and a text that is not a JSON object is refused, naming the file."""
+    out = tmp_path / "run"
+    run_experiment(EXP, out_dir=out, overrides=[*TINY, "policies=[baseline]"], log=lambda m: None)
+    ckpt = out / "checkpoints" / "baseline-seed0.pt"
+    payload = ckpt.read_bytes()[len(MAGIC):].partition(b"\n")[2]
+    raw = torch.load(io.BytesIO(payload), weights_only=True)
+    assert "rows" not in raw and [type(t) for t in raw[ROW_TEXTS]] == [str] * 5  # rounds 0-4
+    result = json.loads((out / "units" / "baseline-seed0.json").read_text())
+    assert load_checkpoint(ckpt, log=print)["rows"] == result["rows"]
+    prev_path(ckpt).unlink()
+    save_checkpoint(ckpt, {"simulation": {}, ROW_TEXTS: ["[1, 2]"]})
+    prev_path(ckpt).unlink()
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(ckpt))}: its rows are not JSON objects \(a row is not a JSON object\); no good"):
+        load_checkpoint(ckpt, log=print)
 
 
 def _damage(path: Path, how: str) -> None:
