@@ -2486,7 +2486,7 @@ UNTIED: dict[str, Counter[str]] = {
     # the earlier device model's figures (modelling-notes quotes them too; no results file kept); the notebook's small run
     "docs/quickstart.md": Counter({"37.68 h": 1, "4.05 h,": 1, "9.30x and": 1, "11.27x;": 1, "30 s,": 1}),
     # issue 52's goals (the round-overhead section, another engineer's, states them; the script does not)
-    "docs/benchmarks.md": Counter({"1.1x and": 1, "1.05x,": 1}),
+    "docs/benchmarks.md": Counter({"1.1x and": 1, "1.05x;": 1}),
     # FedScale's own behaviour: Oort's numpy<2, its capacity file's keys and fallback
     "docs/fedscale.md": Counter({"2).": 1, "0 of": 1, "1..N": 1, "1 kbit/s": 1}),
     # the set-up's bytes a client (an estimate, no file); the sizes the sparse rewrite was checked at against the previous code

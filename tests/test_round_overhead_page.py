@@ -45,6 +45,77 @@ def round_overhead_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _cpu(results: dict, key: str, stage: str) -> float:
+    return results["summary"][key]["stages_cpu_ms"][stage]
+
+
+def round_overhead_prose(results: dict) -> list[str]:
+    """The section's sentences that quote the results file, as the page words them (its running text, line breaks
+    aside): each built here from the file, so that a figure that moves with a new measurement fails until the page
+    says it again (``python tests/test_round_overhead_page.py`` prints them)."""
+    summary = results["summary"]
+    on, off = summary["mlp:100 all on"], summary["mlp:100 all off"]
+
+    def spread(row: dict, key: str, digits: int = 2) -> str:
+        low, high = row["spread"][key]
+        return f"{low:.{digits}f}-{high:.{digits}f}x"
+
+    def extra(row: dict) -> str:
+        return f"{row['paired_whole_cpu_ms'] - row['paired_cpu_ms']:.1f} ms"
+
+    key = "mlp:100 all on"
+    sentences = [
+        f"With every device model on, the MLP round is {on['paired_ratio']:.3f}x its bare training (paired, "
+        f"{spread(on, 'paired_ratio', 3)} over the rotations; {on['cpu_ratio']:.3f}x in CPU time), and {off['paired_ratio']:.3f}x with "
+        f"all of them off ({spread(off, 'paired_ratio', 3)}; CPU {off['cpu_ratio']:.3f}x)",
+        f"The ratio from separate processes, the issue's own method, reads {on['ratio']:.2f}x and {off['ratio']:.2f}x, with spreads of "
+        f"{spread(on, 'ratio')} and {spread(off, 'ratio')}",
+        f"In CPU time a round holds {extra(on)} (all on) and {extra(off)} (all off) that the bare loop does not",
+        f"gathering the cohort's data {_cpu(results, key, '  data'):.1f} ms and drawing its minibatch indices "
+        f"{_cpu(results, key, '  minibatch indices'):.1f} ms",
+        f"the pricing {_cpu(results, key, 'pricing'):.1f} ms (the policy {_cpu(results, key, '  policy'):.1f} ms, heat and memory "
+        f"{_cpu(results, key, '  limits (heat, memory)'):.1f} ms, the network's transfers {_cpu(results, key, '  network transfers'):.1f} ms, "
+        f"settling {_cpu(results, key, '  settling'):.1f} ms)",
+        f"the per-round files {_cpu(results, key, '  writes'):.1f} ms",
+        f"the battery {_cpu(results, key, 'battery'):.1f} ms; the checkpoint {_cpu(results, key, 'checkpoint'):.1f} ms; the round's record "
+        f"{_cpu(results, key, '  record'):.1f} ms; selection {_cpu(results, key, 'selection'):.1f} ms; evaluation "
+        f"{_cpu(results, key, 'evaluation'):.1f} ms; the clock {_cpu(results, key, 'clock'):.1f} ms",
+        f"FedAvg ({_cpu(results, key, 'aggregation'):.1f} ms) is the round's own and the bare loop's alike",
+    ]
+    others = {s: (summary[f"{s} all on"], summary[f"{s} all off"]) for s in results["shapes"][1:]}
+    if "mlp:1000" in others:
+        big_on, big_off = others["mlp:1000"]
+        sentences.append(f"Cohorts of 1,000 read {big_on['paired_ratio']:.2f}x on and {big_off['paired_ratio']:.2f}x off (paired)")
+    if "mobilenet:100" in others:
+        net_on, net_off = others["mobilenet:100"]
+        sentences.append(f"MobileNetV2 reads {net_on['paired_ratio']:.2f}x on and {net_off['paired_ratio']:.2f}x off")
+    return sentences
+
+
+BEFORE = ROOT / "benchmarks" / "results" / "round_overhead_before_2cores.json"
+
+
+def before_prose(before: dict, results: dict) -> str:
+    """The sentence comparing the measurement before issue 52's fifth session with this one."""
+    b_on, b_off = before["summary"]["mlp:100 all on"], before["summary"]["mlp:100 all off"]
+    a_on = results["summary"]["mlp:100 all on"]
+    loads = [load[0] for load in before["load_average"]]
+    return (f"Before this session's changes (commit 015852d, load average {min(loads):.2f}-{max(loads):.2f}), the paired ratios were "
+            f"{b_on['paired_ratio']:.3f}x on and {b_off['paired_ratio']:.3f}x off, the bare loop then summing FedAvg in float32; the "
+            f"checkpoint took {b_on['stages_cpu_ms']['checkpoint']:.2f} ms of CPU a round with the models on "
+            f"({a_on['stages_cpu_ms']['checkpoint']:.2f} ms now) and the minibatch indices "
+            f"{b_on['stages_cpu_ms']['  minibatch indices']:.2f} ms ({a_on['stages_cpu_ms']['  minibatch indices']:.2f} ms now)")
+
+
+def test_the_sections_sentences_quote_the_results_file():
+    page = PAGE.read_text()
+    section = " ".join(page[page.index("## The round against its training"):].split("\n## ")[0].split())
+    results = json.loads(RESULTS.read_text())
+    sentences = [*round_overhead_prose(results), before_prose(json.loads(BEFORE.read_text()), results)]
+    missing = [s for s in sentences if s not in section]
+    assert not missing, missing
+
+
 def test_the_page_quotes_the_results_file():
     results = json.loads(RESULTS.read_text())
     assert not results["smoke"] and results["rotations"] >= 4 and "mlp:100" in results["shapes"]
@@ -69,3 +140,6 @@ def test_the_results_file_holds_every_model_on_and_each_off_in_turn():
 
 if __name__ == "__main__":
     print(round_overhead_table(json.loads(RESULTS.read_text())))
+    print()
+    print("\n".join(round_overhead_prose(json.loads(RESULTS.read_text()))))
+    print(before_prose(json.loads(BEFORE.read_text()), json.loads(RESULTS.read_text())))
