@@ -173,6 +173,33 @@ def test_a_forkserver_that_cannot_start_again_is_one_line(monkeypatch):
     assert str(info.value) == "the pool's forkserver (pid 4242) was killed by SIGKILL and could not be started again (EOFError: unexpected EOF)"
 
 
+def test_a_forkserver_that_refuses_connections_is_forgotten_and_a_new_one_started(monkeypatch, tmp_path):
+    """A server whose listener is closed while ``waitpid`` still finds it alive (a dying one's state: CI saw all three
+    starts refused) is forgotten after the first refusal; the next start launches a new server, and the old one, its
+    "alive" pipe closed, ends by itself."""
+    import multiprocessing.forkserver
+    import socket
+
+    monkeypatch.setattr(revive, "DEATH_WAIT_S", 0.05)
+    server = multiprocessing.forkserver._forkserver
+    server.ensure_running()
+    old = server._forkserver_pid
+    refusing = str(tmp_path / "refusing.sock")
+    with socket.socket(socket.AF_UNIX) as nobody:  # a socket file nobody listens on any more
+        nobody.bind(refusing)
+    server._forkserver_address = refusing
+    proc = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(0,))
+    revive.start(proc, print)
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert server._forkserver_pid not in (None, old)
+    deadline = time.monotonic() + 30
+    while revive.how_it_ended(old) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert revive.how_it_ended(old) == "exited with code 0"
+    os.waitpid(old, 0)
+
+
 def test_a_lost_pool_ends_the_study_with_the_command_that_continues_it(tmp_path, monkeypatch, capsys):
     """Lost while the study validates its runs on the workers (nothing written yet), or while its units run (then under
     the run directory's guard, which adds how to continue)."""

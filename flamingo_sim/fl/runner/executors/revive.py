@@ -97,11 +97,38 @@ def forkserver_ended() -> str | None:
     return None if how is None else f"the pool's forkserver (pid {pid}) {how}"
 
 
+def _forget(pid: int) -> None:
+    """multiprocessing's forkserver state cleared where it still names the server ``pid``, so that the next start
+    launches a new one whatever the old one's state: a server that refuses connections has closed its listener (a
+    running one never does), although ``waitpid`` may still find it alive while it exits; one that another waiter
+    reaped makes every ``waitpid`` of multiprocessing's fail. Closing its end of the "alive" pipe also ends an old
+    server that still runs. A zombie is reaped here where it is one already."""
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    lock = getattr(server, "_lock", None)
+    if server is None or lock is None or getattr(server, "_forkserver_pid", None) != pid:
+        return
+    with lock:
+        if getattr(server, "_forkserver_pid", None) != pid:
+            return
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        alive = getattr(server, "_forkserver_alive_fd", None)
+        server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
+        if alive is not None:
+            try:
+                os.close(alive)
+            except OSError:
+                pass
+
+
 def start(process: Any, say: Callable[[str], None]) -> None:
     """``process.start()`` (a forkserver context's process), surviving a dead forkserver or resource tracker.
 
-    A forkserver that cannot be reached is waited for until gone (at most :data:`DEATH_WAIT_S`)
-    and the start tried again (multiprocessing then starts a new forkserver), :data:`START_TRIES`
+    A forkserver that cannot be reached is waited for until gone (at most :data:`DEATH_WAIT_S`), forgotten where it
+    refused the connection or is gone (:func:`_forget`), and the start tried again (multiprocessing then starts a new
+    forkserver), :data:`START_TRIES`
     times in all; then :class:`~flamingo_sim.errors.PoolLost` names the forkserver, how it
     ended and the last error. A relaunched resource tracker is said in one line.
     """
@@ -121,6 +148,8 @@ def start(process: Any, say: Callable[[str], None]) -> None:
             deadline = time.monotonic() + DEATH_WAIT_S
             while pid is not None and how_it_ended(pid) is None and time.monotonic() < deadline:
                 time.sleep(0.05)
+            if pid is not None and (isinstance(exc, (ConnectionRefusedError, ChildProcessError)) or how_it_ended(pid) is not None):
+                _forget(pid)
             if attempt == START_TRIES:
                 what = forkserver_ended() or (f"the pool's forkserver (pid {pid}) did not answer" if pid else "the pool's forkserver did not start")
                 reason = f"{type(exc).__name__}: {exc}".rstrip(": ") if str(exc) else type(exc).__name__
