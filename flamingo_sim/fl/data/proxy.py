@@ -109,13 +109,6 @@ class SyntheticFederated(FederatedDataset):
         chosen = rng(self.seed, "synthetic", "test-clients").choice(self.n_clients, size=n_test_clients, replace=False)
         self.test_client_ids = np.sort(chosen).astype(np.int64)
         self._cache = LRUCache(cache_clients, max_bytes=cache_bytes)
-        # Where the whole population fits the cache (the common case), each client's samples are rows of two population
-        # tensors, filled on first use, and client_data gives views of them: a cohort's samples can then be gathered
-        # from them directly, without first copying the cohort's clients into one tensor (CohortTrainer, on the CPU).
-        total = int(self.samples_per_client.sum())
-        self._resident = self.n_clients <= cache_clients and total * (4 * self.n_features + 8) <= cache_bytes
-        self._rows: tuple[Tensor, Tensor] | None = None  # made on first use (and again after unpickling)
-        self._views: dict[int, tuple[Tensor, Tensor]] = {}  # each client made so far: its blocks of the rows
         self._test: tuple[Tensor, Tensor] | None = None
         self.n_generated = 0  # client datasets generated so far (cache misses), for tests and logs
         self.description = (
@@ -151,32 +144,9 @@ class SyntheticFederated(FederatedDataset):
         return self._samples(gen, teacher, int(self.samples_per_client[cid]))
 
     def client_data(self, client_id: int) -> tuple[Tensor, Tensor]:
-        """Client ``client_id``'s training data, generated on first use (kept: views of the population's rows where the
-        whole population fits the cache, else LRU-cached)."""
+        """Client ``client_id``'s training data, generated on first use (LRU-cached)."""
         cid = check_client_id(client_id, self.n_clients)
-        if not self._resident:
-            return self._cache.get(cid, lambda: self._generate(cid))
-        if self._rows is None:
-            total = int(self.samples_per_client.sum())
-            self._rows = (torch.empty((total, self.n_features), dtype=torch.float32), torch.empty(total, dtype=torch.int64))
-            self._starts = np.cumsum(self.samples_per_client) - self.samples_per_client
-            self._views = {}
-        made = self._views.get(cid)
-        if made is None:
-            new_x, new_y = self._generate(cid)
-            start = int(self._starts[cid])
-            x_rows, y_rows = self._rows
-            made = (x_rows[start : start + len(new_y)], y_rows[start : start + len(new_y)])
-            made[0].copy_(new_x)
-            made[1].copy_(new_y)
-            self._views[cid] = made
-        return made
-
-    def __getstate__(self) -> dict:
-        """Pickled without the population's rows (made again, lazily, where it is unpickled)."""
-        state = dict(self.__dict__)
-        state["_rows"], state["_views"] = None, {}
-        return state
+        return self._cache.get(cid, lambda: self._generate(cid))
 
     def test_data(self) -> tuple[Tensor, Tensor]:
         """The held-out test set described in the class docstring (computed once)."""

@@ -352,14 +352,10 @@ class CohortTrainer:
     ) -> tuple[dict[str, Tensor], Tensor]:
         # All clients' samples in one tensor, moved once; per-step gather indices offset into it.
         k = len(client_datas)
-        shared = _shared_rows(client_datas, self.device)
-        if shared is not None:  # the clients' samples are rows of one population tensor already here: gather from it
-            x_all, y_all, offsets = shared
-        else:
-            x_all = torch.cat([x for x, _ in client_datas])
-            y_all = torch.cat([y for _, y in client_datas])
-            sizes = torch.tensor([int(x.shape[0]) for x, _ in client_datas])
-            offsets = torch.cumsum(sizes, 0) - sizes
+        x_all = torch.cat([x for x, _ in client_datas])
+        y_all = torch.cat([y for _, y in client_datas])
+        sizes = torch.tensor([int(x.shape[0]) for x, _ in client_datas])
+        offsets = torch.cumsum(sizes, 0) - sizes
         gather = indices.transpose(0, 1) + offsets.view(1, k, 1)  # (n_steps, k, batch)
         if self.device.type == "cuda":  # pinned host memory for what is still on the host (resident data is not)
             x_all, y_all, gather = (t.pin_memory().to(self.device, non_blocking=True) if t.device.type == "cpu" else t for t in (x_all, y_all, gather))
@@ -367,33 +363,6 @@ class CohortTrainer:
             x_all, y_all = x_all.to(self.device), y_all.to(self.device)
         graphs = self._graphs if self.cuda_graphs else None
         return train_vmap(self.model, state, x_all, y_all, gather, lr, graphs, prox_mu)
-
-
-def _shared_rows(client_datas: Sequence[tuple[Tensor, Tensor]], device: torch.device) -> tuple[Tensor, Tensor, Tensor] | None:
-    """``(x_rows, y_rows, offsets)`` when every client's ``(x, y)`` is a block of rows of the same two tensors on ``device``
-    (the proxy task keeps its population so), each client's ``x`` and ``y`` starting at the same row ``offsets[i]``: a
-    cohort's minibatches are then gathered from those tensors directly, the same samples as from their concatenation.
-    ``None`` otherwise. Checked from each block's address, length and layout (a few attribute reads a client: cheaper
-    than the copy it saves)."""
-    x0, y0 = client_datas[0]
-    x_rows, y_rows = x0._base, y0._base
-    if x_rows is None or y_rows is None or x_rows.device != device or y_rows.device != device or x_rows.dtype != x0.dtype:
-        return None
-    if not (x_rows.is_contiguous() and y_rows.is_contiguous() and x_rows.dim() >= 1 and y_rows.dim() == 1 and len(x_rows) == len(y_rows)):
-        return None
-    k, row = len(client_datas), (x_rows[0].numel() if len(x_rows) else 1)
-    xs, ys = [x for x, _ in client_datas], [y for _, y in client_datas]
-    x_at = np.fromiter(map(Tensor.data_ptr, xs), np.int64, k) - x_rows.data_ptr()
-    y_at = np.fromiter(map(Tensor.data_ptr, ys), np.int64, k) - y_rows.data_ptr()
-    n = np.fromiter(map(len, ys), np.int64, k)
-    if not (all(map(Tensor.is_contiguous, xs)) and all(map(Tensor.is_contiguous, ys)) and {x.dtype for x in xs} == {x_rows.dtype}
-            and {y.dtype for y in ys} == {y_rows.dtype} and set(map(Tensor.dim, ys)) == {1}
-            and (np.fromiter(map(Tensor.numel, xs), np.int64, k) == n * row).all()):
-        return None
-    offsets, rest = np.divmod(x_at, row * x_rows.element_size())
-    if not ((rest == 0).all() and (y_at == offsets * y_rows.element_size()).all() and (offsets >= 0).all() and (offsets + n <= len(x_rows)).all()):
-        return None
-    return x_rows, y_rows, torch.from_numpy(offsets)
 
 
 def train_cohort(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 import time
 
 import numpy as np
@@ -260,27 +259,3 @@ def test_device_resident_prefetches_only_what_is_not_resident():
     resident.client_data(1)
     resident.prefetch([0, 1, 3])
     assert asked == [[0, 3]]
-
-
-def test_synthetic_keeps_a_population_that_fits_as_rows_of_two_tensors_with_the_lru_caches_numbers():
-    """Where the whole population fits the cache, each client's samples are a block of rows of two population tensors
-    (views: a cohort is gathered from them without a copy); the numbers are those the LRU cache gives, and a pickled
-    copy drops the rows and makes the same numbers again."""
-    resident = SyntheticFederated(60, seed=4)
-    lru = SyntheticFederated(60, seed=4, cache_clients=5)  # the population does not fit: the LRU cache, as before
-    starts = np.cumsum(resident.samples_per_client) - resident.samples_per_client
-    for cid in (7, 0, 59, 7):
-        x, y = resident.client_data(cid)
-        assert x._base is not None and y._base is not None
-        assert x.storage_offset() == int(starts[cid]) * resident.n_features and y.storage_offset() == int(starts[cid])
-        xl, yl = lru.client_data(cid)
-        assert xl._base is None  # the LRU's are tensors of their own
-        assert torch.equal(x, xl) and torch.equal(y, yl)
-    assert resident.n_generated == 3  # client 7 once
-    assert resident.client_data(7)[0]._base is resident.client_data(0)[0]._base
-    copy = pickle.loads(pickle.dumps(resident))
-    assert copy._rows is None
-    assert torch.equal(copy.client_data(59)[0], resident.client_data(59)[0])
-    assert copy.n_generated == 4  # made again after unpickling
-    big = SyntheticFederated(60, seed=4, cache_bytes=1000)  # fits the client count, not the bytes
-    assert big.client_data(3)[0]._base is None

@@ -237,30 +237,3 @@ def test_bf16_vmap_on_cuda_with_batchnorm_is_close_to_the_loop(graphs):
         got = trainer.train(round_start, CohortTask(datas, [0, 1, 2], **kw))
         assert got.mode == "vmap"
         assert _max_diff(got.params, ref.params) < 5e-3
-
-
-def test_a_cohort_whose_samples_are_rows_of_one_population_tensor_trains_as_from_its_concatenation():
-    """Client data given as blocks of rows of one tensor (the proxy task's population) are gathered from it in place of
-    their concatenation: the same model bit for bit. Blocks whose x and y start at different rows, or that are not views
-    of the same tensors, take the concatenation."""
-    from flamingo_sim.fl.training.trainer import _shared_rows
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
-    x_rows, y_rows = torch.randn(40, 6), torch.randint(0, 3, (40,))
-    blocks = [(9, 17), (0, 5), (30, 40), (17, 30)]  # out of order, with a gap (5..9)
-    shared = [(x_rows[a:b], y_rows[a:b]) for a, b in blocks]
-    copies = [(x.clone(), y.clone()) for x, y in shared]
-    found = _shared_rows(shared, torch.device("cpu"))
-    assert found is not None and found[0] is x_rows and found[2].tolist() == [9, 0, 30, 17]
-    assert _shared_rows(copies, torch.device("cpu")) is None
-    assert _shared_rows([(x_rows[9:17], y_rows[10:18])], torch.device("cpu")) is None  # labels a row off
-    assert _shared_rows([(x_rows[0:5], y_rows[0:5]), (x_rows[9:17].clone(), y_rows[9:17])], torch.device("cpu")) is None
-
-    def trained(datas):
-        task = CohortTask(datas, [3, 1, 4, 2], n_steps=5, batch_size=4, lr=0.1, seed=7, round_idx=2)
-        return CohortTrainer(model, strategy="vmap").train(model_state(model), task)
-
-    a, b = trained(shared), trained(copies)
-    assert a.mode == b.mode == "vmap"
-    assert all(torch.equal(a.params[k], b.params[k]) for k in a.params) and torch.equal(a.losses, b.losses)
