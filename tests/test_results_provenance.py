@@ -43,9 +43,6 @@ PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md", *(ROOT / "be
 #: the readings grids, run before issue 47's pricing stage (a task stopped part way pays for the power it drew, not its
 #: share of the time; the radio heats the phone): the main job, re-run, moved by 12 J of 30.6 MJ (its energy efficiency 5.102709x -> 5.102712x);
 #: and before issue 48's one scheduler, which moved the main job's headline from 5.99x to 4.63x (docs/paper.md says so)
-REPRICED = ("flamingo_sim/devices/thermal.py, flamingo_sim/fl/sim/limits.py, flamingo_sim/fl/sim/network.py: the pricing stage; "
-            "flamingo_sim/devices/scheduling.py, execution.py, profiles.py, calibrate.py: issue 48's one scheduler; not re-run "
-            "(the two grids, about 45 minutes on 2 cores; docs/paper.md says the grids are the earlier model's)")
 KNOWN_STALE = {
     "benchmarks/results/cuda_tests_h200.txt": "benchmarks/gpu_device.sh",
     "benchmarks/results/device_limits_2cores_idle.json": "benchmarks/device_limits.py, flamingo_sim/fl/sim/limits.py, "
@@ -69,30 +66,6 @@ KNOWN_STALE = {
     "benchmarks/results/suite_2cores.json": "benchmarks/suite.py",
     "benchmarks/results/toolkit_overhead_2cores.log": "benchmarks/toolkit_overhead.py, flamingo_sim/fl/strategy/selection.py",
     "docs/results/network/lognormal_identity.json": "flamingo_sim/fl/sim/network.py",
-    "docs/results/readings_main_job/paper/fl.local_steps=10.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/fl.overcommit=1.0.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/fl.participants_per_round=50.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/phones.profile_set=anchored.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/phones.profile_set=public.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/policy.baseline_admission=monitored.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/policy.exploration=collective.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/policy.exploration=none.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/policy.exploration=per_request.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/policy.interference.app_state=background.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/policy.interference.app_state=top_app.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/policy.interference.energy=full_power.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/policy.interference.model=fair.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/policy.min_battery_pct=20.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/reference.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/sensitivity.csv": REPRICED,
-    "docs/results/readings_main_job/paper/traces.charge_state=level.summary.json": REPRICED,
-    "docs/results/readings_main_job/paper/traces.min_pct=5.summary.json": REPRICED,
-    "docs/results/readings_main_job/public/policy.baseline_admission=monitored.summary.json": REPRICED,
-    "docs/results/readings_main_job/public/policy.exploration=collective.summary.json": REPRICED,
-    "docs/results/readings_main_job/public/policy.exploration=none.summary.json": REPRICED,
-    "docs/results/readings_main_job/public/policy.exploration=per_request.summary.json": REPRICED,
-    "docs/results/readings_main_job/public/reference.summary.json": REPRICED,
-    "docs/results/readings_main_job/public/sensitivity.csv": REPRICED,
 }
 #: results files whose entries name no sources, and why (every other entry names the code its figures come from most
 #: directly, so that a change to it is found: issue 50, when 93 of 94 entries named none).
