@@ -643,24 +643,14 @@ def _tie_the_paper_page(q: Quotes) -> None:
     # the walk (attribution.json) and the range over the unknowns
     walk = summary("reproduce_full_paper/attribution.json")
     step = {task: {s["step"]: s for s in steps} for task, steps in walk.items()}
-    head = step['openimage_mobilenet']['target']['speedup']
-    q(page, f"its reference is the walk's first ratio, the headline's {head:.2f}x above")
-    # the range over the unknowns under the paper's readings (unknowns/paper): its reference the walk's first ratio, exactly
+    q(page, f"its reference is the walk's first ratio, the headline's {step['openimage_mobilenet']['target']['speedup']:.2f}x above")
+    # the range under the paper's readings (unknowns/paper; its claims: tests/test_paper_page.py)
     paper_range = summary("unknowns/paper/range.json")
-    assert paper_range["speedup"]["reference"] == head
     sp, ee = paper_range["speedup"], paper_range["energy_efficiency"]
-    assert ee["range_holds_paper"] and not sp["range_holds_paper"] and sp["paper"] > sp["model_range"][1]
     q(page, f"the range holds the paper's energy efficiency ({ee['paper']:.1f}x, within {ee['model_range'][0]:.2f}-{ee['model_range'][1]:.2f}x)")
+    q(page, f"still not its speedup ({sp['paper']:.1f}x, above the range's top, {sp['model_range'][1]:.2f}x, the fixed two-core reading)")
     with (RESULTS / "unknowns/paper/sensitivity.csv").open() as f:
         paper_points = {(r["knob"], r["value"]): float(r["speedup"]) for r in csv.DictReader(f)}
-    assert max(paper_points.values()) == paper_points[("policy.interference.model", "fair")] == sp["model_range"][1]
-    q(page, f"still not its speedup ({sp['paper']:.1f}x, above the range's top, {sp['model_range'][1]:.2f}x, the fixed two-core reading)")
-    spans = {}
-    for (knob, _), v in paper_points.items():
-        if knob != "reference":
-            lo, hi = spans.get(knob, (paper_points[("reference", "")],) * 2)
-            spans[knob] = (min(lo, v), max(hi, v))
-    assert max(spans, key=lambda k: spans[k][1] - spans[k][0]) == "phones.profile_set"  # "again the widest unknown"
     q(page, f"(`anchored` {paper_points[('phones.profile_set', 'anchored')]:.2f}x, `public` {paper_points[('phones.profile_set', 'public')]:.2f}x)")
     rt = {task: step[task]["runtime"] for task in ("openimage_mobilenet", "openimage_shufflenet")}
     assert all(s["speedup_factor_ci"][0] <= 1 <= s["speedup_factor_ci"][1] for s in rt.values())  # "each interval holding 1"
