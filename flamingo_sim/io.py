@@ -22,7 +22,8 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -31,7 +32,8 @@ from flamingo_sim.errors import FlamingoError
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
-__all__ = ["MANIFEST", "OutputError", "atomic_dir", "atomic_path", "check_out_dir", "clean_stale", "progress", "write_json", "as_written", "LineProgress"]
+__all__ = ["MANIFEST", "OutputError", "atomic_dir", "atomic_path", "check_out_dir", "clean_stale", "progress", "write_json", "as_written", "LineProgress",
+           "WriteBehind"]
 
 #: The file that marks a directory as this tool's output (its kind inside).
 MANIFEST = ".flamingo-sim.json"
@@ -73,6 +75,52 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     finally:
         if tmp_path is not None:
             tmp_path.unlink(missing_ok=True)
+
+
+class WriteBehind:
+    """Writes done one at a time in a thread of their own, so that the caller goes on while the disk works.
+
+    For the saves a unit makes every few rounds (its result file, its checkpoint, the run's running
+    ``metrics.parquet``, its progress file): the caller makes what is written (bytes, texts, rows that are
+    never changed afterwards) and :meth:`submit` hands over a function that only writes it, with
+    :func:`atomic_path`, so that a file is whole or as it was, whatever stops the process. :meth:`submit` first
+    waits for the write before it: writes land in the order they were made, at most one in flight. :meth:`wait`
+    waits for the one in flight and raises its error, if it had one, in the caller's thread (``quiet``: drops it,
+    for a caller already on its way out with an error of its own). The thread is not a daemon: an interpreter
+    that exits waits for its write.
+    """
+
+    def __init__(self, name: str = "write-behind") -> None:
+        self.name = name
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, write: Callable[[], None]) -> None:
+        """Wait for the write in flight (raising its error), then start ``write`` in a thread."""
+        self.wait()
+
+        def run() -> None:
+            try:
+                write()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread by wait()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name=f"flamingo-sim {self.name}")
+        self._thread.start()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a write is in flight."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, quiet: bool = False) -> None:
+        """Wait for the write in flight, if any; raise its error here (``quiet``: drop it)."""
+        if self._thread is not None:
+            self._thread.join()  # cleared only once joined: a wait that a Ctrl-C cut short can be waited again
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None and not quiet:
+            raise error
 
 
 def _name(exc: OSError, path: Path) -> None:

@@ -84,6 +84,11 @@ def test_rngs_are_rng_of_each_key_seeded_at_once(seed, parts):
     assert rngs(seed, *parts, last=[]) == []
     with pytest.raises(ValueError):
         rngs(seed, *parts, last=[-1])
+    # a cohort's ids, each one 32-bit word (the entropy made as one array), as a list and as a numpy array
+    cohort = [0, 2**32 - 1, *np.random.default_rng(4).integers(0, 2400, 30).tolist()]
+    for keys in (cohort, np.asarray(cohort, dtype=np.int64), np.asarray(cohort, dtype=np.uint32)):
+        states = [g.bit_generator.state for g in rngs(seed, *parts, last=keys)]
+        assert states == [rng(seed, *parts, cid).bit_generator.state for cid in cohort]
 
 
 def test_atomic_dir_gets_the_usual_permissions(tmp_path):

@@ -44,7 +44,7 @@ from flamingo_sim.io import atomic_path
 if TYPE_CHECKING:
     from flamingo_sim.fl.sim.simulation import Simulation
 
-__all__ = ["CheckpointError", "ROW_TEXTS", "load_checkpoint", "resume_simulation", "save_checkpoint"]
+__all__ = ["CheckpointError", "ROW_TEXTS", "checkpoint_bytes", "load_checkpoint", "resume_simulation", "save_checkpoint", "write_checkpoint"]
 
 MAGIC = b"FLAMINGO-SIM-CHECKPOINT 1\n"
 _ARRAY = "__ndarray__"
@@ -136,8 +136,18 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     only: unpickling it (what a resume does) would cost more than the save itself once a run has many rounds,
     and a file whose checksum holds is the one that was written.
     """
+    write_checkpoint(path, checkpoint_bytes(state))
+
+
+def checkpoint_bytes(state: dict[str, Any]) -> bytes:
+    """What :func:`save_checkpoint` writes for ``state``: its header (checksum, length) and payload. Made from
+    ``state`` when called, so that :func:`write_checkpoint` can write it later, elsewhere, while ``state`` moves on."""
+    return _serialise(state)
+
+
+def write_checkpoint(path: str | Path, data: bytes) -> None:
+    """The writing half of :func:`save_checkpoint`: ``data`` (from :func:`checkpoint_bytes`) to ``path``."""
     path = Path(path)
-    data = _serialise(state)
     prev = prev_path(path)
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:

@@ -178,15 +178,30 @@ class RunResults:
     def write(self, running: tuple[str, int, list[dict[str, Any]]] | None = None) -> None:
         """``metrics.parquet`` of the finished units taken so far and, ``running``, a running unit's
         ``(policy, seed, rows)`` so far, in the config's order (nothing when there is no row)."""
+        rows = self._rows(running)
+        self.write_rows(rows)
+        self.complete = running is None and len(self.done) == len(self._order())
+
+    def running_rows(self, policy: str, seed: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows :meth:`write` would write with a running unit's rows so far: the finished units taken and the running
+        one's, in the config's order, in a new list (the rows themselves are never changed), for :meth:`write_rows` to write
+        later, in another thread (:class:`~flamingo_sim.fl.runner.units.UnitSaver`)."""
+        self.complete = False
+        return self._rows((policy, seed, rows))
+
+    def write_rows(self, rows: list[dict[str, Any]]) -> None:
+        """``metrics.parquet`` of ``rows`` (nothing when there is none)."""
+        if rows:
+            write_metrics(self.run_dir, pd.DataFrame(rows))
+
+    def _rows(self, running: tuple[str, int, list[dict[str, Any]]] | None) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for key in self._order():
             if key in self.done:
                 rows += self.done[key]["rows"]
             elif running is not None and key == running[:2]:
                 rows += running[2]
-        if rows:
-            write_metrics(self.run_dir, pd.DataFrame(rows))
-        self.complete = running is None and len(self.done) == len(self._order())
+        return rows
 
     def gather(self) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
         """:func:`gather` of the units taken, reading only those not taken yet (a :class:`FlamingoError`

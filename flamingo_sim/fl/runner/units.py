@@ -29,7 +29,7 @@ from flamingo_sim.errors import ConfigError
 from flamingo_sim.fl.compose import Prebuilt, build_components, compose, config_from_record
 from flamingo_sim.fl.config import ExperimentConfig
 from flamingo_sim.fl.runner.callbacks import Callback, CallbackList, ProgressBar
-from flamingo_sim.fl.runner.checkpoint import ROW_TEXTS, resume_simulation, save_checkpoint
+from flamingo_sim.fl.runner.checkpoint import ROW_TEXTS, checkpoint_bytes, resume_simulation, write_checkpoint
 from flamingo_sim.fl.runner.engines import EngineOptions, make_engine
 from flamingo_sim.fl.runner.kernels import pin_run_kernels
 from flamingo_sim.fl.runner.tracking import TrackingCallback
@@ -37,7 +37,7 @@ from flamingo_sim.fl.runner.unit_files import FORMAT, UNITS_DIR, RunResults, Uni
 from flamingo_sim.fl.sim.fairness import participation_histogram
 from flamingo_sim.fl.sim.records import RoundRecord
 from flamingo_sim.fl.sim.simulation import Simulation
-from flamingo_sim.io import as_written, atomic_path, json_item_text, write_json_with_items
+from flamingo_sim.io import WriteBehind, as_written, atomic_path, json_item_text, write_json_with_items
 from flamingo_sim.resources import find_experiment
 
 __all__ = ["RunPlan", "PartsCache", "Once", "InProcess", "UnitSaver", "run_unit", "unit_parts", "unit_config", "recorded_config", "log_rates",
@@ -182,7 +182,8 @@ def run_unit(
     done: list[RoundRecord] = [sim.initial_record()]  # round 0: every curve starts at t = 0
     checkpoint = out / "checkpoints" / f"{unit.name}.pt" if runner.resumable and cfg.fl.mode == "sync" else None
     saver = UnitSaver(unit, cfg.checkpoint_every, parts, checkpoint, None if run is None else run.results)
-    hooks: list[Callback] = [saver, _Status(unit.path(".status"))]
+    status = _Status(unit.path(".status"))
+    hooks: list[Callback] = [saver, status]
     bar = ProgressBar() if progress_bar else None
     if bar is not None:
         hooks.insert(0, bar)
@@ -195,6 +196,10 @@ def run_unit(
         done = resumed or done
     try:
         records = runner.run(sim, CallbackList(hooks + list(callbacks)), done, out / unit.engine / unit.name)
+    except BaseException:  # Ctrl-C or an error: the saves in flight land before it goes on (their own error is dropped)
+        saver.settle(quiet=True)
+        status.behind.wait(quiet=True)
+        raise
     finally:  # also on Ctrl-C or an error: the bar ends before the line that says how to continue, never redrawn after it
         if bar is not None:
             bar.close()
@@ -267,11 +272,18 @@ class UnitSaver(Callback):
     (the checkpoint also at the end of a run a callback stopped early); :meth:`write` with the
     participation histogram marks the result done. ``results``: the run's, when this process holds
     its directory: its ``metrics.parquet`` gets these rounds too every ``every`` rounds, but the
-    last (the run writes it once the unit has finished)."""
+    last (the run writes it once the unit has finished).
+
+    The saves every ``every`` rounds are made in the round's thread (the result file's rows, the
+    checkpoint's bytes, the running ``metrics.parquet``'s rows: a snapshot at that round) and written
+    behind it (:class:`~flamingo_sim.io.WriteBehind`: in order, one save in flight, each file atomic),
+    off the rounds' path (issue 52); :meth:`settle` waits for the save in flight and raises its error,
+    as the next save, :meth:`write` and :meth:`on_run_end` do."""
 
     def __init__(self, unit: Unit, every: int, parts: Any, checkpoint: Path | None, results: RunResults | None) -> None:
         self.unit, self.every, self.checkpoint, self.results = unit, every, checkpoint, results
         self._encodings: dict[int, _EncodedRecord] = {}  # id(record) -> its encodings (the record kept there too)
+        self.behind = WriteBehind(f"{unit.name} saves")
         self.about = {
             "data": parts.dataset.description,
             "model_size_mb": parts.cfg.network.model_size_mb,
@@ -287,20 +299,40 @@ class UnitSaver(Callback):
     def on_round_end(self, sim: Any, record: RoundRecord) -> bool:
         self.records.append(record)
         if sim.round % self.every == 0 or sim.is_done():
-            self.write(self.records)
-            self._checkpoint(sim)
+            result = self._result_file(self.records)
+            data = self._checkpoint_bytes(sim)
+            running = None
             if self.results is not None and not sim.is_done():  # the rows as its file has them
-                self.results.write(running=(self.unit.policy, self.unit.seed, [r.written for r in self._encoded(self.records)]))
+                running = self.results.running_rows(self.unit.policy, self.unit.seed, [r.written for r in self._encoded(self.records)])
+            results, checkpoint = self.results, self.checkpoint
+
+            def save() -> None:  # what a save writes, in the order a save without the thread wrote it
+                write_json_with_items(*result)
+                if data is not None and checkpoint is not None:
+                    write_checkpoint(checkpoint, data)
+                if running is not None and results is not None:
+                    results.write_rows(running)
+
+            self.behind.submit(save)
         return False
 
     def on_run_end(self, sim: Any, records: Sequence[RoundRecord]) -> None:
+        self.settle()
         if self.saved_round != sim.round:  # stopped early by a callback
-            self._checkpoint(sim)
+            data = self._checkpoint_bytes(sim)
+            if data is not None and self.checkpoint is not None:
+                write_checkpoint(self.checkpoint, data)
 
-    def _checkpoint(self, sim: Any) -> None:
-        if self.checkpoint is not None:
-            save_checkpoint(self.checkpoint, {"simulation": sim.state_dict(), ROW_TEXTS: [r.text for r in self._encoded(self.records)]})
+    def settle(self, quiet: bool = False) -> None:
+        """Wait for the save in flight; its error raised here (``quiet``: dropped, for a unit that is failing anyway)."""
+        self.behind.wait(quiet)
+
+    def _checkpoint_bytes(self, sim: Any) -> bytes | None:
+        """The checkpoint of ``sim`` now, as :func:`~flamingo_sim.fl.runner.checkpoint.checkpoint_bytes` (None: no checkpoint)."""
         self.saved_round = sim.round
+        if self.checkpoint is None:
+            return None
+        return checkpoint_bytes({"simulation": sim.state_dict(), ROW_TEXTS: [r.text for r in self._encoded(self.records)]})
 
     def _encoded(self, records: Sequence[RoundRecord]) -> list[_EncodedRecord]:
         """Each record's encodings, made once per record (a record is frozen): the result file, the checkpoint and the
@@ -315,8 +347,8 @@ class UnitSaver(Callback):
             out.append(known)
         return out
 
-    def write(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> list[dict[str, Any]]:
-        """The result file, with ``records``; done once ``histogram`` is given. Its rows."""
+    def _result_file(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> tuple[Path, dict[str, Any], str, list[str]]:
+        """The arguments of :func:`~flamingo_sim.io.write_json_with_items` that write the result file with ``records``."""
         encoded = self._encoded(records)
         rows = [r.row for r in encoded]
         body = {"format": FORMAT, "policy": self.unit.policy, "seed": self.unit.seed, "done": histogram is not None,
@@ -324,8 +356,14 @@ class UnitSaver(Callback):
         choice = getattr(getattr(getattr(self, "sim", None), "trainer", None), "choice", None)
         if choice is not None:  # train_mode auto on a GPU: what it chose, why, and the bound it checked
             body["train_mode"] = choice.record()
-        write_json_with_items(self.unit.path(".json"), body, "rows", [r.text for r in encoded])  # write_json's bytes
-        return rows
+        return self.unit.path(".json"), body, "rows", [r.text for r in encoded]
+
+    def write(self, records: Sequence[RoundRecord], histogram: dict[str, int] | None = None) -> list[dict[str, Any]]:
+        """The result file, with ``records``, once the save in flight has landed; done once ``histogram`` is given. Its rows."""
+        self.settle()
+        result = self._result_file(records, histogram)
+        write_json_with_items(*result)  # write_json's bytes
+        return result[1]["rows"]
 
 
 class _EncodedRecord:
@@ -366,11 +404,17 @@ class _Status(Callback):
 
     def __init__(self, path: Path) -> None:
         self.path, self.last, self.rounds_seen = path, 0.0, 0
+        self.behind = WriteBehind("progress file")  # written behind the rounds, as the unit's saves are
 
     def _write(self, sim: Any) -> None:
         self.last = time.monotonic()
-        with atomic_path(self.path) as tmp:
-            tmp.write_text(json.dumps({"round": sim.round, "rounds": sim.rules.fl.rounds, "pid": os.getpid()}))
+        text, path = json.dumps({"round": sim.round, "rounds": sim.rules.fl.rounds, "pid": os.getpid()}), self.path
+
+        def write() -> None:
+            with atomic_path(path) as tmp:
+                tmp.write_text(text)
+
+        self.behind.submit(write)
 
     def on_run_begin(self, sim: Any, records: Sequence[RoundRecord]) -> None:
         self._write(sim)
@@ -380,6 +424,9 @@ class _Status(Callback):
         if self.rounds_seen == 1 or time.monotonic() - self.last >= STATUS_EVERY_S or sim.is_done():
             self._write(sim)
         return False
+
+    def on_run_end(self, sim: Any, records: Sequence[RoundRecord]) -> None:
+        self.behind.wait()
 
 
 def log_rates(sim: Simulation, log: Any) -> None:

@@ -65,9 +65,11 @@ def test_a_unit_of_fast_rounds_shows_its_first_round_and_its_last(tmp_path, monk
     sim.is_done = lambda: sim.round >= 5
     status = units._Status(path)
     status.on_run_begin(sim, [])
+    status.behind.wait()  # written behind the rounds: each write waited for before the file is read
     seen = [json.loads(path.read_text())["round"]]
     for r in range(1, 6):
         sim.round = r
         assert status.on_round_end(sim, None) is False  # type: ignore[arg-type]
+        status.behind.wait()
         seen.append(json.loads(path.read_text())["round"])
     assert seen == [0, 1, 1, 1, 1, 5]
