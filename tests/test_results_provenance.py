@@ -77,6 +77,9 @@ NO_SOURCES = {
     "benchmarks/results/round_overhead_before_2cores.json": "the round against its training before issue 52's fifth session, kept "
                                                             "beside round_overhead.json for the comparison: its commit (015852d) "
                                                             "names the code it measured, which has changed since by design",
+    "benchmarks/results/round_overhead_s6_2cores.json": "the round against its training at the end of issue 52's sixth session, kept "
+                                                        "beside round_overhead.json for the comparison: its commit (c1cc052) names the "
+                                                        "code it measured, which the seventh session changed by design",
 }
 
 

@@ -95,12 +95,32 @@ def round_overhead_prose(results: dict) -> list[str]:
 BEFORE = ROOT / "benchmarks" / "results" / "round_overhead_before_2cores.json"
 
 
+SIXTH = ROOT / "benchmarks" / "results" / "round_overhead_s6_2cores.json"
+
+
+def sixth_prose(sixth: dict, results: dict) -> str:
+    """The sentence comparing the measurement at the end of issue 52's sixth session with this one (the seventh's)."""
+    b_on, b_off = sixth["summary"]["mlp:100 all on"], sixth["summary"]["mlp:100 all off"]
+    a_on, a_off = results["summary"]["mlp:100 all on"], results["summary"]["mlp:100 all off"]
+
+    def extra(row: dict) -> str:
+        return f"{row['paired_whole_cpu_ms'] - row['paired_cpu_ms']:.1f} ms"
+
+    def files(row: dict) -> str:
+        return f"{row['stages_cpu_ms']['  writes'] + row['stages_cpu_ms']['checkpoint']:.2f} ms"
+
+    return (f"At the end of the sixth session (commit c1cc052) the paired ratios were {b_on['paired_ratio']:.3f}x on and "
+            f"{b_off['paired_ratio']:.3f}x off, the CPU a round holds beyond the bare loop {extra(b_on)} on and {extra(b_off)} off "
+            f"({extra(a_on)} and {extra(a_off)} now), and the per-round files and the checkpoint took {files(b_on)} of CPU a round "
+            f"on the round's path with the models on ({files(a_on)} now)")
+
+
 def before_prose(before: dict, results: dict) -> str:
     """The sentence comparing the measurement before issue 52's fifth session with this one."""
     b_on, b_off = before["summary"]["mlp:100 all on"], before["summary"]["mlp:100 all off"]
     a_on = results["summary"]["mlp:100 all on"]
     loads = [load[0] for load in before["load_average"]]
-    return (f"Before this session's changes (commit 015852d, load average {min(loads):.2f}-{max(loads):.2f}), the paired ratios were "
+    return (f"Before the fifth session's changes (commit 015852d, load average {min(loads):.2f}-{max(loads):.2f}), the paired ratios were "
             f"{b_on['paired_ratio']:.3f}x on and {b_off['paired_ratio']:.3f}x off, the bare loop then summing FedAvg in float32; the "
             f"checkpoint took {b_on['stages_cpu_ms']['checkpoint']:.2f} ms of CPU a round with the models on "
             f"({a_on['stages_cpu_ms']['checkpoint']:.2f} ms now) and the minibatch indices "
@@ -111,7 +131,8 @@ def test_the_sections_sentences_quote_the_results_file():
     page = PAGE.read_text()
     section = " ".join(page[page.index("## The round against its training"):].split("\n## ")[0].split())
     results = json.loads(RESULTS.read_text())
-    sentences = [*round_overhead_prose(results), before_prose(json.loads(BEFORE.read_text()), results)]
+    sentences = [*round_overhead_prose(results), before_prose(json.loads(BEFORE.read_text()), results),
+                 sixth_prose(json.loads(SIXTH.read_text()), results)]
     missing = [s for s in sentences if s not in section]
     assert not missing, missing
 
@@ -143,3 +164,4 @@ if __name__ == "__main__":
     print()
     print("\n".join(round_overhead_prose(json.loads(RESULTS.read_text()))))
     print(before_prose(json.loads(BEFORE.read_text()), json.loads(RESULTS.read_text())))
+    print(sixth_prose(json.loads(SIXTH.read_text()), json.loads(RESULTS.read_text())))
