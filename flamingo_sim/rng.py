@@ -114,30 +114,35 @@ class _Seeded(ISeedSequence):
         return self.state.copy()
 
 
+def _tails(last: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The keys of ``last`` as SeedSequence words, grouped by how many words each takes: ``[(rows, words (rows, width)), ...]``.
+    Integer keys below 2**64 (a cohort's client ids, as a list or an array) are split into words as one array; any
+    other key (text, a larger integer) one by one, as :func:`rng` does."""
+    keys = np.asarray(last) if len(last) else np.zeros(0, dtype=np.uint64)
+    if keys.ndim == 1 and keys.dtype.kind in "iu" and (not len(keys) or keys.min() >= 0):
+        keys = keys.astype(np.uint64)
+        words = np.stack([keys & np.uint64(_MASK), keys >> np.uint64(32)], axis=1).astype(np.uint32)
+        wide = words[:, 1] > 0
+        if not wide.any():
+            return [(np.arange(len(keys)), words[:, :1])]
+        return [(np.flatnonzero(~wide), words[~wide, :1]), (np.flatnonzero(wide), words[wide])]
+    split = [_words(_key(x)) for x in last]
+    by_width: dict[int, list[int]] = {}
+    for i, w in enumerate(split):
+        by_width.setdefault(len(w), []).append(i)
+    return [(np.asarray(rows), np.asarray([split[i] for i in rows], dtype=np.uint32)) for rows in by_width.values()]
+
+
 def rngs(seed: int, *parts: int | str, last: Sequence[int]) -> list[np.random.Generator]:
-    """``[rng(seed, *parts, x) for x in last]``: the same generators, their seeds derived in one vectorised pass
-    (a cohort's clients: a few microseconds each instead of tens)."""
-    head = [w for part in (seed, *parts) for w in _words(_key(part))]
-    small = np.asarray(last) if len(last) else None
-    if small is not None and small.dtype.kind in "iu" and small.ndim == 1 and small.min() >= 0 and small.max() <= _MASK:
-        # every key one 32-bit word (a cohort's client ids): the entropy made as one array, no key taken one by one
-        entropy = np.empty((len(small), len(head) + 1), dtype=np.uint32)
-        entropy[:, : len(head)] = np.asarray(head, dtype=np.uint32)
-        entropy[:, len(head)] = small.astype(np.uint32)
-        return [np.random.Generator(np.random.PCG64(_Seeded(state))) for state in _seed_words(entropy, _PCG64_WORDS)]  # type: ignore[arg-type]
-    keys = [_key(x) for x in last]
-    out: list[np.random.Generator | None] = [None] * len(keys)
-    by_length: dict[int, list[int]] = {}
-    for i, key in enumerate(keys):
-        by_length.setdefault(len(_words(key)), []).append(i)
-    for n_words, rows in by_length.items():
-        entropy = np.empty((len(rows), len(head) + n_words), dtype=np.uint32)
-        entropy[:, : len(head)] = np.asarray(head, dtype=np.uint32)
-        tails = np.asarray([keys[i] for i in rows], dtype=object)
-        for w in range(n_words):
-            entropy[:, len(head) + w] = np.asarray([(int(t) >> (32 * w)) & _MASK for t in tails], dtype=np.uint32)
-        states = _seed_words(entropy, _PCG64_WORDS)
-        for row, state in zip(rows, states):
+    """``[rng(seed, *parts, x) for x in last]``: the same generators, their seeds derived in one vectorised pass per
+    key width (a cohort's clients: a few microseconds each instead of tens)."""
+    head = np.asarray([w for part in (seed, *parts) for w in _words(_key(part))], dtype=np.uint32)
+    out: list[Any] = [None] * len(last)
+    for rows, tail in _tails(last):
+        entropy = np.empty((len(rows), len(head) + tail.shape[1]), dtype=np.uint32)
+        entropy[:, : len(head)] = head
+        entropy[:, len(head) :] = tail
+        for row, state in zip(rows.tolist(), _seed_words(entropy, _PCG64_WORDS)):
             seeded: Any = _Seeded(state)  # numpy's stubs name SeedSequence; PCG64 takes any ISeedSequence
             out[row] = np.random.Generator(np.random.PCG64(seeded))
-    return out  # type: ignore[return-value]
+    return out

@@ -89,6 +89,9 @@ def test_rngs_are_rng_of_each_key_seeded_at_once(seed, parts):
     for keys in (cohort, np.asarray(cohort, dtype=np.int64), np.asarray(cohort, dtype=np.uint32)):
         states = [g.bit_generator.state for g in rngs(seed, *parts, last=keys)]
         assert states == [rng(seed, *parts, cid).bit_generator.state for cid in cohort]
+    # keys no array holds as integers (text, wider than 64 bits) are split one by one, beside ids in the same call
+    mixed = [3, "x", 2**70 + 5, 2**33, True]
+    assert [g.bit_generator.state for g in rngs(seed, *parts, last=mixed)] == [rng(seed, *parts, k).bit_generator.state for k in mixed]
 
 
 def test_atomic_dir_gets_the_usual_permissions(tmp_path):

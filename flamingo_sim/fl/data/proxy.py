@@ -11,10 +11,45 @@ from torch import Tensor
 from flamingo_sim.fl.data.base import FederatedDataset, LRUCache, check_client_id
 from flamingo_sim.rng import rng
 
-__all__ = ["SyntheticFederated", "MAX_CLIENT_SAMPLES"]
+__all__ = ["SyntheticFederated", "MAX_CLIENT_SAMPLES", "labels", "labels_fixed_order"]
 
 #: The most samples a generated client may hold: every count exact as a float64 (2**53).
 MAX_CLIENT_SAMPLES = 2**53
+
+
+def labels_fixed_order(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``argmax(x @ w.T + b)`` of each row, the logits summed in a fixed order (numpy's pairwise sum over the features),
+    not by a BLAS matrix product, whose kernel (and last bits) depend on the CPU: the labels' definition."""
+    return np.argmax((x[:, None, :] * w[None, :, :]).sum(axis=2) + b, axis=1).astype(np.int64)
+
+
+def labels(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`labels_fixed_order`, exactly, at a BLAS product's cost (issue 52: the labels were half of a client's
+    generation).
+
+    The logits are taken from a matrix product, whose rounding depends on the CPU's kernel, and each row's largest kept
+    where it leads every other logit by more than both logits' rounding could move them. Any order of summing ``n``
+    products and then adding ``b_c`` lands within ``gamma_(n+2) * (sum_j |x_j w_cj| + |b_c|)`` of the exact logit
+    (``gamma_k = k u / (1 - k u)``, ``u = 2**-53``: Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
+    section 3.1), the fixed order and the BLAS kernel alike; so two logits can swap places between the two only where
+    they lie within twice the sum of their bounds. That margin is doubled again here (the bound is itself computed in
+    floating point) and every row where the lead is not larger is computed again in the fixed order: its label is
+    then the fixed order's by construction, ties included (a tie has no lead)."""
+    n = x.shape[1]
+    u = 2.0**-53
+    gamma = (n + 2) * u / (1.0 - (n + 2) * u)
+    logits = x @ w.T + b
+    bound = 4.0 * gamma * (np.abs(x) @ np.abs(w).T + np.abs(b))  # 2 x (either order's distance from the exact logit), doubled
+    top = np.argmax(logits, axis=1)
+    rows = np.arange(len(x))
+    lead = logits[rows, top][:, None] - logits
+    clear = lead > bound[rows, top][:, None] + bound
+    clear[rows, top] = True
+    out = top.astype(np.int64)
+    unsure = np.flatnonzero(~clear.all(axis=1))
+    if len(unsure):
+        out[unsure] = labels_fixed_order(x[unsure], w, b)
+    return out
 
 
 class SyntheticFederated(FederatedDataset):
@@ -131,11 +166,10 @@ class SyntheticFederated(FederatedDataset):
 
     def _samples(self, gen: np.random.Generator, teacher: tuple[np.ndarray, np.ndarray, np.ndarray], n: int) -> tuple[Tensor, Tensor]:
         w, b, v = teacher
-        x = v + gen.standard_normal((n, self.n_features)) * self._sigma_sd
-        # argmax of softmax == argmax of logits; the logits summed in a fixed order (numpy's pairwise sum
-        # over the features), not by a BLAS matrix product, whose kernel (and last bits) depend on the CPU
-        y = np.argmax((x[:, None, :] * w[None, :, :]).sum(axis=2) + b, axis=1)
-        return torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y.astype(np.int64))
+        x = gen.standard_normal((n, self.n_features))
+        x *= self._sigma_sd
+        x += v  # v + z * sigma, in place: the same bits (a sum's operands commute exactly)
+        return torch.from_numpy(x.astype(np.float32)), torch.from_numpy(labels(x, w, b))
 
     def _generate(self, cid: int) -> tuple[Tensor, Tensor]:
         self.n_generated += 1

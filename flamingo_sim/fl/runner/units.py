@@ -300,16 +300,15 @@ class UnitSaver(Callback):
         self.records.append(record)
         if sim.round % self.every == 0 or sim.is_done():
             result = self._result_file(self.records)
-            data = self._checkpoint_bytes(sim)
+            write_checkpoint_now = self._checkpoint_save(sim)
             running = None
             if self.results is not None and not sim.is_done():  # the rows as its file has them
                 running = self.results.running_rows(self.unit.policy, self.unit.seed, [r.written for r in self._encoded(self.records)])
-            results, checkpoint = self.results, self.checkpoint
+            results = self.results
 
             def save() -> None:  # what a save writes, in the order a save without the thread wrote it
                 write_json_with_items(*result)
-                if data is not None and checkpoint is not None:
-                    write_checkpoint(checkpoint, data)
+                write_checkpoint_now()
                 if running is not None and results is not None:
                     results.write_rows(running)
 
@@ -319,20 +318,22 @@ class UnitSaver(Callback):
     def on_run_end(self, sim: Any, records: Sequence[RoundRecord]) -> None:
         self.settle()
         if self.saved_round != sim.round:  # stopped early by a callback
-            data = self._checkpoint_bytes(sim)
-            if data is not None and self.checkpoint is not None:
-                write_checkpoint(self.checkpoint, data)
+            self._checkpoint_save(sim)()
 
     def settle(self, quiet: bool = False) -> None:
         """Wait for the save in flight; its error raised here (``quiet``: dropped, for a unit that is failing anyway)."""
         self.behind.wait(quiet)
 
-    def _checkpoint_bytes(self, sim: Any) -> bytes | None:
-        """The checkpoint of ``sim`` now, as :func:`~flamingo_sim.fl.runner.checkpoint.checkpoint_bytes` (None: no checkpoint)."""
+    def _checkpoint_save(self, sim: Any) -> Callable[[], None]:
+        """Saving the checkpoint of ``sim`` as it is now: its bytes made here (:func:`~flamingo_sim.fl.runner.checkpoint.checkpoint_bytes`,
+        a snapshot of this round), written when the call is made (in the saves' thread, or here at a run's early end); a call
+        that writes nothing for a run without a checkpoint."""
         self.saved_round = sim.round
-        if self.checkpoint is None:
-            return None
-        return checkpoint_bytes({"simulation": sim.state_dict(), ROW_TEXTS: [r.text for r in self._encoded(self.records)]})
+        path = self.checkpoint
+        if path is None:
+            return lambda: None
+        data = checkpoint_bytes({"simulation": sim.state_dict(), ROW_TEXTS: [r.text for r in self._encoded(self.records)]})
+        return lambda: write_checkpoint(path, data)
 
     def _encoded(self, records: Sequence[RoundRecord]) -> list[_EncodedRecord]:
         """Each record's encodings, made once per record (a record is frozen): the result file, the checkpoint and the

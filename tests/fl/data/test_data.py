@@ -12,6 +12,7 @@ from PIL import Image
 from flamingo_sim.errors import InputDataError
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
 from flamingo_sim.fl.data.openimage import FedScaleImageDataset
+from flamingo_sim.fl.data import proxy
 from flamingo_sim.fl.data.proxy import SyntheticFederated
 from tests.layouts import COLORS  # noqa: F401 - a name the tests below use
 from tests.layouts import write_openimage as _write_fedscale
@@ -88,6 +89,34 @@ def test_synthetic_rejects_bad_arguments():
         SyntheticFederated(10, min_samples=20, mean_samples=10)
     with pytest.raises(IndexError):
         SyntheticFederated(10).client_data(10)
+
+
+def test_labels_from_a_blas_product_are_the_fixed_orders_labels():
+    """Issue 52's eighth session: a client's labels from a matrix product, exactly the fixed-order sum's: on the proxy's
+    own draws (every label of 400 clients, the teacher's logits as generated) and on logits far apart and close."""
+    ds = SyntheticFederated(400, seed=5)
+    for c in range(400):
+        gen = proxy.rng(ds.seed, "synthetic", "client", c)
+        w, b, v = ds._teacher(gen)
+        x = v + gen.standard_normal((int(ds.samples_per_client[c]), ds.n_features)) * ds._sigma_sd
+        assert np.array_equal(proxy.labels(x, w, b), proxy.labels_fixed_order(x, w, b)), c
+        assert np.array_equal(ds.client_data(c)[1].numpy(), proxy.labels_fixed_order(x, w, b)), c
+    big = np.random.default_rng(1)
+    x, w, b = big.standard_normal((500, 33)) * 1e8, big.standard_normal((6, 33)), big.standard_normal(6) * 1e9
+    assert np.array_equal(proxy.labels(x, w, b), proxy.labels_fixed_order(x, w, b))
+
+
+def test_labels_recompute_in_the_fixed_order_every_row_whose_lead_rounding_could_undo(monkeypatch):
+    """Where the order of the sum decides the label (1 + 1e16 - 1e16 is 0 left to right and 1 from the right), the row
+    is summed in the fixed order: hand-computed labels, and only those rows recomputed."""
+    x = np.array([[1.0, 1e16, -1e16], [1e16, -1e16, 1.0], [1e16, 1.0, -1e16], [3.0, 0.0, 0.0]])
+    w = np.array([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    b = np.array([0.0, 0.5])  # class 1's logit is 0.5; class 0's is 0 or 1 as summed, 3 in the last row
+    seen: list[np.ndarray] = []
+    fixed = proxy.labels_fixed_order
+    monkeypatch.setattr(proxy, "labels_fixed_order", lambda xs, *a: seen.append(xs.copy()) or fixed(xs, *a))
+    assert proxy.labels(x, w, b).tolist() == [1, 0, 1, 0]  # left to right: 0, 1, 0 then 3
+    assert len(seen) == 1 and np.array_equal(seen[0], x[:3])  # the clear last row kept from the product
 
 
 # ---------------------------------------------------------------- FedScale layout
