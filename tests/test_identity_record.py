@@ -26,3 +26,15 @@ def test_the_refactor_is_recorded_identical_byte_for_byte_and_main_value_for_val
     for name in ("identity_refactor.json", "identity_main_lenient.json"):
         assert f"`benchmarks/results/{name}`" in page
     assert "both shortened to 5 rounds" in page
+
+
+def test_issue_52s_eighth_session_is_recorded_identical_on_the_whole_main_job():
+    """The eighth session's changes (the proxy's labels from a BLAS product, exactly; rngs; the unit's checkpoint save) against
+    the commit before them, on the whole main job and the whole FedBuff job (100 rounds each): the same SHA-256."""
+    record = json.loads((RESULTS / "identity_s8_2cores.json").read_text())
+    assert record["rounds"] == 100 and record["lenient"] is False and record["identical"] is True
+    assert record["base_commit"].startswith("b55fc6d") and sorted(record["jobs"]) == ["openimage_mobilenet", "toolkit_fedbuff"]
+    for job in record["jobs"].values():
+        assert all(job[name]["base_sha256"] == job[name]["this_sha256"] for name in ("metrics.parquet", "summary.json"))
+    page = " ".join((ROOT / "docs" / "benchmarks.md").read_text().split())
+    assert "`benchmarks/results/identity_s8_2cores.json`" in page and "identical byte for byte to a run of commit b55fc6d" in page

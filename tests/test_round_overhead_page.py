@@ -60,9 +60,7 @@ def round_overhead_prose(results: dict) -> list[str]:
         low, high = row["spread"][key]
         return f"{low:.{digits}f}-{high:.{digits}f}x"
 
-    def extra(row: dict) -> str:
-        return f"{row['paired_whole_cpu_ms'] - row['paired_cpu_ms']:.1f} ms"
-
+    extra = _extra
     key = "mlp:100 all on"
     sentences = [
         f"With every device model on, the MLP round is {on['paired_ratio']:.3f}x its bare training (paired, "
@@ -96,23 +94,41 @@ BEFORE = ROOT / "benchmarks" / "results" / "round_overhead_before_2cores.json"
 
 
 SIXTH = ROOT / "benchmarks" / "results" / "round_overhead_s6_2cores.json"
+SEVENTH = ROOT / "benchmarks" / "results" / "round_overhead_s7_2cores.json"
 
 
-def sixth_prose(sixth: dict, results: dict) -> str:
-    """The sentence comparing the measurement at the end of issue 52's sixth session with this one (the seventh's)."""
+def _extra(row: dict) -> str:
+    """The CPU a round holds beyond the bare loop."""
+    return f"{row['paired_whole_cpu_ms'] - row['paired_cpu_ms']:.1f} ms"
+
+
+def sixth_prose(sixth: dict, seventh: dict) -> str:
+    """The sentence comparing the measurement at the end of issue 52's sixth session with the seventh's."""
     b_on, b_off = sixth["summary"]["mlp:100 all on"], sixth["summary"]["mlp:100 all off"]
-    a_on, a_off = results["summary"]["mlp:100 all on"], results["summary"]["mlp:100 all off"]
-
-    def extra(row: dict) -> str:
-        return f"{row['paired_whole_cpu_ms'] - row['paired_cpu_ms']:.1f} ms"
+    a_on, a_off = seventh["summary"]["mlp:100 all on"], seventh["summary"]["mlp:100 all off"]
 
     def files(row: dict) -> str:
         return f"{row['stages_cpu_ms']['  writes'] + row['stages_cpu_ms']['checkpoint']:.2f} ms"
 
     return (f"At the end of the sixth session (commit c1cc052) the paired ratios were {b_on['paired_ratio']:.3f}x on and "
-            f"{b_off['paired_ratio']:.3f}x off, the CPU a round holds beyond the bare loop {extra(b_on)} on and {extra(b_off)} off "
-            f"({extra(a_on)} and {extra(a_off)} now), and the per-round files and the checkpoint took {files(b_on)} of CPU a round "
-            f"on the round's path with the models on ({files(a_on)} now)")
+            f"{b_off['paired_ratio']:.3f}x off, the CPU a round holds beyond the bare loop {_extra(b_on)} on and {_extra(b_off)} off "
+            f"({_extra(a_on)} and {_extra(a_off)} at the end of the seventh), and the per-round files and the checkpoint took "
+            f"{files(b_on)} of CPU a round on the round's path with the models on ({files(a_on)} at the end of the seventh)")
+
+
+def seventh_prose(seventh: dict, results: dict) -> str:
+    """The sentence comparing the measurement at the end of issue 52's seventh session with this one (the eighth's)."""
+    b_on, b_off = seventh["summary"]["mlp:100 all on"], seventh["summary"]["mlp:100 all off"]
+    a_on, a_off = results["summary"]["mlp:100 all on"], results["summary"]["mlp:100 all off"]
+
+    def data(row: dict) -> str:
+        return f"{row['stages_cpu_ms']['  data']:.2f} ms"
+
+    return (f"At the end of the seventh session (commit fb40cb1) the paired ratios were {b_on['paired_ratio']:.3f}x on and "
+            f"{b_off['paired_ratio']:.3f}x off ({a_on['paired_ratio']:.3f}x and {a_off['paired_ratio']:.3f}x now), the CPU a round holds "
+            f"beyond the bare loop {_extra(b_on)} on and {_extra(b_off)} off ({_extra(a_on)} and {_extra(a_off)} now), and gathering the "
+            f"cohort's data took {data(b_on)} of CPU a round with the models on and {data(b_off)} with them off ({data(a_on)} and "
+            f"{data(a_off)} now)")
 
 
 def before_prose(before: dict, results: dict) -> str:
@@ -131,8 +147,9 @@ def test_the_sections_sentences_quote_the_results_file():
     page = PAGE.read_text()
     section = " ".join(page[page.index("## The round against its training"):].split("\n## ")[0].split())
     results = json.loads(RESULTS.read_text())
+    seventh = json.loads(SEVENTH.read_text())
     sentences = [*round_overhead_prose(results), before_prose(json.loads(BEFORE.read_text()), results),
-                 sixth_prose(json.loads(SIXTH.read_text()), results)]
+                 sixth_prose(json.loads(SIXTH.read_text()), seventh), seventh_prose(seventh, results)]
     missing = [s for s in sentences if s not in section]
     assert not missing, missing
 
@@ -164,4 +181,5 @@ if __name__ == "__main__":
     print()
     print("\n".join(round_overhead_prose(json.loads(RESULTS.read_text()))))
     print(before_prose(json.loads(BEFORE.read_text()), json.loads(RESULTS.read_text())))
-    print(sixth_prose(json.loads(SIXTH.read_text()), json.loads(RESULTS.read_text())))
+    print(sixth_prose(json.loads(SIXTH.read_text()), json.loads(SEVENTH.read_text())))
+    print(seventh_prose(json.loads(SEVENTH.read_text()), json.loads(RESULTS.read_text())))
