@@ -10,9 +10,9 @@ import torch
 from PIL import Image
 
 from flamingo_sim.errors import InputDataError
+from flamingo_sim.fl.data import proxy
 from flamingo_sim.fl.data.base import DeviceResident, FederatedDataset
 from flamingo_sim.fl.data.openimage import FedScaleImageDataset
-from flamingo_sim.fl.data import proxy
 from flamingo_sim.fl.data.proxy import SyntheticFederated
 from tests.layouts import COLORS  # noqa: F401 - a name the tests below use
 from tests.layouts import write_openimage as _write_fedscale
