@@ -45,6 +45,11 @@ def round_overhead_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _mlp(results: dict) -> tuple[dict, dict]:
+    """The issue's workload (mlp:100) with every device model on, and with all off: a results file's summary rows."""
+    return results["summary"]["mlp:100 all on"], results["summary"]["mlp:100 all off"]
+
+
 def _cpu(results: dict, key: str, stage: str) -> float:
     return results["summary"][key]["stages_cpu_ms"][stage]
 
@@ -54,7 +59,7 @@ def round_overhead_prose(results: dict) -> list[str]:
     aside): each built here from the file, so that a figure that moves with a new measurement fails until the page
     says it again (``python tests/test_round_overhead_page.py`` prints them)."""
     summary = results["summary"]
-    on, off = summary["mlp:100 all on"], summary["mlp:100 all off"]
+    on, off = _mlp(results)
 
     def spread(row: dict, key: str, digits: int = 2) -> str:
         low, high = row["spread"][key]
@@ -104,8 +109,7 @@ def _extra(row: dict) -> str:
 
 def sixth_prose(sixth: dict, seventh: dict) -> str:
     """The sentence comparing the measurement at the end of issue 52's sixth session with the seventh's."""
-    b_on, b_off = sixth["summary"]["mlp:100 all on"], sixth["summary"]["mlp:100 all off"]
-    a_on, a_off = seventh["summary"]["mlp:100 all on"], seventh["summary"]["mlp:100 all off"]
+    (b_on, b_off), (a_on, a_off) = _mlp(sixth), _mlp(seventh)
 
     def files(row: dict) -> str:
         return f"{row['stages_cpu_ms']['  writes'] + row['stages_cpu_ms']['checkpoint']:.2f} ms"
@@ -118,8 +122,7 @@ def sixth_prose(sixth: dict, seventh: dict) -> str:
 
 def seventh_prose(seventh: dict, results: dict) -> str:
     """The sentence comparing the measurement at the end of issue 52's seventh session with this one (the eighth's)."""
-    b_on, b_off = seventh["summary"]["mlp:100 all on"], seventh["summary"]["mlp:100 all off"]
-    a_on, a_off = results["summary"]["mlp:100 all on"], results["summary"]["mlp:100 all off"]
+    (b_on, b_off), (a_on, a_off) = _mlp(seventh), _mlp(results)
 
     def data(row: dict) -> str:
         return f"{row['stages_cpu_ms']['  data']:.2f} ms"
@@ -133,8 +136,7 @@ def seventh_prose(seventh: dict, results: dict) -> str:
 
 def before_prose(before: dict, results: dict) -> str:
     """The sentence comparing the measurement before issue 52's fifth session with this one."""
-    b_on, b_off = before["summary"]["mlp:100 all on"], before["summary"]["mlp:100 all off"]
-    a_on = results["summary"]["mlp:100 all on"]
+    (b_on, b_off), (a_on, _) = _mlp(before), _mlp(results)
     loads = [load[0] for load in before["load_average"]]
     return (f"Before the fifth session's changes (commit 015852d, load average {min(loads):.2f}-{max(loads):.2f}), the paired ratios were "
             f"{b_on['paired_ratio']:.3f}x on and {b_off['paired_ratio']:.3f}x off, the bare loop then summing FedAvg in float32; the "
