@@ -29,6 +29,10 @@ NUM = r"(\d+(?:\.\d+)?)"
 #: script -> (the extra it needs and the module that shows it is installed, or None; regexes its
 #: smoke output must match, each at least once; regexes it must never match).
 SHOWS: dict[str, tuple[tuple[str, str] | None, list[str], list[str]]] = {
+    "cold_calls": (None, [rf"^all 5 calls: warm {NUM} ms, after training {NUM} ms \({NUM}x\), after idle {NUM} ms \({NUM}x\)$",
+                          rf"^training between calls: 10 clients x 2 steps x 16 samples \(proxy MLP, vmapped SGD\): {NUM} ms median$"]
+                   + [rf"^{call} .* {NUM}x$" for call in (r"tallies \(SparseVector\.add,", "minibatch indices", "a new client's data", "battery",
+                                                           "policy ladder")], [r"\bnan\b"]),
     "device_limits": (None, [rf"^(baseline|flamingo) +[\d,]+ +{NUM} +{NUM} +{NUM}x"], []),
     "devices": (None, [rf"baseline: vectorised .* ratio +{NUM}x", rf"flamingo: vectorised .* ratio +{NUM}x"], []),
     "distributed": (None, [r"main job \(MLP proxy\): \d+ rows x \d+ columns; 2 processes identical",
