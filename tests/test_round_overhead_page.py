@@ -145,6 +145,67 @@ def before_prose(before: dict, results: dict) -> str:
             f"{b_on['stages_cpu_ms']['  minibatch indices']:.2f} ms ({a_on['stages_cpu_ms']['  minibatch indices']:.2f} ms now)")
 
 
+ZEN3 = ROOT / "benchmarks" / "results" / "round_overhead_zen3_2cores.json"
+COLD = ROOT / "benchmarks" / "results" / "cold_calls_2cores.json"
+#: the stages of a round outside the minibatch indices, the cohort's data and the policy's ladder (and outside training)
+REST = ("selection", "  limits (heat, memory)", "  network transfers", "  settling", "battery", "clock", "evaluation", "metrics", "checkpoint",
+        "unaccounted")
+
+
+def _spread(row: dict, key: str) -> str:
+    low, high = row["spread"][key]
+    return f"{low:.3f}-{high:.3f}x"
+
+
+def zen3_prose(zen3: dict, results: dict) -> str:
+    """The sentence quoting the issue's workload measured on the second machine (Zen 3) beside this file's (Zen 5)."""
+    (on, off), (first_on, first_off) = _mlp(zen3), _mlp(results)
+    return (f"the issue's workload reads {on['paired_ratio']:.3f}x with every device model on and {off['paired_ratio']:.3f}x with all off "
+            f"(paired; {_spread(on, 'paired_ratio')} and {_spread(off, 'paired_ratio')} over {on['rotations']} rotations): its bare loop "
+            f"is slower ({on['paired_cpu_ms']:.1f} ms of CPU a round against {first_on['paired_cpu_ms']:.1f} ms) and so is the rest of the "
+            f"round ({_extra(on)} and {_extra(off)} of CPU beyond the bare loop, against {_extra(first_on)} and {_extra(first_off)})")
+
+
+def cold_prose(cold: dict) -> str:
+    """The sentence quoting benchmarks/cold_calls.py's file: each call warm and right after training, then the five together."""
+    labels = ("the tallies' update", "the cohort's minibatch indices", "a new client's data", "the battery's 16 ticks", "the policy's ladder")
+    med = list(cold["median_us"].values())
+    assert len(med) == len(labels)
+    calls = "; ".join(f"{label} {m['warm']:,.0f} us warm and {m['after training']:,.0f} us after training" for label, m in zip(labels, med))
+    total = cold["total_median_ms"]
+    warm, trained, idle = total["warm"], total["after training"], total["after idle"]
+    return (f"{calls}; the five together {warm:.2f} ms warm, {trained:.2f} ms right after training ({trained / warm:.1f}x) and "
+            f"{idle:.2f} ms after an idle pause as long ({idle / warm:.1f}x)")
+
+
+def floor_prose(results: dict) -> str:
+    """The sentence on what the goal with the models off would ask of the round (this file: the issue's workload, all off)."""
+    off = results["summary"]["mlp:100 all off"]
+    st = off["stages_cpu_ms"]
+    allowed = 0.05 * off["paired_cpu_ms"]
+    fixed = st["  minibatch indices"] + st["  data"] + st["  policy"]
+    rest = sum(st[k] for k in REST)
+    return (f"With the device models off, 1.05x allows a round {allowed:.1f} ms of CPU beyond its bare training (a twentieth of its "
+            f"{off['paired_cpu_ms']:.1f} ms); it holds {_extra(off)}. Of the stages, {fixed:.1f} ms are the minibatch indices "
+            f"({st['  minibatch indices']:.1f} ms) and the cohort's data ({st['  data']:.1f} ms), drawn from each client's own random "
+            f"streams, whose numbers the issue keeps, and the policy's ladder ({st['  policy']:.1f} ms), code the mutation records pin; "
+            f"the rest, {rest:.1f} ms (selection, heat and memory, the transfers, settling, the battery, the clock, evaluation, the record, "
+            f"the writes, the checkpoint and what no stage covers), would have to fall to {allowed - fixed:.1f} ms")
+
+
+def test_the_second_machine_the_cold_calls_and_the_floor_are_quoted_from_their_files():
+    """Issue 52's ninth session: the issue's workload on a second CPU, five of the round's calls warm and cold, and what the
+    goal with the models off asks of the rest of the round, each sentence built from its results file."""
+    page = PAGE.read_text()
+    section = " ".join(page[page.index("## The round against its training"):].split("\n## ")[0].split())
+    zen3, cold, results = (json.loads(f.read_text()) for f in (ZEN3, COLD, RESULTS))
+    assert not zen3["smoke"] and zen3["rotations"] >= 4 and zen3["variants"]["mlp:100"] == ["all on", "all off"]
+    assert not cold["smoke"] and cold["repeats"] >= 20 and cold["cohort"] == 100 and cold["local_steps"] == 20
+    missing = [s for s in (zen3_prose(zen3, results), cold_prose(cold), floor_prose(results)) if s not in section]
+    assert not missing, missing
+    assert "benchmarks/results/round_overhead_zen3_2cores.json" in section and "benchmarks/results/cold_calls_2cores.json" in section
+
+
 def test_the_sections_sentences_quote_the_results_file():
     page = PAGE.read_text()
     section = " ".join(page[page.index("## The round against its training"):].split("\n## ")[0].split())
@@ -185,3 +246,6 @@ if __name__ == "__main__":
     print(before_prose(json.loads(BEFORE.read_text()), json.loads(RESULTS.read_text())))
     print(sixth_prose(json.loads(SIXTH.read_text()), json.loads(SEVENTH.read_text())))
     print(seventh_prose(json.loads(SEVENTH.read_text()), json.loads(RESULTS.read_text())))
+    print(zen3_prose(json.loads(ZEN3.read_text()), json.loads(RESULTS.read_text())))
+    print(cold_prose(json.loads(COLD.read_text())))
+    print(floor_prose(json.loads(RESULTS.read_text())))
