@@ -21,6 +21,18 @@ def _ratio(row: dict, key: str) -> str:
     return f"{row[key]:.2f}x ({low:.2f}-{high:.2f})"
 
 
+def _spread(row: dict, key: str, digits: int = 2) -> str:
+    """A ratio's spread over the rotations, as the page words it."""
+    low, high = row["spread"][key]
+    return f"{low:.{digits}f}-{high:.{digits}f}x"
+
+
+def _section() -> str:
+    """The page's section on the round against its training, its whitespace folded (line breaks aside)."""
+    page = PAGE.read_text()
+    return " ".join(page[page.index("## The round against its training"):].split("\n## ")[0].split())
+
+
 def round_overhead_table(results: dict) -> str:
     """The page's block, written from the results file (``python tests/test_round_overhead_page.py`` prints it)."""
     summary, loads = results["summary"], [load[0] for load in results["load_average"]]
@@ -61,18 +73,14 @@ def round_overhead_prose(results: dict) -> list[str]:
     summary = results["summary"]
     on, off = _mlp(results)
 
-    def spread(row: dict, key: str, digits: int = 2) -> str:
-        low, high = row["spread"][key]
-        return f"{low:.{digits}f}-{high:.{digits}f}x"
-
     extra = _extra
     key = "mlp:100 all on"
     sentences = [
         f"With every device model on, the MLP round is {on['paired_ratio']:.3f}x its bare training (paired, "
-        f"{spread(on, 'paired_ratio', 3)} over the rotations; {on['cpu_ratio']:.3f}x in CPU time), and {off['paired_ratio']:.3f}x with "
-        f"all of them off ({spread(off, 'paired_ratio', 3)}; CPU {off['cpu_ratio']:.3f}x)",
+        f"{_spread(on, 'paired_ratio', 3)} over the rotations; {on['cpu_ratio']:.3f}x in CPU time), and {off['paired_ratio']:.3f}x with "
+        f"all of them off ({_spread(off, 'paired_ratio', 3)}; CPU {off['cpu_ratio']:.3f}x)",
         f"The ratio from separate processes, the issue's own method, reads {on['ratio']:.2f}x and {off['ratio']:.2f}x, with spreads of "
-        f"{spread(on, 'ratio')} and {spread(off, 'ratio')}",
+        f"{_spread(on, 'ratio')} and {_spread(off, 'ratio')}",
         f"In CPU time a round holds {extra(on)} (all on) and {extra(off)} (all off) that the bare loop does not",
         f"gathering the cohort's data {_cpu(results, key, '  data'):.1f} ms and drawing its minibatch indices "
         f"{_cpu(results, key, '  minibatch indices'):.1f} ms",
@@ -152,16 +160,13 @@ REST = ("selection", "  limits (heat, memory)", "  network transfers", "  settli
         "unaccounted")
 
 
-def _spread(row: dict, key: str) -> str:
-    low, high = row["spread"][key]
-    return f"{low:.3f}-{high:.3f}x"
 
 
 def zen3_prose(zen3: dict, results: dict) -> str:
     """The sentence quoting the issue's workload measured on the second machine (Zen 3) beside this file's (Zen 5)."""
     (on, off), (first_on, first_off) = _mlp(zen3), _mlp(results)
     return (f"the issue's workload reads {on['paired_ratio']:.3f}x with every device model on and {off['paired_ratio']:.3f}x with all off "
-            f"(paired; {_spread(on, 'paired_ratio')} and {_spread(off, 'paired_ratio')} over {on['rotations']} rotations): its bare loop "
+            f"(paired; {_spread(on, 'paired_ratio', 3)} and {_spread(off, 'paired_ratio', 3)} over {on['rotations']} rotations): its bare loop "
             f"is slower ({on['paired_cpu_ms']:.1f} ms of CPU a round against {first_on['paired_cpu_ms']:.1f} ms) and so is the rest of the "
             f"round ({_extra(on)} and {_extra(off)} of CPU beyond the bare loop, against {_extra(first_on)} and {_extra(first_off)})")
 
@@ -180,7 +185,7 @@ def cold_prose(cold: dict) -> str:
 
 def floor_prose(results: dict) -> str:
     """The sentence on what the goal with the models off would ask of the round (this file: the issue's workload, all off)."""
-    off = results["summary"]["mlp:100 all off"]
+    _, off = _mlp(results)
     st = off["stages_cpu_ms"]
     allowed = 0.05 * off["paired_cpu_ms"]
     fixed = st["  minibatch indices"] + st["  data"] + st["  policy"]
@@ -196,8 +201,7 @@ def floor_prose(results: dict) -> str:
 def test_the_second_machine_the_cold_calls_and_the_floor_are_quoted_from_their_files():
     """Issue 52's ninth session: the issue's workload on a second CPU, five of the round's calls warm and cold, and what the
     goal with the models off asks of the rest of the round, each sentence built from its results file."""
-    page = PAGE.read_text()
-    section = " ".join(page[page.index("## The round against its training"):].split("\n## ")[0].split())
+    section = _section()
     zen3, cold, results = (json.loads(f.read_text()) for f in (ZEN3, COLD, RESULTS))
     assert not zen3["smoke"] and zen3["rotations"] >= 4 and zen3["variants"]["mlp:100"] == ["all on", "all off"]
     assert not cold["smoke"] and cold["repeats"] >= 20 and cold["cohort"] == 100 and cold["local_steps"] == 20
@@ -207,8 +211,7 @@ def test_the_second_machine_the_cold_calls_and_the_floor_are_quoted_from_their_f
 
 
 def test_the_sections_sentences_quote_the_results_file():
-    page = PAGE.read_text()
-    section = " ".join(page[page.index("## The round against its training"):].split("\n## ")[0].split())
+    section = _section()
     results = json.loads(RESULTS.read_text())
     seventh = json.loads(SEVENTH.read_text())
     sentences = [*round_overhead_prose(results), before_prose(json.loads(BEFORE.read_text()), results),
